@@ -1,0 +1,1 @@
+//! K-means (Lloyd's algorithm) on the Map-Collective model.

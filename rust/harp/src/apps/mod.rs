@@ -1,0 +1,2 @@
+//! Applications written against the worker API.
+pub mod kmeans;

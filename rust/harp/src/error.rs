@@ -1,0 +1,68 @@
+//! One error type for the whole engine. Every message says which worker (rank) saw the problem
+//! and, for communication errors, which operation and which peer were involved.
+
+use std::fmt;
+
+/// Result alias used across the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where a communication error happened: the collective, its per-job sequence number and the
+/// caller's label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpContext {
+    pub rank: usize,
+    pub op: &'static str,
+    pub seq: u64,
+    pub label: String,
+}
+
+impl fmt::Display for OpContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rank {}: {} #{} '{}'", self.rank, self.op, self.seq, self.label)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A peer did not answer within the configured timeout.
+    #[error("{ctx}: timed out after {secs:.1} s waiting for rank {peer}")]
+    Timeout { ctx: OpContext, peer: usize, secs: f64 },
+    /// A peer's connection broke (it died, was killed or left the job).
+    #[error("{ctx}: rank {peer} is gone: {reason}")]
+    PeerLost { ctx: OpContext, peer: usize, reason: String },
+    /// Two workers called different collectives (or algorithms) at the same position.
+    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position")]
+    OpMismatch { ctx: OpContext, peer: usize, theirs: String },
+    /// The worker failed earlier and can no longer take part in collectives.
+    #[error("rank {rank}: worker is unusable after an earlier failure: {first}")]
+    Poisoned { rank: usize, first: String },
+    /// Malformed bytes on the wire or a failed handshake.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// Cluster start-up failed (connect, authentication, handshake).
+    #[error("rank {rank}: start-up failed: {msg}")]
+    Startup { rank: usize, msg: String },
+    /// Malformed input data: the file and 1-based line (or record) are named.
+    #[error("{file}:{line}: {msg}")]
+    Input { file: String, line: u64, msg: String },
+    /// Two partitions could not be combined, or a table operation was invalid.
+    #[error("{0}")]
+    Data(String),
+    /// Bad arguments or configuration.
+    #[error("{0}")]
+    Config(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+    pub fn data(msg: impl Into<String>) -> Self {
+        Error::Data(msg.into())
+    }
+    pub fn config(msg: impl Into<String>) -> Self {
+        Error::Config(msg.into())
+    }
+}

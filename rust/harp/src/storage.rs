@@ -1,0 +1,1 @@
+//! Storage: local files behind one trait.
