@@ -90,15 +90,24 @@ impl std::fmt::Debug for Array {
 impl Array {
     /// An array of `len` zeros.
     pub fn zeros(pool: &Pool, dtype: DType, len: usize) -> Array {
-        Array { dtype, buf: pool.get_zeroed(len * dtype.size()) }
+        Array {
+            dtype,
+            buf: pool.get_zeroed(len * dtype.size()),
+        }
     }
     /// An array of `len` elements whose values are unspecified (left from earlier use).
     pub fn uninit(pool: &Pool, dtype: DType, len: usize) -> Array {
-        Array { dtype, buf: pool.get(len * dtype.size()) }
+        Array {
+            dtype,
+            buf: pool.get(len * dtype.size()),
+        }
     }
     /// A pooled copy of `values`.
     pub fn from_slice<T: Elem>(pool: &Pool, values: &[T]) -> Array {
-        Array { dtype: T::DTYPE, buf: pool.copy_of(bytemuck::cast_slice(values)) }
+        Array {
+            dtype: T::DTYPE,
+            buf: pool.copy_of(bytemuck::cast_slice(values)),
+        }
     }
     /// Wraps a buffer whose length is a multiple of the element size.
     pub fn from_buf(dtype: DType, buf: Buf) -> Result<Array> {
@@ -148,7 +157,10 @@ impl Array {
     }
     /// A pooled copy.
     pub fn duplicate(&self, pool: &Pool) -> Array {
-        Array { dtype: self.dtype, buf: pool.copy_of(self.bytes()) }
+        Array {
+            dtype: self.dtype,
+            buf: pool.copy_of(self.bytes()),
+        }
     }
     pub fn into_buf(self) -> Buf {
         self.buf
@@ -296,9 +308,18 @@ impl Combiner {
             }
             Combiner::Custom(c) if c.elementwise() => {
                 // Custom element-wise combiners work on whole arrays; wrap the ranges.
-                let pool = Pool::new(crate::pool::PoolConfig { max_free_per_class: 0, max_bytes_held: 0 });
-                let mut a = Array { dtype, buf: pool.copy_of(acc) };
-                let b = Array { dtype, buf: pool.copy_of(other) };
+                let pool = Pool::new(crate::pool::PoolConfig {
+                    max_free_per_class: 0,
+                    max_bytes_held: 0,
+                });
+                let mut a = Array {
+                    dtype,
+                    buf: pool.copy_of(acc),
+                };
+                let b = Array {
+                    dtype,
+                    buf: pool.copy_of(other),
+                };
                 c.combine(&mut a, &b)?;
                 acc.copy_from_slice(a.bytes());
                 Ok(())
@@ -369,7 +390,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(combiner: Combiner) -> Table {
-        Table { combiner, parts: BTreeMap::new() }
+        Table {
+            combiner,
+            parts: BTreeMap::new(),
+        }
     }
     pub fn combiner(&self) -> &Combiner {
         &self.combiner
@@ -426,7 +450,10 @@ impl Table {
     }
     /// Takes all partitions out, leaving the table empty.
     pub fn take_all(&mut self) -> Vec<Partition> {
-        std::mem::take(&mut self.parts).into_iter().map(|(id, data)| Partition { id, data }).collect()
+        std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|(id, data)| Partition { id, data })
+            .collect()
     }
     /// Keeps only the partitions for which `keep(id)` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
@@ -445,23 +472,23 @@ impl Table {
 /// parallel (rayon, pairwise tree). Equal ids are combined with the first table's combiner.
 pub fn aggregate(tables: Vec<Table>) -> Result<Table> {
     use rayon::prelude::*;
-    let combiner = tables.first().map(|t| t.combiner.clone()).unwrap_or_default();
-    tables
-        .into_par_iter()
-        .map(Ok)
-        .reduce(
-            || Ok(Table::new(combiner.clone())),
-            |a: Result<Table>, b: Result<Table>| {
-                let (mut a, b) = (a?, b?);
-                if a.len() < b.len() {
-                    let mut b = b;
-                    b.merge(a)?;
-                    return Ok(b);
-                }
-                a.merge(b)?;
-                Ok(a)
-            },
-        )
+    let combiner = tables
+        .first()
+        .map(|t| t.combiner.clone())
+        .unwrap_or_default();
+    tables.into_par_iter().map(Ok).reduce(
+        || Ok(Table::new(combiner.clone())),
+        |a: Result<Table>, b: Result<Table>| {
+            let (mut a, b) = (a?, b?);
+            if a.len() < b.len() {
+                let mut b = b;
+                b.merge(a)?;
+                return Ok(b);
+            }
+            a.merge(b)?;
+            Ok(a)
+        },
+    )
 }
 
 #[cfg(test)]
@@ -506,9 +533,18 @@ mod tests {
         let pool = Pool::default();
         let mut t = Table::new(Combiner::Sum);
         t.add(3, Array::from_slice(&pool, &[1.0f64, 2.0])).unwrap();
-        let e = t.add(3, Array::from_slice(&pool, &[1.0f64])).unwrap_err().to_string();
-        assert!(e.contains("partition 3") && e.contains("2 f64 elements with 1"), "{e}");
-        let e = t.add(3, Array::from_slice(&pool, &[1.0f32, 2.0])).unwrap_err().to_string();
+        let e = t
+            .add(3, Array::from_slice(&pool, &[1.0f64]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("partition 3") && e.contains("2 f64 elements with 1"),
+            "{e}"
+        );
+        let e = t
+            .add(3, Array::from_slice(&pool, &[1.0f32, 2.0]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f64 with f32"), "{e}");
         let mut r = Table::new(Combiner::Reject);
         r.add(1, Array::from_slice(&pool, &[1u8])).unwrap();
@@ -539,14 +575,21 @@ mod tests {
         let tables: Vec<Table> = (0..8)
             .map(|i| {
                 let mut t = Table::new(Combiner::Sum);
-                t.add(i % 3, Array::from_slice(&pool, &[i as f64, 1.0])).unwrap();
+                t.add(i % 3, Array::from_slice(&pool, &[i as f64, 1.0]))
+                    .unwrap();
                 t
             })
             .collect();
         let all = aggregate(tables).unwrap();
         assert_eq!(all.ids(), vec![0, 1, 2]);
-        assert_eq!(all.get(0).unwrap().as_slice::<f64>().unwrap(), &[0.0 + 3.0 + 6.0, 3.0]);
-        assert_eq!(all.get(2).unwrap().as_slice::<f64>().unwrap(), &[2.0 + 5.0, 2.0]);
+        assert_eq!(
+            all.get(0).unwrap().as_slice::<f64>().unwrap(),
+            &[0.0 + 3.0 + 6.0, 3.0]
+        );
+        assert_eq!(
+            all.get(2).unwrap().as_slice::<f64>().unwrap(),
+            &[2.0 + 5.0, 2.0]
+        );
     }
 
     #[test]

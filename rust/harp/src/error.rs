@@ -18,21 +18,44 @@ pub struct OpContext {
 
 impl fmt::Display for OpContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rank {}: {} #{} '{}'", self.rank, self.op, self.seq, self.label)
+        write!(
+            f,
+            "rank {}: {} #{} '{}'",
+            self.rank, self.op, self.seq, self.label
+        )
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A peer did not answer within the configured timeout.
-    #[error("{ctx}: timed out after {secs:.1} s waiting for rank {peer}")]
-    Timeout { ctx: OpContext, peer: usize, secs: f64 },
+    /// A live peer did not send what this operation needs within the configured timeout.
+    #[error("{ctx}: timed out after {secs:.1} s waiting for rank {peer} (it is alive but did not send; it may be stuck outside the collectives or waiting for another worker)")]
+    Timeout {
+        ctx: OpContext,
+        peer: usize,
+        secs: f64,
+    },
+    /// A peer sent nothing at all (not even heartbeats) for half the timeout.
+    #[error("{ctx}: rank {peer} has been silent for {secs:.1} s (no data, no heartbeat): it is hung, stopped or cut off")]
+    Silent {
+        ctx: OpContext,
+        peer: usize,
+        secs: f64,
+    },
     /// A peer's connection broke (it died, was killed or left the job).
     #[error("{ctx}: rank {peer} is gone: {reason}")]
-    PeerLost { ctx: OpContext, peer: usize, reason: String },
+    PeerLost {
+        ctx: OpContext,
+        peer: usize,
+        reason: String,
+    },
     /// Two workers called different collectives (or algorithms) at the same position.
-    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position")]
-    OpMismatch { ctx: OpContext, peer: usize, theirs: String },
+    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position (every worker must call the same collectives in the same order; an automatic algorithm choice differs when tables differ in size: then pass an explicit algorithm)")]
+    OpMismatch {
+        ctx: OpContext,
+        peer: usize,
+        theirs: String,
+    },
     /// The worker failed earlier and can no longer take part in collectives.
     #[error("rank {rank}: worker is unusable after an earlier failure: {first}")]
     Poisoned { rank: usize, first: String },
@@ -44,7 +67,11 @@ pub enum Error {
     Startup { rank: usize, msg: String },
     /// Malformed input data: the file and 1-based line (or record) are named.
     #[error("{file}:{line}: {msg}")]
-    Input { file: String, line: u64, msg: String },
+    Input {
+        file: String,
+        line: u64,
+        msg: String,
+    },
     /// Two partitions could not be combined, or a table operation was invalid.
     #[error("{0}")]
     Data(String),
@@ -52,12 +79,18 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 impl Error {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
     pub fn data(msg: impl Into<String>) -> Self {
         Error::Data(msg.into())

@@ -16,3 +16,13 @@ pub mod storage;
 pub use data::{Array, Combiner, DType, Partition, Partitioner, Table};
 pub use error::{Error, Result};
 pub use pool::{Buf, Pool, PoolConfig, PoolStats};
+pub mod collective;
+pub mod config;
+pub mod topology;
+pub mod transport;
+pub mod wire;
+pub mod worker;
+
+pub use config::Config;
+pub use topology::Topology;
+pub use worker::{Listener, Worker};

@@ -30,7 +30,10 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig { max_free_per_class: 256, max_bytes_held: 4 << 30 }
+        PoolConfig {
+            max_free_per_class: 256,
+            max_bytes_held: 4 << 30,
+        }
     }
 }
 
@@ -72,7 +75,9 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("stats", &self.stats()).finish()
+        f.debug_struct("Pool")
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
@@ -118,10 +123,16 @@ impl Pool {
     /// A buffer of `len` bytes. Its contents are whatever the previous user left (or zeros).
     pub fn get(&self, len: usize) -> Buf {
         let class = class_of(len.max(1));
-        assert!(class < CLASSES, "buffer of {len} bytes is larger than the pool supports");
+        assert!(
+            class < CLASSES,
+            "buffer of {len} bytes is larger than the pool supports"
+        );
         let cap = class_size(class);
         let inner = &self.inner;
-        let reused = inner.free[class].lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = inner.free[class]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
         let raw = match reused {
             Some(raw) => {
                 inner.reuses.fetch_add(1, Relaxed);
@@ -133,12 +144,17 @@ impl Pool {
                 let layout = Layout::from_size_align(cap, ALIGN).expect("valid layout");
                 // SAFETY: layout has non-zero size.
                 let ptr = unsafe { alloc_zeroed(layout) };
-                let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+                let ptr =
+                    NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
                 Raw { ptr, cap }
             }
         };
         inner.in_use.fetch_add(cap as u64, Relaxed);
-        Buf { raw: Some(raw), len, pool: Some(self.inner.clone()) }
+        Buf {
+            raw: Some(raw),
+            len,
+            pool: Some(self.inner.clone()),
+        }
     }
 
     /// A buffer of `len` zero bytes.
@@ -170,7 +186,8 @@ impl Pool {
     /// Frees every buffer kept in the free lists.
     pub fn trim(&self) {
         for class in &self.inner.free {
-            let drained: Vec<Raw> = std::mem::take(&mut *class.lock().unwrap_or_else(|e| e.into_inner()));
+            let drained: Vec<Raw> =
+                std::mem::take(&mut *class.lock().unwrap_or_else(|e| e.into_inner()));
             for raw in drained {
                 self.inner.held.fetch_sub(raw.cap as u64, Relaxed);
                 free_raw(raw);
@@ -234,7 +251,9 @@ impl Buf {
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        let (Some(raw), Some(pool)) = (self.raw.take(), self.pool.take()) else { return };
+        let (Some(raw), Some(pool)) = (self.raw.take(), self.pool.take()) else {
+            return;
+        };
         let cap = raw.cap;
         pool.in_use.fetch_sub(cap as u64, Relaxed);
         let class = class_of(cap);
@@ -310,7 +329,10 @@ mod tests {
 
     #[test]
     fn free_lists_are_bounded() {
-        let pool = Pool::new(PoolConfig { max_free_per_class: 2, max_bytes_held: 1 << 20 });
+        let pool = Pool::new(PoolConfig {
+            max_free_per_class: 2,
+            max_bytes_held: 1 << 20,
+        });
         let bufs: Vec<Buf> = (0..5).map(|_| pool.get(100)).collect();
         drop(bufs);
         let s = pool.stats();

@@ -1,0 +1,239 @@
+//! `harp bench OP`: times one collective. Each repetition starts after a barrier; the time of a
+//! repetition is the slowest worker's time, and the median over repetitions is reported.
+
+use std::time::Instant;
+
+use clap::Args;
+use harp::collective::{
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+};
+use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
+
+use crate::cluster::ClusterOpts;
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// broadcast, allreduce, allgather, reduce, gather, scatter, reduce-scatter, regroup,
+    /// push, pull, rotate or barrier.
+    pub op: String,
+    /// Message size in bytes (suffixes k, m, g = KiB, MiB, GiB). For allgather it is the total
+    /// gathered; for every other op it is each worker's table.
+    #[arg(long, value_parser = parse_bytes, default_value = "1m")]
+    pub bytes: u64,
+    /// Algorithm (broadcast: chain, chain-random, binomial, one-by-one; allreduce: auto,
+    /// bidirectional-exchange, regroup-allgather; allgather: ring, known-total; reduce:
+    /// binomial, scatter-gather).
+    #[arg(long)]
+    pub algorithm: Option<String>,
+    /// Partitions per table (default: 1; ops that move partitions to owners use 4 per worker).
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+    /// Untimed repetitions first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterOpts,
+}
+
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("'{s}' is not a byte count (e.g. 1024, 64k, 16m)"))
+}
+
+enum Algo {
+    Bcast(BroadcastAlgorithm),
+    Allreduce(AllreduceAlgorithm),
+    Allgather,
+    AllgatherKnown,
+    Reduce(ReduceAlgorithm),
+    None,
+}
+
+/// Builds this worker's input table for one repetition.
+fn table(w: &Worker, op: &str, bytes: u64, parts: usize) -> Table {
+    let (r, p) = (w.rank(), w.size());
+    let mut t = Table::new(Combiner::Sum);
+    let elems = (bytes / 8).max(1) as usize;
+    let mut add = |id: u32, n: usize| {
+        let mut a = Array::uninit(w.pool(), DType::F64, n);
+        a.as_mut_slice::<f64>().expect("f64").fill(r as f64 + 1.0);
+        t.add(id, a).expect("fresh ids");
+    };
+    match op {
+        "broadcast" | "scatter" if r != 0 => {}
+        "allgather" | "gather" => {
+            let mine = (elems / p).max(1);
+            for i in 0..parts {
+                add((r * parts + i) as u32, (mine / parts).max(1));
+            }
+        }
+        _ => {
+            for i in 0..parts {
+                add(i as u32, (elems / parts).max(1));
+            }
+        }
+    }
+    t
+}
+
+fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Result<()> {
+    let m = Partitioner::Modulo;
+    match (op, algo) {
+        ("broadcast", Algo::Bcast(a)) => w.broadcast("bench", t, 0, *a),
+        ("allreduce", Algo::Allreduce(a)) => w.allreduce("bench", t, *a),
+        ("allgather", Algo::Allgather) => w.allgather("bench", t, AllgatherAlgorithm::Ring),
+        ("allgather", Algo::AllgatherKnown) => {
+            w.allgather("bench", t, AllgatherAlgorithm::KnownTotal(parts * w.size()))
+        }
+        ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
+        ("gather", _) => w.gather("bench", t, 0),
+        ("scatter", _) => w.scatter("bench", t, 0, &m),
+        ("reduce-scatter", _) => w.reduce_scatter("bench", t, &m),
+        ("regroup", _) => w.regroup("bench", t, Some(&m)),
+        ("rotate", _) => w.rotate("bench", t, None),
+        ("push", _) => {
+            let mut global = Table::new(Combiner::Sum);
+            w.push("bench", t, &mut global, &m)
+        }
+        ("pull", _) => {
+            let mut global = Table::new(Combiner::Sum);
+            for (id, a) in t.iter() {
+                if id as usize % w.size() == w.rank() {
+                    global.put(id, a.duplicate(w.pool()));
+                }
+            }
+            w.pull("bench", t, &global, &m)
+        }
+        ("barrier", _) => w.barrier("bench"),
+        _ => Err(Error::config(format!("unknown operation '{op}'"))),
+    }
+}
+
+pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
+    let op = a.op.as_str();
+    let alg = a.algorithm.as_deref();
+    let algo = match op {
+        "broadcast" => Algo::Bcast(BroadcastAlgorithm::parse(alg.unwrap_or("chain"))?),
+        "allreduce" => Algo::Allreduce(AllreduceAlgorithm::parse(alg.unwrap_or("auto"))?),
+        "allgather" => match alg.unwrap_or("ring") {
+            "ring" => Algo::Allgather,
+            "known-total" => Algo::AllgatherKnown,
+            x => {
+                return Err(Error::config(format!(
+                    "unknown allgather algorithm '{x}' (ring, known-total)"
+                )))
+            }
+        },
+        "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("binomial"))?),
+        "gather" | "scatter" | "reduce-scatter" | "regroup" | "rotate" | "push" | "pull"
+        | "barrier" => {
+            if let Some(x) = alg {
+                return Err(Error::config(format!(
+                    "{op} has one algorithm; --algorithm {x} is not accepted"
+                )));
+            }
+            Algo::None
+        }
+        _ => return Err(Error::config(format!("unknown operation '{op}'"))),
+    };
+    let algo_name = match &algo {
+        Algo::Bcast(b) => b.name().to_string(),
+        Algo::Allreduce(x) => x
+            .resolve(a.bytes, w.config().allreduce_crossover)
+            .name()
+            .to_string(),
+        Algo::Allgather => "ring".into(),
+        Algo::AllgatherKnown => "known-total".into(),
+        Algo::Reduce(x) => x.name().into(),
+        Algo::None => "default".into(),
+    };
+    if a.reps == 0 {
+        return Err(Error::config("--reps must be at least 1"));
+    }
+    let p = w.size();
+    let parts = a.partitions.unwrap_or(match op {
+        "reduce-scatter" | "regroup" | "scatter" | "push" | "pull" => 4 * p,
+        _ => 1,
+    });
+    if parts == 0 {
+        return Err(Error::config("--partitions must be at least 1"));
+    }
+    let mut times = Vec::with_capacity(a.reps);
+    for rep in 0..a.warmup + a.reps {
+        let mut t = table(w, op, a.bytes, parts);
+        w.barrier("bench-start")?;
+        let t0 = Instant::now();
+        once(w, op, &algo, &mut t, parts)?;
+        let dt = t0.elapsed().as_secs_f64();
+        if rep >= a.warmup {
+            times.push(dt);
+        }
+    }
+    // The time of a repetition is its slowest worker's.
+    let mut tt = Table::new(Combiner::Max);
+    tt.add(0, Array::from_slice(w.pool(), &times))?;
+    w.allreduce(
+        "bench-times",
+        &mut tt,
+        AllreduceAlgorithm::BidirectionalExchange,
+    )?;
+    if w.rank() != 0 {
+        return Ok(());
+    }
+    let mut all = tt.get(0).expect("times").as_slice::<f64>()?.to_vec();
+    all.sort_by(f64::total_cmp);
+    let median = if all.len() % 2 == 1 {
+        all[all.len() / 2]
+    } else {
+        (all[all.len() / 2 - 1] + all[all.len() / 2]) / 2.0
+    };
+    let mbps = a.bytes as f64 / median / 1e6;
+    if a.json {
+        let j = serde_json::json!({
+            "op": op, "algorithm": algo_name, "workers": p, "bytes": a.bytes, "partitions": parts,
+            "reps": a.reps, "median_s": median, "min_s": all[0], "max_s": all[all.len() - 1],
+            "throughput_mb_s": mbps,
+        });
+        println!("{j}");
+    } else {
+        println!(
+            "{op} ({algo_name}) workers={p} bytes={} reps={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s",
+            a.bytes,
+            a.reps,
+            median,
+            all[0],
+            all[all.len() - 1],
+            mbps
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn byte_counts() {
+        assert_eq!(super::parse_bytes("1024"), Ok(1024));
+        assert_eq!(super::parse_bytes("64k"), Ok(64 << 10));
+        assert_eq!(super::parse_bytes("16MiB"), Ok(16 << 20));
+        assert_eq!(super::parse_bytes("1g"), Ok(1 << 30));
+        assert!(super::parse_bytes("lots").is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! Allgather: afterwards every worker's table is the union of all tables (equal ids combined
+//! with the table's combiner, in rank order of arrival).
+
+use super::{absorb, recv_batch, send_batch, table_pieces, Ctx, In, Out};
+use crate::data::Table;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllgatherAlgorithm {
+    /// Ring ("bucket"): p−1 steps, each forwarding the bucket received in the step before.
+    /// Each bucket announces its own partition list, so no separate count exchange is needed.
+    Ring,
+    /// Ring pipelined per partition when the caller knows the total number of partitions
+    /// across all workers: partitions are forwarded one by one as they arrive, and a worker
+    /// stops when it has seen `total` of them.
+    KnownTotal(usize),
+}
+
+impl AllgatherAlgorithm {
+    pub fn code(self) -> u8 {
+        match self {
+            AllgatherAlgorithm::Ring => 1,
+            AllgatherAlgorithm::KnownTotal(_) => 2,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            AllgatherAlgorithm::Ring => "ring",
+            AllgatherAlgorithm::KnownTotal(_) => "known-total",
+        }
+    }
+}
+
+/// Ring allgather. Cost: (p−1)α + (p−1)/p · nβ for n bytes gathered in total.
+pub async fn ring(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let (right, left) = ((r + 1) % p, (r + p - 1) % p);
+    let mut received: Vec<Vec<In>> = Vec::with_capacity(p - 1);
+    for k in 0..p - 1 {
+        let outs: Vec<Out<'_>> = match received.last() {
+            None => table_pieces(table),
+            Some(prev) => prev.iter().map(In::out).collect(),
+        };
+        let (sent, got) = tokio::join!(
+            send_batch(&cx.ep, right, k as u32, 0, &outs),
+            recv_batch(&cx.ep, cx.pool, left, k as u32)
+        );
+        sent?;
+        drop(outs);
+        received.push(got?.1);
+    }
+    for pieces in received {
+        absorb(table, cx.pool, pieces)?;
+    }
+    Ok(())
+}
+
+/// Per-partition pipelined ring for a known total. Cost ≈ (p−1)/p · nβ + (p−1 + m)α for m
+/// partitions per worker, with every partition forwarded as soon as it arrives.
+pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let (right, left) = ((r + 1) % p, (r + p - 1) % p);
+    let own = table.len();
+    if total < own {
+        return Err(Error::config(format!(
+            "{}: known total {total} is smaller than this worker's {own} partitions",
+            cx.ep.ctx
+        )));
+    }
+    for (pid, a) in table.iter() {
+        send_batch(&cx.ep, right, 0, r as u32, &[Out::whole(pid, a)]).await?;
+    }
+    let mut received = Vec::with_capacity(total - own);
+    while received.len() < total - own {
+        let (hdr, pieces) = recv_batch(&cx.ep, cx.pool, left, 0).await?;
+        let origin = hdr.aux as usize;
+        if (r + 1) % p != origin {
+            let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
+            send_batch(&cx.ep, right, 0, origin as u32, &outs).await?;
+        }
+        received.extend(pieces);
+    }
+    absorb(table, cx.pool, received)
+}

@@ -1,0 +1,22 @@
+//! Barrier.
+
+use super::Ctx;
+use crate::error::Result;
+use crate::wire::Kind;
+
+/// Dissemination barrier: in round k every worker signals rank + 2^k and waits for rank − 2^k.
+/// No worker leaves before every worker has entered. Cost: ⌈log2 p⌉ α (the original Harp
+/// barrier was centralised, O(p) at the master).
+pub async fn dissemination(cx: &Ctx<'_>) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let (mut d, mut round) = (1usize, 0u32);
+    while d < p {
+        cx.ep
+            .send_frame((r + d) % p, Kind::Ctrl, round, 0, &[])
+            .await?;
+        cx.ep.recv_frame((r + p - d) % p, round).await?;
+        d *= 2;
+        round += 1;
+    }
+    Ok(())
+}

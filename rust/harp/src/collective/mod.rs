@@ -1,0 +1,394 @@
+//! Collective operations. One file per family, one function per algorithm; the cost of each
+//! algorithm is in its doc comment with α the per-message latency, β the time per byte, n the
+//! bytes involved and p the number of workers. The automatic choice lives in [`choose`].
+//!
+//! All algorithms move *pieces*: byte ranges of partitions (a whole partition is one piece).
+//! Large pieces are written straight from the partition's pooled buffer and received straight
+//! into a pooled buffer that becomes the partition (no copy) when the piece is whole.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::config::Config;
+use crate::data::{Array, DType, Table};
+use crate::error::{Error, Result};
+use crate::pool::{Buf, Pool};
+use crate::topology::Topology;
+use crate::transport::Endpoint;
+use crate::wire::{self, BatchMeta, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX};
+
+pub mod allgather;
+pub mod allreduce;
+pub mod barrier;
+pub mod broadcast;
+pub mod regroup;
+pub mod rooted;
+
+pub use allgather::AllgatherAlgorithm;
+pub use allreduce::AllreduceAlgorithm;
+pub use broadcast::BroadcastAlgorithm;
+pub use rooted::ReduceAlgorithm;
+
+/// Everything an algorithm needs for one operation.
+pub struct Ctx<'a> {
+    pub ep: Endpoint<'a>,
+    pub pool: &'a Pool,
+    pub cfg: &'a Config,
+    pub topo: &'a Topology,
+}
+
+impl Ctx<'_> {
+    pub fn rank(&self) -> usize {
+        self.ep.rank()
+    }
+    pub fn size(&self) -> usize {
+        self.ep.size()
+    }
+}
+
+/// A piece to send, borrowing its bytes.
+#[derive(Clone, Copy)]
+pub struct Out<'b> {
+    pub meta: PieceMeta,
+    pub bytes: &'b [u8],
+}
+
+impl<'b> Out<'b> {
+    /// A whole partition.
+    pub fn whole(pid: u32, a: &'b Array) -> Out<'b> {
+        let len = a.bytes().len() as u64;
+        Out {
+            meta: PieceMeta {
+                pid,
+                dtype: a.dtype(),
+                total: len,
+                offset: 0,
+                len,
+                inline: false,
+            },
+            bytes: a.bytes(),
+        }
+    }
+    /// Bytes `[off, off+len)` of a partition.
+    pub fn range(pid: u32, a: &'b Array, off: u64, len: u64) -> Out<'b> {
+        Out {
+            meta: PieceMeta {
+                pid,
+                dtype: a.dtype(),
+                total: a.bytes().len() as u64,
+                offset: off,
+                len,
+                inline: false,
+            },
+            bytes: &a.bytes()[off as usize..(off + len) as usize],
+        }
+    }
+}
+
+/// A received piece owning its bytes.
+pub struct In {
+    pub meta: PieceMeta,
+    pub buf: Buf,
+}
+
+impl In {
+    pub fn out(&self) -> Out<'_> {
+        Out {
+            meta: self.meta,
+            bytes: &self.buf,
+        }
+    }
+}
+
+/// All partitions of a table as whole pieces.
+pub fn table_pieces(t: &Table) -> Vec<Out<'_>> {
+    t.iter().map(|(id, a)| Out::whole(id, a)).collect()
+}
+
+/// Marks which pieces travel inline and encodes the batch frame's head.
+fn batch_head(pieces: &mut [PieceMeta]) -> Vec<u8> {
+    let total: u64 = pieces.iter().map(|p| p.len).sum();
+    for p in pieces.iter_mut() {
+        p.inline = total <= INLINE_MAX || p.len <= INLINE_PIECE_MAX;
+    }
+    let meta = wire::encode(&BatchMeta {
+        pieces: pieces.to_vec(),
+    });
+    let mut head = Vec::with_capacity(4 + meta.len());
+    head.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+    head.extend_from_slice(&meta);
+    head
+}
+
+/// Sends a batch of pieces: one `Batch` frame (with the small pieces inline), then one `Data`
+/// frame per remaining piece, written from the callers' buffers.
+pub async fn send_batch(
+    ep: &Endpoint<'_>,
+    dst: usize,
+    tag: u32,
+    aux: u32,
+    pieces: &[Out<'_>],
+) -> Result<()> {
+    send_batch_many(ep, &[dst], tag, aux, pieces).await
+}
+
+/// Sends the same batch to several workers, interleaved piece by piece so that each of them
+/// can start forwarding early.
+pub async fn send_batch_many(
+    ep: &Endpoint<'_>,
+    dsts: &[usize],
+    tag: u32,
+    aux: u32,
+    pieces: &[Out<'_>],
+) -> Result<()> {
+    let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
+    let head = batch_head(&mut metas);
+    let mut parts: Vec<&[u8]> = vec![&head];
+    parts.extend(
+        pieces
+            .iter()
+            .zip(&metas)
+            .filter(|(_, m)| m.inline)
+            .map(|(p, _)| p.bytes),
+    );
+    for &d in dsts {
+        ep.send_frame(d, Kind::Batch, tag, aux, &parts).await?;
+    }
+    for (p, m) in pieces.iter().zip(&metas) {
+        if !m.inline {
+            for &d in dsts {
+                ep.send_frame(d, Kind::Data, tag, aux, &[p.bytes]).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The head of a received batch: its header, piece list and the frame (holding inline bytes).
+pub struct BatchHead {
+    pub hdr: Header,
+    pub pieces: Vec<PieceMeta>,
+    frame: Buf,
+    inline_at: usize,
+}
+
+impl BatchHead {
+    /// The raw frame payload (to forward the head unchanged).
+    pub fn raw(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+pub async fn recv_head(ep: &Endpoint<'_>, src: usize, tag: u32) -> Result<BatchHead> {
+    let f = ep.recv_frame(src, tag).await?;
+    if f.hdr.kind != Kind::Batch || f.body.len() < 4 {
+        return Err(Error::Protocol(format!(
+            "{}: expected a batch from rank {src}, got {:?}",
+            ep.ctx, f.hdr.kind
+        )));
+    }
+    let mlen = u32::from_le_bytes(f.body[..4].try_into().expect("4 bytes")) as usize;
+    let meta: BatchMeta = wire::decode(
+        f.body
+            .get(4..4 + mlen)
+            .ok_or_else(|| Error::Protocol("truncated batch".into()))?,
+    )?;
+    let inline: u64 = meta.pieces.iter().filter(|p| p.inline).map(|p| p.len).sum();
+    if 4 + mlen as u64 + inline != f.body.len() as u64 {
+        return Err(Error::Protocol(format!(
+            "{}: batch from rank {src} has a wrong length",
+            ep.ctx
+        )));
+    }
+    Ok(BatchHead {
+        hdr: f.hdr,
+        pieces: meta.pieces,
+        frame: f.body,
+        inline_at: 4 + mlen,
+    })
+}
+
+/// Receives the bytes of every piece of `head`, calling `each` as each one arrives.
+pub async fn recv_pieces<F, Fut>(
+    ep: &Endpoint<'_>,
+    pool: &Pool,
+    src: usize,
+    head: &BatchHead,
+    mut each: F,
+) -> Result<()>
+where
+    F: FnMut(In) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut at = head.inline_at;
+    for m in &head.pieces {
+        let buf = if m.inline {
+            let b = pool.copy_of(&head.frame[at..at + m.len as usize]);
+            at += m.len as usize;
+            b
+        } else {
+            let f = ep.recv_frame(src, head.hdr.tag).await?;
+            if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
+                return Err(Error::Protocol(format!(
+                    "{}: expected {} data bytes of partition {} from rank {src}, got {:?} of {}",
+                    ep.ctx,
+                    m.len,
+                    m.pid,
+                    f.hdr.kind,
+                    f.body.len()
+                )));
+            }
+            f.body
+        };
+        check_piece(m)?;
+        each(In { meta: *m, buf }).await?;
+    }
+    Ok(())
+}
+
+fn check_piece(m: &PieceMeta) -> Result<()> {
+    let es = m.dtype.size() as u64;
+    if m.offset + m.len > m.total || m.total % es != 0 || m.offset % es != 0 || m.len % es != 0 {
+        return Err(Error::Protocol(format!(
+            "piece of partition {} has inconsistent bounds",
+            m.pid
+        )));
+    }
+    Ok(())
+}
+
+/// Receives a whole batch.
+pub async fn recv_batch(
+    ep: &Endpoint<'_>,
+    pool: &Pool,
+    src: usize,
+    tag: u32,
+) -> Result<(Header, Vec<In>)> {
+    let head = recv_head(ep, src, tag).await?;
+    let mut out = Vec::with_capacity(head.pieces.len());
+    recv_pieces(ep, pool, src, &head, |p| {
+        out.push(p);
+        async { Ok(()) }
+    })
+    .await?;
+    Ok((head.hdr, out))
+}
+
+/// Puts whole received pieces into `table`, combining with partitions already there.
+/// Partial pieces are written into their partition's byte range (see [`Assembler`]).
+pub fn absorb(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
+    let mut asm = Assembler::default();
+    for p in pieces {
+        asm.add(table, pool, p)?;
+    }
+    asm.finish(table)
+}
+
+/// Collects partial pieces into whole partitions; whole pieces go straight into the table
+/// (the received buffer becomes the partition: no copy).
+#[derive(Default)]
+pub struct Assembler {
+    partial: std::collections::HashMap<u32, (Array, u64)>,
+}
+
+impl Assembler {
+    pub fn add(&mut self, table: &mut Table, pool: &Pool, p: In) -> Result<()> {
+        if p.meta.whole() {
+            return table.add(p.meta.pid, Array::from_buf(p.meta.dtype, p.buf)?);
+        }
+        let (arr, got) = self.partial.entry(p.meta.pid).or_insert_with(|| {
+            (
+                Array::uninit(
+                    pool,
+                    p.meta.dtype,
+                    (p.meta.total / p.meta.dtype.size() as u64) as usize,
+                ),
+                0,
+            )
+        });
+        if arr.dtype() != p.meta.dtype || arr.bytes().len() as u64 != p.meta.total {
+            return Err(Error::Protocol(format!(
+                "pieces of partition {} disagree on its size",
+                p.meta.pid
+            )));
+        }
+        let (o, l) = (p.meta.offset as usize, p.meta.len as usize);
+        arr.bytes_mut()[o..o + l].copy_from_slice(&p.buf);
+        *got += p.meta.len;
+        if *got == p.meta.total {
+            let (arr, _) = self.partial.remove(&p.meta.pid).expect("present");
+            table.add(p.meta.pid, arr)?;
+        }
+        Ok(())
+    }
+    pub fn finish(self, _table: &mut Table) -> Result<()> {
+        match self.partial.keys().next() {
+            None => Ok(()),
+            Some(pid) => Err(Error::Protocol(format!(
+                "partition {pid} arrived incomplete"
+            ))),
+        }
+    }
+}
+
+/// Splits `total` bytes of `dtype` elements into `n` nearly equal element-aligned ranges.
+pub fn split_ranges(total: u64, dtype: DType, n: usize) -> Vec<(u64, u64)> {
+    let es = dtype.size() as u64;
+    let elems = total / es;
+    let n = (n as u64).max(1).min(elems.max(1));
+    (0..n)
+        .map(|s| {
+            let a = s * elems / n;
+            let b = (s + 1) * elems / n;
+            (a * es, (b - a) * es)
+        })
+        .collect()
+}
+
+type BoxFut<'f, T> = Pin<Box<dyn Future<Output = Result<T>> + 'f>>;
+
+/// Runs fallible futures concurrently; returns the first error (after all have stopped).
+pub async fn join_all<'f, T: 'f>(futs: Vec<BoxFut<'f, T>>) -> Result<Vec<T>> {
+    let mut slots: Vec<Option<Result<T>>> = futs.iter().map(|_| None).collect();
+    let mut futs: Vec<Option<BoxFut<'f, T>>> = futs.into_iter().map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in futs.iter_mut().enumerate() {
+            if let Some(fut) = f {
+                match fut.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => {
+                        let failed = r.is_err();
+                        slots[i] = Some(r);
+                        *f = None;
+                        if failed {
+                            // Fail fast: drop the others (their sockets stay consistent because
+                            // the worker is poisoned and closes every connection next).
+                            return std::task::Poll::Ready(());
+                        }
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    let mut out = Vec::with_capacity(slots.len());
+    for s in slots {
+        match s {
+            Some(Ok(v)) => out.push(v),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Boxes a future for [`join_all`].
+pub fn boxed<'f, T, F: Future<Output = Result<T>> + 'f>(f: F) -> BoxFut<'f, T> {
+    Box::pin(f)
+}

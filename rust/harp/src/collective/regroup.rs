@@ -1,0 +1,272 @@
+//! Regroup, reduce-scatter, push, pull and rotate: operations that move partitions to the
+//! workers that own them.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{absorb, boxed, join_all, recv_batch, send_batch, table_pieces, Ctx, Out};
+use crate::data::{Partitioner, Table};
+use crate::error::{Error, Result};
+
+fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<HashMap<u32, usize>> {
+    table
+        .iter()
+        .map(|(id, _)| Ok((id, part.owner(id, p)?)))
+        .collect()
+}
+
+/// Sends each worker the pieces of `src` it owns and receives what the others send, all at
+/// once (every worker sends every other worker one batch, possibly empty, so nobody needs a
+/// count in advance). Returns the received pieces, in rank order.
+async fn exchange(
+    cx: &Ctx<'_>,
+    src: &Table,
+    owner: &HashMap<u32, usize>,
+    tag: u32,
+) -> Result<Vec<Vec<super::In>>> {
+    let (r, p) = (cx.rank(), cx.size());
+    let mut futs = Vec::new();
+    // Rotate the start so that not every worker sends to rank 0 first.
+    for i in 1..p {
+        let dst = (r + i) % p;
+        let pieces: Vec<Out<'_>> = src
+            .iter()
+            .filter(|(id, _)| owner[id] == dst)
+            .map(|(id, a)| Out::whole(id, a))
+            .collect();
+        futs.push(boxed(async move {
+            send_batch(&cx.ep, dst, tag, 0, &pieces).await?;
+            Ok(None)
+        }));
+    }
+    for i in 1..p {
+        let from = (r + p - i) % p;
+        futs.push(boxed(async move {
+            Ok(Some((
+                from,
+                recv_batch(&cx.ep, cx.pool, from, tag).await?.1,
+            )))
+        }));
+    }
+    let mut got: Vec<(usize, Vec<super::In>)> =
+        join_all(futs).await?.into_iter().flatten().collect();
+    got.sort_by_key(|(from, _)| *from);
+    Ok(got.into_iter().map(|(_, v)| v).collect())
+}
+
+/// Regroup: every partition goes to its owner under `part`, equal ids are combined there, and
+/// each worker keeps exactly the partitions it owns. Direct all-to-all: (p−1)/p · nβ + α per
+/// worker when data is balanced.
+pub async fn regroup(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
+    let r = cx.rank();
+    let owner = owners(table, part, cx.size())?;
+    let got = exchange(cx, table, &owner, 0).await?;
+    table.retain(|id| owner[&id] == r);
+    for pieces in got {
+        absorb(table, cx.pool, pieces)?;
+    }
+    Ok(())
+}
+
+/// The master-decided plan for a regroup whose owners are not known in advance: the master
+/// gathers every worker's (partition id, bytes), gives each id to the worker already holding
+/// most of its bytes unless that worker is over its fair share (then to the least loaded
+/// one), and sends the plan to everyone. Costs two extra control rounds.
+pub async fn plan(cx: &Ctx<'_>, table: &Table) -> Result<Partitioner> {
+    let (r, p) = (cx.rank(), cx.size());
+    const T_STATS: u32 = 20_000;
+    const T_PLAN: u32 = 20_001;
+    let mine: Vec<(u32, u64)> = table
+        .iter()
+        .map(|(id, a)| (id, a.bytes().len() as u64))
+        .collect();
+    let map: Vec<(u32, u32)> = if r == 0 {
+        let mut held: HashMap<u32, Vec<(usize, u64)>> = HashMap::new();
+        for (id, b) in mine {
+            held.entry(id).or_default().push((0, b));
+        }
+        for src in 1..p {
+            let theirs: Vec<(u32, u64)> = cx.ep.recv_ctrl(src, T_STATS).await?;
+            for (id, b) in theirs {
+                held.entry(id).or_default().push((src, b));
+            }
+        }
+        let mut ids: Vec<(u32, u64)> = held
+            .iter()
+            .map(|(id, v)| (*id, v.iter().map(|x| x.1).max().unwrap_or(0)))
+            .collect();
+        ids.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let total: u64 = ids.iter().map(|x| x.1).sum();
+        let fair = total.div_ceil(p as u64).max(1);
+        let mut load = vec![0u64; p];
+        let mut map = Vec::with_capacity(ids.len());
+        for (id, size) in ids {
+            let mut holders = held[&id].clone();
+            holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let best = holders
+                .iter()
+                .map(|h| h.0)
+                .find(|&w| load[w] + size <= fair);
+            let w = best.unwrap_or_else(|| (0..p).min_by_key(|&w| (load[w], w)).expect("p >= 1"));
+            load[w] += size;
+            map.push((id, w as u32));
+        }
+        for dst in 1..p {
+            cx.ep.send_ctrl(dst, T_PLAN, &map).await?;
+        }
+        map
+    } else {
+        cx.ep.send_ctrl(0, T_STATS, &mine).await?;
+        cx.ep.recv_ctrl(0, T_PLAN).await?
+    };
+    Ok(Partitioner::Map(std::sync::Arc::new(
+        map.into_iter().map(|(id, w)| (id, w as usize)).collect(),
+    )))
+}
+
+/// Reduce-scatter at partition granularity around a ring: each worker ends with the fully
+/// combined partitions it owns under `part` and nothing else. (p−1)/p · nβ + (p−1)α.
+pub async fn reduce_scatter(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let seg = super::allreduce::Segmenter::whole(p, part.clone());
+    super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
+    let keep = owners(table, part, p)?;
+    table.retain(|id| keep[&id] == r);
+    Ok(())
+}
+
+/// Push: every partition of `local` is combined into the `global` table of its owner under
+/// `part` (the owner's own partitions are combined locally). `local` is unchanged.
+pub async fn push(
+    cx: &Ctx<'_>,
+    local: &Table,
+    global: &mut Table,
+    part: &Partitioner,
+) -> Result<()> {
+    let r = cx.rank();
+    let owner = owners(local, part, cx.size())?;
+    let got = exchange(cx, local, &owner, 0).await?;
+    for (id, a) in local.iter() {
+        if owner[&id] == r {
+            global.add(id, a.duplicate(cx.pool))?;
+        }
+    }
+    for pieces in got {
+        absorb(global, cx.pool, pieces)?;
+    }
+    Ok(())
+}
+
+/// Pull: every partition id of `local` is fetched from the `global` table of its owner under
+/// `part` and replaces the local partition. Asking for an id the owner does not hold is an
+/// error naming the id and the owner. Two rounds: requests, then replies.
+pub async fn pull(
+    cx: &Ctx<'_>,
+    local: &mut Table,
+    global: &Table,
+    part: &Partitioner,
+) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let owner = owners(local, part, p)?;
+    let mut futs = Vec::new();
+    for i in 1..p {
+        let dst = (r + i) % p;
+        let want: Vec<u32> = local
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| owner[id] == dst)
+            .collect();
+        futs.push(boxed(async move {
+            cx.ep.send_ctrl(dst, 0, &want).await?;
+            Ok(())
+        }));
+    }
+    for i in 1..p {
+        let from = (r + p - i) % p;
+        futs.push(boxed(async move {
+            let want: Vec<u32> = cx.ep.recv_ctrl(from, 0).await?;
+            let mut pieces = Vec::with_capacity(want.len());
+            let mut missing = Vec::new();
+            for id in want {
+                match global.get(id) {
+                    Some(a) => pieces.push(Out::whole(id, a)),
+                    None => missing.push(id),
+                }
+            }
+            // Missing ids are reported by the requester (it sees what did not come back).
+            send_batch(&cx.ep, from, 1, 0, &pieces).await
+        }));
+    }
+    let mut replies = Vec::new();
+    let recvs: Vec<_> = (1..p)
+        .map(|i| {
+            let from = (r + p - i) % p;
+            boxed(async move {
+                recv_batch(&cx.ep, cx.pool, from, 1)
+                    .await
+                    .map(|x| (from, x.1))
+            })
+        })
+        .collect();
+    let (sends, got) = tokio::join!(join_all(futs), join_all(recvs));
+    sends?;
+    replies.extend(got?);
+    let mut wanted: HashSet<u32> = local.iter().map(|(id, _)| id).collect();
+    for (id, a) in global.iter() {
+        if wanted.contains(&id) && owner[&id] == r {
+            local.put(id, a.duplicate(cx.pool));
+            wanted.remove(&id);
+        }
+    }
+    for (_, pieces) in replies {
+        for piece in pieces {
+            wanted.remove(&piece.meta.pid);
+            local.put(
+                piece.meta.pid,
+                crate::data::Array::from_buf(piece.meta.dtype, piece.buf)?,
+            );
+        }
+    }
+    if let Some(id) = wanted.iter().min() {
+        return Err(Error::data(format!(
+            "{}: partition {id} is not in the global table of its owner, rank {}",
+            cx.ep.ctx, owner[id]
+        )));
+    }
+    Ok(())
+}
+
+/// Rotate: worker r's whole table moves to `map[r]` (default r+1 mod p) and is replaced by
+/// the table of the worker mapping to r. `map` must be a permutation, the same on every worker.
+/// Cost: α + nβ.
+pub async fn rotate(cx: &Ctx<'_>, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let map: Vec<usize> = match map {
+        Some(m) => m.to_vec(),
+        None => (0..p).map(|i| (i + 1) % p).collect(),
+    };
+    let mut seen = vec![false; p];
+    if map.len() != p
+        || map
+            .iter()
+            .any(|&d| d >= p || std::mem::replace(&mut seen[d], true))
+    {
+        return Err(Error::config(format!(
+            "{}: rotate map {map:?} is not a permutation of 0..{p}",
+            cx.ep.ctx
+        )));
+    }
+    let dst = map[r];
+    let src = map.iter().position(|&d| d == r).expect("permutation");
+    if dst == r {
+        return Ok(());
+    }
+    let pieces = table_pieces(table);
+    let (sent, got) = tokio::join!(
+        send_batch(&cx.ep, dst, 0, 0, &pieces),
+        recv_batch(&cx.ep, cx.pool, src, 0)
+    );
+    sent?;
+    drop(pieces);
+    table.clear();
+    absorb(table, cx.pool, got?.1)
+}

@@ -1,0 +1,151 @@
+//! Rooted operations: reduce, gather, scatter.
+
+use super::{absorb, recv_batch, send_batch, table_pieces, Ctx, Out};
+use crate::data::{Partitioner, Table};
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceAlgorithm {
+    /// Binomial tree toward the root.
+    Binomial,
+    /// Segment reduce-scatter (ring), then every owner sends its segments to the root.
+    ScatterGather,
+}
+
+impl ReduceAlgorithm {
+    pub fn code(self) -> u8 {
+        match self {
+            ReduceAlgorithm::Binomial => 1,
+            ReduceAlgorithm::ScatterGather => 2,
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "binomial" | "mst" => ReduceAlgorithm::Binomial,
+            "scatter-gather" => ReduceAlgorithm::ScatterGather,
+            _ => {
+                return Err(Error::config(format!(
+                    "unknown reduce algorithm '{s}' (binomial, scatter-gather)"
+                )))
+            }
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceAlgorithm::Binomial => "binomial",
+            ReduceAlgorithm::ScatterGather => "scatter-gather",
+        }
+    }
+}
+
+fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
+    if root >= cx.size() {
+        return Err(Error::config(format!(
+            "root {root} is not a worker (there are {})",
+            cx.size()
+        )));
+    }
+    Ok(())
+}
+
+/// Reduce to `root`: the root's table becomes the combination of every worker's table; the
+/// other workers' tables are left empty (their buffers go back to the pool).
+///
+/// Binomial: ⌈log2 p⌉ (α + nβ). Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n).
+pub async fn reduce(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    algo: ReduceAlgorithm,
+) -> Result<()> {
+    check_root(cx, root)?;
+    let (r, p) = (cx.rank(), cx.size());
+    if algo == ReduceAlgorithm::ScatterGather {
+        let seg = super::allreduce::Segmenter::new(cx, table);
+        super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
+        // Owners send their reduced segments to the root.
+        if r == root {
+            let mut got = Vec::new();
+            for src in (0..p).filter(|&s| s != root) {
+                got.push(recv_batch(&cx.ep, cx.pool, src, 1000).await?.1);
+            }
+            for pieces in got {
+                super::allreduce::write_pieces(table, cx.pool, pieces)?;
+            }
+        } else {
+            let mine = seg.owned_pieces(table, r);
+            send_batch(&cx.ep, root, 1000, 0, &mine).await?;
+            table.clear();
+        }
+        return Ok(());
+    }
+    let v = (r + p - root) % p;
+    let mut mask = 1usize;
+    let mut round = 0u32;
+    while mask < p {
+        if v & mask != 0 {
+            let parent = (v - mask + root) % p;
+            send_batch(&cx.ep, parent, round, 0, &table_pieces(table)).await?;
+            table.clear();
+            return Ok(());
+        }
+        if v + mask < p {
+            let child = (v + mask + root) % p;
+            let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, round).await?;
+            absorb(table, cx.pool, pieces)?;
+        }
+        mask <<= 1;
+        round += 1;
+    }
+    Ok(())
+}
+
+/// Gather to `root`: the root's table becomes the union of all tables (equal ids combined);
+/// the others are unchanged. Every worker sends straight to the root: (p−1)/p · nβ at the
+/// root's link (n = all data), p−1 messages.
+pub async fn gather(cx: &Ctx<'_>, table: &mut Table, root: usize) -> Result<()> {
+    check_root(cx, root)?;
+    if cx.rank() != root {
+        return send_batch(&cx.ep, root, 0, 0, &table_pieces(table)).await;
+    }
+    let mut got = Vec::new();
+    for src in (0..cx.size()).filter(|&s| s != root) {
+        got.push(recv_batch(&cx.ep, cx.pool, src, 0).await?.1);
+    }
+    for pieces in got {
+        absorb(table, cx.pool, pieces)?;
+    }
+    Ok(())
+}
+
+/// Scatter from `root`: each of the root's partitions goes to its owner under `part`; every
+/// worker's table becomes exactly the partitions it owns (the root keeps its own share).
+/// (p−1)/p · nβ at the root's link.
+pub async fn scatter(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    part: &Partitioner,
+) -> Result<()> {
+    check_root(cx, root)?;
+    let (r, p) = (cx.rank(), cx.size());
+    if r != root {
+        table.clear();
+        let (_, pieces) = recv_batch(&cx.ep, cx.pool, root, 0).await?;
+        return absorb(table, cx.pool, pieces);
+    }
+    let mut owners = std::collections::HashMap::with_capacity(table.len());
+    for (id, _) in table.iter() {
+        owners.insert(id, part.owner(id, p)?);
+    }
+    for dst in (0..p).filter(|&d| d != root) {
+        let pieces: Vec<Out<'_>> = table
+            .iter()
+            .filter(|(id, _)| owners[id] == dst)
+            .map(|(id, a)| Out::whole(id, a))
+            .collect();
+        send_batch(&cx.ep, dst, 0, 0, &pieces).await?;
+    }
+    table.retain(|id| owners[&id] == root);
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! Wire format. Every message is a frame: a fixed 48-byte little-endian header followed by
+//! `len` payload bytes.
+//!
+//! ```text
+//! offset size field
+//!  0     4    magic    0x48415250 ("HARP")
+//!  4     2    version  WIRE_VERSION
+//!  6     1    kind     Kind
+//!  7     1    op       Op (which collective)
+//!  8     1    algo     algorithm of that collective
+//!  9     3    reserved (zero)
+//! 12     4    src      sender's rank
+//! 16     8    job      job id (hash of the job name)
+//! 24     8    seq      operation sequence number (per job, per worker; the same on every worker)
+//! 32     4    tag      step inside the operation
+//! 36     4    aux      meaning depends on the algorithm (e.g. origin rank)
+//! 40     8    len      payload bytes that follow
+//! ```
+//!
+//! A `Batch` frame carries a set of *pieces* (byte ranges of partitions):
+//! `[u32 meta_len][bincode(BatchMeta)][bytes of the inline pieces]`. Small pieces travel inline;
+//! every other piece follows as its own `Data` frame, in order, written straight from the
+//! partition's buffer (no staging), and may be forwarded as it arrives (pipelining). Control messages (`Ctrl`) are bincode-encoded values.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::data::DType;
+use crate::error::{Error, Result};
+
+pub const MAGIC: u32 = 0x4841_5250;
+pub const WIRE_VERSION: u16 = 1;
+pub const HEADER_LEN: usize = 48;
+/// Batches whose pieces add up to at most this many bytes travel inline in one frame.
+pub const INLINE_MAX: u64 = 64 * 1024;
+/// In larger batches, pieces up to this size still travel inline.
+pub const INLINE_PIECE_MAX: u64 = 4 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Hello = 1,
+    Challenge = 2,
+    Proof = 3,
+    Ctrl = 4,
+    Batch = 5,
+    Data = 6,
+    /// The sender is leaving the job in an orderly way.
+    Bye = 7,
+    /// The sender failed; the payload is its error message (UTF-8).
+    Abort = 8,
+    /// Liveness only (sent on idle connections).
+    Heartbeat = 9,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Result<Kind> {
+        Ok(match v {
+            1 => Kind::Hello,
+            2 => Kind::Challenge,
+            3 => Kind::Proof,
+            4 => Kind::Ctrl,
+            5 => Kind::Batch,
+            6 => Kind::Data,
+            7 => Kind::Bye,
+            8 => Kind::Abort,
+            9 => Kind::Heartbeat,
+            _ => return Err(Error::Protocol(format!("unknown frame kind {v}"))),
+        })
+    }
+}
+
+/// The collective a frame belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Op {
+    Handshake = 0,
+    Barrier = 1,
+    Broadcast = 2,
+    Reduce = 3,
+    Gather = 4,
+    Scatter = 5,
+    Allgather = 6,
+    Allreduce = 7,
+    ReduceScatter = 8,
+    Regroup = 9,
+    Push = 10,
+    Pull = 11,
+    Rotate = 12,
+}
+
+impl Op {
+    pub fn from_u8(v: u8) -> Result<Op> {
+        use Op::*;
+        const ALL: [Op; 13] = [
+            Handshake,
+            Barrier,
+            Broadcast,
+            Reduce,
+            Gather,
+            Scatter,
+            Allgather,
+            Allreduce,
+            ReduceScatter,
+            Regroup,
+            Push,
+            Pull,
+            Rotate,
+        ];
+        ALL.get(v as usize)
+            .copied()
+            .ok_or_else(|| Error::Protocol(format!("unknown operation {v}")))
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Handshake => "handshake",
+            Op::Barrier => "barrier",
+            Op::Broadcast => "broadcast",
+            Op::Reduce => "reduce",
+            Op::Gather => "gather",
+            Op::Scatter => "scatter",
+            Op::Allgather => "allgather",
+            Op::Allreduce => "allreduce",
+            Op::ReduceScatter => "reduce-scatter",
+            Op::Regroup => "regroup",
+            Op::Push => "push",
+            Op::Pull => "pull",
+            Op::Rotate => "rotate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub op: Op,
+    pub algo: u8,
+    pub src: u32,
+    pub job: u64,
+    pub seq: u64,
+    pub tag: u32,
+    pub aux: u32,
+    pub len: u64,
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&WIRE_VERSION.to_le_bytes());
+        b[6] = self.kind as u8;
+        b[7] = self.op as u8;
+        b[8] = self.algo;
+        b[12..16].copy_from_slice(&self.src.to_le_bytes());
+        b[16..24].copy_from_slice(&self.job.to_le_bytes());
+        b[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        b[32..36].copy_from_slice(&self.tag.to_le_bytes());
+        b[36..40].copy_from_slice(&self.aux.to_le_bytes());
+        b[40..48].copy_from_slice(&self.len.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header> {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if u32_at(0) != MAGIC {
+            return Err(Error::Protocol(format!(
+                "bad magic {:#x}: not a Harp-RS peer",
+                u32_at(0)
+            )));
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        if version != WIRE_VERSION {
+            return Err(Error::Protocol(format!(
+                "peer speaks wire version {version}, this worker speaks {WIRE_VERSION}"
+            )));
+        }
+        Ok(Header {
+            kind: Kind::from_u8(b[6])?,
+            op: Op::from_u8(b[7])?,
+            algo: b[8],
+            src: u32_at(12),
+            job: u64_at(16),
+            seq: u64_at(24),
+            tag: u32_at(32),
+            aux: u32_at(36),
+            len: u64_at(40),
+        })
+    }
+}
+
+/// A byte range `[offset, offset+len)` of partition `pid` whose whole size is `total` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PieceMeta {
+    pub pid: u32,
+    pub dtype: DType,
+    pub total: u64,
+    pub offset: u64,
+    pub len: u64,
+    /// The bytes travel inside the batch frame (else in a `Data` frame of their own).
+    pub inline: bool,
+}
+
+impl PieceMeta {
+    pub fn whole(&self) -> bool {
+        self.offset == 0 && self.len == self.total
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchMeta {
+    pub pieces: Vec<PieceMeta>,
+}
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_little_endian()
+        .with_limit::<{ 1 << 30 }>()
+}
+
+pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(v, config()).expect("encoding an in-memory value cannot fail")
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    let (v, used) = bincode::serde::decode_from_slice(bytes, config())
+        .map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
+    if used != bytes.len() {
+        return Err(Error::Protocol(format!(
+            "{} trailing bytes after message",
+            bytes.len() - used
+        )));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_rejects() {
+        let h = Header {
+            kind: Kind::Batch,
+            op: Op::Allreduce,
+            algo: 2,
+            src: 7,
+            job: 0xdead_beef_1234,
+            seq: 99,
+            tag: 3,
+            aux: 5,
+            len: 1 << 40,
+        };
+        let b = h.encode();
+        assert_eq!(Header::decode(&b).unwrap(), h);
+        let mut bad = b;
+        bad[0] = 0;
+        assert!(Header::decode(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
+        let mut bad = b;
+        bad[4] = 9;
+        assert!(Header::decode(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("version 9"));
+        let mut bad = b;
+        bad[6] = 77;
+        assert!(Header::decode(&bad).is_err());
+    }
+
+    #[test]
+    fn batch_meta_round_trip() {
+        let m = BatchMeta {
+            pieces: vec![PieceMeta {
+                pid: 4,
+                dtype: DType::F32,
+                total: 400,
+                offset: 100,
+                len: 200,
+                inline: true,
+            }],
+        };
+        let bytes = encode(&m);
+        assert_eq!(decode::<BatchMeta>(&bytes).unwrap(), m);
+        assert!(decode::<BatchMeta>(&bytes[..bytes.len() - 1]).is_err());
+    }
+}

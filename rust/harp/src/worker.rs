@@ -1,0 +1,335 @@
+//! A running worker: its rank, its connections, its memory pool and the synchronous API that the
+//! command-line tool and the JNI layer call. Every collective call gets the next operation
+//! sequence number automatically (all workers must call collectives in the same order); the
+//! label is only for logs and errors.
+//!
+//! After a failed collective the worker is *poisoned*: it tells every peer why (so their
+//! errors name the original cause), closes its connections, and refuses further collectives.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use tokio::net::TcpListener;
+use tokio::runtime::{Handle, Runtime};
+
+use crate::collective::{
+    self, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, ReduceAlgorithm,
+};
+use crate::config::Config;
+use crate::data::{Partitioner, Table};
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::topology::Topology;
+use crate::transport::{self, Transport};
+use crate::wire::Op;
+
+/// A multi-threaded tokio runtime for the transport (one per process is enough; workers only
+/// hold handles to it).
+pub fn runtime(threads: usize) -> Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("harp-io")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the tokio runtime", e))
+}
+
+/// A bound, not yet connected, listening socket.
+pub struct Listener {
+    inner: TcpListener,
+    pub addr: SocketAddr,
+}
+
+impl Listener {
+    /// Binds `addr` (port 0 picks a free port).
+    pub fn bind(rt: &Handle, addr: SocketAddr, cfg: &Config) -> Result<Listener> {
+        let _guard = rt.enter();
+        let inner = transport::listen(addr, cfg)?;
+        let addr = inner
+            .local_addr()
+            .map_err(|e| Error::io("local address", e))?;
+        Ok(Listener { inner, addr })
+    }
+}
+
+pub struct Worker {
+    rank: usize,
+    size: usize,
+    rt: Handle,
+    cfg: Config,
+    topo: Topology,
+    pool: Pool,
+    transport: Transport,
+    seq: AtomicU64,
+    poisoned: Mutex<Option<String>>,
+}
+
+impl Worker {
+    /// Connects to every peer of `topo` (authenticated with `secret`), runs the start-up
+    /// handshake and returns the ready worker.
+    pub fn start(
+        rt: Handle,
+        cfg: Config,
+        topo: Topology,
+        rank: usize,
+        job: &str,
+        secret: &[u8],
+        listener: Listener,
+    ) -> Result<Worker> {
+        if secret.is_empty() {
+            return Err(Error::config("the job secret must not be empty"));
+        }
+        let addrs = topo.addrs()?;
+        let pool = Pool::new(cfg.pool);
+        let t0 = Instant::now();
+        let transport = rt.block_on(Transport::connect(
+            &cfg,
+            &addrs,
+            rank,
+            transport::job_id(job),
+            secret,
+            listener.inner,
+            pool.clone(),
+        ))?;
+        tracing::info!(
+            rank,
+            workers = addrs.len(),
+            secs = t0.elapsed().as_secs_f64(),
+            "worker connected and initialised"
+        );
+        Ok(Worker {
+            rank,
+            size: addrs.len(),
+            rt,
+            cfg,
+            topo,
+            pool,
+            transport,
+            seq: AtomicU64::new(0),
+            poisoned: Mutex::new(None),
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn is_master(&self) -> bool {
+        self.rank == 0
+    }
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn runtime(&self) -> &Handle {
+        &self.rt
+    }
+
+    fn op<'a, T, Fut>(
+        &'a self,
+        op: Op,
+        algo: u8,
+        label: &str,
+        f: impl FnOnce(Ctx<'a>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        if let Some(first) = self
+            .poisoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Err(Error::Poisoned {
+                rank: self.rank,
+                first,
+            });
+        }
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let cx = Ctx {
+            ep: self.transport.endpoint(op, algo, seq, label),
+            pool: &self.pool,
+            cfg: &self.cfg,
+            topo: &self.topo,
+        };
+        let t0 = Instant::now();
+        let res = self.rt.block_on(f(cx));
+        match &res {
+            Ok(_) => tracing::debug!(
+                rank = self.rank,
+                op = op.name(),
+                seq,
+                label,
+                secs = t0.elapsed().as_secs_f64(),
+                "done"
+            ),
+            Err(e) => {
+                let msg = e.to_string();
+                tracing::error!("{msg}");
+                *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
+                self.rt.block_on(self.transport.abort(&msg));
+            }
+        }
+        res
+    }
+
+    /// Waits until every worker has called `barrier`.
+    pub fn barrier(&self, label: &str) -> Result<()> {
+        self.op(Op::Barrier, 0, label, |cx| async move {
+            collective::barrier::dissemination(&cx).await
+        })
+    }
+
+    /// Every worker's table becomes a copy of `root`'s.
+    pub fn broadcast(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: BroadcastAlgorithm,
+    ) -> Result<()> {
+        self.op(Op::Broadcast, algo.code(), label, |cx| async move {
+            collective::broadcast::broadcast(&cx, table, root, algo).await
+        })
+    }
+
+    /// `root`'s table becomes the combination of all tables; the others are emptied.
+    pub fn reduce(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: ReduceAlgorithm,
+    ) -> Result<()> {
+        self.op(Op::Reduce, algo.code(), label, |cx| async move {
+            collective::rooted::reduce(&cx, table, root, algo).await
+        })
+    }
+
+    /// `root`'s table becomes the union of all tables; the others are unchanged.
+    pub fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
+        self.op(Op::Gather, 0, label, |cx| async move {
+            collective::rooted::gather(&cx, table, root).await
+        })
+    }
+
+    /// `root`'s partitions are spread to their owners under `part`.
+    pub fn scatter(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        part: &Partitioner,
+    ) -> Result<()> {
+        self.op(Op::Scatter, 0, label, |cx| async move {
+            collective::rooted::scatter(&cx, table, root, part).await
+        })
+    }
+
+    /// Every table becomes the union of all tables.
+    pub fn allgather(
+        &self,
+        label: &str,
+        table: &mut Table,
+        algo: AllgatherAlgorithm,
+    ) -> Result<()> {
+        self.op(Op::Allgather, algo.code(), label, |cx| async move {
+            match algo {
+                AllgatherAlgorithm::Ring => collective::allgather::ring(&cx, table).await,
+                AllgatherAlgorithm::KnownTotal(n) => {
+                    collective::allgather::known_total(&cx, table, n).await
+                }
+            }
+        })
+    }
+
+    /// Every table becomes the combination of all tables (bit-identical everywhere).
+    pub fn allreduce(
+        &self,
+        label: &str,
+        table: &mut Table,
+        algo: AllreduceAlgorithm,
+    ) -> Result<()> {
+        let algo = algo.resolve(table.bytes(), self.cfg.allreduce_crossover);
+        self.op(Op::Allreduce, algo.code(), label, |cx| async move {
+            match algo {
+                AllreduceAlgorithm::RegroupAllgather => {
+                    collective::allreduce::regroup_allgather(&cx, table).await
+                }
+                _ => collective::allreduce::bidirectional_exchange(&cx, table).await,
+            }
+        })
+    }
+
+    /// Each worker ends with the combined partitions it owns under `part`.
+    pub fn reduce_scatter(&self, label: &str, table: &mut Table, part: &Partitioner) -> Result<()> {
+        self.op(Op::ReduceScatter, 0, label, |cx| async move {
+            collective::regroup::reduce_scatter(&cx, table, part).await
+        })
+    }
+
+    /// Partitions move to their owners under `part` and are combined there. `None` asks the
+    /// master to decide the owners from the actual distribution (two extra control rounds).
+    pub fn regroup(
+        &self,
+        label: &str,
+        table: &mut Table,
+        part: Option<&Partitioner>,
+    ) -> Result<()> {
+        self.op(Op::Regroup, part.is_some() as u8, label, |cx| async move {
+            match part {
+                Some(p) => collective::regroup::regroup(&cx, table, p).await,
+                None => {
+                    let planned = collective::regroup::plan(&cx, table).await?;
+                    collective::regroup::regroup(&cx, table, &planned).await
+                }
+            }
+        })
+    }
+
+    /// Local partitions are combined into their owners' global tables.
+    pub fn push(
+        &self,
+        label: &str,
+        local: &Table,
+        global: &mut Table,
+        part: &Partitioner,
+    ) -> Result<()> {
+        self.op(Op::Push, 0, label, |cx| async move {
+            collective::regroup::push(&cx, local, global, part).await
+        })
+    }
+
+    /// Local partitions are replaced by their owners' global copies.
+    pub fn pull(
+        &self,
+        label: &str,
+        local: &mut Table,
+        global: &Table,
+        part: &Partitioner,
+    ) -> Result<()> {
+        self.op(Op::Pull, 0, label, |cx| async move {
+            collective::regroup::pull(&cx, local, global, part).await
+        })
+    }
+
+    /// Tables move along the permutation `map` (default: to the next rank).
+    pub fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
+        self.op(Op::Rotate, 0, label, |cx| async move {
+            collective::regroup::rotate(&cx, table, map).await
+        })
+    }
+
+    /// Orderly shutdown: tells every peer this worker is leaving.
+    pub fn close(self) {
+        self.rt.block_on(self.transport.close());
+    }
+}
