@@ -67,6 +67,13 @@ pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Resul
             cx.ep.ctx
         )));
     }
+    if p == 1 {
+        return if total == own {
+            Ok(())
+        } else {
+            Err(Error::config(format!("{}: known total {total} but the only worker holds {own} partitions", cx.ep.ctx)))
+        };
+    }
     for (pid, a) in table.iter() {
         send_batch(&cx.ep, right, 0, r as u32, &[Out::whole(pid, a)]).await?;
     }

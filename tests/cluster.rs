@@ -1,0 +1,230 @@
+//! Multi-worker behaviour with real processes and real sockets on loopback: every collective and
+//! algorithm against a sequential model for p = 1…8, worker failures (killed, aborted, stopped),
+//! authentication, hosts-file mode and the benchmark's output.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn harp() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harp"));
+    c.env("HARP_LOG", "warn");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    harp().args(args).output().expect("harp runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn check_p(p: usize) {
+    let ps = p.to_string();
+    let seed = (100 + p).to_string();
+    let o = run(&["check", "--workers", &ps, "--seed", &seed, "--rounds", "2", "--timeout", "60"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "p={p}: {out}\n{err}");
+    assert!(out.contains(&format!("40 results verified on {p} workers")), "{out}");
+}
+
+#[test]
+fn collectives_match_the_model_p1() {
+    check_p(1);
+}
+#[test]
+fn collectives_match_the_model_p2() {
+    check_p(2);
+}
+#[test]
+fn collectives_match_the_model_p3() {
+    check_p(3);
+}
+#[test]
+fn collectives_match_the_model_p4() {
+    check_p(4);
+}
+#[test]
+fn collectives_match_the_model_p5() {
+    check_p(5);
+}
+#[test]
+fn collectives_match_the_model_p6() {
+    check_p(6);
+}
+#[test]
+fn collectives_match_the_model_p7() {
+    check_p(7);
+}
+#[test]
+fn collectives_match_the_model_p8() {
+    check_p(8);
+}
+
+#[test]
+fn an_aborted_worker_fails_every_worker_naming_it() {
+    let o = run(&["check", "--workers", "4", "--die-rank", "2", "--die-at", "5", "--timeout", "20"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    for r in [0, 1, 3] {
+        let line = err.lines().find(|l| l.starts_with(&format!("harp: error: rank {r}:"))).unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        assert!(line.contains("rank 2 is gone"), "rank {r} does not name rank 2: {line}");
+    }
+    assert!(err.contains("4 of 4 workers failed"), "{err}");
+}
+
+#[test]
+fn a_stopped_worker_is_reported_silent_by_everyone() {
+    let t0 = Instant::now();
+    let o = run(&["check", "--workers", "4", "--stall-rank", "1", "--stall-at", "7", "--timeout", "4"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    for r in [0, 2, 3] {
+        let line = err.lines().find(|l| l.starts_with(&format!("harp: error: rank {r}:"))).unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        assert!(line.contains("rank 1 has been silent"), "rank {r}: {line}");
+    }
+    assert!(err.contains("worker 1 killed"), "{err}");
+    // The launcher's bound: failure at ~timeout/2, then timeout + 5 s of grace for the stopped one.
+    assert!(t0.elapsed() < Duration::from_secs(30), "took {:?}", t0.elapsed());
+}
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+fn hosts_file(dir: &std::path::Path, ports: &[u16]) -> String {
+    let path = dir.join("hosts");
+    let mut f = std::fs::File::create(&path).unwrap();
+    writeln!(f, "#rack a").unwrap();
+    for (i, p) in ports.iter().enumerate() {
+        if i == ports.len() / 2 {
+            writeln!(f, "#rack b").unwrap();
+        }
+        writeln!(f, "127.0.0.1:{p}").unwrap();
+    }
+    path.to_string_lossy().into_owned()
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn hosts_file_mode_runs_a_benchmark_and_prints_json() {
+    let dir = tmpdir("hosts");
+    let hosts = hosts_file(&dir, &free_ports(3));
+    let kids: Vec<_> = (0..3)
+        .map(|r| {
+            harp()
+                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t1"])
+                .args(["bench", "broadcast", "--bytes", "1m", "--reps", "3", "--json", "--timeout", "30"])
+                .env("HARP_SECRET", "s3cret")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = kids.into_iter().map(|k| k.wait_with_output().unwrap()).collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.status.success(), "rank {r}: {:?}", text(o));
+    }
+    let (out, _) = text(&outs[0]);
+    let j: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(j["op"], "broadcast");
+    assert_eq!(j["algorithm"], "chain");
+    assert_eq!(j["workers"], 3);
+    assert_eq!(j["bytes"], 1 << 20);
+    assert!(j["median_s"].as_f64().unwrap() > 0.0);
+    assert!(text(&outs[1]).0.is_empty(), "only rank 0 prints results");
+}
+
+#[test]
+fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
+    let dir = tmpdir("auth");
+    let ports = free_ports(2);
+    let hosts = hosts_file(&dir, &ports);
+    let job = |r: usize, secret: &str| {
+        harp()
+            .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t2"])
+            .args(["check", "--rounds", "1", "--timeout", "30", "--connect-timeout", "20"])
+            .env("HARP_SECRET", secret)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let master = job(0, "right");
+    // An impostor claiming rank 1 with the wrong secret: it must be refused, and must fail.
+    let impostor = job(1, "wrong").wait_with_output().unwrap();
+    assert!(!impostor.status.success());
+    assert!(text(&impostor).1.contains("failed to prove the job secret"), "{:?}", text(&impostor));
+    // A stray client sending garbage is dropped too.
+    {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
+        let _ = s.write_all(&[7u8; 64]);
+    }
+    let real = job(1, "right").wait_with_output().unwrap();
+    let m = master.wait_with_output().unwrap();
+    assert!(real.status.success(), "{:?}", text(&real));
+    assert!(m.status.success(), "{:?}", text(&m));
+    let (out, err) = text(&m);
+    assert!(out.contains("results verified on 2 workers"), "{out}");
+    assert!(err.contains("dropped connection"), "master did not log the rejected peers: {err}");
+}
+
+#[test]
+fn a_worker_killed_during_a_large_broadcast_fails_the_others() {
+    let dir = tmpdir("kill");
+    let hosts = hosts_file(&dir, &free_ports(3));
+    let mut kids: Vec<_> = (0..3)
+        .map(|r| {
+            harp()
+                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t3"])
+                .args(["bench", "allreduce", "--bytes", "64m", "--reps", "1000", "--timeout", "20"])
+                .env("HARP_SECRET", "k")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let victim = kids.remove(1);
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
+    let _ = victim.wait_with_output();
+    for (i, k) in kids.into_iter().enumerate() {
+        let o = k.wait_with_output().unwrap();
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "survivor {i} succeeded");
+        assert!(err.contains("rank 1 is gone") && err.contains("allreduce"), "survivor {i}: {err}");
+    }
+}
+
+#[test]
+fn bad_hosts_files_and_arguments_are_clear_errors() {
+    let dir = tmpdir("bad");
+    let f = dir.join("hosts");
+    std::fs::write(&f, "127.0.0.1:1\nnot-a-host\n").unwrap();
+    let o = harp()
+        .args(["worker", "--hosts", f.to_str().unwrap(), "--rank", "0", "check"])
+        .env("HARP_SECRET", "x")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains(&format!("{}:2: expected host:port, found 'not-a-host'", f.display())), "{:?}", text(&o));
+    let o = harp().args(["worker", "--hosts", f.to_str().unwrap(), "--rank", "0", "check"]).env_remove("HARP_SECRET").output().unwrap();
+    assert!(text(&o).1.contains("no job secret"), "{:?}", text(&o));
+    let o = run(&["bench", "allreduce", "--workers", "2", "--algorithm", "nope"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("unknown allreduce algorithm 'nope'"), "{:?}", text(&o));
+    let o = run(&["bench", "allreduce", "--workers", "0"]);
+    assert!(text(&o).1.contains("--workers must be between 1 and 256"), "{:?}", text(&o));
+}
