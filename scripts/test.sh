@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine and ends with one line `N passed, M failed`.
+#   scripts/test.sh
+# Rust: unit tests of the engine and CLI, and the multi-process tests in tests/ (real worker
+# processes on loopback sockets). Exits non-zero if anything fails or does not build.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TERM_COLOR=never
+passed=0
+failed=0
+status=0
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "== cargo test (workspace) =="
+# Release profile: the tests move real data through real sockets; debug builds are slow.
+cargo test --workspace --release 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+while read -r p f; do
+  passed=$((passed + p)); failed=$((failed + f))
+done < <(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log")
+if [ "$rc" -ne 0 ]; then
+  status=1
+  # A build failure runs no test: count it so the summary cannot read as green.
+  if [ "$failed" -eq 0 ]; then failed=1; fi
+fi
+
+echo
+echo "$passed passed, $failed failed"
+exit $status
