@@ -276,14 +276,18 @@ fn chunk_partial(
     part
 }
 
-/// Lanes of the vectorised argmin (one AVX-512 register of f64).
+/// Lanes of the vectorised scans (one AVX-512 register of f64).
 const LANES: usize = 8;
+/// Independent minimum accumulators in the first scan (hides the latency of `min`).
+const ACCS: usize = 4;
 
 /// For each row `i` of `g` (width `kb`), finds `min_j g[i][j] + cnorm[j]` (lowest `j` on ties)
 /// and, if it beats `best_v[i]` (or `first`), stores it with index `j0 + j` (as f64) in
 /// `best_v`/`best_i`.
+///
+/// Two passes per row, both written so that they vectorise: the minimum value (order does not
+/// matter for an exact minimum), then the first index holding it.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn scan_body(
     g: &[f64],
     kb: usize,
@@ -293,54 +297,60 @@ fn scan_body(
     best_v: &mut [f64],
     best_i: &mut [f64],
 ) {
-    let full = kb / LANES * LANES;
+    const W: usize = LANES * ACCS;
+    let wide = kb / W * W;
+    let narrow = kb / LANES * LANES;
     for ((row, bv_out), bi_out) in g
         .chunks_exact(kb)
         .zip(best_v.iter_mut())
         .zip(best_i.iter_mut())
     {
-        let mut bv = [f64::INFINITY; LANES];
-        let mut bi = [0.0f64; LANES];
-        let mut idx = [0.0f64; LANES];
-        for (l, v) in idx.iter_mut().enumerate() {
-            *v = l as f64;
-        }
-        for (r, c) in row[..full]
-            .chunks_exact(LANES)
-            .zip(cnorm[..full].chunks_exact(LANES))
+        // Pass 1: the minimum.
+        let mut acc = [[f64::INFINITY; LANES]; ACCS];
+        for (r, c) in row[..wide]
+            .chunks_exact(W)
+            .zip(cnorm[..wide].chunks_exact(W))
         {
-            for l in 0..LANES {
-                let d = r[l] + c[l];
-                let lt = d < bv[l];
-                bv[l] = if lt { d } else { bv[l] };
-                bi[l] = if lt { idx[l] } else { bi[l] };
-                idx[l] += LANES as f64;
+            for a in 0..ACCS {
+                for l in 0..LANES {
+                    let d = r[a * LANES + l] + c[a * LANES + l];
+                    let m = acc[a][l];
+                    acc[a][l] = if d < m { d } else { m };
+                }
             }
         }
-        // Reduce the lanes: smallest value, then smallest index.
         let mut v = f64::INFINITY;
-        let mut i = f64::INFINITY;
-        for l in 0..LANES {
-            if bv[l] < v || (bv[l] == v && bi[l] < i) {
-                v = bv[l];
-                i = bi[l];
+        for lanes in &acc {
+            for &m in lanes {
+                v = if m < v { m } else { v };
             }
         }
-        // The tail has larger indices than every lane: strict comparison keeps ties low.
-        for j in full..kb {
+        for j in wide..kb {
             let d = row[j] + cnorm[j];
-            if d < v {
-                v = d;
-                i = j as f64;
+            v = if d < v { d } else { v };
+        }
+        // Pass 2: the first index holding the minimum (same additions, so same bits).
+        let mut at = kb;
+        for (ci, (r, c)) in row[..narrow]
+            .chunks_exact(LANES)
+            .zip(cnorm[..narrow].chunks_exact(LANES))
+            .enumerate()
+        {
+            let mut hit = false;
+            for l in 0..LANES {
+                hit |= r[l] + c[l] == v;
+            }
+            if hit {
+                at = ci * LANES + (0..LANES).position(|l| r[l] + c[l] == v).unwrap_or(0);
+                break;
             }
         }
-        if i == f64::INFINITY {
-            // Only possible if every distance is NaN or +inf: take the block's first centroid.
-            i = 0.0;
+        if at == kb {
+            at = (narrow..kb).find(|&j| row[j] + cnorm[j] == v).unwrap_or(0);
         }
         if first || v < *bv_out {
             *bv_out = v;
-            *bi_out = i + j0 as f64;
+            *bi_out = (j0 + at) as f64;
         }
     }
 }
@@ -399,7 +409,115 @@ macro_rules! dispatch {
     };
 }
 
-dispatch!(scan, scan_body, (g: &[f64], kb: usize, cnorm: &[f64], j0: usize, first: bool, best_v: &mut [f64], best_i: &mut [f64]) -> ());
+dispatch!(scan_auto, scan_body, (g: &[f64], kb: usize, cnorm: &[f64], j0: usize, first: bool, best_v: &mut [f64], best_i: &mut [f64]) -> ());
+
+/// [`scan_body`]'s contract, with hand-written AVX-512 code where available (the compiler's
+/// vectorisation of the portable version leaves a scalar horizontal reduction in every row).
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    isa: Isa,
+    g: &[f64],
+    kb: usize,
+    cnorm: &[f64],
+    j0: usize,
+    first: bool,
+    best_v: &mut [f64],
+    best_i: &mut [f64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        // SAFETY: `Isa::detect` found AVX-512F.
+        unsafe { x86::scan_avx512(g, kb, cnorm, j0, first, best_v, best_i) };
+        return;
+    }
+    scan_auto(isa, g, kb, cnorm, j0, first, best_v, best_i)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// AVX-512 version of [`super::scan_body`]: pass 1 keeps four vector minima, reduces them
+    /// once per row; pass 2 compares 8 distances at a time with the minimum and stops at the
+    /// first hit. Masked loads handle `kb % 8` (the missing lanes read as +inf).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F. `g.len()` must be a multiple of `kb`, `cnorm.len() == kb`
+    /// and `best_v`, `best_i` must have `g.len() / kb` elements.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn scan_avx512(
+        g: &[f64],
+        kb: usize,
+        cnorm: &[f64],
+        j0: usize,
+        first: bool,
+        best_v: &mut [f64],
+        best_i: &mut [f64],
+    ) {
+        assert!(cnorm.len() == kb && g.len() == kb * best_v.len() && best_i.len() == best_v.len());
+        let full = kb / 8; // whole vectors per row
+        let quads = full / 4 * 4;
+        let tail = (kb % 8) as u32;
+        let tail_mask: __mmask8 = ((1u32 << tail) - 1) as u8;
+        let inf = _mm512_set1_pd(f64::INFINITY);
+        let cp = cnorm.as_ptr();
+        for (r, (bv_out, bi_out)) in best_v.iter_mut().zip(best_i.iter_mut()).enumerate() {
+            let gp = g.as_ptr().add(r * kb);
+            // d(v) = g[8v..8v+8] + cnorm[8v..8v+8]
+            let d = |v: usize| {
+                _mm512_add_pd(
+                    _mm512_loadu_pd(gp.add(8 * v)),
+                    _mm512_loadu_pd(cp.add(8 * v)),
+                )
+            };
+            let (mut m0, mut m1, mut m2, mut m3) = (inf, inf, inf, inf);
+            let mut v = 0;
+            while v < quads {
+                m0 = _mm512_min_pd(m0, d(v));
+                m1 = _mm512_min_pd(m1, d(v + 1));
+                m2 = _mm512_min_pd(m2, d(v + 2));
+                m3 = _mm512_min_pd(m3, d(v + 3));
+                v += 4;
+            }
+            while v < full {
+                m0 = _mm512_min_pd(m0, d(v));
+                v += 1;
+            }
+            let dt = if tail > 0 {
+                let gt = _mm512_mask_loadu_pd(inf, tail_mask, gp.add(8 * full));
+                let ct = _mm512_maskz_loadu_pd(tail_mask, cp.add(8 * full));
+                _mm512_add_pd(gt, ct)
+            } else {
+                inf
+            };
+            m1 = _mm512_min_pd(m1, dt);
+            let best =
+                _mm512_reduce_min_pd(_mm512_min_pd(_mm512_min_pd(m0, m1), _mm512_min_pd(m2, m3)));
+            let bb = _mm512_set1_pd(best);
+            let mut at = 0usize;
+            let mut found = false;
+            for v in 0..full {
+                let hit = _mm512_cmpeq_pd_mask(d(v), bb);
+                if hit != 0 {
+                    at = 8 * v + hit.trailing_zeros() as usize;
+                    found = true;
+                    break;
+                }
+            }
+            if !found && tail > 0 {
+                let hit = _mm512_mask_cmpeq_pd_mask(tail_mask, dt, bb);
+                if hit != 0 {
+                    at = 8 * full + hit.trailing_zeros() as usize;
+                }
+            }
+            if first || best < *bv_out {
+                *bv_out = best;
+                *bi_out = (j0 + at) as f64;
+            }
+        }
+    }
+}
 dispatch!(accumulate, accumulate_body, (block: &[f64], dim: usize, best_v: &[f64], best_i: &[f64], sums: &mut [f64], counts: &mut [f64]) -> f64);
 
 #[cfg(test)]
@@ -474,6 +592,62 @@ mod tests {
                         assert!(rel(*a, *b) <= 1e-12, "threads sums {what}");
                     }
                     assert!(rel(bi, ti) <= 1e-12, "threads inertia {what}");
+                }
+            }
+        }
+    }
+
+    /// Every scan implementation this CPU can run gives the reference answer, with many ties
+    /// and widths around the vector sizes.
+    #[test]
+    fn scan_variants_agree() {
+        let mut isas = vec![Isa::Generic];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                isas.push(Isa::Avx2);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                isas.push(Isa::Avx512);
+            }
+        }
+        let rows = 13;
+        for kb in [1usize, 2, 7, 8, 9, 31, 32, 33, 40, 64, 100, 257] {
+            // Few distinct values, so ties are common.
+            let g: Vec<f64> = random(rows * kb, kb as u64)
+                .iter()
+                .map(|v| (v * 3.0).round())
+                .collect();
+            let cn: Vec<f64> = random(kb, 50 + kb as u64)
+                .iter()
+                .map(|v| (v * 2.0).round())
+                .collect();
+            let prev: Vec<f64> = random(rows, 7).iter().map(|v| (v * 5.0).round()).collect();
+            for first in [true, false] {
+                let j0 = 1000;
+                let mut want_v = prev.clone();
+                let mut want_i = vec![-1.0; rows];
+                for r in 0..rows {
+                    let (mut v, mut at) = (f64::INFINITY, 0);
+                    for j in 0..kb {
+                        let d = g[r * kb + j] + cn[j];
+                        if d < v {
+                            (v, at) = (d, j);
+                        }
+                    }
+                    if first || v < want_v[r] {
+                        (want_v[r], want_i[r]) = (v, (j0 + at) as f64);
+                    }
+                }
+                for &isa in &isas {
+                    let mut bv = prev.clone();
+                    let mut bi = vec![-1.0; rows];
+                    scan(isa, &g, kb, &cn, j0, first, &mut bv, &mut bi);
+                    assert_eq!(
+                        (&bv, &bi),
+                        (&want_v, &want_i),
+                        "{isa:?} kb={kb} first={first}"
+                    );
                 }
             }
         }
