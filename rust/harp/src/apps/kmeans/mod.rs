@@ -3,7 +3,7 @@
 //! * [`input`]: reading points (text or raw f32, split across workers) and centroids.
 //! * [`kernel`]: the map step, a blocked GEMM-based nearest-centroid assignment.
 //! * [`gen`]: reproducible test data.
-//! * [`bench`]: a micro-benchmark of the kernel.
+//! * [`bench`](mod@bench): a micro-benchmark of the kernel.
 
 pub mod bench;
 pub mod gen;
