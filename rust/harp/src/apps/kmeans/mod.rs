@@ -1,1 +1,11 @@
 //! K-means (Lloyd's algorithm) on the Map-Collective model.
+//!
+//! * [`input`]: reading points (text or raw f32, split across workers) and centroids.
+//! * [`kernel`]: the map step, a blocked GEMM-based nearest-centroid assignment.
+//! * [`gen`]: reproducible test data.
+//! * [`bench`](mod@bench): a micro-benchmark of the kernel.
+
+pub mod bench;
+pub mod gen;
+pub mod input;
+pub mod kernel;

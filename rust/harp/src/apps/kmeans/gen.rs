@@ -1,0 +1,418 @@
+//! Reproducible test data: Gaussian blobs and uniform initial centroids.
+//!
+//! The generator has its own PRNG (xoshiro256** seeded by splitmix64, normals by Box–Muller), so
+//! the output for a given seed never changes with crate versions. Points are generated in fixed
+//! chunks of [`GEN_CHUNK`] points, each with its own derived seed, so the output is also the same
+//! whatever the number of threads or of output files.
+
+use rayon::prelude::*;
+
+use super::input::{format_centroids, Format, Points};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// Points per independently seeded generation chunk.
+pub const GEN_CHUNK: usize = 8192;
+/// Half-width of the box the blob centres and the initial centroids are drawn from.
+const BOX: f64 = 10.0;
+/// Standard deviation of each blob.
+const SD: f64 = 1.0;
+
+const TAG_CENTRES: u64 = 0x63656e7472657300; // "centres"
+const TAG_POINTS: u64 = 0x706f696e74730000; // "points"
+const TAG_INIT: u64 = 0x696e697400000000; // "init"
+
+/// The splitmix64 finaliser: a bijective 64-bit mix.
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seed for stream `idx` of purpose `tag` derived from the user's `seed`.
+fn derive(seed: u64, tag: u64, idx: u64) -> u64 {
+    splitmix64(splitmix64(seed ^ tag).wrapping_add(idx))
+}
+
+/// xoshiro256** with a Box–Muller normal generator. Its sequence for a seed is fixed forever.
+#[derive(Debug, Clone)]
+pub struct Rng {
+    s: [u64; 4],
+    spare: Option<f64>,
+}
+
+impl Rng {
+    /// Seeds the state with four successive splitmix64 outputs.
+    pub fn new(seed: u64) -> Rng {
+        let mut x = seed;
+        let mut s = [0u64; 4];
+        for v in &mut s {
+            *v = splitmix64(x);
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        }
+        Rng { s, spare: None }
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in [0, 1), 53 random bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next_f64()
+    }
+
+    /// Uniform integer in [0, n) (multiply-high; bias < n / 2^64).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Standard normal (Box–Muller; the second value of each pair is kept for the next call).
+    pub fn normal(&mut self) -> f64 {
+        if let Some(v) = self.spare.take() {
+            return v;
+        }
+        let u1 = 1.0 - self.next_f64(); // (0, 1]: ln is finite
+        let u2 = self.next_f64();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
+        self.spare = Some(r * s);
+        r * c
+    }
+}
+
+/// Appends `v` rounded to 6 decimals, in the shortest form that reads back as the same f64
+/// (`-1.5`, `3`, `0.000001`). Returns the value written.
+fn push_fixed6(out: &mut Vec<u8>, v: f64) -> f64 {
+    let q = (v * 1e6).round() as i64;
+    if q < 0 {
+        out.push(b'-');
+    }
+    let a = q.unsigned_abs();
+    let (int, frac) = (a / 1_000_000, a % 1_000_000);
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut x = int;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (x % 10) as u8;
+        x /= 10;
+        if x == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    if frac != 0 {
+        let mut f = [0u8; 6];
+        let mut x = frac;
+        for d in f.iter_mut().rev() {
+            *d = b'0' + (x % 10) as u8;
+            x /= 10;
+        }
+        let len = 6 - f.iter().rev().take_while(|&&d| d == b'0').count();
+        out.push(b'.');
+        out.extend_from_slice(&f[..len]);
+    }
+    q as f64 / 1e6
+}
+
+/// The blob centres for `seed`: `clusters × dim`, uniform in [-10, 10].
+fn centres(seed: u64, clusters: usize, dim: usize) -> Vec<f64> {
+    let mut rng = Rng::new(derive(seed, TAG_CENTRES, 0));
+    (0..clusters * dim)
+        .map(|_| rng.uniform(-BOX, BOX))
+        .collect()
+}
+
+/// Generates points `[from, to)` of the global sequence, all inside chunk `from / GEN_CHUNK`,
+/// and appends them to `out` in `format`.
+fn gen_piece(
+    seed: u64,
+    centres: &[f64],
+    dim: usize,
+    from: usize,
+    to: usize,
+    format: Format,
+    out: &mut Vec<u8>,
+) {
+    let chunk = from / GEN_CHUNK;
+    let mut rng = Rng::new(derive(seed, TAG_POINTS, chunk as u64));
+    let clusters = centres.len() / dim;
+    let mut row = vec![0.0; dim];
+    for i in chunk * GEN_CHUNK..to {
+        let c = rng.below(clusters);
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = centres[c * dim + j] + SD * rng.normal();
+        }
+        if i < from {
+            continue; // skipped to reach the start of this file inside the chunk
+        }
+        match format {
+            Format::Text => {
+                for (j, &v) in row.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b' ');
+                    }
+                    push_fixed6(out, v);
+                }
+                out.push(b'\n');
+            }
+            Format::F32 => {
+                for &v in &row {
+                    out.extend_from_slice(&(v as f32).to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// Writes `n` points of dimension `dim`, drawn from a mixture of `clusters` Gaussian blobs
+/// (centres uniform in [-10, 10]^dim, standard deviation 1), into
+/// `out_dir/points/part-00000.txt` … (`.f32` for [`Format::F32`]), split evenly into `files`
+/// files. Text values are rounded to 6 decimals; the file is the truth. The same seed always
+/// gives the same points, whatever `files` and the number of threads.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_points(
+    storage: &dyn Storage,
+    out_dir: &str,
+    n: usize,
+    dim: usize,
+    seed: u64,
+    files: usize,
+    format: Format,
+    clusters: usize,
+) -> Result<()> {
+    if dim == 0 || files == 0 || clusters == 0 {
+        return Err(Error::config(format!(
+            "generate: dim ({dim}), files ({files}) and clusters ({clusters}) must be at least 1"
+        )));
+    }
+    let centres = centres(seed, clusters, dim);
+    let dir = format!("{}/points", out_dir.trim_end_matches('/'));
+    storage.create_dir_all(&dir)?;
+    for f in 0..files {
+        let (from, to) = (n * f / files, n * (f + 1) / files);
+        // Pieces: [from, to) cut at chunk boundaries.
+        let mut cuts = vec![from];
+        let mut c = (from / GEN_CHUNK + 1) * GEN_CHUNK;
+        while c < to {
+            cuts.push(c);
+            c += GEN_CHUNK;
+        }
+        cuts.push(to);
+        let pieces: Vec<Vec<u8>> = cuts
+            .par_windows(2)
+            .map(|w| {
+                let mut out = Vec::with_capacity((w[1] - w[0]) * dim * 10);
+                if w[0] < w[1] {
+                    gen_piece(seed, &centres, dim, w[0], w[1], format, &mut out);
+                }
+                out
+            })
+            .collect();
+        let bytes = pieces.concat();
+        storage.write_all(&format!("{dir}/part-{f:05}.{}", format.extension()), &bytes)?;
+    }
+    Ok(())
+}
+
+/// Writes `k` initial centroids of dimension `dim`, uniform in [-10, 10]^dim, as text (one per
+/// line, exact round trip) to `out_path`.
+pub fn generate_init(
+    storage: &dyn Storage,
+    out_path: &str,
+    k: usize,
+    dim: usize,
+    seed: u64,
+) -> Result<()> {
+    if k == 0 || dim == 0 {
+        return Err(Error::config(format!(
+            "generate: k ({k}) and dim ({dim}) must be at least 1"
+        )));
+    }
+    let mut rng = Rng::new(derive(seed, TAG_INIT, 0));
+    let data = (0..k * dim).map(|_| rng.uniform(-BOX, BOX)).collect();
+    let c = Points { n: k, dim, data };
+    storage.write_all(out_path, format_centroids(&c).as_bytes())
+}
+
+/// `n` points of the same blob mixture as [`generate_points`], in memory and unrounded.
+pub fn blobs_in_memory(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f64> {
+    let centres = centres(seed, clusters.max(1), dim);
+    let chunks: Vec<usize> = (0..n.div_ceil(GEN_CHUNK)).collect();
+    let parts: Vec<Vec<f64>> = chunks
+        .par_iter()
+        .map(|&c| {
+            let mut rng = Rng::new(derive(seed, TAG_POINTS, c as u64));
+            let m = GEN_CHUNK.min(n - c * GEN_CHUNK);
+            let mut out = Vec::with_capacity(m * dim);
+            for _ in 0..m {
+                let k = rng.below(centres.len() / dim);
+                for j in 0..dim {
+                    out.push(centres[k * dim + j] + SD * rng.normal());
+                }
+            }
+            out
+        })
+        .collect();
+    parts.concat()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::kmeans::input::{load_share, read_centroids};
+    use crate::storage::LocalStorage;
+
+    #[test]
+    fn prng_sequence_is_fixed() {
+        // Pinned values: if these change, every generated data set changes.
+        let mut r = Rng::new(42);
+        let first: Vec<u64> = (0..3).map(|_| r.next_u64()).collect();
+        let mut again = Rng::new(42);
+        assert_eq!(first, (0..3).map(|_| again.next_u64()).collect::<Vec<_>>());
+        assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(first, PINNED_42.to_vec());
+        // Uniform and normal moments are sane.
+        let mut r = Rng::new(7);
+        let n = 200_000;
+        let (mut s, mut s2) = (0.0, 0.0);
+        for _ in 0..n {
+            let v = r.normal();
+            s += v;
+            s2 += v * v;
+        }
+        let mean = s / n as f64;
+        let var = s2 / n as f64 - mean * mean;
+        assert!(
+            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
+            "mean {mean} var {var}"
+        );
+        assert!((0..10_000).all(|_| (0.0..1.0).contains(&r.next_f64())));
+        assert!((0..10_000).all(|_| r.below(7) < 7));
+    }
+
+    /// xoshiro256** seeded by splitmix64(42), checked against an independent implementation.
+    const PINNED_42: [u64; 3] = [
+        1546998764402558742,
+        6990951692964543102,
+        12544586762248559009,
+    ];
+
+    #[test]
+    fn fixed6_is_exact_and_short() {
+        for &(v, s) in &[
+            (1.5, "1.5"),
+            (-0.0000004, "0"),
+            (-2.0, "-2"),
+            (0.000001, "0.000001"),
+            (-12.3456789, "-12.345679"),
+            (9.9999999, "10"),
+        ] {
+            let mut out = Vec::new();
+            let w = push_fixed6(&mut out, v);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), s);
+            assert_eq!(s.parse::<f64>().unwrap(), w);
+            assert_eq!(format!("{w}"), s, "same as the shortest round-trip form");
+        }
+        let mut r = Rng::new(3);
+        for _ in 0..100_000 {
+            let v = r.uniform(-30.0, 30.0);
+            let mut out = Vec::new();
+            let w = push_fixed6(&mut out, v);
+            let s = std::str::from_utf8(&out).unwrap();
+            assert_eq!(s.parse::<f64>().unwrap().to_bits(), w.to_bits());
+            assert_eq!(format!("{w}"), s);
+        }
+    }
+
+    #[test]
+    fn generated_points_are_reproducible_and_readable() {
+        let d = std::env::temp_dir().join(format!("harp-gen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let s = LocalStorage;
+        let (n, dim) = (GEN_CHUNK + 1000, 3);
+        let a = d.join("a");
+        let b = d.join("b");
+        generate_points(&s, a.to_str().unwrap(), n, dim, 9, 1, Format::Text, 4).unwrap();
+        generate_points(&s, b.to_str().unwrap(), n, dim, 9, 3, Format::Text, 4).unwrap();
+        let one = s
+            .read_all(a.join("points/part-00000.txt").to_str().unwrap())
+            .unwrap();
+        let mut three = Vec::new();
+        for f in 0..3 {
+            three.extend(
+                s.read_all(b.join(format!("points/part-{f:05}.txt")).to_str().unwrap())
+                    .unwrap(),
+            );
+        }
+        assert_eq!(one, three, "the number of files does not change the points");
+        let p = load_share(
+            &s,
+            b.join("points").to_str().unwrap(),
+            Format::Text,
+            0,
+            dim,
+            0,
+            1,
+        )
+        .unwrap();
+        assert_eq!(p.n, n);
+        // Same points as in memory, up to the 6-decimal rounding.
+        let mem = blobs_in_memory(n, dim, 4, 9);
+        assert!(p
+            .data
+            .iter()
+            .zip(&mem)
+            .all(|(x, y)| (x - y).abs() <= 5e-7 + 1e-15));
+        // A different seed gives different points.
+        generate_points(&s, a.to_str().unwrap(), 10, dim, 10, 1, Format::Text, 4).unwrap();
+        let other = s
+            .read_all(a.join("points/part-00000.txt").to_str().unwrap())
+            .unwrap();
+        assert_ne!(&one[..other.len()], &other[..]);
+
+        // f32: same values, as f32.
+        let a = d.join("c");
+        generate_points(&s, a.to_str().unwrap(), n, dim, 9, 2, Format::F32, 4).unwrap();
+        let q = load_share(
+            &s,
+            a.join("points").to_str().unwrap(),
+            Format::F32,
+            0,
+            dim,
+            0,
+            1,
+        )
+        .unwrap();
+        assert_eq!(q.n, n);
+        assert!(q
+            .data
+            .iter()
+            .zip(&mem)
+            .all(|(x, y)| *x == (*y as f32) as f64));
+
+        let init = d.join("init.txt");
+        generate_init(&s, init.to_str().unwrap(), 5, dim, 1).unwrap();
+        let c = read_centroids(&s, init.to_str().unwrap()).unwrap();
+        assert_eq!((c.n, c.dim), (5, dim));
+        assert!(c.data.iter().all(|v| (-10.0..10.0).contains(v)));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,757 @@
+//! Reading K-means points and centroids.
+//!
+//! Two input formats:
+//! * [`Format::Text`]: one point per line, values separated by whitespace and/or commas, blank
+//!   lines skipped, an optional number of leading columns ignored (the HOG data of the Harp
+//!   papers has picture id, row and column first: skip 3).
+//! * [`Format::F32`]: raw little-endian `f32` values, `dim` per record, no header.
+//!
+//! An input (a file or a directory of files) is split across workers like Hadoop input splits:
+//! all files' bytes are concatenated and cut into nearly equal byte ranges, one per worker. For
+//! text a range owns every line that *starts* inside it; for `f32` the ranges are aligned to
+//! record boundaries. The union over all ranks is exactly every point once.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::storage::{FileInfo, Storage};
+
+/// Input format of the points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Text, one point per line.
+    Text,
+    /// Raw little-endian `f32`, `dim` values per record.
+    F32,
+}
+
+impl Format {
+    /// The name used on command lines ("text" or "f32").
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::F32 => "f32",
+        }
+    }
+    /// File name extension used by the generator ("txt" or "f32").
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Text => "txt",
+            Format::F32 => "f32",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Format> {
+        match s.to_ascii_lowercase().as_str() {
+            "text" | "txt" => Ok(Format::Text),
+            "f32" => Ok(Format::F32),
+            _ => Err(Error::config(format!(
+                "unknown input format '{s}': valid formats are 'text' and 'f32'"
+            ))),
+        }
+    }
+}
+
+/// `n` points of `dim` values each, row-major in `data` (`data.len() == n * dim`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Points {
+    pub n: usize,
+    pub dim: usize,
+    pub data: Vec<f64>,
+}
+
+impl Points {
+    /// The `i`-th point.
+    pub fn row(&self, i: usize) -> &[f64] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// Bytes read per step when a text range has to be extended to finish its last line.
+const LOOKAHEAD: u64 = 64 * 1024;
+/// Text is parsed in pieces of about this many bytes, in parallel.
+const PARSE_PIECE: usize = 1 << 20;
+/// Bytes read per step when counting lines for an error message.
+const COUNT_STEP: u64 = 16 << 20;
+
+/// A parse error inside a buffer: byte offset of the offending line's start and the message.
+struct LocalError {
+    line_start: usize,
+    msg: String,
+}
+
+/// True for the separators of the text format.
+#[inline]
+fn is_sep(b: u8) -> bool {
+    b == b',' || b.is_ascii_whitespace()
+}
+
+/// Parses one non-blank line into `out`. `expect` is the number of values required after the
+/// `skip` ignored columns (`None`: any number ≥ 1). Returns the number of values appended.
+fn parse_line(
+    line: &[u8],
+    skip: usize,
+    expect: Option<usize>,
+    out: &mut Vec<f64>,
+) -> Result<usize, String> {
+    let start_len = out.len();
+    let mut col = 0usize;
+    for tok in line.split(|&b| is_sep(b)).filter(|t| !t.is_empty()) {
+        col += 1;
+        if col <= skip {
+            continue;
+        }
+        let parsed = std::str::from_utf8(tok)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok());
+        match parsed {
+            Some(v) if v.is_finite() => out.push(v),
+            Some(_) => {
+                out.truncate(start_len);
+                return Err(format!(
+                    "column {col}: value '{}' is not a finite number",
+                    String::from_utf8_lossy(tok)
+                ));
+            }
+            None => {
+                out.truncate(start_len);
+                return Err(format!(
+                    "column {col}: cannot parse '{}' as a number",
+                    String::from_utf8_lossy(tok)
+                ));
+            }
+        }
+    }
+    let found = out.len() - start_len;
+    let bad = match expect {
+        Some(d) => found != d,
+        None => found == 0,
+    };
+    if bad {
+        out.truncate(start_len);
+        let skipped = if skip > 0 {
+            format!(" after skipping {skip} leading column(s)")
+        } else {
+            String::new()
+        };
+        let wanted = match expect {
+            Some(d) => format!("{d} values"),
+            None => "at least one value".to_string(),
+        };
+        let total = col;
+        return Err(format!(
+            "expected {wanted}{skipped}, found {found} ({total} columns in all)"
+        ));
+    }
+    Ok(found)
+}
+
+/// Parses every non-blank line of `buf` (sequentially). Returns the values and the number of
+/// points.
+fn parse_text(
+    buf: &[u8],
+    skip: usize,
+    dim: usize,
+    out: &mut Vec<f64>,
+) -> Result<usize, LocalError> {
+    let mut n = 0;
+    let mut pos = 0;
+    while pos < buf.len() {
+        let end = buf[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| pos + i);
+        let line = &buf[pos..end];
+        if !line.iter().all(|&b| is_sep_or_blank(b)) {
+            parse_line(line, skip, Some(dim), out).map_err(|msg| LocalError {
+                line_start: pos,
+                msg,
+            })?;
+            n += 1;
+        }
+        pos = end + 1;
+    }
+    Ok(n)
+}
+
+/// A line made only of whitespace is blank (commas alone are not: they are an empty record).
+#[inline]
+fn is_sep_or_blank(b: u8) -> bool {
+    b.is_ascii_whitespace()
+}
+
+/// Parses `buf` in parallel pieces cut at line boundaries; the first error (in file order) wins.
+fn parse_text_parallel(
+    buf: &[u8],
+    skip: usize,
+    dim: usize,
+) -> Result<(Vec<f64>, usize), LocalError> {
+    let mut cuts = vec![0usize];
+    let mut at = 0;
+    while at + PARSE_PIECE < buf.len() {
+        let probe = at + PARSE_PIECE;
+        match buf[probe..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                at = probe + i + 1;
+                cuts.push(at);
+            }
+            None => break,
+        }
+    }
+    if *cuts.last().unwrap() != buf.len() {
+        cuts.push(buf.len());
+    }
+    let pieces: Vec<Result<(Vec<f64>, usize), LocalError>> = cuts
+        .par_windows(2)
+        .map(|w| {
+            let mut v = Vec::with_capacity((w[1] - w[0]) / 8);
+            parse_text(&buf[w[0]..w[1]], skip, dim, &mut v)
+                .map(|n| (v, n))
+                .map_err(|e| LocalError {
+                    line_start: e.line_start + w[0],
+                    msg: e.msg,
+                })
+        })
+        .collect();
+    let mut data = Vec::new();
+    let mut n = 0;
+    for p in pieces {
+        let (v, k) = p?;
+        if data.is_empty() {
+            data = v;
+        } else {
+            data.extend_from_slice(&v);
+        }
+        n += k;
+    }
+    Ok((data, n))
+}
+
+/// Counts the lines before byte `offset` of `path`: the 1-based line number of a line starting
+/// there. Only called when an error is reported.
+fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64> {
+    let mut lines = 1u64;
+    let mut at = 0u64;
+    while at < offset {
+        let len = COUNT_STEP.min(offset - at);
+        let chunk = storage.read_range(path, at, len)?;
+        if chunk.is_empty() {
+            break;
+        }
+        lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        at += chunk.len() as u64;
+    }
+    Ok(lines)
+}
+
+/// The byte range `[start, end)` of the concatenated input owned by `rank` of `workers`.
+fn share(total: u64, rank: usize, workers: usize) -> (u64, u64) {
+    let cut = |r: usize| (total as u128 * r as u128 / workers as u128) as u64;
+    (cut(rank), cut(rank + 1))
+}
+
+/// Loads the points of `path` (a file or a directory) that belong to `rank` of `workers`.
+///
+/// `dim` is the number of values per point (after `skip_columns` ignored leading columns in
+/// text; `skip_columns` does not apply to `f32`). Each file is read only over the range this rank
+/// owns (plus the end of its last text line).
+pub fn load_share(
+    storage: &dyn Storage,
+    path: &str,
+    format: Format,
+    skip_columns: usize,
+    dim: usize,
+    rank: usize,
+    workers: usize,
+) -> Result<Points> {
+    if dim == 0 {
+        return Err(Error::config(
+            "the dimension of the points must be at least 1",
+        ));
+    }
+    if workers == 0 || rank >= workers {
+        return Err(Error::config(format!(
+            "rank {rank} is out of range for {workers} worker(s)"
+        )));
+    }
+    let files = storage.list(path)?;
+    if files.is_empty() {
+        return Err(Error::config(format!("no input files in '{path}'")));
+    }
+    match format {
+        Format::Text => load_text(storage, &files, skip_columns, dim, rank, workers),
+        Format::F32 => load_f32(storage, &files, dim, rank, workers),
+    }
+}
+
+fn load_text(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    skip: usize,
+    dim: usize,
+    rank: usize,
+    workers: usize,
+) -> Result<Points> {
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    let (gs, ge) = share(total, rank, workers);
+    let mut points = Points {
+        n: 0,
+        dim,
+        data: Vec::new(),
+    };
+    let mut file_start = 0u64;
+    for f in files {
+        let file_end = file_start + f.size;
+        let (s, e) = (
+            gs.max(file_start) - file_start,
+            ge.min(file_end).saturating_sub(file_start),
+        );
+        file_start = file_end;
+        if s >= e {
+            continue;
+        }
+        // Find the first line starting in [s, e): read from s-1 and skip past the first newline.
+        let read_from = s.saturating_sub(1);
+        let mut buf = storage.read_range(&f.path, read_from, e - read_from)?;
+        let first = if s == 0 {
+            0
+        } else {
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None => continue, // the range lies inside one line that started earlier
+            }
+        };
+        if read_from + first as u64 >= e {
+            continue;
+        }
+        // Finish the last line if it runs past the range end.
+        let mut at = read_from + buf.len() as u64;
+        while buf.last() != Some(&b'\n') && at < f.size {
+            let more = storage.read_range(&f.path, at, LOOKAHEAD)?;
+            if more.is_empty() {
+                break;
+            }
+            match more.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    buf.extend_from_slice(&more[..=i]);
+                    break;
+                }
+                None => {
+                    at += more.len() as u64;
+                    buf.extend_from_slice(&more);
+                }
+            }
+        }
+        let base = read_from + first as u64;
+        match parse_text_parallel(&buf[first..], skip, dim) {
+            Ok((data, n)) => {
+                points.n += n;
+                if points.data.is_empty() {
+                    points.data = data;
+                } else {
+                    points.data.extend_from_slice(&data);
+                }
+            }
+            Err(err) => {
+                let line = line_number(storage, &f.path, base + err.line_start as u64)?;
+                return Err(Error::Input {
+                    file: f.path.clone(),
+                    line,
+                    msg: err.msg,
+                });
+            }
+        }
+    }
+    Ok(points)
+}
+
+fn load_f32(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    dim: usize,
+    rank: usize,
+    workers: usize,
+) -> Result<Points> {
+    let rec = 4 * dim as u64;
+    for f in files {
+        if f.size % rec != 0 {
+            return Err(Error::Input {
+                file: f.path.clone(),
+                line: f.size / rec + 1,
+                msg: format!(
+                    "file size {} is not a multiple of the record size {rec} bytes ({dim} f32 values): \
+                     record {} is incomplete",
+                    f.size,
+                    f.size / rec + 1
+                ),
+            });
+        }
+    }
+    let total: u64 = files.iter().map(|f| f.size / rec).sum();
+    let (gs, ge) = share(total, rank, workers);
+    let mut data = Vec::with_capacity(((ge - gs) as usize).saturating_mul(dim));
+    let mut file_start = 0u64;
+    for f in files {
+        let recs = f.size / rec;
+        let file_end = file_start + recs;
+        let (s, e) = (
+            gs.max(file_start) - file_start,
+            ge.min(file_end).saturating_sub(file_start),
+        );
+        file_start = file_end;
+        if s >= e {
+            continue;
+        }
+        let bytes = storage.read_range(&f.path, s * rec, (e - s) * rec)?;
+        if bytes.len() as u64 != (e - s) * rec {
+            return Err(Error::Input {
+                file: f.path.clone(),
+                line: s + bytes.len() as u64 / rec + 1,
+                msg: "file is shorter than when it was listed".to_string(),
+            });
+        }
+        data.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
+        );
+    }
+    Ok(Points {
+        n: data.len() / dim,
+        dim,
+        data,
+    })
+}
+
+/// Reads centroids: text, one per line, values separated by whitespace and/or commas. The
+/// dimension is the number of values on the first non-blank line; K is the number of non-blank
+/// lines. A directory is read file by file in name order.
+pub fn read_centroids(storage: &dyn Storage, path: &str) -> Result<Points> {
+    let files = storage.list(path)?;
+    let mut points = Points::default();
+    for f in &files {
+        let bytes = storage.read_all(&f.path)?;
+        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(|&b| is_sep_or_blank(b)) {
+                continue;
+            }
+            let expect = if points.n == 0 {
+                None
+            } else {
+                Some(points.dim)
+            };
+            let found =
+                parse_line(line, 0, expect, &mut points.data).map_err(|msg| Error::Input {
+                    file: f.path.clone(),
+                    line: i as u64 + 1,
+                    msg,
+                })?;
+            if points.n == 0 {
+                points.dim = found;
+            }
+            points.n += 1;
+        }
+    }
+    if points.n == 0 {
+        let file = files.first().map_or(path.to_string(), |f| f.path.clone());
+        return Err(Error::Input {
+            file,
+            line: 1,
+            msg: "no centroids: the file is empty".to_string(),
+        });
+    }
+    Ok(points)
+}
+
+/// Writes one f64 so that it parses back to the identical value: the shortest round-trip digits,
+/// in plain notation for ordinary magnitudes and in exponent notation for very small or large
+/// ones (so 1e-300 does not become 300 zeros).
+pub fn format_f64(v: f64, out: &mut String) {
+    use std::fmt::Write;
+    let a = v.abs();
+    if a == 0.0 || (1e-5..1e16).contains(&a) {
+        let _ = write!(out, "{v}");
+    } else {
+        let _ = write!(out, "{v:e}");
+    }
+}
+
+/// Formats centroids one per line, values separated by a single space, each printed so that it
+/// parses back to the identical f64.
+pub fn format_centroids(c: &Points) -> String {
+    let mut out = String::with_capacity(c.data.len() * 20);
+    for i in 0..c.n {
+        for (j, &v) in c.row(i).iter().enumerate() {
+            if j > 0 {
+                out.push(' ');
+            }
+            format_f64(v, &mut out);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalStorage;
+    use std::path::PathBuf;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("harp-input-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn format_parses() {
+        assert_eq!("text".parse::<Format>().unwrap(), Format::Text);
+        assert_eq!("F32".parse::<Format>().unwrap(), Format::F32);
+        let e = "csv".parse::<Format>().unwrap_err().to_string();
+        assert!(
+            e.contains("'csv'") && e.contains("'text'") && e.contains("'f32'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn parse_line_separators_and_skip() {
+        let mut v = Vec::new();
+        assert_eq!(
+            parse_line(b"7, 8 ,9\t1.5,  -2e3\r", 3, Some(2), &mut v),
+            Ok(2)
+        );
+        assert_eq!(v, vec![1.5, -2000.0]);
+        let e = parse_line(b"1 2 3", 0, Some(2), &mut v).unwrap_err();
+        assert!(e.contains("expected 2 values, found 3"), "{e}");
+        let e = parse_line(b"1 x 3", 0, Some(3), &mut v).unwrap_err();
+        assert!(e.contains("column 2") && e.contains("'x'"), "{e}");
+        let e = parse_line(b"1 nan", 0, Some(2), &mut v).unwrap_err();
+        assert!(e.contains("not a finite number"), "{e}");
+        assert_eq!(v, vec![1.5, -2000.0], "failed lines leave nothing behind");
+    }
+
+    /// Writes `lines` as text with awkward formatting and checks that every split of the input
+    /// over 1..=7 workers yields every point exactly once, in order.
+    #[test]
+    fn text_shares_cover_every_line_once() {
+        let d = tmpdir("shares");
+        let s = LocalStorage;
+        let mut expect = Vec::new();
+        let mut id = 0;
+        for (fi, nlines) in [5usize, 0, 1, 13, 2].iter().enumerate() {
+            let mut text = String::new();
+            for j in 0..*nlines {
+                let x = id as f64 * 0.5;
+                let y = -(id as f64);
+                expect.extend([x, y]);
+                id += 1;
+                // picture id, row, column, then the two values; some blank lines, CRLF, commas
+                match j % 3 {
+                    0 => text.push_str(&format!("{fi} {j} 0 {x} {y}\n")),
+                    1 => text.push_str(&format!("{fi},{j},1,{x},{y}\r\n\n")),
+                    _ => text.push_str(&format!("  {fi}\t{j} 2  {x} ,{y}   \n   \n")),
+                }
+            }
+            if fi == 3 {
+                text.pop(); // last line without a newline
+            }
+            s.write_all(
+                d.join(format!("part-{fi:05}")).to_str().unwrap(),
+                text.as_bytes(),
+            )
+            .unwrap();
+        }
+        s.write_all(
+            d.join("_SUCCESS").to_str().unwrap(),
+            b"junk that is not a point\n",
+        )
+        .unwrap();
+        let dir = d.to_str().unwrap();
+        for workers in 1..=7 {
+            let mut all = Vec::new();
+            let mut n = 0;
+            for rank in 0..workers {
+                let p = load_share(&s, dir, Format::Text, 3, 2, rank, workers).unwrap();
+                assert_eq!(p.data.len(), p.n * 2);
+                n += p.n;
+                all.extend(p.data);
+            }
+            assert_eq!(n, id, "workers={workers}");
+            assert_eq!(all, expect, "workers={workers}");
+        }
+        // Many more workers than lines: still exactly once.
+        let mut all = Vec::new();
+        for rank in 0..500 {
+            all.extend(
+                load_share(&s, dir, Format::Text, 3, 2, rank, 500)
+                    .unwrap()
+                    .data,
+            );
+        }
+        assert_eq!(all, expect);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn text_errors_name_file_and_absolute_line() {
+        let d = tmpdir("errors");
+        let s = LocalStorage;
+        let f = d.join("p.txt");
+        let fs_ = f.to_str().unwrap();
+        let mut text = String::new();
+        for i in 0..1000 {
+            if i == 700 {
+                text.push_str("1 2 3\n"); // one value too many
+            } else {
+                text.push_str(&format!("{i} {i}\n"));
+            }
+        }
+        s.write_all(fs_, text.as_bytes()).unwrap();
+        // Whichever rank owns line 701 reports it with its absolute number.
+        let mut found = 0;
+        for rank in 0..4 {
+            match load_share(&s, fs_, Format::Text, 0, 2, rank, 4) {
+                Ok(p) => assert!(p.n > 0),
+                Err(Error::Input { file, line, msg }) => {
+                    assert_eq!(file, fs_);
+                    assert_eq!(line, 701);
+                    assert!(msg.contains("expected 2 values, found 3"), "{msg}");
+                    found += 1;
+                }
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        assert_eq!(found, 1);
+        s.write_all(fs_, b"1 2\n\n3 oops\n").unwrap();
+        let e = load_share(&s, fs_, Format::Text, 0, 2, 0, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!("{fs_}:3: ")) && e.contains("'oops'"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn f32_shares_and_bad_size() {
+        let d = tmpdir("f32");
+        let s = LocalStorage;
+        let dim = 3;
+        let mut expect = Vec::new();
+        for (fi, recs) in [4usize, 0, 7].iter().enumerate() {
+            let mut bytes = Vec::new();
+            for r in 0..recs * dim {
+                let v = (fi * 100 + r) as f32 * 0.25;
+                expect.push(v as f64);
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            s.write_all(d.join(format!("part-{fi}.f32")).to_str().unwrap(), &bytes)
+                .unwrap();
+        }
+        let dir = d.to_str().unwrap();
+        for workers in [1, 2, 3, 5, 11, 20] {
+            let mut all = Vec::new();
+            let mut counts = Vec::new();
+            for rank in 0..workers {
+                let p = load_share(&s, dir, Format::F32, 0, dim, rank, workers).unwrap();
+                counts.push(p.n);
+                all.extend(p.data);
+            }
+            assert_eq!(all, expect, "workers={workers}");
+            let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            assert!(hi - lo <= 1, "balanced record split: {counts:?}");
+        }
+        s.write_all(
+            d.join("part-9.f32").to_str().unwrap(),
+            &[0u8; 4 * 3 * 2 + 5],
+        )
+        .unwrap();
+        match load_share(&s, dir, Format::F32, 0, dim, 0, 1).unwrap_err() {
+            Error::Input { file, line, msg } => {
+                assert!(file.ends_with("part-9.f32"));
+                assert_eq!(line, 3);
+                assert!(msg.contains("not a multiple"), "{msg}");
+            }
+            e => panic!("unexpected {e}"),
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn centroids_round_trip_exactly() {
+        let d = tmpdir("centroids");
+        let s = LocalStorage;
+        let vals = [
+            1e-300,
+            -1e-300,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            123456789012345680.0,
+            0.1 + 0.2,
+            1.0 / 3.0,
+            -2.5e-6,
+            9_007_199_254_740_993.0,
+            std::f64::consts::PI,
+        ];
+        let c = Points {
+            n: 5,
+            dim: 3,
+            data: vals.to_vec(),
+        };
+        let text = format_centroids(&c);
+        assert_eq!(text.lines().count(), 5);
+        assert!(text.starts_with("1e-300 -1e-300 5e-324\n"), "{text}");
+        assert!(
+            text.contains("\n-0 1 -3\n"),
+            "integers print plainly: {text}"
+        );
+        let f = d.join("c.txt");
+        s.write_all(f.to_str().unwrap(), text.as_bytes()).unwrap();
+        let back = read_centroids(&s, f.to_str().unwrap()).unwrap();
+        assert_eq!((back.n, back.dim), (5, 3));
+        for (a, b) in back.data.iter().zip(&c.data) {
+            assert_eq!(a.to_bits(), b.to_bits(), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn centroids_errors() {
+        let d = tmpdir("centroids-err");
+        let s = LocalStorage;
+        let f = d.join("c.txt");
+        let fs_ = f.to_str().unwrap();
+        s.write_all(fs_, b"\n  \n").unwrap();
+        let e = read_centroids(&s, fs_).unwrap_err().to_string();
+        assert!(e.contains(fs_) && e.contains("empty"), "{e}");
+        s.write_all(fs_, b"\n1,2,3\n4 5 6\n7 8\n").unwrap();
+        match read_centroids(&s, fs_).unwrap_err() {
+            Error::Input { line, msg, .. } => {
+                assert_eq!(line, 4);
+                assert!(msg.contains("expected 3 values, found 2"), "{msg}");
+            }
+            e => panic!("unexpected {e}"),
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
