@@ -18,16 +18,32 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn check_p(p: usize) {
     let ps = p.to_string();
     let seed = (100 + p).to_string();
-    let o = run(&["check", "--workers", &ps, "--seed", &seed, "--rounds", "2", "--timeout", "60"]);
+    let o = run(&[
+        "check",
+        "--workers",
+        &ps,
+        "--seed",
+        &seed,
+        "--rounds",
+        "2",
+        "--timeout",
+        "60",
+    ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
-    assert!(out.contains(&format!("40 results verified on {p} workers")), "{out}");
+    assert!(
+        out.contains(&format!("40 results verified on {p} workers")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -65,12 +81,28 @@ fn collectives_match_the_model_p8() {
 
 #[test]
 fn an_aborted_worker_fails_every_worker_naming_it() {
-    let o = run(&["check", "--workers", "4", "--die-rank", "2", "--die-at", "5", "--timeout", "20"]);
+    let o = run(&[
+        "check",
+        "--workers",
+        "4",
+        "--die-rank",
+        "2",
+        "--die-at",
+        "5",
+        "--timeout",
+        "20",
+    ]);
     let (_, err) = text(&o);
     assert!(!o.status.success());
     for r in [0, 1, 3] {
-        let line = err.lines().find(|l| l.starts_with(&format!("harp: error: rank {r}:"))).unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
-        assert!(line.contains("rank 2 is gone"), "rank {r} does not name rank 2: {line}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
+            .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        assert!(
+            line.contains("rank 2 is gone"),
+            "rank {r} does not name rank 2: {line}"
+        );
     }
     assert!(err.contains("4 of 4 workers failed"), "{err}");
 }
@@ -78,20 +110,39 @@ fn an_aborted_worker_fails_every_worker_naming_it() {
 #[test]
 fn a_stopped_worker_is_reported_silent_by_everyone() {
     let t0 = Instant::now();
-    let o = run(&["check", "--workers", "4", "--stall-rank", "1", "--stall-at", "7", "--timeout", "4"]);
+    let o = run(&[
+        "check",
+        "--workers",
+        "4",
+        "--stall-rank",
+        "1",
+        "--stall-at",
+        "7",
+        "--timeout",
+        "4",
+    ]);
     let (_, err) = text(&o);
     assert!(!o.status.success());
     for r in [0, 2, 3] {
-        let line = err.lines().find(|l| l.starts_with(&format!("harp: error: rank {r}:"))).unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
+            .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
         assert!(line.contains("rank 1 has been silent"), "rank {r}: {line}");
     }
     assert!(err.contains("worker 1 killed"), "{err}");
     // The launcher's bound: failure at ~timeout/2, then timeout + 5 s of grace for the stopped one.
-    assert!(t0.elapsed() < Duration::from_secs(30), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
 }
 
 fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
     ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
@@ -122,8 +173,26 @@ fn hosts_file_mode_runs_a_benchmark_and_prints_json() {
     let kids: Vec<_> = (0..3)
         .map(|r| {
             harp()
-                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t1"])
-                .args(["bench", "broadcast", "--bytes", "1m", "--reps", "3", "--json", "--timeout", "30"])
+                .args([
+                    "worker",
+                    "--hosts",
+                    &hosts,
+                    "--rank",
+                    &r.to_string(),
+                    "--job",
+                    "t1",
+                ])
+                .args([
+                    "bench",
+                    "broadcast",
+                    "--bytes",
+                    "1m",
+                    "--reps",
+                    "3",
+                    "--json",
+                    "--timeout",
+                    "30",
+                ])
                 .env("HARP_SECRET", "s3cret")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -131,7 +200,10 @@ fn hosts_file_mode_runs_a_benchmark_and_prints_json() {
                 .unwrap()
         })
         .collect();
-    let outs: Vec<Output> = kids.into_iter().map(|k| k.wait_with_output().unwrap()).collect();
+    let outs: Vec<Output> = kids
+        .into_iter()
+        .map(|k| k.wait_with_output().unwrap())
+        .collect();
     for (r, o) in outs.iter().enumerate() {
         assert!(o.status.success(), "rank {r}: {:?}", text(o));
     }
@@ -152,8 +224,24 @@ fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
     let hosts = hosts_file(&dir, &ports);
     let job = |r: usize, secret: &str| {
         harp()
-            .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t2"])
-            .args(["check", "--rounds", "1", "--timeout", "30", "--connect-timeout", "20"])
+            .args([
+                "worker",
+                "--hosts",
+                &hosts,
+                "--rank",
+                &r.to_string(),
+                "--job",
+                "t2",
+            ])
+            .args([
+                "check",
+                "--rounds",
+                "1",
+                "--timeout",
+                "30",
+                "--connect-timeout",
+                "20",
+            ])
             .env("HARP_SECRET", secret)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -164,7 +252,11 @@ fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
     // An impostor claiming rank 1 with the wrong secret: it must be refused, and must fail.
     let impostor = job(1, "wrong").wait_with_output().unwrap();
     assert!(!impostor.status.success());
-    assert!(text(&impostor).1.contains("failed to prove the job secret"), "{:?}", text(&impostor));
+    assert!(
+        text(&impostor).1.contains("failed to prove the job secret"),
+        "{:?}",
+        text(&impostor)
+    );
     // A stray client sending garbage is dropped too.
     {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
@@ -176,7 +268,10 @@ fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
     assert!(m.status.success(), "{:?}", text(&m));
     let (out, err) = text(&m);
     assert!(out.contains("results verified on 2 workers"), "{out}");
-    assert!(err.contains("dropped connection"), "master did not log the rejected peers: {err}");
+    assert!(
+        err.contains("dropped connection"),
+        "master did not log the rejected peers: {err}"
+    );
 }
 
 #[test]
@@ -186,8 +281,25 @@ fn a_worker_killed_during_a_large_broadcast_fails_the_others() {
     let mut kids: Vec<_> = (0..3)
         .map(|r| {
             harp()
-                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string(), "--job", "t3"])
-                .args(["bench", "allreduce", "--bytes", "64m", "--reps", "1000", "--timeout", "20"])
+                .args([
+                    "worker",
+                    "--hosts",
+                    &hosts,
+                    "--rank",
+                    &r.to_string(),
+                    "--job",
+                    "t3",
+                ])
+                .args([
+                    "bench",
+                    "allreduce",
+                    "--bytes",
+                    "64m",
+                    "--reps",
+                    "1000",
+                    "--timeout",
+                    "20",
+                ])
                 .env("HARP_SECRET", "k")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -204,7 +316,10 @@ fn a_worker_killed_during_a_large_broadcast_fails_the_others() {
         let o = k.wait_with_output().unwrap();
         let (_, err) = text(&o);
         assert!(!o.status.success(), "survivor {i} succeeded");
-        assert!(err.contains("rank 1 is gone") && err.contains("allreduce"), "survivor {i}: {err}");
+        assert!(
+            err.contains("rank 1 is gone") && err.contains("allreduce"),
+            "survivor {i}: {err}"
+        );
     }
 }
 
@@ -214,17 +329,57 @@ fn bad_hosts_files_and_arguments_are_clear_errors() {
     let f = dir.join("hosts");
     std::fs::write(&f, "127.0.0.1:1\nnot-a-host\n").unwrap();
     let o = harp()
-        .args(["worker", "--hosts", f.to_str().unwrap(), "--rank", "0", "check"])
+        .args([
+            "worker",
+            "--hosts",
+            f.to_str().unwrap(),
+            "--rank",
+            "0",
+            "check",
+        ])
         .env("HARP_SECRET", "x")
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(text(&o).1.contains(&format!("{}:2: expected host:port, found 'not-a-host'", f.display())), "{:?}", text(&o));
-    let o = harp().args(["worker", "--hosts", f.to_str().unwrap(), "--rank", "0", "check"]).env_remove("HARP_SECRET").output().unwrap();
+    assert!(
+        text(&o).1.contains(&format!(
+            "{}:2: expected host:port, found 'not-a-host'",
+            f.display()
+        )),
+        "{:?}",
+        text(&o)
+    );
+    let o = harp()
+        .args([
+            "worker",
+            "--hosts",
+            f.to_str().unwrap(),
+            "--rank",
+            "0",
+            "check",
+        ])
+        .env_remove("HARP_SECRET")
+        .output()
+        .unwrap();
     assert!(text(&o).1.contains("no job secret"), "{:?}", text(&o));
-    let o = run(&["bench", "allreduce", "--workers", "2", "--algorithm", "nope"]);
+    let o = run(&[
+        "bench",
+        "allreduce",
+        "--workers",
+        "2",
+        "--algorithm",
+        "nope",
+    ]);
     assert!(!o.status.success());
-    assert!(text(&o).1.contains("unknown allreduce algorithm 'nope'"), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("unknown allreduce algorithm 'nope'"),
+        "{:?}",
+        text(&o)
+    );
     let o = run(&["bench", "allreduce", "--workers", "0"]);
-    assert!(text(&o).1.contains("--workers must be between 1 and 256"), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("--workers must be between 1 and 256"),
+        "{:?}",
+        text(&o)
+    );
 }

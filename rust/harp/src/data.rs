@@ -111,7 +111,7 @@ impl Array {
     }
     /// Wraps a buffer whose length is a multiple of the element size.
     pub fn from_buf(dtype: DType, buf: Buf) -> Result<Array> {
-        if buf.len() % dtype.size() != 0 {
+        if !buf.len().is_multiple_of(dtype.size()) {
             return Err(Error::Protocol(format!(
                 "{} bytes is not a whole number of {} elements",
                 buf.len(),

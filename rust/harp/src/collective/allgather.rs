@@ -71,7 +71,10 @@ pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Resul
         return if total == own {
             Ok(())
         } else {
-            Err(Error::config(format!("{}: known total {total} but the only worker holds {own} partitions", cx.ep.ctx)))
+            Err(Error::config(format!(
+                "{}: known total {total} but the only worker holds {own} partitions",
+                cx.ep.ctx
+            )))
         };
     }
     for (pid, a) in table.iter() {

@@ -248,7 +248,7 @@ where
 
 fn check_piece(m: &PieceMeta) -> Result<()> {
     let es = m.dtype.size() as u64;
-    if m.offset + m.len > m.total || m.total % es != 0 || m.offset % es != 0 || m.len % es != 0 {
+    if m.offset + m.len > m.total || !m.total.is_multiple_of(es) || !m.offset.is_multiple_of(es) || !m.len.is_multiple_of(es) {
         return Err(Error::Protocol(format!(
             "piece of partition {} has inconsistent bounds",
             m.pid

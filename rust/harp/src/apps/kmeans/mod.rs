@@ -3,9 +3,11 @@
 //! * [`input`]: reading points (text or raw f32, split across workers) and centroids.
 //! * [`kernel`]: the map step, a blocked GEMM-based nearest-centroid assignment.
 //! * [`gen`]: reproducible test data.
+//! * [`driver`]: the distributed iteration loop on the worker API, and a sequential reference.
 //! * [`bench`](mod@bench): a micro-benchmark of the kernel.
 
 pub mod bench;
+pub mod driver;
 pub mod gen;
 pub mod input;
 pub mod kernel;

@@ -1,0 +1,246 @@
+//! `harp kmeans` with real worker processes against the single-process reference, the input
+//! formats, the steady-state memory behaviour and input errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use harp::apps::kmeans::{driver, input};
+use harp::storage::LocalStorage;
+
+fn harp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_harp"))
+        .args(args)
+        .env("HARP_LOG", "warn")
+        .output()
+        .expect("harp runs")
+}
+
+fn ok(o: Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-km-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn centroids(path: &Path) -> input::Points {
+    input::read_centroids(&LocalStorage, &s(path)).unwrap()
+}
+
+fn assert_close(got: &input::Points, want: &input::Points, tol: f64) {
+    assert_eq!((got.n, got.dim), (want.n, want.dim));
+    for (i, (g, w)) in got.data.iter().zip(&want.data).enumerate() {
+        let rel = (g - w).abs() / w.abs().max(1e-300);
+        assert!(
+            rel <= tol || (g - w).abs() <= tol,
+            "value {i}: {g} vs {w} (relative {rel:e})"
+        );
+    }
+}
+
+fn kmeans(dir: &Path, workers: &str, extra: &[&str]) -> (String, PathBuf) {
+    let out = dir.join(format!(
+        "out-{workers}-{}",
+        extra.join("_").replace(['-', '/'], "")
+    ));
+    let mut args = vec![
+        "kmeans",
+        "--workers",
+        workers,
+        "--iterations",
+        "6",
+        "--output",
+    ];
+    let o = s(&out);
+    args.push(&o);
+    args.extend_from_slice(extra);
+    (ok(harp(&args)), out)
+}
+
+#[test]
+fn distributed_kmeans_equals_the_single_process_reference() {
+    let dir = tmpdir("ref");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "5000", "--dim", "7", "--seed", "3", "--init", "9", "--files", "3",
+        "--output", &data,
+    ]));
+    let points_dir = format!("{data}/points");
+    let init = format!("{data}/init.txt");
+    let all =
+        input::load_share(&LocalStorage, &points_dir, input::Format::Text, 0, 7, 0, 1).unwrap();
+    assert_eq!(all.n, 5000);
+    let want = driver::reference(&all, &centroids(Path::new(&init)), 6);
+    for (w, threads) in [("1", "1"), ("3", "2"), ("4", "1")] {
+        let (stdout, out) = kmeans(
+            &dir,
+            w,
+            &[
+                "--threads",
+                threads,
+                "--input",
+                &points_dir,
+                "--init",
+                &init,
+            ],
+        );
+        assert_eq!(stdout.matches("inertia").count(), 6, "{stdout}");
+        assert_close(&centroids(&out.join("centroids.txt")), &want, 1e-9);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["points"], 5000);
+        assert_eq!(summary["workers"].as_u64().unwrap().to_string(), w);
+        // Steady state: no new pooled buffer after the first iteration.
+        let allocs: Vec<u64> = summary["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["pool_allocations"].as_u64().unwrap())
+            .collect();
+        assert!(
+            allocs.windows(2).all(|x| x[0] == x[1]),
+            "pool allocations grew: {allocs:?}"
+        );
+        // Inertia never increases in Lloyd's algorithm.
+        let inertia: Vec<f64> = summary["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["inertia"].as_f64().unwrap())
+            .collect();
+        assert!(
+            inertia.windows(2).all(|x| x[1] <= x[0] * (1.0 + 1e-12)),
+            "{inertia:?}"
+        );
+    }
+}
+
+#[test]
+fn hog_layout_and_f32_input_give_the_same_centroids() {
+    let dir = tmpdir("formats");
+    let plain = dir.join("plain.txt");
+    let hog = dir.join("hog");
+    std::fs::create_dir_all(&hog).unwrap();
+    let raw = dir.join("raw.f32");
+    let mut t = String::new();
+    let mut h = String::new();
+    let mut r = Vec::new();
+    for i in 0..600u32 {
+        let v: Vec<f32> = (0..4)
+            .map(|d| (((i * 7 + d * 13) % 97) as f32) * 0.25 - (i % 3) as f32 * 10.0)
+            .collect();
+        let line = v
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        t.push_str(&line);
+        t.push('\n');
+        h.push_str(&format!(
+            "pic{i}, {}, {}, {}\n",
+            i / 10,
+            i % 10,
+            line.replace(' ', ", ")
+        ));
+        for x in v {
+            r.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    std::fs::write(&plain, t).unwrap();
+    std::fs::write(hog.join("part-0.txt"), h).unwrap();
+    std::fs::write(&raw, r).unwrap();
+    let init = dir.join("init.txt");
+    std::fs::write(
+        &init,
+        "0 0 0 0\n5 5 5 5\n-10 1 2 3\n1000000 1000000 1000000 1000000\n",
+    )
+    .unwrap();
+    let init_s = s(&init);
+    let (_, a) = kmeans(&dir, "2", &["--input", &s(&plain), "--init", &init_s]);
+    let (_, b) = kmeans(
+        &dir,
+        "3",
+        &[
+            "--input",
+            &s(&hog),
+            "--init",
+            &init_s,
+            "--skip-columns",
+            "3",
+        ],
+    );
+    let (_, c) = kmeans(
+        &dir,
+        "2",
+        &["--input", &s(&raw), "--init", &init_s, "--format", "f32"],
+    );
+    let ca = centroids(&a.join("centroids.txt"));
+    assert_close(&centroids(&b.join("centroids.txt")), &ca, 1e-9);
+    assert_close(&centroids(&c.join("centroids.txt")), &ca, 1e-9);
+    // The far-away centroid gets no point and keeps its value.
+    assert_eq!(&ca.data[12..16], &[1e6, 1e6, 1e6, 1e6]);
+}
+
+#[test]
+fn malformed_points_name_the_file_and_line() {
+    let dir = tmpdir("bad");
+    let pts = dir.join("pts.txt");
+    std::fs::write(&pts, "1 2\n3 4\n5 x\n7 8\n").unwrap();
+    let init = dir.join("init.txt");
+    std::fs::write(&init, "0 0\n1 1\n").unwrap();
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "2",
+        "--input",
+        &s(&pts),
+        "--init",
+        &s(&init),
+        "--output",
+        &s(&dir.join("o")),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}:3:", pts.display())), "{err}");
+    std::fs::write(&pts, "1 2\n3 4 5\n").unwrap();
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &s(&pts),
+        "--init",
+        &s(&init),
+        "--output",
+        &s(&dir.join("o")),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}:2:", pts.display())), "{err}");
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &s(&dir.join("missing")),
+        "--init",
+        &s(&init),
+        "--output",
+        &s(&dir.join("o")),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("missing"), "{err}");
+}
