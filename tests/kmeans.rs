@@ -130,6 +130,49 @@ fn distributed_kmeans_equals_the_single_process_reference() {
 }
 
 #[test]
+fn steady_state_iterations_allocate_no_payload_buffers() {
+    let dir = tmpdir("pool");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "20000", "--dim", "16", "--seed", "5", "--init", "40", "--output",
+        &data,
+    ]));
+    for w in ["3", "4"] {
+        let out = dir.join(format!("o{w}"));
+        ok(harp(&[
+            "kmeans",
+            "--workers",
+            w,
+            "--iterations",
+            "20",
+            "--input",
+            &format!("{data}/points"),
+            "--init",
+            &format!("{data}/init.txt"),
+            "--output",
+            &s(&out),
+        ]));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        let allocs: Vec<u64> = summary["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["pool_allocations"].as_u64().unwrap())
+            .collect();
+        // Every iteration needs new buffers for its partial sums and for every message it
+        // receives; from the pool they come from the free lists. The counter may rise by a
+        // buffer or two the first time message timing puts the most messages in flight at
+        // once, but never once per iteration (that would be 19 or more here).
+        assert!(
+            allocs[19] - allocs[0] <= 3,
+            "pool allocations grew with the iterations: {allocs:?}"
+        );
+    }
+}
+
+#[test]
 fn hog_layout_and_f32_input_give_the_same_centroids() {
     let dir = tmpdir("formats");
     let plain = dir.join("plain.txt");

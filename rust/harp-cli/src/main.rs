@@ -69,7 +69,9 @@ fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("harp: error: {e}");
+            // One write call, so lines of several workers sharing a pipe never interleave.
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(format!("harp: error: {e}\n").as_bytes());
             ExitCode::FAILURE
         }
     }

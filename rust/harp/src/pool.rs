@@ -121,7 +121,11 @@ impl Pool {
     }
 
     /// A buffer of `len` bytes. Its contents are whatever the previous user left (or zeros).
+    /// An empty buffer does not touch the pool.
     pub fn get(&self, len: usize) -> Buf {
+        if len == 0 {
+            return Buf::empty();
+        }
         let class = class_of(len.max(1));
         assert!(
             class < CLASSES,
@@ -220,6 +224,14 @@ pub struct Buf {
 }
 
 impl Buf {
+    /// A zero-length buffer that belongs to no pool.
+    pub fn empty() -> Buf {
+        Buf {
+            raw: None,
+            len: 0,
+            pool: None,
+        }
+    }
     pub fn len(&self) -> usize {
         self.len
     }
@@ -230,18 +242,33 @@ impl Buf {
         self.raw.as_ref().map_or(0, |r| r.cap)
     }
     pub fn as_slice(&self) -> &[u8] {
-        let raw = self.raw.as_ref().expect("live buffer");
+        let Some(raw) = self.raw.as_ref() else {
+            // SAFETY: zero-length slice at an aligned, non-null address (so typed views of an
+            // empty buffer are aligned too).
+            return unsafe {
+                std::slice::from_raw_parts(NonNull::<u64>::dangling().as_ptr() as *const u8, 0)
+            };
+        };
         // SAFETY: ptr points to `cap >= len` initialised bytes owned by this Buf.
         unsafe { std::slice::from_raw_parts(raw.ptr.as_ptr(), self.len) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let raw = self.raw.as_ref().expect("live buffer");
+        let Some(raw) = self.raw.as_ref() else {
+            // SAFETY: as in `as_slice`.
+            return unsafe {
+                std::slice::from_raw_parts_mut(NonNull::<u64>::dangling().as_ptr() as *mut u8, 0)
+            };
+        };
         // SAFETY: as above, and `&mut self` gives exclusive access.
         unsafe { std::slice::from_raw_parts_mut(raw.ptr.as_ptr(), self.len) }
     }
     /// Raw pointer to the first byte (stable for the buffer's life; used for zero-copy views).
     pub fn as_ptr(&self) -> *const u8 {
-        self.raw.as_ref().expect("live buffer").ptr.as_ptr()
+        self.raw
+            .as_ref()
+            .map_or(NonNull::<u64>::dangling().as_ptr() as *const u8, |r| {
+                r.ptr.as_ptr()
+            })
     }
     /// Shrinks the visible length (capacity is kept).
     pub fn truncate(&mut self, len: usize) {
@@ -343,6 +370,19 @@ mod tests {
         assert_eq!(pool.stats().releases_freed, 4);
         pool.trim();
         assert_eq!(pool.stats().bytes_held, 0);
+    }
+
+    #[test]
+    fn empty_buffers_bypass_the_pool() {
+        let pool = Pool::default();
+        let e = pool.get(0);
+        assert!(e.is_empty() && e.as_slice().is_empty());
+        assert_eq!(e.as_ptr() as usize % 8, 0);
+        assert_eq!(e.as_slice().as_ptr() as usize % 8, 0);
+        let a = crate::data::Array::from_buf(crate::data::DType::F64, pool.get(0)).unwrap();
+        assert!(a.as_slice::<f64>().unwrap().is_empty());
+        drop(e);
+        assert_eq!(pool.stats(), PoolStats::default());
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl Worker {
             ),
             Err(e) => {
                 let msg = e.to_string();
-                tracing::error!("{msg}");
+                tracing::debug!("{msg}");
                 *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
                 self.rt.block_on(self.transport.abort(&msg));
             }

@@ -169,7 +169,7 @@ pub async fn broadcast(
     let mut asm = Assembler::default();
     let tbl = std::cell::RefCell::new(table);
     let asm_ref = std::cell::RefCell::new(&mut asm);
-    recv_pieces(&cx.ep, cx.pool, parent, &head, |piece| {
+    recv_pieces(&cx.ep, cx.pool, parent, head, |piece| {
         let children = &children;
         let tbl = &tbl;
         let asm_ref = &asm_ref;

@@ -208,26 +208,42 @@ pub async fn recv_head(ep: &Endpoint<'_>, src: usize, tag: u32) -> Result<BatchH
     })
 }
 
-/// Receives the bytes of every piece of `head`, calling `each` as each one arrives.
+/// Receives the bytes of every piece of `head`, calling `each` as each one arrives. The last
+/// inline piece takes over the frame's own buffer (moved to its front), so a small message
+/// costs one pooled buffer, not two.
 pub async fn recv_pieces<F, Fut>(
     ep: &Endpoint<'_>,
     pool: &Pool,
     src: usize,
-    head: &BatchHead,
+    head: BatchHead,
     mut each: F,
 ) -> Result<()>
 where
     F: FnMut(In) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let mut at = head.inline_at;
-    for m in &head.pieces {
+    let BatchHead {
+        hdr,
+        pieces,
+        mut frame,
+        inline_at,
+    } = head;
+    let last_inline = pieces.iter().rposition(|p| p.inline);
+    let mut at = inline_at;
+    for (i, m) in pieces.iter().enumerate() {
         let buf = if m.inline {
-            let b = pool.copy_of(&head.frame[at..at + m.len as usize]);
+            let range = at..at + m.len as usize;
             at += m.len as usize;
-            b
+            if Some(i) == last_inline {
+                let mut b = std::mem::replace(&mut frame, Buf::empty());
+                b.copy_within(range, 0);
+                b.truncate(m.len as usize);
+                b
+            } else {
+                pool.copy_of(&frame[range])
+            }
         } else {
-            let f = ep.recv_frame(src, head.hdr.tag).await?;
+            let f = ep.recv_frame(src, hdr.tag).await?;
             if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
                 return Err(Error::Protocol(format!(
                     "{}: expected {} data bytes of partition {} from rank {src}, got {:?} of {}",
@@ -248,7 +264,11 @@ where
 
 fn check_piece(m: &PieceMeta) -> Result<()> {
     let es = m.dtype.size() as u64;
-    if m.offset + m.len > m.total || !m.total.is_multiple_of(es) || !m.offset.is_multiple_of(es) || !m.len.is_multiple_of(es) {
+    if m.offset + m.len > m.total
+        || !m.total.is_multiple_of(es)
+        || !m.offset.is_multiple_of(es)
+        || !m.len.is_multiple_of(es)
+    {
         return Err(Error::Protocol(format!(
             "piece of partition {} has inconsistent bounds",
             m.pid
@@ -265,13 +285,14 @@ pub async fn recv_batch(
     tag: u32,
 ) -> Result<(Header, Vec<In>)> {
     let head = recv_head(ep, src, tag).await?;
+    let hdr = head.hdr;
     let mut out = Vec::with_capacity(head.pieces.len());
-    recv_pieces(ep, pool, src, &head, |p| {
+    recv_pieces(ep, pool, src, head, |p| {
         out.push(p);
         async { Ok(()) }
     })
     .await?;
-    Ok((head.hdr, out))
+    Ok((hdr, out))
 }
 
 /// Puts whole received pieces into `table`, combining with partitions already there.
