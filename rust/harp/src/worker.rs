@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use tokio::net::TcpListener;
-use tokio::runtime::{Handle, Runtime};
+pub use tokio::runtime::{Handle, Runtime};
 
 use crate::collective::{
     self, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, ReduceAlgorithm,
@@ -326,6 +326,13 @@ impl Worker {
         self.op(Op::Rotate, 0, label, |cx| async move {
             collective::regroup::rotate(&cx, table, map).await
         })
+    }
+
+    /// Failure shutdown: tells every peer why this worker stops (their errors will quote
+    /// `reason`) and closes the connections.
+    pub fn abort(self, reason: &str) {
+        let msg = format!("rank {}: {reason}", self.rank);
+        self.rt.block_on(self.transport.abort(&msg));
     }
 
     /// Orderly shutdown: tells every peer this worker is leaving.

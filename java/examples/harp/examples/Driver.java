@@ -1,0 +1,14 @@
+package harp.examples;
+
+import org.apache.hadoop.util.ProgramDriver;
+
+/** Entry point of the examples jar: {@code hadoop jar harp-rs-examples.jar kmeans …}. */
+public final class Driver {
+  private Driver() {}
+
+  public static void main(String[] args) throws Throwable {
+    ProgramDriver pd = new ProgramDriver();
+    pd.addClass("kmeans", harp.examples.kmeans.KMeans.class, "K-means clustering with allreduce (Map-Collective)");
+    System.exit(pd.run(args));
+  }
+}

@@ -1,0 +1,77 @@
+package harp.examples.kmeans;
+
+import harp.io.WorkerInputFormat;
+import harp.mapred.MapCollectiveClientProtocolProvider;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.conf.Configured;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
+import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
+import org.apache.hadoop.util.Tool;
+import org.apache.hadoop.util.ToolRunner;
+
+/**
+ * K-means on the Map-Collective model, as a Hadoop Tool:
+ * {@code kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>}.
+ *
+ * <p>Points: text, one per line, values separated by spaces or commas; {@code -Dkmeans.skip.columns=3}
+ * ignores leading id columns (the papers' HOG files). The master writes
+ * {@code <output-dir>/centroids.txt} (one centroid per line, exact round-trip precision).
+ */
+public class KMeans extends Configured implements Tool {
+  public static final String INIT = "kmeans.init";
+  public static final String OUTPUT = "kmeans.output";
+  public static final String ITERATIONS = "kmeans.iterations";
+  public static final String SKIP = "kmeans.skip.columns";
+  public static final String THREADS = "kmeans.threads";
+
+  public static void main(String[] args) throws Exception {
+    System.exit(ToolRunner.run(new Configuration(), new KMeans(), args));
+  }
+
+  @Override
+  public int run(String[] args) throws Exception {
+    if (args.length != 5) {
+      System.err.println("usage: kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>");
+      return 2;
+    }
+    int iterations;
+    int workers;
+    try {
+      iterations = Integer.parseInt(args[3]);
+      workers = Integer.parseInt(args[4]);
+    } catch (NumberFormatException e) {
+      System.err.println("kmeans: iterations and workers must be whole numbers: " + e.getMessage());
+      return 2;
+    }
+    if (iterations < 1 || workers < 1) {
+      System.err.println("kmeans: iterations and workers must be at least 1");
+      return 2;
+    }
+    Configuration conf = getConf();
+    Path out = new Path(args[2]);
+    FileSystem fs = out.getFileSystem(conf);
+    if (fs.exists(out)) {
+      System.err.println("kmeans: output directory " + out + " already exists");
+      return 2;
+    }
+    conf.set(INIT, args[1]);
+    conf.set(OUTPUT, out.toString());
+    conf.setInt(ITERATIONS, iterations);
+    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
+    conf.setInt(WorkerInputFormat.WORKERS, workers);
+    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
+    // A failed worker fails the job: no task retries (the other workers would not wait for it).
+    conf.setInt("mapreduce.map.maxattempts", 1);
+    Job job = Job.getInstance(conf, "harp-kmeans");
+    job.setJarByClass(KMeans.class);
+    job.setInputFormatClass(WorkerInputFormat.class);
+    FileInputFormat.addInputPath(job, new Path(args[0]));
+    job.setMapperClass(KMeansMapper.class);
+    job.setNumReduceTasks(0);
+    job.setOutputFormatClass(NullOutputFormat.class);
+    return job.waitForCompletion(true) ? 0 : 1;
+  }
+}

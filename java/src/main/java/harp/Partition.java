@@ -1,0 +1,99 @@
+package harp;
+
+import java.nio.ByteBuffer;
+import java.nio.DoubleBuffer;
+import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
+import java.nio.LongBuffer;
+
+/** A view of one partition of a {@link Table}: its id, element type and native memory. */
+public final class Partition {
+  private final Table table;
+  private final int id;
+  private final DType type;
+  private final ByteBuffer bytes;
+  private final int generation;
+
+  Partition(Table table, int id, DType type, ByteBuffer bytes) {
+    this.table = table;
+    this.id = id;
+    this.type = type;
+    this.bytes = bytes;
+    this.generation = table.generation();
+  }
+
+  private void check() {
+    if (!table.isOpen() || table.generation() != generation) {
+      throw new IllegalStateException("view of partition " + id
+          + " is stale: its table changed (collective, create, remove, clear or close) since it was obtained");
+    }
+  }
+
+  public int id() {
+    return id;
+  }
+
+  public DType type() {
+    return type;
+  }
+
+  /** Number of elements. */
+  public int length() {
+    return bytes.capacity() / type.size();
+  }
+
+  /** The raw bytes (native order); valid only until the table changes. */
+  public ByteBuffer bytes() {
+    check();
+    return bytes.duplicate().order(bytes.order());
+  }
+
+  private void want(DType t) {
+    check();
+    if (type != t) {
+      throw new IllegalStateException("partition " + id + " holds " + type + ", not " + t);
+    }
+  }
+
+  public DoubleBuffer doubles() {
+    want(DType.F64);
+    return bytes().asDoubleBuffer();
+  }
+
+  public FloatBuffer floats() {
+    want(DType.F32);
+    return bytes().asFloatBuffer();
+  }
+
+  public LongBuffer longs() {
+    want(DType.I64);
+    return bytes().asLongBuffer();
+  }
+
+  public IntBuffer ints() {
+    want(DType.I32);
+    return bytes().asIntBuffer();
+  }
+
+  /** A copy of the values (F64 partitions). */
+  public double[] toDoubleArray() {
+    DoubleBuffer b = doubles();
+    double[] out = new double[b.remaining()];
+    b.get(out);
+    return out;
+  }
+
+  public long[] toLongArray() {
+    LongBuffer b = longs();
+    long[] out = new long[b.remaining()];
+    b.get(out);
+    return out;
+  }
+
+  public int[] toIntArray() {
+    IntBuffer b = ints();
+    int[] out = new int[b.remaining()];
+    b.get(out);
+    return out;
+  }
+}

@@ -1,0 +1,88 @@
+package harp;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+
+/**
+ * Joins the job's workers: binds an ephemeral port, publishes {@code host:port} in the job's
+ * staging directory ({@code mapreduce.job.dir/_harp/worker-RANK}), waits until every worker has
+ * published, then connects, authenticates with the job secret and runs the start-up handshake.
+ * The rank is the map task's index; the number of workers is the number of map tasks.
+ */
+final class Session {
+  /** Configuration keys (documented in docs/java-guide.md). */
+  static final String SECRET = "harp.job.secret";
+  static final String OP_TIMEOUT = "harp.collective.timeout.ms";
+  static final String CONNECT_TIMEOUT = "harp.connect.timeout.ms";
+  static final String LOG_LEVEL = "harp.log.level";
+  static final String HOST = "harp.worker.host";
+  static final String RENDEZVOUS_DIR = "harp.rendezvous.dir";
+
+  private Session() {}
+
+  static long join(TaskAttemptContext ctx) throws IOException, InterruptedException {
+    Configuration conf = ctx.getConfiguration();
+    int rank = ctx.getTaskAttemptID().getTaskID().getId();
+    int workers = conf.getInt("mapreduce.job.maps", 1);
+    String secret = conf.get(SECRET);
+    if (secret == null || secret.isEmpty()) {
+      throw new HarpException("no job secret (" + SECRET + "): submit map-collective jobs with "
+          + "-Dmapreduce.framework.name=map-collective, which sets one", rank, "start-up");
+    }
+    long opTimeout = conf.getLong(OP_TIMEOUT, 120_000);
+    long connectTimeout = conf.getLong(CONNECT_TIMEOUT, 60_000);
+    String host = conf.get(HOST, "127.0.0.1");
+    String base = conf.get(RENDEZVOUS_DIR, conf.get("mapreduce.job.dir"));
+    if (base == null) {
+      throw new HarpException("no staging directory to meet in (mapreduce.job.dir)", rank, "start-up");
+    }
+    Path dir = new Path(base, "_harp");
+    FileSystem fs = dir.getFileSystem(conf);
+    fs.mkdirs(dir);
+
+    long listener = Native.listen(host);
+    int port = Native.listenerPort(listener);
+    Path mine = new Path(dir, "worker-" + rank);
+    Path tmp = new Path(dir, ".tmp-worker-" + rank);
+    try (FSDataOutputStream out = fs.create(tmp, true)) {
+      out.write((host + ":" + port + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+    if (!fs.rename(tmp, mine)) {
+      throw new IOException("cannot publish " + mine);
+    }
+
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeout);
+    StringBuilder hosts = new StringBuilder();
+    for (int r = 0; r < workers; r++) {
+      Path p = new Path(dir, "worker-" + r);
+      while (!fs.exists(p)) {
+        if (System.nanoTime() > deadline) {
+          int seen = 0;
+          for (int q = 0; q < workers; q++) {
+            seen += fs.exists(new Path(dir, "worker-" + q)) ? 1 : 0;
+          }
+          throw new HarpException("only " + seen + " of " + workers + " workers started within "
+              + connectTimeout / 1000 + " s; a map-collective job needs all its map tasks running at once",
+              rank, "start-up");
+        }
+        ctx.progress();
+        Thread.sleep(20);
+      }
+      try (FSDataInputStream in = fs.open(p)) {
+        hosts.append(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim()).append('\n');
+      }
+    }
+    String job = ctx.getJobID().toString();
+    String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
+    String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
+    return Native.start(listener, hosts.toString(), rank, job, secret.getBytes(StandardCharsets.UTF_8),
+        opTimeout, connectTimeout, log);
+  }
+}

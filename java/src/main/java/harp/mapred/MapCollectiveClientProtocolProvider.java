@@ -1,0 +1,94 @@
+package harp.mapred;
+
+import java.io.IOException;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.net.InetSocketAddress;
+import java.security.SecureRandom;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapred.LocalJobRunner;
+import org.apache.hadoop.mapreduce.protocol.ClientProtocol;
+import org.apache.hadoop.mapreduce.protocol.ClientProtocolProvider;
+
+/**
+ * Selected by {@code mapreduce.framework.name=map-collective}. Without a ResourceManager in the
+ * configuration the job runs in Hadoop's own LocalJobRunner with every map task of the job
+ * running at once in this JVM (each an engine worker on loopback). A job that needs more
+ * concurrent map tasks than {@code mapreduce.local.map.tasks.maximum} allows fails at
+ * submission with a clear message. Gives every job a fresh secret ({@code harp.job.secret}).
+ */
+public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider {
+  public static final String FRAMEWORK = "map-collective";
+  /** Number of workers a job wants (sets the local runner's concurrency when given). */
+  public static final String WORKERS = "harp.workers";
+  static final String LOCAL_MAX_MAPS = "mapreduce.local.map.tasks.maximum";
+
+  @Override
+  public ClientProtocol create(Configuration conf) throws IOException {
+    if (!FRAMEWORK.equals(conf.get("mapreduce.framework.name"))) {
+      return null;
+    }
+    if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
+      throw new IOException("map-collective on a YARN cluster is not available yet; "
+          + "unset yarn.resourcemanager.address or set harp.local=true to run in local mode");
+    }
+    if (conf.get("harp.job.secret") == null) {
+      byte[] b = new byte[32];
+      new SecureRandom().nextBytes(b);
+      StringBuilder sb = new StringBuilder();
+      for (byte x : b) {
+        sb.append(String.format("%02x", x));
+      }
+      conf.set("harp.job.secret", sb.toString());
+    }
+    int workers = conf.getInt(WORKERS, 0);
+    if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
+      conf.setInt(LOCAL_MAX_MAPS, workers);
+    }
+    LocalJobRunner local = new LocalJobRunner(conf);
+    // Check the job's number of maps against the runner's concurrency before it starts.
+    InvocationHandler h = (proxy, method, args) -> {
+      if (method.getName().equals("submitJob") && args != null && args.length >= 2 && args[1] instanceof String) {
+        JobConf job = new JobConf(new Path((String) args[1], "job.xml"));
+        int maps = job.getNumMapTasks();
+        int max = job.getInt(LOCAL_MAX_MAPS, 1);
+        if (maps > max) {
+          throw new IOException("this map-collective job has " + maps + " map tasks, which must all run at once, "
+              + "but the local runner allows " + max + " (" + LOCAL_MAX_MAPS + "); set it to at least " + maps);
+        }
+      }
+      try {
+        return method.invoke(local, args);
+      } catch (InvocationTargetException e) {
+        throw e.getCause();
+      }
+    };
+    return (ClientProtocol) Proxy.newProxyInstance(ClientProtocol.class.getClassLoader(),
+        new Class<?>[] {ClientProtocol.class}, h);
+  }
+
+  /** True when a ResourceManager address comes from a site file or the job, not the defaults. */
+  static boolean resourceManagerConfigured(Configuration conf) {
+    for (String key : new String[] {"yarn.resourcemanager.address", "yarn.resourcemanager.hostname"}) {
+      String[] sources = conf.getPropertySources(key);
+      if (conf.get(key) != null && sources != null && sources.length > 0
+          && !"yarn-default.xml".equals(sources[sources.length - 1])) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  @Override
+  public ClientProtocol create(InetSocketAddress addr, Configuration conf) throws IOException {
+    return create(conf);
+  }
+
+  @Override
+  public void close(ClientProtocol clientProtocol) {
+    // nothing to release
+  }
+}

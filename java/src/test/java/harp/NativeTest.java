@@ -1,0 +1,98 @@
+package harp;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The JNI boundary without Hadoop: error mapping, handles, tables over native memory. */
+class NativeTest {
+  private long worker;
+
+  @BeforeEach
+  void startSingleWorker() {
+    long l = Native.listen("127.0.0.1");
+    int port = Native.listenerPort(l);
+    worker = Native.start(l, "127.0.0.1:" + port + "\n", 0, "native-test", "s".getBytes(StandardCharsets.UTF_8),
+        10_000, 10_000, "warn|native-test");
+  }
+
+  @AfterEach
+  void stop() {
+    if (worker != 0) {
+      Native.close(worker);
+    }
+  }
+
+  @Test
+  void rustErrorsBecomeHarpExceptionsWithTheirMessage() {
+    HarpException e = assertThrows(HarpException.class, () -> Native.selfTest(0));
+    assertEquals("engine error number 42", e.getMessage());
+    assertEquals(-1, e.getRank());
+    assertEquals(2, Native.selfTest(2));
+  }
+
+  @Test
+  void rustPanicsBecomeHarpExceptionsAndKeepTheFormattedMessage() {
+    HarpException e = assertThrows(HarpException.class, () -> Native.selfTest(1));
+    assertTrue(e.getMessage().contains("deliberate panic number 7"), e.getMessage());
+    // The JVM is fine afterwards.
+    assertEquals(2, Native.selfTest(2));
+  }
+
+  @Test
+  void closedAndStaleHandlesAreExceptionsNotCrashes() {
+    long t = Native.tableNew(worker, Combiner.SUM.code);
+    Native.tableFree(t);
+    HarpException e = assertThrows(HarpException.class, () -> Native.tableFree(t));
+    assertTrue(e.getMessage().contains("closed"), e.getMessage());
+    assertThrows(HarpException.class, () -> Native.tableIds(t));
+    assertThrows(HarpException.class, () -> Native.rank(123456789L));
+    long w = worker;
+    Native.close(w);
+    worker = 0;
+    assertThrows(HarpException.class, () -> Native.close(w));
+    assertThrows(HarpException.class, () -> Native.tableNew(w, 0));
+  }
+
+  @Test
+  void tablesAreViewsOfNativeMemory() {
+    Table t = new Table(worker, Combiner.SUM);
+    Partition p = t.create(3, DType.F64, 4);
+    p.doubles().put(new double[] {1, 2, 3, 4});
+    assertArrayEquals(new double[] {1, 2, 3, 4}, t.get(3).toDoubleArray());
+    t.put(1, new int[] {7, 8});
+    assertArrayEquals(new int[] {1, 3}, t.ids());
+    assertEquals(DType.I32, t.get(1).type());
+    assertNull(t.get(99));
+    // A view is stale once the table changes.
+    Partition old = t.get(3);
+    t.remove(1);
+    IllegalStateException stale = assertThrows(IllegalStateException.class, old::doubles);
+    assertTrue(stale.getMessage().contains("stale"));
+    assertThrows(IllegalStateException.class, () -> t.get(3).ints());
+    t.close();
+    assertThrows(IllegalStateException.class, t::close);
+    assertThrows(IllegalStateException.class, () -> t.get(3));
+  }
+
+  @Test
+  void aSingleWorkerRunsEveryCollective() {
+    Table t = new Table(worker, Combiner.SUM);
+    t.put(0, new double[] {1.5, 2.5});
+    Native.collective(worker, Native.OP_ALLREDUCE, "one", t.handle(), 0, 0, 0, 0, null, null);
+    Native.collective(worker, Native.OP_BROADCAST, "one", t.handle(), 0, 0, 1, 0, null, null);
+    Native.collective(worker, Native.OP_BARRIER, "one", 0, 0, 0, 0, 0, null, null);
+    assertArrayEquals(new double[] {1.5, 2.5}, t.get(0).toDoubleArray());
+    HarpException e = assertThrows(HarpException.class,
+        () -> Native.collective(worker, Native.OP_BROADCAST, "bad-root", t.handle(), 0, 5, 1, 0, null, null));
+    assertTrue(e.getMessage().contains("root 5"), e.getMessage());
+    t.close();
+  }
+}

@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# bench-netns.sh - run Harp-RS collective benchmarks on an emulated multi-host cluster
+# (scripts/netns-cluster.sh) and append one annotated JSON line per cell to a JSONL file.
+#
+# USAGE
+#   scripts/bench-netns.sh [options] [CELL...]
+#
+#   CELL = OP[/ALGORITHM]@SIZE[xREPS]      e.g. broadcast/chain@16mx3  allreduce@1k
+#          (SIZE as harp takes it: 1k, 64m, 1048576; REPS defaults by size, see below)
+#
+# OPTIONS
+#   --p "2 4 8"          host counts; one cluster is brought up (and torn down) per value
+#   --rate R             per-host send and receive rate (tc syntax)           [200mbit]
+#   --racks K --uplink U rack shape, passed to netns-cluster.sh up
+#   --uneven SEED        uneven per-pair rates, passed to netns-cluster.sh up
+#   --delay D            one-way delay per host, passed to netns-cluster.sh up
+#   --preset NAME        add a predefined cell list: sweep | crossover | topology | uneven
+#   --cells-file FILE    add cells from FILE (one per line, # comments)
+#   --out FILE           JSONL to append to                       [docs/results/netns.jsonl]
+#   --label TEXT         free text stored in every record (e.g. "chunk sweep")
+#   --iperf-only         only measure the TCP payload rate B (no harp cells)
+#   --no-iperf           skip the iperf3 measurement (bounds then use 0.956 x nominal rate)
+#   --warmup N           untimed repetitions (default: 2 below 16 MiB, 1 from 16 MiB)
+#   --reps N             override every cell's repetitions
+#   --timeout S          harp worker --timeout (silent-peer timeout)                    [120]
+#   --cell-timeout S     hard wall-clock limit per cell (default: estimated from the size)
+#   --top                sample `top -b -d 0.5` while each cell runs; stores average CPU figures
+#   --prefix P           namespace prefix (this script owns it; stale ones are removed) [hbench]
+#   --                   everything after is passed to `harp bench` (e.g. --chunk 262144
+#                        --socket-buffer 4194304 --io-threads 2)
+#
+# REPETITIONS (when a cell gives none): <=256 KiB: 20, <=1 MiB: 10, <=16 MiB: 3, bigger: 2.
+#
+# ENVIRONMENT
+#   HARP_BIN     harp binary (default: target/release/harp, built with
+#                `cargo build --release -p harp-cli` first)
+#   HARP_SECRET  job secret (default: a fresh random one)
+#
+# OUTPUT (one JSON object per line, appended to --out)
+#   kind "iperf": {"kind","shape","p","rate_bits","B_bits","B_inter_bits",...}
+#   kind "bench": rank 0's `harp bench --json` object plus
+#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, B_bits (measured TCP payload
+#     rate, bit/s), B_inter_bits (racks: across the uplink), bound_s (lower bound from B, see
+#     below), bound_formula, ratio (median_s / bound_s), warmup, extra (passthrough args),
+#     label, commit, time, cpu (with --top)
+#   kind "error": a cell that failed or timed out (with the tail of the workers' stderr)
+#
+# BOUNDS (n = --bytes, B = measured TCP payload rate in bytes/s)
+#   broadcast n/B; allreduce 2(p-1)/p n/B; allgather (n = total gathered), reduce-scatter and
+#   regroup (n = each worker's table) (p-1)/p n/B; other ops: none.  With racks and an uplink
+#   slower than the hosts, broadcast uses min(B, B_inter) (every byte must enter each rack).
+#
+# Every wait is bounded: each worker runs under `timeout`, iperf3 likewise, and the EXIT trap
+# kills what this script started and tears the namespaces down.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NC="$ROOT/scripts/netns-cluster.sh"
+PROG=${0##*/}
+
+die() { echo "$PROG: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
+LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
+PREFIX=hbench
+CELLS=() EXTRA=()
+
+preset() {
+  local ops size
+  case $1 in
+    sweep)
+      ops="broadcast/chain broadcast/binomial broadcast/one-by-one allgather/ring allgather/known-total
+           allreduce/bidirectional-exchange allreduce/regroup-allgather reduce-scatter regroup"
+      for size in 1k 1m 16m 64m; do for o in $ops; do CELLS+=("$o@$size"); done; done ;;
+    crossover)
+      ops="broadcast/chain broadcast/binomial allreduce/bidirectional-exchange allreduce/regroup-allgather
+           allgather/ring allgather/known-total"
+      for size in 4k 16k 64k 256k; do for o in $ops; do CELLS+=("$o@$size"); done; done ;;
+    topology)
+      for size in 16m 64m; do for o in broadcast/chain broadcast/chain-random; do CELLS+=("$o@$size"); done; done ;;
+    uneven)
+      ops="broadcast/chain broadcast/binomial allgather/ring allreduce/regroup-allgather
+           allreduce/bidirectional-exchange reduce-scatter regroup"
+      for size in 16m 64m; do for o in $ops; do CELLS+=("$o@$size"); done; done ;;
+    *) die "unknown preset '$1' (sweep, crossover, topology, uneven)" ;;
+  esac
+}
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --p|--rate|--racks|--uplink|--uneven|--delay|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
+      [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
+    --p) PS_LIST=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --racks) RACKS=$2; shift 2 ;;
+    --uplink) UPLINK=$2; shift 2 ;;
+    --uneven) UNEVEN=$2; shift 2 ;;
+    --delay) DELAY=$2; shift 2 ;;
+    --preset) preset "$2"; shift 2 ;;
+    --cells-file) [[ -f $2 ]] || die "no file $2"
+      while read -r l; do l=${l%%#*}; for c in $l; do CELLS+=("$c"); done; done <"$2"; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --label) LABEL=$2; shift 2 ;;
+    --iperf-only) IPERF_ONLY=1; shift ;;
+    --no-iperf) IPERF=0; shift ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --reps) REPS_OVERRIDE=$2; shift 2 ;;
+    --timeout) WTIMEOUT=$2; shift 2 ;;
+    --cell-timeout) CELL_TIMEOUT=$2; shift 2 ;;
+    --top) TOP=1; shift ;;
+    --prefix) PREFIX=$2; shift 2 ;;
+    -h|--help) usage ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -*) echo "$PROG: unknown option $1" >&2; usage ;;
+    *) CELLS+=("$1"); shift ;;
+  esac
+done
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (network namespaces)"
+for c in ip tc iperf3 jq timeout awk; do command -v "$c" >/dev/null || die "missing command $c"; done
+[[ -n $RACKS || -n $UPLINK ]] && { [[ -n $RACKS && -n $UPLINK ]] || die "--racks and --uplink go together"; }
+(( IPERF_ONLY || ${#CELLS[@]} > 0 )) || die "no cells (give CELL arguments, --preset or --cells-file)"
+[[ $PREFIX =~ ^[A-Za-z][A-Za-z0-9_-]{0,15}$ ]] || die "bad prefix"
+
+if [[ -z ${HARP_BIN:-} ]]; then
+  (cd "$ROOT" && cargo build --release -q -p harp-cli) || die "cargo build failed"
+  HARP_BIN="$ROOT/target/release/harp"
+fi
+HARP_BIN=$(readlink -f "$HARP_BIN")
+[[ -x $HARP_BIN ]] || die "no harp binary at $HARP_BIN"
+export HARP_SECRET=${HARP_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$ROOT" diff --quiet HEAD -- rust 2>/dev/null || COMMIT="$COMMIT+dirty"
+RATE_BITS=$(awk -v s="${RATE,,}" 'BEGIN {
+  if (!match(s, /^[0-9.]+/)) exit 1; n = substr(s, 1, RLENGTH); u = substr(s, RLENGTH + 1)
+  m["" ]=1; m["bit"]=1; m["kbit"]=1e3; m["mbit"]=1e6; m["gbit"]=1e9; m["kibit"]=1024; m["mibit"]=1048576
+  m["gibit"]=1073741824; m["bps"]=8; m["kbps"]=8e3; m["mbps"]=8e6; m["gbps"]=8e9
+  if (!(u in m)) exit 1; printf "%.0f\n", n * m[u] }') || die "bad rate $RATE"
+UPLINK_BITS=0
+[[ -n $UPLINK ]] && UPLINK_BITS=$(awk -v s="${UPLINK,,}" 'BEGIN { match(s, /^[0-9.]+/); n = substr(s, 1, RLENGTH);
+  u = substr(s, RLENGTH + 1); f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.0f\n", n * f }')
+SHAPE_PARTS=()
+[[ -n $RACKS ]] && SHAPE_PARTS+=("racks$RACKS-uplink${UPLINK,,}")
+[[ -n $UNEVEN ]] && SHAPE_PARTS+=("uneven$UNEVEN")
+[[ -n $DELAY ]] && SHAPE_PARTS+=("delay$DELAY")
+(( ${#SHAPE_PARTS[@]} )) || SHAPE_PARTS=(flat)
+SHAPE=$(IFS=-; echo "${SHAPE_PARTS[*]}")
+
+TMP=$(mktemp -d /tmp/bench-netns.XXXXXX)
+PIDS=()
+cleanup() {
+  local st=$? pid
+  trap - EXIT INT TERM
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  timeout 60 "$NC" down --prefix "$PREFIX" >/dev/null 2>&1 || log "teardown of prefix $PREFIX failed"
+  rm -rf "$TMP"
+  exit "$st"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$(dirname "$OUT")"
+ns() { echo "${PREFIX}h$1"; }
+ip_of() { echo "10.77.0.$(( $1 + 1 ))"; }
+
+# bytes SIZE -> integer bytes (k, m, g = KiB, MiB, GiB)
+bytes() {
+  local s=${1,,} n u
+  [[ $s =~ ^([0-9]+)([kmg]?)$ ]] || die "bad size $1"
+  n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
+  case $u in k) echo $(( n << 10 )) ;; m) echo $(( n << 20 )) ;; g) echo $(( n << 30 )) ;; *) echo "$n" ;; esac
+}
+
+# iperf_bits SRC DST -> receiver bit/s (empty on failure); 1 s omitted + 4 s measured
+IPORT=5400
+iperf_bits() {
+  local src=$1 dst=$2 pidf json
+  IPORT=$((IPORT + 1)); pidf="$TMP/iperf-$IPORT.pid"; json="$TMP/iperf-$IPORT.json"
+  timeout 5 ip netns exec "$(ns "$dst")" iperf3 -s -D -1 -B "$(ip_of "$dst")" -p "$IPORT" -I "$pidf" \
+    --logfile "$TMP/iperf-server-$IPORT.log" >/dev/null 2>&1 || return 0
+  for _ in $(seq 50); do
+    ip netns exec "$(ns "$dst")" ss -Hltn "sport = :$IPORT" 2>/dev/null | grep -q . && break; sleep 0.1
+  done
+  timeout 20 ip netns exec "$(ns "$src")" iperf3 -c "$(ip_of "$dst")" -B "$(ip_of "$src")" -p "$IPORT" \
+    -t 4 -O 1 -J >"$json" 2>/dev/null || true
+  [[ -f $pidf ]] && kill "$(cat "$pidf")" 2>/dev/null || true
+  jq -r '.end.sum_received.bits_per_second // empty | floor' "$json" 2>/dev/null || true
+}
+
+# pair_rate_bits I J -> configured rate of the pair (uneven) from `status`, else the host rate
+pair_rate_bits() {
+  if [[ -z $UNEVEN ]]; then echo "$RATE_BITS"; return; fi
+  "$NC" status --prefix "$PREFIX" | awk -v i="$1" -v j="$2" '
+    /^per-pair rate/ { t = 1; next } t && $1 == "h" i { printf "%.0f\n", $(j + 2) * 1e6; exit }'
+}
+
+B_BITS='' B_INTER=null
+measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
+  local p=$1 j=1 pr got
+  if (( ! IPERF )); then
+    B_BITS=$(awk -v r="$RATE_BITS" 'BEGIN { printf "%.0f", r * 1448 / 1514 }'); B_INTER=null
+    return
+  fi
+  if [[ -n $UNEVEN ]]; then   # measure a pair at the full rate if there is one
+    for (( j = 1; j < p; j++ )); do [[ $(pair_rate_bits 0 "$j") == "$RATE_BITS" ]] && break; done
+    (( j < p )) || j=1
+  elif [[ -n $RACKS ]]; then j=1; fi
+  pr=$(pair_rate_bits 0 "$j")
+  got=$(iperf_bits 0 "$j")
+  [[ -n $got ]] || die "iperf3 h0->h$j gave no result"
+  B_BITS=$(awk -v g="$got" -v pr="$pr" -v r="$RATE_BITS" 'BEGIN { printf "%.0f", g * r / pr }')
+  B_INTER=null
+  if [[ -n $RACKS ]] && (( RACKS > 1 )); then
+    got=$(iperf_bits 0 $(( p - 1 )))
+    [[ -n $got ]] && B_INTER=$got
+  fi
+  log "B (TCP payload, h0->h$j, flat-equivalent) = $(awk -v b="$B_BITS" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s; B_inter = $B_INTER"
+  jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" --argjson b "$B_BITS" \
+    --argjson bi "$B_INTER" --argjson pr "$pr" --arg pair "h0->h$j" --arg lbl "$LABEL" \
+    --arg time "$(date -u +%FT%TZ)" \
+    '{kind:"iperf", shape:$shape, p:$p, rate_bits:$rate, B_bits:$b, B_inter_bits:$bi,
+      pair:$pair, pair_rate_bits:$pr, tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
+}
+
+cluster_up() {
+  local p=$1 args=(up "$p" --rate "$RATE" --prefix "$PREFIX")
+  [[ -n $RACKS ]] && args+=(--racks "$RACKS" --uplink "$UPLINK")
+  [[ -n $UNEVEN ]] && args+=(--uneven "$UNEVEN")
+  [[ -n $DELAY ]] && args+=(--delay "$DELAY")
+  timeout 60 "$NC" "${args[@]}" >&2 || die "netns-cluster.sh ${args[*]} failed"
+}
+
+CELL_NO=0
+run_cell() {   # run_cell P SPEC
+  local p=$1 spec=$2 op alg='' size reps warm n tmo base hosts job i rc=0 rcs=() pids=() out err
+  local opalg=${spec%%@*} rest=${spec#*@}
+  [[ $spec == *@* ]] || die "bad cell '$spec' (OP[/ALG]@SIZE[xREPS])"
+  op=${opalg%%/*}; [[ $opalg == */* ]] && alg=${opalg#*/}
+  size=${rest%%x*}; reps=''; [[ $rest == *x* ]] && reps=${rest#*x}
+  n=$(bytes "$size")
+  if [[ -z $reps ]]; then
+    if (( n <= 262144 )); then reps=20; elif (( n <= 1048576 )); then reps=10
+    elif (( n <= 16777216 )); then reps=3; else reps=2; fi
+  fi
+  [[ -n $REPS_OVERRIDE ]] && reps=$REPS_OVERRIDE
+  warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
+  # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 80 % efficiency, plus start-up.
+  tmo=$CELL_TIMEOUT
+  [[ -n $tmo ]] || tmo=$(awk -v n="$n" -v p="$p" -v r="$RATE_BITS" -v k=$(( reps + warm )) -v u="$UPLINK_BITS" \
+    'BEGIN { b = r; if (u > 0 && u < b) b = u; t = 45 + 3 * k * (p - 1) * n * 8 / (0.8 * b); if (t > 1800) t = 1800; printf "%d", t }')
+  CELL_NO=$((CELL_NO + 1))
+  base=$(( 20000 + (CELL_NO % 1000) * 16 ))
+  hosts="$TMP/hosts-$CELL_NO"
+  "$NC" hosts --prefix "$PREFIX" --port "$base" >"$hosts"
+  job="bn$$-$CELL_NO"
+  local bargs=(bench "$op" --bytes "$size" --reps "$reps" --warmup "$warm" --json --timeout "$WTIMEOUT")
+  [[ -n $alg ]] && bargs+=(--algorithm "$alg")
+  bargs+=("${EXTRA[@]}")
+  local t0=$SECONDS
+  for (( i = 0; i < p; i++ )); do
+    timeout -k 5 "$tmo" ip netns exec "$(ns "$i")" "$HARP_BIN" worker --hosts "$hosts" --rank "$i" --job "$job" \
+      "${bargs[@]}" >"$TMP/c$CELL_NO.r$i.out" 2>"$TMP/c$CELL_NO.r$i.err" &
+    pids+=($!); PIDS+=($!)
+  done
+  local cpu=null toppid=''
+  if (( TOP )); then
+    top -b -d 0.5 -n 2000 -w 250 >"$TMP/top-$CELL_NO" 2>/dev/null &
+    toppid=$!; PIDS+=($toppid)
+  fi
+  for (( i = 0; i < p; i++ )); do
+    if wait "${pids[$i]}"; then rcs+=(0); else rc=$?; rcs+=("$rc"); fi
+  done
+  if [[ -n $toppid ]]; then
+    kill "$toppid" 2>/dev/null || true; wait "$toppid" 2>/dev/null || true
+    # average over the samples (after the first) in which harp workers were running
+    cpu=$(awk -v bin="${HARP_BIN##*/}" -v p="$p" '
+      function flush() { if (it > 1 && nh == p) { k++; I += idle; U += us; S += sy; Q += si; H += h; if (mx > M) M = mx } }
+      /^top - / { flush(); it++; nh = 0; h = 0; mx = 0; next }
+      /^%Cpu/ { sub(/^%Cpu\(s\):/, ""); gsub(/,/, " "); for (i = 1; i < NF; i++) {
+                  if ($(i+1) == "id") idle = $i; if ($(i+1) == "us") us = $i; if ($(i+1) == "sy") sy = $i; if ($(i+1) == "si") si = $i } next }
+      $NF == bin { nh++; h += $9; if ($9 > mx) mx = $9 }
+      END { flush(); if (k == 0) { print "null"; exit }
+            printf "{\"samples\":%d,\"idle_pct\":%.1f,\"us_pct\":%.1f,\"sy_pct\":%.1f,\"si_pct\":%.1f,\"harp_cpu_pct_sum\":%.1f,\"harp_cpu_pct_max\":%.1f}\n",
+                   k, I / k, U / k, S / k, Q / k, H / k, M }' "$TMP/top-$CELL_NO")
+  fi
+  PIDS=()
+  local secs=$((SECONDS - t0)) line
+  line=$(grep -m1 '^{' "$TMP/c$CELL_NO.r0.out" 2>/dev/null || true)
+  local bad=0; for i in "${rcs[@]}"; do (( i == 0 )) || bad=1; done
+  local common
+  common=$(jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" \
+    --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
+    --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" \
+    --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
+    --argjson cpu "$cpu" --arg spec "$spec" \
+    '{shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
+      uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
+      B_bits:$b, B_inter_bits:$bi, warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
+      "label":$lbl, commit:$commit, time:$time}')
+  if (( bad )) || [[ -z $line ]]; then
+    err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)
+    log "FAILED $spec p=$p (exit codes ${rcs[*]}, limit ${tmo}s): $(echo "$err" | head -n 3)"
+    jq -cn --argjson c "$common" --arg op "$op" --arg alg "$alg" --argjson bytes "$n" --arg rcs "${rcs[*]}" \
+      --arg err "$err" --argjson tmo "$tmo" \
+      '$c + {kind:"error", op:$op, algorithm:$alg, bytes:$bytes, exit_codes:$rcs, cell_timeout_s:$tmo, stderr:$err}' >>"$OUT"
+    return 0
+  fi
+  out=$(jq -c --argjson c "$common" '
+    . as $r | $c as $c
+    | ($c.B_bits / 8) as $B
+    | (if $c.racks > 1 and $c.B_inter_bits != null and $c.B_inter_bits < $c.B_bits and $r.op == "broadcast"
+       then $c.B_inter_bits / 8 else $B end) as $Bb
+    | ($r.workers) as $p
+    | (if $r.op == "broadcast" then [$r.bytes / $Bb, "n/B"]
+       elif $r.op == "allreduce" then [2 * ($p - 1) / $p * $r.bytes / $B, "2(p-1)/p n/B"]
+       elif ($r.op == "allgather" or $r.op == "reduce-scatter" or $r.op == "regroup")
+         then [($p - 1) / $p * $r.bytes / $B, "(p-1)/p n/B"]
+       else [null, null] end) as $bd
+    | $r + $c + {kind:"bench", bound_s:$bd[0], bound_formula:$bd[1],
+                 bound_basis:(if $Bb != $B then "B_inter" else "B" end),
+                 ratio:(if $bd[0] != null and $bd[0] > 0 then $r.median_s / $bd[0] else null end)}' <<<"$line")
+  echo "$out" >>"$OUT"
+  log "$(jq -r '"\(.op)/\(.algorithm) \(.bytes)B p=\(.p) reps=\(.reps): median \(.median_s*1000|.*1000|round/1000) ms"
+    + (if .ratio then ", bound \(.bound_s*1000|.*1000|round/1000) ms, ratio \(.ratio*1000|round/1000)" else "" end)
+    + (if .cpu then ", cpu idle \(.cpu.idle_pct)% si \(.cpu.si_pct)% harp sum \(.cpu.harp_cpu_pct_sum)% max \(.cpu.harp_cpu_pct_max)%" else "" end)' <<<"$out") [${secs}s]"
+}
+
+log "harp $HARP_BIN ($COMMIT), shape $SHAPE, rate $RATE, p in {$PS_LIST}, ${#CELLS[@]} cells, out $OUT"
+if ip netns list 2>/dev/null | awk '{ print $1 }' | grep -Eq "^${PREFIX}(sw|h[0-9]+)\$"; then
+  log "removing stale namespaces with prefix $PREFIX"
+  timeout 60 "$NC" down --prefix "$PREFIX" >/dev/null
+fi
+for p in $PS_LIST; do
+  cluster_up "$p"
+  measure_b "$p"
+  if (( ! IPERF_ONLY )); then
+    for c in "${CELLS[@]}"; do run_cell "$p" "$c"; done
+  fi
+  timeout 60 "$NC" down --prefix "$PREFIX" >/dev/null
+done
+log "done; results appended to $OUT"
