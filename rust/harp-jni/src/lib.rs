@@ -366,10 +366,9 @@ pub extern "system" fn Java_harp_Native_abort<'l>(
             .remove(&h);
         match obj {
             Some(Obj::Worker(w)) => {
-                match Arc::try_unwrap(w) {
-                    Ok(entry) => entry.worker.abort(&reason),
-                    // Still in use on another thread: dropping our reference is all we can do.
-                    Err(_) => {}
+                // Still in use on another thread: dropping our reference is all we can do.
+                if let Ok(entry) = Arc::try_unwrap(w) {
+                    entry.worker.abort(&reason);
                 }
                 Ok(())
             }
@@ -460,7 +459,7 @@ pub extern "system" fn Java_harp_Native_tableCreate<'l>(
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
         let n = usize::try_from(length).map_err(|_| fail(format!("bad length {length}")))?;
         let mut tb = e.table.lock().unwrap_or_else(|e| e.into_inner());
-        tb.put(pid, Array::zeros(&e.pool, dtype(dt)?, n.max(0)));
+        tb.put(pid, Array::zeros(&e.pool, dtype(dt)?, n));
         let a = tb.get_mut(pid).expect("just inserted");
         view(env, a)
     })
