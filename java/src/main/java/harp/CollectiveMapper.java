@@ -49,6 +49,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
       cleanup(context);
     } catch (Throwable t) {
       failure = t;
+      // The task's stderr (the console in local mode, the container log on YARN).
+      System.err.println("harp: worker " + rank + " of " + context.getJobID() + " failed: " + t);
       throw t;
     } finally {
       if (keeper != null) {

@@ -1,0 +1,80 @@
+package harp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import harp.examples.kmeans.KMeans;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.util.ToolRunner;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The Java K-means example through LocalJobRunner against `harp kmeans` on the same data. */
+class KMeansJobTest {
+  static void harp(String... args) throws IOException, InterruptedException {
+    String[] cmd = new String[args.length + 1];
+    cmd[0] = JobTestSupport.harpBinary();
+    System.arraycopy(args, 0, cmd, 1, args.length);
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(120, TimeUnit.SECONDS), "harp did not finish");
+    assertEquals(0, p.exitValue(), out);
+  }
+
+  static double[] read(Path f) throws IOException {
+    List<String> lines = Files.readAllLines(f);
+    return lines.stream().filter(l -> !l.isBlank()).flatMap(l -> java.util.Arrays.stream(l.trim().split("\\s+")))
+        .mapToDouble(Double::parseDouble).toArray();
+  }
+
+  @Test
+  @Timeout(180)
+  void javaKMeansEqualsHarpKmeans(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("data");
+    harp("gen", "points", "--n", "4000", "--dim", "6", "--seed", "11", "--init", "7", "--files", "3",
+        "--output", data.toString());
+    harp("kmeans", "--workers", "3", "--input", data.resolve("points").toString(), "--init",
+        data.resolve("init.txt").toString(), "--iterations", "5", "--output", tmp.resolve("rust").toString());
+    int rc = ToolRunner.run(JobTestSupport.localConf(tmp, 4), new KMeans(), new String[] {
+        data.resolve("points").toString(), data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "5", "4"});
+    assertEquals(0, rc);
+    double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
+    double[] got = read(tmp.resolve("java").resolve("centroids.txt"));
+    assertEquals(7 * 6, want.length);
+    assertEquals(want.length, got.length);
+    for (int i = 0; i < want.length; i++) {
+      double rel = Math.abs(got[i] - want[i]) / Math.max(Math.abs(want[i]), 1e-300);
+      assertTrue(rel <= 1e-9, "value " + i + ": " + got[i] + " vs " + want[i]);
+    }
+  }
+
+  @Test
+  @Timeout(120)
+  void malformedPointsNameTheFileAndLine(@TempDir Path tmp) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    Files.writeString(in.resolve("p.txt"), "1 2\n3 4\n5 oops\n7 8\n");
+    Files.writeString(tmp.resolve("init.txt"), "0 0\n1 1\n");
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream old = System.err;
+    int rc;
+    try {
+      System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+      rc = ToolRunner.run(JobTestSupport.localConf(tmp, 1), new KMeans(), new String[] {
+          in.toString(), tmp.resolve("init.txt").toString(), tmp.resolve("out").toString(), "2", "1"});
+    } finally {
+      System.setErr(old);
+    }
+    assertNotEquals(0, rc);
+    String log = err.toString(StandardCharsets.UTF_8);
+    assertTrue(log.contains("p.txt:3: ") && log.contains("oops"), log);
+  }
+}
