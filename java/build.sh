@@ -2,7 +2,8 @@
 # Builds the Java side with plain javac/jar (no Maven Central here):
 #   target/java/harp-rs.jar           the API classes + the native library (/native/libharp_jni.so)
 #   target/java/harp-rs-examples.jar  the same plus the examples (Main-Class: harp.examples.Driver)
-#   target/java/test-classes/         the JUnit 5 tests
+#   target/java/test-classes/         the JUnit 5 tests (java/ and yarn-appmaster/)
+# The application master's classes (yarn-appmaster/src/main/java) go into harp-rs.jar too.
 # Needs scripts/setup.sh (Hadoop client jars, JUnit); prints the classpath file it wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,13 +15,15 @@ cargo build --release -q -p harp-jni -p harp-cli
 B=target/java
 rm -rf "$B/classes" "$B/examples-classes" "$B/test-classes"
 mkdir -p "$B/classes/native" "$B/examples-classes" "$B/test-classes"
-javac --release 17 -Xlint:all,-serial,-options -Werror -d "$B/classes" -cp "$API" $(find java/src/main/java -name '*.java')
+javac --release 17 -Xlint:all,-serial,-options -Werror -d "$B/classes" -cp "$API" \
+  $(find java/src/main/java yarn-appmaster/src/main/java -name '*.java')
 cp -r java/src/main/resources/. "$B/classes/"
 cp target/release/libharp_jni.so "$B/classes/native/"
 jar --create --file "$B/harp-rs.jar" -C "$B/classes" .
 javac --release 17 -Xlint:all,-serial,-options -Werror -d "$B/examples-classes" -cp "$API:$B/classes" $(find java/examples -name '*.java')
 cp -r "$B/classes/." "$B/examples-classes/"
 jar --create --file "$B/harp-rs-examples.jar" --main-class harp.examples.Driver -C "$B/examples-classes" .
-javac --release 17 -d "$B/test-classes" -cp "$API:$B/harp-rs-examples.jar:$JUNIT" $(find java/src/test/java -name '*.java')
+javac --release 17 -d "$B/test-classes" -cp "$API:$B/harp-rs-examples.jar:$JUNIT" \
+  $(find java/src/test/java yarn-appmaster/src/test/java -name '*.java')
 echo "$B/harp-rs-examples.jar:$API:$RT" > "$B/classpath"
 echo "$B/classpath"

@@ -14,6 +14,9 @@
 #   --racks K --uplink U rack shape, passed to netns-cluster.sh up
 #   --uneven SEED        uneven per-pair rates, passed to netns-cluster.sh up
 #   --delay D            one-way delay per host, passed to netns-cluster.sh up
+#   --cc NAME            TCP congestion control inside the host namespaces (sysctl
+#                        net.ipv4.tcp_congestion_control there; e.g. reno, bbr, cubic if the
+#                        kernel allows it).  Default: whatever new namespaces inherit.
 #   --preset NAME        add a predefined cell list: sweep | crossover | topology | uneven
 #   --cells-file FILE    add cells from FILE (one per line, # comments)
 #   --out FILE           JSONL to append to                       [docs/results/netns.jsonl]
@@ -39,7 +42,7 @@
 # OUTPUT (one JSON object per line, appended to --out)
 #   kind "iperf": {"kind","shape","p","rate_bits","B_bits","B_inter_bits",...}
 #   kind "bench": rank 0's `harp bench --json` object plus
-#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, B_bits (measured TCP payload
+#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, tcp_cc, B_bits (measured TCP payload
 #     rate, bit/s), B_inter_bits (racks: across the uplink), bound_s (lower bound from B, see
 #     below), bound_formula, ratio (median_s / bound_s), warmup, extra (passthrough args),
 #     label, commit, time, cpu (with --top)
@@ -64,7 +67,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
-PREFIX=hbench
+PREFIX=hbench CC='' TCP_CC=''
 CELLS=() EXTRA=()
 
 preset() {
@@ -90,7 +93,7 @@ preset() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --p|--rate|--racks|--uplink|--uneven|--delay|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
+    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
       [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
     --p) PS_LIST=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -98,6 +101,7 @@ while [[ $# -gt 0 ]]; do
     --uplink) UPLINK=$2; shift 2 ;;
     --uneven) UNEVEN=$2; shift 2 ;;
     --delay) DELAY=$2; shift 2 ;;
+    --cc) CC=$2; shift 2 ;;
     --preset) preset "$2"; shift 2 ;;
     --cells-file) [[ -f $2 ]] || die "no file $2"
       while read -r l; do l=${l%%#*}; for c in $l; do CELLS+=("$c"); done; done <"$2"; shift 2 ;;
@@ -217,12 +221,12 @@ measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
     got=$(iperf_bits 0 $(( p - 1 )))
     [[ -n $got ]] && B_INTER=$got
   fi
-  log "B (TCP payload, h0->h$j, flat-equivalent) = $(awk -v b="$B_BITS" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s; B_inter = $B_INTER"
+  log "tcp_cc $TCP_CC; B (TCP payload, h0->h$j, flat-equivalent) = $(awk -v b="$B_BITS" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s; B_inter = $B_INTER"
   jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" --argjson b "$B_BITS" \
-    --argjson bi "$B_INTER" --argjson pr "$pr" --arg pair "h0->h$j" --arg lbl "$LABEL" \
+    --argjson bi "$B_INTER" --argjson pr "$pr" --arg pair "h0->h$j" --arg lbl "$LABEL" --arg cc "$TCP_CC" --arg kernel "$(uname -r)" \
     --arg time "$(date -u +%FT%TZ)" \
     '{kind:"iperf", shape:$shape, p:$p, rate_bits:$rate, B_bits:$b, B_inter_bits:$bi,
-      pair:$pair, pair_rate_bits:$pr, tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
+      pair:$pair, pair_rate_bits:$pr, tcp_cc:$cc, kernel:$kernel, tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
 }
 
 cluster_up() {
@@ -231,6 +235,14 @@ cluster_up() {
   [[ -n $UNEVEN ]] && args+=(--uneven "$UNEVEN")
   [[ -n $DELAY ]] && args+=(--delay "$DELAY")
   timeout 60 "$NC" "${args[@]}" >&2 || die "netns-cluster.sh ${args[*]} failed"
+  local i
+  if [[ -n $CC ]]; then
+    for (( i = 0; i < p; i++ )); do
+      ip netns exec "$(ns "$i")" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" ||
+        die "cannot set tcp_congestion_control=$CC in $(ns "$i") (available: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+    done
+  fi
+  TCP_CC=$(ip netns exec "$(ns 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
 }
 
 CELL_NO=0
@@ -295,10 +307,10 @@ run_cell() {   # run_cell P SPEC
     --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
     --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
-    --argjson cpu "$cpu" --arg spec "$spec" \
+    --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" \
     '{shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
       uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
-      B_bits:$b, B_inter_bits:$bi, warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
+      B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc, warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
       "label":$lbl, commit:$commit, time:$time}')
   if (( bad )) || [[ -z $line ]]; then
     err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)
