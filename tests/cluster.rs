@@ -24,6 +24,13 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// The final error line of rank `r` in the launcher's stderr.
+fn error_line(err: &str, r: usize) -> &str {
+    err.lines()
+        .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
+        .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"))
+}
+
 fn check_p(p: usize) {
     let ps = p.to_string();
     let seed = (100 + p).to_string();
@@ -95,10 +102,7 @@ fn an_aborted_worker_fails_every_worker_naming_it() {
     let (_, err) = text(&o);
     assert!(!o.status.success());
     for r in [0, 1, 3] {
-        let line = err
-            .lines()
-            .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
-            .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        let line = error_line(&err, r);
         assert!(
             line.contains("rank 2 is gone"),
             "rank {r} does not name rank 2: {line}"
@@ -124,10 +128,7 @@ fn a_stopped_worker_is_reported_silent_by_everyone() {
     let (_, err) = text(&o);
     assert!(!o.status.success());
     for r in [0, 2, 3] {
-        let line = err
-            .lines()
-            .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
-            .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"));
+        let line = error_line(&err, r);
         assert!(line.contains("rank 1 has been silent"), "rank {r}: {line}");
     }
     assert!(err.contains("worker 1 killed"), "{err}");

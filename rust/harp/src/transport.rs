@@ -199,20 +199,6 @@ fn nonce() -> [u8; 16] {
     n
 }
 
-fn hdr(kind: Kind, src: usize, job: u64, len: usize) -> Header {
-    Header {
-        kind,
-        op: Op::Handshake,
-        algo: 0,
-        src: src as u32,
-        job,
-        seq: 0,
-        tag: 0,
-        aux: 0,
-        len: len as u64,
-    }
-}
-
 async fn write_msg<T: serde::Serialize>(
     s: &mut TcpStream,
     kind: Kind,
@@ -221,7 +207,7 @@ async fn write_msg<T: serde::Serialize>(
     v: &T,
 ) -> std::io::Result<()> {
     let body = wire::encode(v);
-    s.write_all(&hdr(kind, src, job, body.len()).encode())
+    s.write_all(&Header::control(kind, src, job, body.len()).encode())
         .await?;
     s.write_all(&body).await?;
     s.flush().await
@@ -605,33 +591,13 @@ impl Transport {
 
     /// Sends `Abort(reason)` to every peer (best effort, briefly) and closes all connections.
     pub async fn abort(&self, reason: &str) {
-        let h = Header {
-            kind: Kind::Abort,
-            op: Op::Handshake,
-            algo: 0,
-            src: self.rank as u32,
-            job: self.job,
-            seq: 0,
-            tag: 0,
-            aux: 0,
-            len: reason.len() as u64,
-        };
+        let h = Header::control(Kind::Abort, self.rank, self.job, reason.len());
         self.close_all(Some((h, reason.as_bytes()))).await;
     }
 
     /// Orderly shutdown: `Bye` to every peer, then close.
     pub async fn close(&self) {
-        let h = Header {
-            kind: Kind::Bye,
-            op: Op::Handshake,
-            algo: 0,
-            src: self.rank as u32,
-            job: self.job,
-            seq: 0,
-            tag: 0,
-            aux: 0,
-            len: 0,
-        };
+        let h = Header::control(Kind::Bye, self.rank, self.job, 0);
         self.close_all(Some((h, &[]))).await;
     }
 
@@ -698,18 +664,7 @@ fn heartbeat_interval(op_timeout: Duration) -> Duration {
 
 /// Sends a heartbeat on every idle connection (a busy one is proof of life already).
 async fn heartbeats(writers: Arc<Vec<Option<Writer>>>, rank: usize, job: u64, every: Duration) {
-    let h = Header {
-        kind: Kind::Heartbeat,
-        op: Op::Handshake,
-        algo: 0,
-        src: rank as u32,
-        job,
-        seq: 0,
-        tag: 0,
-        aux: 0,
-        len: 0,
-    }
-    .encode();
+    let h = Header::control(Kind::Heartbeat, rank, job, 0).encode();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -143,6 +143,21 @@ pub struct Header {
 }
 
 impl Header {
+    /// A frame outside any collective (handshake, heartbeat, bye, abort): op 0, seq 0, tag 0.
+    pub fn control(kind: Kind, src: usize, job: u64, len: usize) -> Header {
+        Header {
+            kind,
+            op: Op::Handshake,
+            algo: 0,
+            src: src as u32,
+            job,
+            seq: 0,
+            tag: 0,
+            aux: 0,
+            len: len as u64,
+        }
+    }
+
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
