@@ -24,19 +24,24 @@ final class Session {
   static final String LOG_LEVEL = "harp.log.level";
   static final String HOST = "harp.worker.host";
   static final String RENDEZVOUS_DIR = "harp.rendezvous.dir";
+  /** Set by the YARN master: register there instead of meeting in the staging directory. */
+  static final String AM_ADDRESS = "harp.am.address";
+  static final String RANK = "harp.worker.rank";
 
   private Session() {}
 
   static long join(TaskAttemptContext ctx) throws IOException, InterruptedException {
     Configuration conf = ctx.getConfiguration();
-    int rank = ctx.getTaskAttemptID().getTaskID().getId();
+    int rank = conf.getInt(RANK, ctx.getTaskAttemptID().getTaskID().getId());
+    if (conf.get(AM_ADDRESS) != null) {
+      return joinThroughMaster(ctx, conf, rank);
+    }
     int workers = conf.getInt("mapreduce.job.maps", 1);
     String secret = conf.get(SECRET);
     if (secret == null || secret.isEmpty()) {
       throw new HarpException("no job secret (" + SECRET + "): submit map-collective jobs with "
           + "-Dmapreduce.framework.name=map-collective, which sets one", rank, "start-up");
     }
-    long opTimeout = conf.getLong(OP_TIMEOUT, 120_000);
     long connectTimeout = conf.getLong(CONNECT_TIMEOUT, 60_000);
     String host = conf.get(HOST, "127.0.0.1");
     String base = conf.get(RENDEZVOUS_DIR, conf.get("mapreduce.job.dir"));
@@ -79,10 +84,49 @@ final class Session {
         hosts.append(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim()).append('\n');
       }
     }
+    return start(ctx, conf, listener, hosts.toString(), rank, secret);
+  }
+
+  private static long start(TaskAttemptContext ctx, Configuration conf, long listener, String hosts, int rank,
+      String secret) {
     String job = ctx.getJobID().toString();
     String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
     String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
-    return Native.start(listener, hosts.toString(), rank, job, secret.getBytes(StandardCharsets.UTF_8),
-        opTimeout, connectTimeout, log);
+    return Native.start(listener, hosts, rank, job, secret.getBytes(StandardCharsets.UTF_8),
+        conf.getLong(OP_TIMEOUT, 120_000), conf.getLong(CONNECT_TIMEOUT, 60_000), log);
+  }
+
+  /**
+   * YARN mode: register {@code host:port} with the master's registry and receive the job secret
+   * and every worker's address (see harp.yarn.Registry for the protocol).
+   */
+  private static long joinThroughMaster(TaskAttemptContext ctx, Configuration conf, int rank) throws IOException {
+    String am = conf.get(AM_ADDRESS);
+    String token = System.getenv().getOrDefault("HARP_AM_TOKEN", conf.get("harp.am.token", ""));
+    String host = conf.get(HOST, java.net.InetAddress.getLocalHost().getHostAddress());
+    int colon = am.lastIndexOf(':');
+    long listener = Native.listen(host);
+    int port = Native.listenerPort(listener);
+    try (java.net.Socket s = new java.net.Socket(am.substring(0, colon), Integer.parseInt(am.substring(colon + 1)))) {
+      s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, conf.getLong(CONNECT_TIMEOUT, 60_000)));
+      s.getOutputStream().write(("REGISTER " + rank + " " + token + " " + host + ":" + port + "\n")
+          .getBytes(StandardCharsets.UTF_8));
+      s.getOutputStream().flush();
+      java.io.BufferedReader in = new java.io.BufferedReader(
+          new java.io.InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+      String first = in.readLine();
+      if (first == null || !first.equals("ROSTER")) {
+        throw new HarpException("the master at " + am + " refused registration: " + first, rank, "start-up");
+      }
+      String secret = in.readLine();
+      StringBuilder hosts = new StringBuilder();
+      for (String l = in.readLine(); l != null && !l.equals("END"); l = in.readLine()) {
+        hosts.append(l).append('\n');
+      }
+      return start(ctx, conf, listener, hosts.toString(), rank, secret);
+    } catch (java.net.SocketTimeoutException e) {
+      throw new HarpException("the master at " + am + " sent no worker list within the connect timeout", rank,
+          "start-up");
+    }
   }
 }

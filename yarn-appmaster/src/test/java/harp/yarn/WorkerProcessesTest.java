@@ -1,0 +1,199 @@
+package harp.yarn;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import harp.CollectiveMapper;
+import harp.Combiner;
+import harp.KeyValReader;
+import harp.Table;
+import harp.io.FilePosition;
+import harp.io.WorkerInputFormat;
+import java.io.DataOutputStream;
+import java.io.File;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.io.LongWritable;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.io.serializer.SerializationFactory;
+import org.apache.hadoop.io.serializer.Serializer;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapreduce.InputSplit;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputFormat;
+import org.apache.hadoop.mapreduce.lib.output.TextOutputFormat;
+import org.apache.hadoop.mapreduce.task.JobContextImpl;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The worker side of YARN mode with real processes: each worker is a JVM running WorkerMain
+ * (as a container would), registers with the master's registry, receives the roster, runs the
+ * job's CollectiveMapper with a real Mapper.Context over its assigned split, and writes through
+ * the job's OutputFormat; the master then commits the job output.
+ */
+class WorkerProcessesTest {
+  /** Sums the numbers of its split, allreduces, and writes (rank, global sum). */
+  public static class SumMapper extends CollectiveMapper<FilePosition, Text, Text, LongWritable> {
+    @Override
+    protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context)
+        throws IOException, InterruptedException {
+      long sum = 0;
+      while (reader.nextKeyValue()) {
+        sum += Long.parseLong(reader.getCurrentValue().toString().trim());
+      }
+      Table t = newTable(Combiner.SUM);
+      t.put(0, new long[] {sum});
+      allreduce("sum", t);
+      context.getCounter("test", "records").increment(1);
+      context.write(new Text("rank" + getSelfID()), new LongWritable(t.get(0).toLongArray()[0]));
+    }
+  }
+
+  static final int N = 3;
+
+  record Setup(Path jobXml, List<Path> splits, Path out, Configuration conf) {}
+
+  static Setup prepare(Path tmp, String amAddress) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    StringBuilder a = new StringBuilder();
+    for (int i = 1; i <= 300; i++) {
+      a.append(i).append('\n');
+    }
+    Files.writeString(in.resolve("a.txt"), a.toString());
+    Path out = tmp.resolve("out");
+    Job job = Job.getInstance(new Configuration());
+    Configuration conf = job.getConfiguration();
+    conf.set("fs.defaultFS", "file:///");
+    conf.set("mapreduce.job.id", "job_1700000000000_0007");
+    conf.set("harp.am.address", amAddress);
+    conf.setInt(WorkerInputFormat.WORKERS, N);
+    conf.setLong("harp.connect.timeout.ms", 20_000);
+    conf.setLong("harp.collective.timeout.ms", 20_000);
+    conf.set("harp.worker.host", "127.0.0.1");
+    job.setInputFormatClass(WorkerInputFormat.class);
+    FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
+    job.setMapperClass(SumMapper.class);
+    job.setOutputFormatClass(TextOutputFormat.class);
+    job.setOutputKeyClass(Text.class);
+    job.setOutputValueClass(LongWritable.class);
+    FileOutputFormat.setOutputPath(job, new org.apache.hadoop.fs.Path(out.toUri()));
+    JobContext jc = new JobContextImpl(conf, job.getJobID());
+    List<InputSplit> splits = new WorkerInputFormat().getSplits(jc);
+    assertEquals(N, splits.size());
+    List<Path> files = new ArrayList<>();
+    SerializationFactory sf = new SerializationFactory(conf);
+    for (int r = 0; r < N; r++) {
+      Path f = tmp.resolve("split-" + r);
+      try (DataOutputStream o = new DataOutputStream(new FileOutputStream(f.toFile()))) {
+        InputSplit s = splits.get(r);
+        o.writeUTF(s.getClass().getName());
+        @SuppressWarnings("unchecked")
+        Serializer<InputSplit> ser = (Serializer<InputSplit>) sf.getSerializer(s.getClass());
+        ser.open(o);
+        ser.serialize(s);
+      }
+      files.add(f);
+    }
+    Path xml = tmp.resolve("job.xml");
+    try (FileOutputStream o = new FileOutputStream(xml.toFile())) {
+      conf.writeXml(o);
+    }
+    return new Setup(xml, files, out, conf);
+  }
+
+  static Process worker(Setup s, int rank, String token) throws IOException {
+    ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + File.separator + "bin" + File.separator + "java",
+        "-cp", System.getProperty("java.class.path"), WorkerMain.class.getName(), s.jobXml().toString(),
+        Integer.toString(rank), s.splits().get(rank).toString());
+    pb.environment().put("HARP_AM_TOKEN", token);
+    pb.redirectErrorStream(true);
+    pb.redirectOutput(s.jobXml().resolveSibling("worker-" + rank + ".log").toFile());
+    return pb.start();
+  }
+
+  static String log(Setup s, int rank) throws IOException {
+    return Files.readString(s.jobXml().resolveSibling("worker-" + rank + ".log"));
+  }
+
+  /** A master in the STARTING state (all containers held and launched), through fakes. */
+  static GangMaster startedMaster(GangMasterTest.Fake f, String secret) {
+    GangMaster m = new GangMaster(new AmConfig(N, 1024, 1, 60_000, 1), f, f, f, secret);
+    m.start(0, GangMasterTest.nodes(N), GangMasterTest.groups(N));
+    for (int i = 0; i < N; i++) {
+      String r = f.requests.get(i);
+      m.onAllocated(new GangMaster.Container("c" + i, r.substring(r.indexOf('@') + 1, r.indexOf(':'))));
+    }
+    assertEquals(GangMaster.State.STARTING, m.state());
+    return m;
+  }
+
+  @Test
+  @Timeout(120)
+  void workersRegisterRunTheMapperOverTheirSplitsAndTheOutputIsCommitted(@TempDir Path tmp) throws Exception {
+    GangMasterTest.Fake f = new GangMasterTest.Fake();
+    GangMaster master = startedMaster(f, "job-secret-1");
+    try (Registry reg = new Registry(master, "tok", InetAddress.getLoopbackAddress())) {
+      Setup s = prepare(tmp, reg.address());
+      List<Process> ps = new ArrayList<>();
+      for (int r = 0; r < N; r++) {
+        ps.add(worker(s, r, "tok"));
+      }
+      for (int r = 0; r < N; r++) {
+        assertTrue(ps.get(r).waitFor(90, TimeUnit.SECONDS), "worker " + r + " hangs");
+        assertEquals(0, ps.get(r).exitValue(), log(s, r));
+        master.onCompleted("c" + r, 0, "");
+      }
+      assertEquals(GangMaster.State.SUCCEEDED, master.state());
+      // What the real master's Committer does: the job's OutputCommitter commits the job.
+      JobContext jc = new JobContextImpl(new JobConf(s.conf()), org.apache.hadoop.mapreduce.JobID.forName("job_1700000000000_0007"));
+      new FileOutputCommitter(new org.apache.hadoop.fs.Path(s.out().toUri()), jc).commitJob(jc);
+      assertTrue(Files.exists(s.out().resolve("_SUCCESS")));
+      List<String> lines = new ArrayList<>();
+      try (var files = Files.list(s.out())) {
+        for (Path p : files.filter(p -> p.getFileName().toString().startsWith("part-m-")).sorted().toList()) {
+          lines.addAll(Files.readAllLines(p));
+        }
+      }
+      assertEquals(List.of("rank0\t45150", "rank1\t45150", "rank2\t45150"), lines);
+    }
+  }
+
+  @Test
+  @Timeout(120)
+  void aWorkerWithAWrongTokenIsRefusedAndTheJobFailsEverywhere(@TempDir Path tmp) throws Exception {
+    GangMasterTest.Fake f = new GangMasterTest.Fake();
+    GangMaster master = startedMaster(f, "job-secret-2");
+    try (Registry reg = new Registry(master, "tok", InetAddress.getLoopbackAddress())) {
+      Setup s = prepare(tmp, reg.address());
+      Process good0 = worker(s, 0, "tok");
+      Process bad = worker(s, 1, "not-the-token");
+      Process good2 = worker(s, 2, "tok");
+      assertTrue(bad.waitFor(60, TimeUnit.SECONDS));
+      assertNotEquals(0, bad.exitValue());
+      assertTrue(log(s, 1).contains("refused registration"), log(s, 1));
+      // The master sees the container fail, stops the gang and tells the waiting workers.
+      master.onCompleted("c1", 1, "registration refused");
+      reg.failAll(master.diagnostics());
+      for (Process p : List.of(good0, good2)) {
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+        assertNotEquals(0, p.exitValue());
+      }
+      assertTrue(log(s, 0).contains("refused registration: FAIL worker 1"), log(s, 0));
+      assertEquals(false, f.succeeded);
+      assertEquals(List.of("c0", "c2"), f.stopped);
+    }
+  }
+}
