@@ -50,7 +50,7 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     } catch (Throwable t) {
       failure = t;
       // The task's stderr (the console in local mode, the container log on YARN).
-      System.err.println("harp: worker " + rank + " of " + context.getJobID() + " failed: " + t);
+      System.err.println("harp: worker " + Session.rankOf(context) + " of " + context.getJobID() + " failed: " + t);
       throw t;
     } finally {
       if (keeper != null) {

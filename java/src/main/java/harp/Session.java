@@ -30,9 +30,14 @@ final class Session {
 
   private Session() {}
 
+  /** This task's worker rank (known before the worker has started). */
+  static int rankOf(TaskAttemptContext ctx) {
+    return ctx.getConfiguration().getInt(RANK, ctx.getTaskAttemptID().getTaskID().getId());
+  }
+
   static long join(TaskAttemptContext ctx) throws IOException, InterruptedException {
     Configuration conf = ctx.getConfiguration();
-    int rank = conf.getInt(RANK, ctx.getTaskAttemptID().getTaskID().getId());
+    int rank = rankOf(ctx);
     if (conf.get(AM_ADDRESS) != null) {
       return joinThroughMaster(ctx, conf, rank);
     }

@@ -18,7 +18,8 @@ import java.util.Optional;
  * {@code REGISTER <rank> <token> <host:port>} (the token comes with its container's environment);
  * the connection is held until every worker has registered, then each gets
  * {@code ROSTER}, the job secret, the host list in rank order and {@code END} — or
- * {@code FAIL <reason>} if the job fails first. Wrong tokens and malformed lines are refused.
+ * {@code FAIL <reason>} if the job fails first (also to anyone registering after that). Wrong
+ * tokens and malformed lines are refused.
  */
 public final class Registry implements AutoCloseable {
   private final ServerSocket server;
@@ -27,6 +28,8 @@ public final class Registry implements AutoCloseable {
   private final List<Socket> waiting = new ArrayList<>();
   private final Thread acceptor;
   private volatile boolean closed;
+  /** Once the job has failed, every registration (even a late one) gets this reason. */
+  private String failure;
 
   public Registry(GangMaster master, String token, InetAddress bind) throws IOException {
     this.master = master;
@@ -72,6 +75,11 @@ public final class Registry implements AutoCloseable {
       int rank = Integer.parseInt(f[1]);
       Optional<GangMaster.Roster> roster;
       synchronized (this) {
+        if (failure != null) {
+          reply(s, "FAIL " + failure + "\n");
+          s.close();
+          return;
+        }
         roster = master.onRegistered(rank, f[3]);
         waiting.add(s);
         if (roster.isPresent()) {
@@ -104,9 +112,10 @@ public final class Registry implements AutoCloseable {
 
   /** Tells every waiting worker that the job failed. */
   public synchronized void failAll(String reason) {
+    failure = reason.replace('\n', ' ');
     for (Socket w : waiting) {
       try {
-        reply(w, "FAIL " + reason.replace('\n', ' ') + "\n");
+        reply(w, "FAIL " + failure + "\n");
         w.close();
       } catch (IOException ignored) {
         // the worker is gone anyway
