@@ -116,7 +116,7 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     if !master {
         return Ok(());
     }
-    let st = storage::for_path(&a.output)?;
+    let st = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
     let dir = a.output.trim_end_matches('/');
     st.create_dir_all(dir)?;
     st.write_all(

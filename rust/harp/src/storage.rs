@@ -1,7 +1,9 @@
-//! Storage: local files (and later `hdfs://`) behind one trait.
+//! Storage: local files and `hdfs://` (or `viewfs://`) behind one trait.
 //!
-//! Every path is a string so that the same code can later take `hdfs://` URLs. Errors always
-//! name the path involved.
+//! Every path is a string, a plain path, a `file://` URL or an HDFS URL. Errors always name the
+//! path involved. The HDFS backend (`hdfs-native`, no JVM) takes its configuration from
+//! `HADOOP_CONF_DIR` (`core-site.xml`, `hdfs-site.xml`) and, inside YARN containers, the
+//! delegation tokens named by `HADOOP_TOKEN_FILE_LOCATION`.
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -156,17 +158,191 @@ fn temp_name(p: &Path) -> PathBuf {
     p.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
-/// The storage that serves `path`: `hdfs://` and `viewfs://` are not supported yet, anything else
-/// (plain paths, `file://` URLs) is the local file system.
-pub fn for_path(path: &str) -> Result<Box<dyn Storage>> {
+/// The storage that serves `path`: `hdfs://` and `viewfs://` URLs go to HDFS (on `rt` when
+/// given, else on a private runtime), anything else (plain paths, `file://`) is local.
+pub fn for_path_on(path: &str, rt: Option<tokio::runtime::Handle>) -> Result<Box<dyn Storage>> {
     let lower = path.to_ascii_lowercase();
     if lower.starts_with("hdfs://") || lower.starts_with("viewfs://") {
-        return Err(Error::config(format!(
-            "hdfs:// paths are not supported yet by the harp tool; copy '{path}' to a local \
-             directory (hdfs dfs -get) and pass that path instead"
-        )));
+        return Ok(Box::new(HdfsStorage::new(path, rt)?));
     }
     Ok(Box::new(LocalStorage))
+}
+
+/// [`for_path_on`] with a private runtime for HDFS.
+pub fn for_path(path: &str) -> Result<Box<dyn Storage>> {
+    for_path_on(path, None)
+}
+
+/// HDFS through `hdfs-native`. One client per name service (the URL's scheme and authority).
+pub struct HdfsStorage {
+    client: hdfs_native::Client,
+    rt: HdfsRuntime,
+    base: String,
+    timeout: std::time::Duration,
+}
+
+/// Longest wait for one HDFS call (hdfs-native itself retries a dead NameNode for minutes).
+/// `HARP_HDFS_TIMEOUT_SECS` overrides the default of 60 s.
+fn hdfs_timeout() -> std::time::Duration {
+    let secs = std::env::var("HARP_HDFS_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| *v > 0.0);
+    std::time::Duration::from_secs_f64(secs.unwrap_or(60.0))
+}
+
+enum HdfsRuntime {
+    Shared(tokio::runtime::Handle),
+    Own(tokio::runtime::Runtime),
+}
+
+fn hdfs_err(what: &str, path: &str, e: hdfs_native::HdfsError) -> Error {
+    Error::io(
+        format!("{what} {path}"),
+        std::io::Error::other(e.to_string()),
+    )
+}
+
+/// Splits `hdfs://authority/path` into (`hdfs://authority`, `/path`).
+fn split_url(url: &str) -> Result<(String, String)> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::config(format!("not a URL: {url}")))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    Ok((format!("{scheme}://{authority}"), path.to_string()))
+}
+
+impl HdfsStorage {
+    /// A client for the name service of `url` (`hdfs:///x` uses `fs.defaultFS`).
+    pub fn new(url: &str, rt: Option<tokio::runtime::Handle>) -> Result<HdfsStorage> {
+        let (base, _) = split_url(url)?;
+        let rt = match rt {
+            Some(h) => HdfsRuntime::Shared(h),
+            None => HdfsRuntime::Own(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::io("cannot start a runtime for HDFS", e))?,
+            ),
+        };
+        let handle = match &rt {
+            HdfsRuntime::Shared(h) => h.clone(),
+            HdfsRuntime::Own(r) => r.handle().clone(),
+        };
+        let mut b = hdfs_native::ClientBuilder::new().with_io_runtime(handle);
+        if !base.ends_with("://") {
+            b = b.with_url(base.clone());
+        }
+        let client = b
+            .build()
+            .map_err(|e| hdfs_err("cannot open HDFS for", url, e))?;
+        Ok(HdfsStorage {
+            client,
+            rt,
+            base,
+            timeout: hdfs_timeout(),
+        })
+    }
+
+    /// Runs one HDFS call with the timeout; `what` and `url` name it in errors.
+    fn call<T>(
+        &self,
+        what: &str,
+        url: &str,
+        f: impl std::future::Future<Output = hdfs_native::Result<T>>,
+    ) -> Result<T> {
+        let limit = self.timeout;
+        let fut = async move { tokio::time::timeout(limit, f).await };
+        let res = match &self.rt {
+            HdfsRuntime::Shared(h) => h.block_on(fut),
+            HdfsRuntime::Own(r) => r.block_on(fut),
+        };
+        match res {
+            Ok(r) => r.map_err(|e| hdfs_err(what, url, e)),
+            Err(_) => Err(Error::io(
+                format!("{what} {url}"),
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer from HDFS within {:.0} s (HARP_HDFS_TIMEOUT_SECS)",
+                        limit.as_secs_f64()
+                    ),
+                ),
+            )),
+        }
+    }
+
+    fn path(&self, url: &str) -> Result<String> {
+        let (base, path) = split_url(url)?;
+        if base != self.base {
+            return Err(Error::config(format!("{url} is not on {}", self.base)));
+        }
+        Ok(path)
+    }
+}
+
+impl Storage for HdfsStorage {
+    fn list(&self, url: &str) -> Result<Vec<FileInfo>> {
+        let p = self.path(url)?;
+        let st = self.call("cannot read", url, self.client.get_file_info(&p))?;
+        if !st.isdir {
+            return Ok(vec![FileInfo {
+                path: url.to_string(),
+                size: st.length as u64,
+            }]);
+        }
+        let mut out: Vec<FileInfo> = self
+            .call("cannot list", url, self.client.list_status(&p, false))?
+            .into_iter()
+            .filter(|f| !f.isdir)
+            .filter_map(|f| {
+                let name = f.path.rsplit('/').next().unwrap_or("").to_string();
+                (!name.starts_with('.') && !name.starts_with('_')).then(|| FileInfo {
+                    path: join(url, &name),
+                    size: f.length as u64,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    fn read_range(&self, url: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let p = self.path(url)?;
+        self.call("cannot read", url, async {
+            let r = self.client.read(&p).await?;
+            let end = (offset + len).min(r.file_length() as u64);
+            let n = end.saturating_sub(offset) as usize;
+            Ok(r.read_range(offset as usize, n).await?.to_vec())
+        })
+    }
+
+    fn read_all(&self, url: &str) -> Result<Vec<u8>> {
+        self.read_range(url, 0, u64::MAX / 2)
+    }
+
+    fn write_all(&self, url: &str, bytes: &[u8]) -> Result<()> {
+        let p = self.path(url)?;
+        let tmp = format!("{p}._harp_tmp_{}", std::process::id());
+        self.call("cannot write", url, async {
+            let opts = hdfs_native::WriteOptions::default()
+                .overwrite(true)
+                .create_parent(true);
+            let mut w = self.client.create(&tmp, opts).await?;
+            w.write_bytes(bytes::Bytes::copy_from_slice(bytes)).await?;
+            w.close().await?;
+            self.client.rename(&tmp, &p, true).await
+        })
+    }
+
+    fn create_dir_all(&self, url: &str) -> Result<()> {
+        let p = self.path(url)?;
+        self.call("cannot create", url, self.client.mkdirs(&p, 0o755, true))
+    }
 }
 
 #[cfg(test)]
@@ -251,13 +427,43 @@ mod tests {
     }
 
     #[test]
-    fn for_path_rejects_hdfs() {
-        let e = for_path("hdfs://nn:8020/data").err().unwrap();
-        assert!(matches!(e, Error::Config(_)));
-        let msg = e.to_string();
-        assert!(msg.contains("hdfs:// paths are not supported yet") && msg.contains("nn:8020"));
-        assert!(for_path("viewfs://c/x").is_err());
+    fn hdfs_urls_are_split_into_name_service_and_path() {
+        assert_eq!(
+            split_url("hdfs://nn:8020/data/x").unwrap(),
+            ("hdfs://nn:8020".into(), "/data/x".into())
+        );
+        assert_eq!(
+            split_url("hdfs://nn").unwrap(),
+            ("hdfs://nn".into(), "/".into())
+        );
+        assert_eq!(
+            split_url("viewfs://cluster/a").unwrap(),
+            ("viewfs://cluster".into(), "/a".into())
+        );
+        assert!(split_url("no-scheme").is_err());
         assert!(for_path("/tmp/x").is_ok());
         assert!(for_path("file:///tmp/x").is_ok());
+    }
+
+    #[test]
+    fn an_unreachable_name_node_is_an_error_naming_the_path() {
+        // Port 1 on loopback: nothing listens, the connection is refused at once.
+        // hdfs-native retries for minutes; our bound (2 s here) turns that into an error.
+        let mut s = HdfsStorage::new("hdfs://127.0.0.1:1/data/points", None).unwrap();
+        s.timeout = std::time::Duration::from_secs(2);
+        let t0 = std::time::Instant::now();
+        let e = s
+            .list("hdfs://127.0.0.1:1/data/points")
+            .err()
+            .expect("no NameNode there")
+            .to_string();
+        assert!(e.contains("hdfs://127.0.0.1:1/data/points"), "{e}");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "took {:?}",
+            t0.elapsed()
+        );
+        let e = s.read_all("hdfs://other:8020/x").err().unwrap().to_string();
+        assert!(e.contains("is not on hdfs://127.0.0.1:1"), "{e}");
     }
 }

@@ -50,7 +50,10 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     // Initial centroids: read by the master, broadcast to all (shape in partition 1).
     let mut init = Table::new(Combiner::Reject);
     if w.is_master() {
-        let c = input::read_centroids(&*storage::for_path(&o.init)?, &o.init)?;
+        let c = input::read_centroids(
+            &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
+            &o.init,
+        )?;
         init.put(0, Array::from_slice(pool, &c.data));
         init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
     }
@@ -66,7 +69,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
 
     let t0 = Instant::now();
     let points = input::load_share(
-        &*storage::for_path(&o.input)?,
+        &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
         &o.input,
         o.format,
         o.skip_columns,
