@@ -454,8 +454,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let e = s
             .list("hdfs://127.0.0.1:1/data/points")
-            .err()
-            .expect("no NameNode there")
+            .expect_err("no NameNode there")
             .to_string();
         assert!(e.contains("hdfs://127.0.0.1:1/data/points"), "{e}");
         assert!(
