@@ -104,17 +104,6 @@ fn distributed_kmeans_equals_the_single_process_reference() {
                 .unwrap();
         assert_eq!(summary["points"], 5000);
         assert_eq!(summary["workers"].as_u64().unwrap().to_string(), w);
-        // Steady state: no new pooled buffer after the first iteration.
-        let allocs: Vec<u64> = summary["iterations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["pool_allocations"].as_u64().unwrap())
-            .collect();
-        assert!(
-            allocs.windows(2).all(|x| x[0] == x[1]),
-            "pool allocations grew: {allocs:?}"
-        );
         // Inertia never increases in Lloyd's algorithm.
         let inertia: Vec<f64> = summary["iterations"]
             .as_array()
