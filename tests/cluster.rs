@@ -48,7 +48,7 @@ fn check_p(p: usize) {
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
     assert!(
-        out.contains(&format!("40 results verified on {p} workers")),
+        out.contains(&format!("42 results verified on {p} workers")),
         "{out}"
     );
 }

@@ -20,7 +20,7 @@ pub struct BenchArgs {
     /// gathered; for every other op it is each worker's table.
     #[arg(long, value_parser = parse_bytes, default_value = "1m")]
     pub bytes: u64,
-    /// Algorithm (broadcast: chain, chain-random, binomial, one-by-one; allreduce: auto,
+    /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one; allreduce: auto,
     /// bidirectional-exchange, regroup-allgather; allgather: ring, known-total; reduce:
     /// binomial, scatter-gather).
     #[arg(long)]
@@ -130,7 +130,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     let op = a.op.as_str();
     let alg = a.algorithm.as_deref();
     let algo = match op {
-        "broadcast" => Algo::Bcast(BroadcastAlgorithm::parse(alg.unwrap_or("chain"))?),
+        "broadcast" => Algo::Bcast(BroadcastAlgorithm::parse(alg.unwrap_or("auto"))?),
         "allreduce" => Algo::Allreduce(AllreduceAlgorithm::parse(alg.unwrap_or("auto"))?),
         "allgather" => match alg.unwrap_or("ring") {
             "ring" => Algo::Allgather,
@@ -154,7 +154,10 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         _ => return Err(Error::config(format!("unknown operation '{op}'"))),
     };
     let algo_name = match &algo {
-        Algo::Bcast(b) => b.name().to_string(),
+        Algo::Bcast(b) => b
+            .resolve(a.bytes, w.config().broadcast_crossover)
+            .name()
+            .to_string(),
         Algo::Allreduce(x) => x
             .resolve(a.bytes, w.config().allreduce_crossover)
             .name()

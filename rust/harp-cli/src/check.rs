@@ -303,6 +303,7 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
             check(tag("allreduce/auto"), &t, &want)?;
         }
         for algo in [
+            BroadcastAlgorithm::Auto,
             BroadcastAlgorithm::Chain,
             BroadcastAlgorithm::ChainRandom(round),
             BroadcastAlgorithm::Binomial,

@@ -61,6 +61,9 @@ pub struct ClusterOpts {
     /// Pipeline chunk size in bytes for broadcast (0: automatic).
     #[arg(long, default_value_t = 0)]
     pub chunk: usize,
+    /// Automatic broadcast uses the binomial tree up to this many bytes, the chain above.
+    #[arg(long, default_value_t = 8192)]
+    pub broadcast_crossover: u64,
     /// Allreduce switches to regroup-allgather at this many bytes.
     #[arg(long, default_value_t = 65536)]
     pub allreduce_crossover: u64,
@@ -83,6 +86,7 @@ impl ClusterOpts {
             recv_buffer: self.socket_buffer,
             chunk_size: self.chunk,
             allreduce_crossover: self.allreduce_crossover,
+            broadcast_crossover: self.broadcast_crossover,
             ..Config::default()
         })
     }

@@ -651,7 +651,8 @@ pub extern "system" fn Java_harp_Native_collective<'l>(
         match op {
             op::BROADCAST => {
                 let a = match algo {
-                    0 | 1 => BroadcastAlgorithm::Chain,
+                    0 => BroadcastAlgorithm::Auto,
+                    1 => BroadcastAlgorithm::Chain,
                     2 => BroadcastAlgorithm::Binomial,
                     3 => BroadcastAlgorithm::OneByOne,
                     _ => return Err(fail(format!("unknown broadcast algorithm {algo}"))),

@@ -15,6 +15,8 @@ pub struct Config {
     pub recv_buffer: Option<u32>,
     /// Pipelined broadcast chunk size in bytes; 0 picks one from the message size and p.
     pub chunk_size: usize,
+    /// `BroadcastAlgorithm::Auto` uses the binomial tree up to this many bytes, the chain above.
+    pub broadcast_crossover: u64,
     /// Allreduce switches from bidirectional exchange to regroup-allgather at this many bytes
     /// (only when the combiner is element-wise).
     pub allreduce_crossover: u64,
@@ -32,6 +34,7 @@ impl Default for Config {
             send_buffer: None,
             recv_buffer: None,
             chunk_size: 0,
+            broadcast_crossover: 8 * 1024,
             allreduce_crossover: 64 * 1024,
             segment_min_bytes: 16 * 1024,
             pool: PoolConfig::default(),

@@ -57,6 +57,8 @@ struct MbState {
 struct Mailbox {
     state: Mutex<MbState>,
     notify: Vec<Notify>,
+    /// Woken on every arrival (for receives that accept any sender).
+    any: Notify,
     /// When each peer last sent anything (milliseconds since `epoch`).
     last_seen: Vec<AtomicU64>,
     epoch: Instant,
@@ -78,6 +80,7 @@ impl Mailbox {
         let key = (frame.hdr.seq, frame.hdr.src, frame.hdr.tag);
         self.lock().queues.entry(key).or_default().push_back(frame);
         self.notify[src].notify_waiters();
+        self.any.notify_waiters();
     }
     fn mark_gone(&self, src: usize, reason: String) {
         let mut st = self.lock();
@@ -86,6 +89,7 @@ impl Mailbox {
         }
         drop(st);
         self.notify[src].notify_waiters();
+        self.any.notify_waiters();
     }
 }
 
@@ -455,6 +459,7 @@ impl Transport {
                 gone: vec![None; size],
             }),
             notify: (0..size).map(|_| Notify::new()).collect(),
+            any: Notify::new(),
             last_seen: (0..size).map(|_| AtomicU64::new(0)).collect(),
             epoch: Instant::now(),
         });
@@ -878,6 +883,62 @@ impl Endpoint<'_> {
                         secs: self.timeout.as_secs_f64(),
                     });
                 }
+            }
+        }
+    }
+
+    /// Waits for the first frame with `tag` in this operation from any of `from` (used when only
+    /// the sender knows what comes next, e.g. the automatically chosen broadcast tree). Fails
+    /// when every candidate is gone, or at the timeout.
+    pub async fn recv_frame_from_any(&self, from: &[usize], tag: u32) -> Result<Frame> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mb = &self.t.mailbox;
+        loop {
+            let notified = mb.any.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut st = mb.lock();
+                for &src in from {
+                    let key = (self.seq, src as u32, tag);
+                    if let Some(q) = st.queues.get_mut(&key) {
+                        if let Some(f) = q.pop_front() {
+                            if q.is_empty() {
+                                st.queues.remove(&key);
+                            }
+                            if f.hdr.op != self.op || f.hdr.algo != self.algo {
+                                return Err(Error::OpMismatch {
+                                    ctx: self.ctx.clone(),
+                                    peer: src,
+                                    theirs: format!(
+                                        "{} (algorithm {})",
+                                        f.hdr.op.name(),
+                                        f.hdr.algo
+                                    ),
+                                });
+                            }
+                            return Ok(f);
+                        }
+                    }
+                }
+                if let Some(&src) = from
+                    .first()
+                    .filter(|_| from.iter().all(|&s| st.gone[s].is_some()))
+                {
+                    let reason = st.gone[src].clone().unwrap_or_default();
+                    return Err(Error::PeerLost {
+                        ctx: self.ctx.clone(),
+                        peer: src,
+                        reason,
+                    });
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(Error::Timeout {
+                    ctx: self.ctx.clone(),
+                    peer: from.first().copied().unwrap_or(0),
+                    secs: self.timeout.as_secs_f64(),
+                });
             }
         }
     }

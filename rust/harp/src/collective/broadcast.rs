@@ -2,7 +2,8 @@
 //! receivers' previous partitions are dropped; their combiner is kept).
 
 use super::{
-    recv_head, recv_pieces, send_batch, send_batch_many, table_pieces, Assembler, Ctx, Out,
+    parse_head, recv_head, recv_pieces, send_batch, send_batch_many, table_pieces, Assembler, Ctx,
+    Out,
 };
 use crate::data::Table;
 use crate::error::{Error, Result};
@@ -10,6 +11,10 @@ use crate::wire::Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BroadcastAlgorithm {
+    /// Binomial tree for messages up to `Config::broadcast_crossover` bytes (latency-bound:
+    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above. The root decides (only it knows the
+    /// size) and announces its choice in the first frame.
+    Auto,
     /// Pipelined chain in rack order (Twister/Harp chain broadcast).
     Chain,
     /// Pipelined chain in a seeded random order (the baseline for rack awareness).
@@ -23,6 +28,7 @@ pub enum BroadcastAlgorithm {
 impl BroadcastAlgorithm {
     pub fn code(self) -> u8 {
         match self {
+            BroadcastAlgorithm::Auto => 0,
             BroadcastAlgorithm::Chain => 1,
             BroadcastAlgorithm::ChainRandom(_) => 2,
             BroadcastAlgorithm::Binomial => 3,
@@ -31,19 +37,39 @@ impl BroadcastAlgorithm {
     }
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
+            "auto" => BroadcastAlgorithm::Auto,
             "chain" => BroadcastAlgorithm::Chain,
             "chain-random" => BroadcastAlgorithm::ChainRandom(1),
             "binomial" | "mst" => BroadcastAlgorithm::Binomial,
             "one-by-one" => BroadcastAlgorithm::OneByOne,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown broadcast algorithm '{s}' (chain, chain-random, binomial, one-by-one)"
+                    "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, one-by-one)"
                 )))
             }
         })
     }
+    /// The concrete algorithm `Auto` picks for `bytes` (the root's table size).
+    pub fn resolve(self, bytes: u64, crossover: u64) -> BroadcastAlgorithm {
+        match self {
+            BroadcastAlgorithm::Auto if bytes <= crossover => BroadcastAlgorithm::Binomial,
+            BroadcastAlgorithm::Auto => BroadcastAlgorithm::Chain,
+            a => a,
+        }
+    }
+
+    fn from_announced(code: u32) -> Option<BroadcastAlgorithm> {
+        match code {
+            1 => Some(BroadcastAlgorithm::Chain),
+            3 => Some(BroadcastAlgorithm::Binomial),
+            4 => Some(BroadcastAlgorithm::OneByOne),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
+            BroadcastAlgorithm::Auto => "auto",
             BroadcastAlgorithm::Chain => "chain",
             BroadcastAlgorithm::ChainRandom(_) => "chain-random",
             BroadcastAlgorithm::Binomial => "binomial",
@@ -79,6 +105,7 @@ fn tree(cx: &Ctx<'_>, algo: BroadcastAlgorithm, root: usize) -> (Option<usize>, 
     };
     let pos = order.iter().position(|&x| x == r).expect("rank in order");
     match algo {
+        BroadcastAlgorithm::Auto => unreachable!("Auto is resolved before the tree is built"),
         BroadcastAlgorithm::Chain | BroadcastAlgorithm::ChainRandom(_) => (
             pos.checked_sub(1).map(|i| order[i]),
             order.get(pos + 1).copied().into_iter().collect(),
@@ -126,13 +153,24 @@ pub async fn broadcast(
             cx.size()
         )));
     }
-    let (parent, children) = tree(cx, algo, root);
+    let auto = algo == BroadcastAlgorithm::Auto;
+    let mut algo = algo;
+    if auto && cx.rank() == root {
+        algo = algo.resolve(table.bytes(), cx.cfg.broadcast_crossover);
+    }
+    // The concrete algorithm travels in `aux` of every frame.
+    let announce = algo.code() as u32;
+    let (parent, children) = if auto && cx.rank() != root {
+        (None, Vec::new())
+    } else {
+        tree(cx, algo, root)
+    };
     let chunk = if cx.cfg.chunk_size > 0 {
         cx.cfg.chunk_size as u64
     } else {
         auto_chunk(table.bytes(), cx.size())
     };
-    let Some(parent) = parent else {
+    if cx.rank() == root {
         // Root: cut partitions into chunks, then stream them.
         let mut pieces: Vec<Out<'_>> = Vec::new();
         for (pid, a) in table.iter() {
@@ -153,16 +191,42 @@ pub async fn broadcast(
         if algo == BroadcastAlgorithm::OneByOne {
             let whole = table_pieces(table);
             for &c in &children {
-                send_batch(&cx.ep, c, 0, 0, &whole).await?;
+                send_batch(&cx.ep, c, 0, announce, &whole).await?;
             }
             return Ok(());
         }
-        return send_batch_many(&cx.ep, &children, 0, 0, &pieces).await;
+        return send_batch_many(&cx.ep, &children, 0, announce, &pieces).await;
+    }
+    let (head, children) = if auto {
+        // Learn the root's choice from the first frame, whoever sends it, then check that the
+        // sender is this worker's parent in that tree.
+        let others: Vec<usize> = (0..cx.size()).filter(|&x| x != cx.rank()).collect();
+        let f = cx.ep.recv_frame_from_any(&others, 0).await?;
+        let chosen = BroadcastAlgorithm::from_announced(f.hdr.aux).ok_or_else(|| {
+            Error::Protocol(format!(
+                "{}: unknown broadcast algorithm {} announced",
+                cx.ep.ctx, f.hdr.aux
+            ))
+        })?;
+        let (parent, children) = tree(cx, chosen, root);
+        if parent != Some(f.hdr.src as usize) {
+            return Err(Error::Protocol(format!(
+                "{}: rank {} sent the broadcast, but this worker's parent is {parent:?}",
+                cx.ep.ctx, f.hdr.src
+            )));
+        }
+        (parse_head(&cx.ep, f)?, children)
+    } else {
+        (
+            recv_head(&cx.ep, parent.expect("non-root has a parent"), 0).await?,
+            children,
+        )
     };
-    let head = recv_head(&cx.ep, parent, 0).await?;
+    let parent = head.hdr.src as usize;
+    let announce = head.hdr.aux;
     for &c in &children {
         cx.ep
-            .send_frame(c, Kind::Batch, 0, 0, &[head.raw()])
+            .send_frame(c, Kind::Batch, 0, announce, &[head.raw()])
             .await?;
     }
     table.clear();
@@ -176,7 +240,9 @@ pub async fn broadcast(
         async move {
             if !piece.meta.inline {
                 for &c in children {
-                    cx.ep.send_frame(c, Kind::Data, 0, 0, &[&piece.buf]).await?;
+                    cx.ep
+                        .send_frame(c, Kind::Data, 0, announce, &[&piece.buf])
+                        .await?;
                 }
             }
             asm_ref

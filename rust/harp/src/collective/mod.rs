@@ -181,6 +181,12 @@ impl BatchHead {
 
 pub async fn recv_head(ep: &Endpoint<'_>, src: usize, tag: u32) -> Result<BatchHead> {
     let f = ep.recv_frame(src, tag).await?;
+    parse_head(ep, f)
+}
+
+/// Decodes a received `Batch` frame's head.
+pub fn parse_head(ep: &Endpoint<'_>, f: crate::transport::Frame) -> Result<BatchHead> {
+    let src = f.hdr.src;
     if f.hdr.kind != Kind::Batch || f.body.len() < 4 {
         return Err(Error::Protocol(format!(
             "{}: expected a batch from rank {src}, got {:?}",

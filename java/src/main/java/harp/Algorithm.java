@@ -6,7 +6,9 @@ public final class Algorithm {
 
   /** Broadcast algorithms. */
   public enum Broadcast {
-    /** Pipelined chain in rack order (the default; ≈ n/B whatever the number of workers). */
+    /** The default: binomial tree for small tables (latency), pipelined chain for large ones. */
+    AUTO(0),
+    /** Pipelined chain in rack order (≈ n/B whatever the number of workers). */
     CHAIN(1),
     /** Binomial tree. */
     BINOMIAL(2),

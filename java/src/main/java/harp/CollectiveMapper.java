@@ -168,7 +168,7 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   }
 
   public void broadcast(String label, Table t, int root) {
-    broadcast(label, t, root, Algorithm.Broadcast.CHAIN);
+    broadcast(label, t, root, Algorithm.Broadcast.AUTO);
   }
 
   /** {@code root}'s table becomes the combination of all tables; the others are emptied. */

@@ -57,7 +57,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         init.put(0, Array::from_slice(pool, &c.data));
         init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
     }
-    w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Chain)?;
+    w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
     let shape = init
         .get(1)
         .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
