@@ -64,8 +64,9 @@ pub struct ClusterOpts {
     /// Automatic broadcast uses the binomial tree up to this many bytes, the chain above.
     #[arg(long, default_value_t = 8192)]
     pub broadcast_crossover: u64,
-    /// Allreduce switches to regroup-allgather at this many bytes.
-    #[arg(long, default_value_t = 65536)]
+    /// Allreduce switches to regroup-allgather at this many bytes (0: the default for the
+    /// number of workers, 8–32 KiB).
+    #[arg(long, default_value_t = 0)]
     pub allreduce_crossover: u64,
     /// tokio I/O threads per worker.
     #[arg(long, default_value_t = 1)]

@@ -17,8 +17,8 @@ pub struct Config {
     pub chunk_size: usize,
     /// `BroadcastAlgorithm::Auto` uses the binomial tree up to this many bytes, the chain above.
     pub broadcast_crossover: u64,
-    /// Allreduce switches from bidirectional exchange to regroup-allgather at this many bytes
-    /// (only when the combiner is element-wise).
+    /// Allreduce switches from bidirectional exchange to regroup-allgather at this many bytes;
+    /// 0 uses the measured default for the number of workers (`allreduce::default_crossover`).
     pub allreduce_crossover: u64,
     /// Partitions at least this large are split into p segments by the segment-based
     /// algorithms (allreduce regroup-allgather, reduce scatter-gather).
@@ -35,7 +35,7 @@ impl Default for Config {
             recv_buffer: None,
             chunk_size: 0,
             broadcast_crossover: 8 * 1024,
-            allreduce_crossover: 64 * 1024,
+            allreduce_crossover: 0,
             segment_min_bytes: 16 * 1024,
             pool: PoolConfig::default(),
         }
