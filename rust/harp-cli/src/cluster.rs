@@ -62,7 +62,7 @@ pub struct ClusterOpts {
     #[arg(long, default_value_t = 0)]
     pub chunk: usize,
     /// Automatic broadcast uses the binomial tree up to this many bytes, the chain above.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = 16384)]
     pub broadcast_crossover: u64,
     /// Allreduce switches to regroup-allgather at this many bytes (0: the default for the
     /// number of workers, 8–32 KiB).

@@ -34,7 +34,7 @@ impl Default for Config {
             send_buffer: None,
             recv_buffer: None,
             chunk_size: 0,
-            broadcast_crossover: 8 * 1024,
+            broadcast_crossover: 16 * 1024,
             allreduce_crossover: 0,
             segment_min_bytes: 16 * 1024,
             pool: PoolConfig::default(),

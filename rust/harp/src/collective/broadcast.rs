@@ -2,8 +2,8 @@
 //! receivers' previous partitions are dropped; their combiner is kept).
 
 use super::{
-    parse_head, recv_head, recv_pieces, send_batch, send_batch_many, table_pieces, Assembler, Ctx,
-    Out,
+    parse_head, recv_head, recv_pieces, send_batch, send_batch_inline, table_pieces, Assembler,
+    Ctx, Out,
 };
 use crate::data::Table;
 use crate::error::{Error, Result};
@@ -82,8 +82,12 @@ impl BroadcastAlgorithm {
 /// large enough that per-frame costs vanish.
 pub fn auto_chunk(total: u64, p: usize) -> u64 {
     let c = total / 50 / (p.saturating_sub(2).max(1) as u64);
-    c.clamp(32 * 1024, 4 << 20) / 64 * 64
+    // At least 8 KiB: above the inline piece limit, so every chunk is its own frame.
+    c.clamp(8 * 1024, 4 << 20) / 64 * 64
 }
+
+/// A broadcast batch travels inline (one frame, store-and-forward) only up to this size.
+const BCAST_INLINE_MAX: u64 = 4 * 1024;
 
 /// Parent and children of `r` in the broadcast tree of `algo`.
 fn tree(cx: &Ctx<'_>, algo: BroadcastAlgorithm, root: usize) -> (Option<usize>, Vec<usize>) {
@@ -195,7 +199,7 @@ pub async fn broadcast(
             }
             return Ok(());
         }
-        return send_batch_many(&cx.ep, &children, 0, announce, &pieces).await;
+        return send_batch_inline(&cx.ep, &children, 0, announce, &pieces, BCAST_INLINE_MAX).await;
     }
     let (head, children) = if auto {
         // Learn the root's choice from the first frame, whoever sends it, then check that the

@@ -106,10 +106,10 @@ pub fn table_pieces(t: &Table) -> Vec<Out<'_>> {
 }
 
 /// Marks which pieces travel inline and encodes the batch frame's head.
-fn batch_head(pieces: &mut [PieceMeta]) -> Vec<u8> {
+fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
     let total: u64 = pieces.iter().map(|p| p.len).sum();
     for p in pieces.iter_mut() {
-        p.inline = total <= INLINE_MAX || p.len <= INLINE_PIECE_MAX;
+        p.inline = total <= inline_max || p.len <= INLINE_PIECE_MAX;
     }
     let meta = wire::encode(&BatchMeta {
         pieces: pieces.to_vec(),
@@ -141,8 +141,22 @@ pub async fn send_batch_many(
     aux: u32,
     pieces: &[Out<'_>],
 ) -> Result<()> {
+    send_batch_inline(ep, dsts, tag, aux, pieces, INLINE_MAX).await
+}
+
+/// [`send_batch_many`] where the whole batch travels inline only up to `inline_max` bytes.
+/// Pipelined algorithms pass a small value: an inline batch is forwarded only once it has
+/// arrived whole, which would turn a pipeline into store-and-forward.
+pub async fn send_batch_inline(
+    ep: &Endpoint<'_>,
+    dsts: &[usize],
+    tag: u32,
+    aux: u32,
+    pieces: &[Out<'_>],
+    inline_max: u64,
+) -> Result<()> {
     let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
-    let head = batch_head(&mut metas);
+    let head = batch_head(&mut metas, inline_max);
     let mut parts: Vec<&[u8]> = vec![&head];
     parts.extend(
         pieces
