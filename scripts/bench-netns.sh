@@ -14,10 +14,25 @@
 #   --racks K --uplink U rack shape, passed to netns-cluster.sh up
 #   --uneven SEED        uneven per-pair rates, passed to netns-cluster.sh up
 #   --delay D            one-way delay per host, passed to netns-cluster.sh up
+#   --burst BYTES        set burst and cburst of every htb class of the cluster to BYTES
+#                        (netns-cluster.sh uses max(32 KB, 4 ms at the rate) = 100 KB at
+#                        200mbit, which lets a message of up to ~100 KB after an idle gap
+#                        through at veth speed; use e.g. 4542 to time small messages at R)
+#   --no-offload         turn TSO/GSO off on every host's eth0 (needs ethtool).  With offload
+#                        a whole <=64 KB GSO packet passes htb while the class has any tokens
+#                        and the debt is paid by the next packet, often the untimed barrier
+#                        between repetitions, so messages up to ~64 KB per link and
+#                        repetition look faster than the rate allows.  Use it (with --burst)
+#                        for small sizes; it costs CPU (one qdisc pass per 1514-byte frame).
 #   --cc NAME            TCP congestion control inside the host namespaces (sysctl
 #                        net.ipv4.tcp_congestion_control there; e.g. reno, bbr, cubic if the
 #                        kernel allows it).  Default: whatever new namespaces inherit.
-#   --preset NAME        add a predefined cell list: sweep | crossover | topology | uneven
+#   --preset NAME        add a predefined cell list:
+#                          sweep      9 op/algorithms x 1k 1m 16m 64m
+#                          crossover  broadcast chain|binomial, allreduce both, allgather both
+#                                     x 1k 4k 16k 64k 256k 1m
+#                          topology   broadcast chain|chain-random x 16m 64m
+#                          uneven     7 main op/algorithms x 16m 64m
 #   --cells-file FILE    add cells from FILE (one per line, # comments)
 #   --out FILE           JSONL to append to                       [docs/results/netns.jsonl]
 #   --label TEXT         free text stored in every record (e.g. "chunk sweep")
@@ -42,10 +57,12 @@
 # OUTPUT (one JSON object per line, appended to --out)
 #   kind "iperf": {"kind","shape","p","rate_bits","B_bits","B_inter_bits",...}
 #   kind "bench": rank 0's `harp bench --json` object plus
-#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, tcp_cc, B_bits (measured TCP payload
+#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, tcp_cc, htb_burst, offload,
+#     B_bits (measured TCP payload
 #     rate, bit/s), B_inter_bits (racks: across the uplink), bound_s (lower bound from B, see
 #     below), bound_formula, ratio (median_s / bound_s), warmup, extra (passthrough args),
-#     label, commit, time, cpu (with --top)
+#     label, commit (repository HEAD, "+dirty" if rust/ differs), harp_sha256 (first 12 hex
+#     digits of the binary's SHA-256), time, cpu (with --top)
 #   kind "error": a cell that failed or timed out (with the tail of the workers' stderr)
 #
 # BOUNDS (n = --bytes, B = measured TCP payload rate in bytes/s)
@@ -67,7 +84,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
-PREFIX=hbench CC='' TCP_CC=''
+PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0
 CELLS=() EXTRA=()
 
 preset() {
@@ -80,7 +97,7 @@ preset() {
     crossover)
       ops="broadcast/chain broadcast/binomial allreduce/bidirectional-exchange allreduce/regroup-allgather
            allgather/ring allgather/known-total"
-      for size in 4k 16k 64k 256k; do for o in $ops; do CELLS+=("$o@$size"); done; done ;;
+      for size in 1k 4k 16k 64k 256k 1m; do for o in $ops; do CELLS+=("$o@$size"); done; done ;;
     topology)
       for size in 16m 64m; do for o in broadcast/chain broadcast/chain-random; do CELLS+=("$o@$size"); done; done ;;
     uneven)
@@ -93,7 +110,7 @@ preset() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
+    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
       [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
     --p) PS_LIST=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -102,6 +119,8 @@ while [[ $# -gt 0 ]]; do
     --uneven) UNEVEN=$2; shift 2 ;;
     --delay) DELAY=$2; shift 2 ;;
     --cc) CC=$2; shift 2 ;;
+    --burst) BURST=$2; shift 2 ;;
+    --no-offload) NO_OFFLOAD=1; shift ;;
     --preset) preset "$2"; shift 2 ;;
     --cells-file) [[ -f $2 ]] || die "no file $2"
       while read -r l; do l=${l%%#*}; for c in $l; do CELLS+=("$c"); done; done <"$2"; shift 2 ;;
@@ -138,6 +157,7 @@ export HARP_SECRET=${HARP_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -
 
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD -- rust 2>/dev/null || COMMIT="$COMMIT+dirty"
+HARP_SHA=$(sha256sum "$HARP_BIN" | cut -c1-12)
 RATE_BITS=$(awk -v s="${RATE,,}" 'BEGIN {
   if (!match(s, /^[0-9.]+/)) exit 1; n = substr(s, 1, RLENGTH); u = substr(s, RLENGTH + 1)
   m["" ]=1; m["bit"]=1; m["kbit"]=1e3; m["mbit"]=1e6; m["gbit"]=1e9; m["kibit"]=1024; m["mibit"]=1048576
@@ -198,7 +218,9 @@ iperf_bits() {
 pair_rate_bits() {
   if [[ -z $UNEVEN ]]; then echo "$RATE_BITS"; return; fi
   "$NC" status --prefix "$PREFIX" | awk -v i="$1" -v j="$2" '
-    /^per-pair rate/ { t = 1; next } t && $1 == "h" i { printf "%.0f\n", $(j + 2) * 1e6; exit }'
+    /^per-pair rate/ { t = 1; next }
+    t == 1 { t = 2; next }                                   # the column header line
+    t == 2 && $1 == "h" i { printf "%.0f\n", $(j + 2) * 1e6; exit }'
 }
 
 B_BITS='' B_INTER=null
@@ -213,6 +235,7 @@ measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
     (( j < p )) || j=1
   elif [[ -n $RACKS ]]; then j=1; fi
   pr=$(pair_rate_bits 0 "$j")
+  [[ $pr =~ ^[1-9][0-9]*$ ]] || die "cannot read the configured rate of pair h0->h$j"
   got=$(iperf_bits 0 "$j")
   [[ -n $got ]] || die "iperf3 h0->h$j gave no result"
   B_BITS=$(awk -v g="$got" -v pr="$pr" -v r="$RATE_BITS" 'BEGIN { printf "%.0f", g * r / pr }')
@@ -223,10 +246,11 @@ measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
   fi
   log "tcp_cc $TCP_CC; B (TCP payload, h0->h$j, flat-equivalent) = $(awk -v b="$B_BITS" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s; B_inter = $B_INTER"
   jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" --argjson b "$B_BITS" \
-    --argjson bi "$B_INTER" --argjson pr "$pr" --arg pair "h0->h$j" --arg lbl "$LABEL" --arg cc "$TCP_CC" --arg kernel "$(uname -r)" \
+    --argjson bi "$B_INTER" --argjson pr "$pr" --arg pair "h0->h$j" --arg lbl "$LABEL" --arg cc "$TCP_CC" --arg kernel "$(uname -r)" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" \
     --arg time "$(date -u +%FT%TZ)" \
     '{kind:"iperf", shape:$shape, p:$p, rate_bits:$rate, B_bits:$b, B_inter_bits:$bi,
-      pair:$pair, pair_rate_bits:$pr, tcp_cc:$cc, kernel:$kernel, tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
+      pair:$pair, pair_rate_bits:$pr, tcp_cc:$cc, kernel:$kernel,
+      htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
 }
 
 cluster_up() {
@@ -243,6 +267,33 @@ cluster_up() {
     done
   fi
   TCP_CC=$(ip netns exec "$(ns 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
+  [[ -n $BURST ]] && set_burst
+  if (( NO_OFFLOAD )); then
+    command -v ethtool >/dev/null || die "--no-offload needs ethtool (apt-get install ethtool)"
+    for (( i = 0; i < p; i++ )); do
+      ip netns exec "$(ns "$i")" ethtool -K eth0 tso off gso off >/dev/null 2>&1 || die "ethtool -K in $(ns "$i") failed"
+    done
+  fi
+  return 0
+}
+
+set_burst() {   # every htb class in this cluster's namespaces gets burst = cburst = $BURST
+  local n dev line cls parent rate ceil count=0
+  for n in $(ip netns list | awk '{ print $1 }' | grep -E "^${PREFIX}(sw|h[0-9]+)\$"); do
+    for dev in $(tc -n "$n" qdisc show | awk '$2 == "htb" { print $5 }'); do
+      while read -r line; do
+        cls=$(awk '{ print $3 }' <<<"$line")
+        if [[ $line == *" root "* ]]; then parent=root; else parent="parent $(awk '{ for (i = 1; i < NF; i++) if ($i == "parent") print $(i+1) }' <<<"$line")"; fi
+        rate=$(awk '{ for (i = 1; i < NF; i++) if ($i == "rate") print $(i+1) }' <<<"$line")
+        ceil=$(awk '{ for (i = 1; i < NF; i++) if ($i == "ceil") print $(i+1) }' <<<"$line")
+        # shellcheck disable=SC2086
+        tc -n "$n" class change dev "$dev" $parent classid "$cls" htb rate "$rate" ceil "$ceil" \
+          burst "$BURST" cburst "$BURST" quantum 60000 || die "tc class change $n $dev $cls failed"
+        count=$((count + 1))
+      done < <(tc -n "$n" class show dev "$dev" | grep '^class htb')
+    done
+  done
+  log "htb burst/cburst set to $BURST bytes on $count classes"
 }
 
 CELL_NO=0
@@ -305,13 +356,14 @@ run_cell() {   # run_cell P SPEC
   local common
   common=$(jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" \
     --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
-    --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" \
+    --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" --arg sha "$HARP_SHA" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
-    --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" \
+    --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" \
     '{shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
       uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
-      B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc, warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
-      "label":$lbl, commit:$commit, time:$time}')
+      B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc,
+      htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
+      "label":$lbl, commit:$commit, harp_sha256:$sha, time:$time}')
   if (( bad )) || [[ -z $line ]]; then
     err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)
     log "FAILED $spec p=$p (exit codes ${rcs[*]}, limit ${tmo}s): $(echo "$err" | head -n 3)"
@@ -340,7 +392,7 @@ run_cell() {   # run_cell P SPEC
     + (if .cpu then ", cpu idle \(.cpu.idle_pct)% si \(.cpu.si_pct)% harp sum \(.cpu.harp_cpu_pct_sum)% max \(.cpu.harp_cpu_pct_max)%" else "" end)' <<<"$out") [${secs}s]"
 }
 
-log "harp $HARP_BIN ($COMMIT), shape $SHAPE, rate $RATE, p in {$PS_LIST}, ${#CELLS[@]} cells, out $OUT"
+log "harp $HARP_BIN (sha256 $HARP_SHA, repo $COMMIT), shape $SHAPE, rate $RATE, p in {$PS_LIST}, ${#CELLS[@]} cells, out $OUT"
 if ip netns list 2>/dev/null | awk '{ print $1 }' | grep -Eq "^${PREFIX}(sw|h[0-9]+)\$"; then
   log "removing stale namespaces with prefix $PREFIX"
   timeout 60 "$NC" down --prefix "$PREFIX" >/dev/null

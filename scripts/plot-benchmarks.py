@@ -17,8 +17,13 @@ are skipped) and writes to docs/plots/:
                                               time vs size (log-log) per p
     uneven-vs-flat.svg                        ratio to the flat bound, flat vs uneven links
 
-Only records without passthrough arguments ("extra" empty) are plotted; when a cell was
-measured more than once the last record wins.  Each flat figure is drawn once per TCP
+With --tables it also prints Markdown tables (flat results per TCP congestion control,
+best algorithm per size and p, topology and uneven cells) to stdout.
+
+Only records without passthrough arguments ("extra" empty) and whose label does not start
+with "investigate" are used; when a cell was measured more than once the last record wins.
+Records from runs with --no-offload ("strict" shaping) are kept apart: the crossover plots
+and tables use them when present, every other figure uses the default runs.  Each flat figure is drawn once per TCP
 congestion control found (one panel row each).  No third-party packages.
 """
 import argparse
@@ -35,6 +40,11 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e3
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
 
 
+def variant(r):
+    """'strict' when the run shaped every frame (TSO/GSO off), else 'default'."""
+    return "strict" if r.get("offload") is False else "default"
+
+
 def load(results_dir):
     recs = OrderedDict()
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
@@ -48,9 +58,10 @@ def load(results_dir):
                 except json.JSONDecodeError:
                     print(f"{path}:{ln}: not JSON, skipped", file=sys.stderr)
                     continue
-                if r.get("kind") != "bench" or r.get("extra"):
+                if r.get("kind") != "bench" or r.get("extra") or str(r.get("label", "")).startswith("investigate"):
                     continue
-                key = (r["shape"], r.get("tcp_cc", "?"), r["op"], r["algorithm"], r["bytes"], r["p"])
+                r["variant"] = variant(r)
+                key = (r["variant"], r["shape"], r.get("tcp_cc", "?"), r["op"], r["algorithm"], r["bytes"], r["p"])
                 recs.pop(key, None)
                 recs[key] = r
     return list(recs.values())
@@ -64,6 +75,8 @@ def fmt_size(n):
 
 
 def fmt_time(s):
+    if s == 0:
+        return "0"
     if s >= 1:
         return f"{s:g} s" if s == int(s) else f"{s:.3g} s"
     if s >= 1e-3:
@@ -91,8 +104,9 @@ def nice_ticks(lo, hi, n=5):
 def log_ticks(lo, hi):
     out = []
     e = math.floor(math.log10(lo))
+    mult = (1, 2, 5) if hi / lo < 1e3 else (1, 3) if hi / lo < 1e5 else (1,)
     while 10 ** e <= hi * 1.0001:
-        for m in (1, 2, 5):
+        for m in mult:
             v = m * 10 ** e
             if lo / 1.0001 <= v <= hi * 1.0001:
                 out.append(v)
@@ -225,18 +239,18 @@ def ccs(recs):
 
 
 def plot_time_vs_p(recs, size, out):
-    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size]
+    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r["variant"] == "default"]
     if not flat:
         return
     cl = ccs(flat)
     ops = [o for o in ALGS if any(r["op"] == o for r in flat)]
     pw, ph, mx, my = 210, 170, 75, 70
-    svg = Svg(mx + len(ops) * (pw + 70) + 10, 50 + len(cl) * (ph + my + 40) + 40)
+    svg = Svg(mx + len(ops) * (pw + 70) + 10, 50 + len(cl) * (ph + my + 70) + 40)
     svg.text(svg.w / 2, 22, f"Median time vs p, {fmt_size(size)}, flat 200 Mbit/s per host "
              f"(dashed: bound from measured B)", 14, "middle", "bold")
     for ci, cc in enumerate(cl):
         rows = [r for r in flat if r.get("tcp_cc", "?") == cc]
-        y0 = 60 + ci * (ph + my + 40)
+        y0 = 60 + ci * (ph + my + 70)
         for oi, op in enumerate(ops):
             rr = [r for r in rows if r["op"] == op]
             if not rr:
@@ -258,25 +272,28 @@ def plot_time_vs_p(recs, size, out):
                              title=f"{alg}")
                 for p, t, ratio in pts:
                     if ratio:
-                        svg.text(pan.px(p) + 5, pan.py(t) - 5, f"{ratio:.2f}×", 9, color=c)
+                        svg.text(pan.px(p) - 4, pan.py(t) - 6 - 10 * ai, f"{ratio:.2f}×", 9, "end", color=c)
                 items.append((alg, c, None))
             legend(svg, x0, y0 + ph + 46, items)
     svg.save(os.path.join(out, f"time-vs-p-{size >> 20}m.svg"))
 
 
-def bar_chart(path, title, groups, series, values, ylabel, refs=(), ymax=None, note=""):
-    """groups: list of group labels; series: list of (label, color); values[g][s] = v or None."""
+def bar_chart(path, title, groups, series, values, ylabel, refs=(), ymin=0.0, ymax=None, note=""):
+    """groups: list of group labels; series: list of (label, color); values[g][s] = v or None.
+    Bars start at ymin; bars above ymax are clipped and carry their value."""
     n_g, n_s = len(groups), len(series)
-    bw = 14
+    bw = 14 if n_s > 2 else 22
     gw = n_s * bw + 18
     mx, my, ph = 70, 60, 260
+    longest = max(len(g) for g in groups)
     pw = max(n_g * gw, 300)
-    svg = Svg(mx + pw + 30, my + ph + 120 + 16 * ((n_s + 3) // 4))
+    lab_h = int(longest * 6.2 * 0.6) + 20
+    svg = Svg(mx + pw + 60, my + ph + lab_h + 30 + 16 * ((n_s + 2) // 3))
     svg.text(svg.w / 2, 22, title, 14, "middle", "bold")
     if note:
         svg.text(svg.w / 2, 40, note, 11, "middle", color="#555")
     vmax = ymax or max([v for row in values for v in row if v is not None] + [r for r, _ in refs]) * 1.08
-    pan = Panel(svg, mx, my, pw, ph, (0, pw), (0, vmax), xticks=[], yfmt=lambda v: f"{v:g}",
+    pan = Panel(svg, mx, my, pw, ph, (0, pw), (ymin, vmax), xticks=[], yfmt=lambda v: f"{v:g}",
                 ylabel=ylabel)
     for gi, g in enumerate(groups):
         gx = mx + gi * gw + 9
@@ -285,27 +302,28 @@ def bar_chart(path, title, groups, series, values, ylabel, refs=(), ymax=None, n
             if v is None:
                 continue
             x = gx + si * bw
-            top = pan.py(min(v, vmax))
+            top = pan.py(min(max(v, ymin), vmax))
             svg.rect(x, top, bw - 2, my + ph - top, c, title=f"{g} {sl}: {v:.3f}")
             if v > vmax:
-                svg.text(x + bw / 2, my + 10, f"{v:.1f}", 8, "middle")
+                svg.text(x + bw / 2 + 3, my + 4, f"{v:.2f}", 9, "end", "bold", "#fff", rotate=-90)
         svg.text(gx + n_s * bw / 2, my + ph + 12, g, 10, "end", rotate=-35)
-    for r, lab in refs:
+    for i, (r, lab) in enumerate(refs):
         y = pan.py(r)
         svg.line(mx, y, mx + pw, y, "#000", 1, "4,3")
-        svg.text(mx + pw + 2, y + 3, lab, 9)
-    legend(svg, mx, my + ph + 95, [(sl, c, None) for sl, c in series], cols=4, colw=160)
+        svg.text(mx + pw + 3, y + (-2 if i % 2 else 8), lab, 9)
+    legend(svg, mx, my + ph + lab_h + 10, [(sl, c, None) for sl, c in series], cols=3, colw=230)
     svg.save(path)
 
 
 def plot_ratio(recs, size, out):
-    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r.get("ratio")]
+    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r.get("ratio")
+            and r["variant"] == "default"]
     if not flat:
         return
     groups, keys = [], []
     for op in ALGS:
         for alg in algs_for(flat, op):
-            groups.append(f"{op} {alg}" if op != alg else op)
+            groups.append(f"{op} {alg}" if alg != "default" else op)
             keys.append((op, alg))
     cl = ccs(flat)
     ps = sorted({r["p"] for r in flat})
@@ -321,12 +339,12 @@ def plot_ratio(recs, size, out):
                 vals[ki].append(v)
     bar_chart(os.path.join(out, f"ratio-{size >> 20}m.svg"),
               f"Median time / bound, {fmt_size(size)}, flat 200 Mbit/s", groups, series, vals,
-              "time / bound", refs=[(1.0, "1.00"), (1.05, "1.05")], ymax=3.2,
-              note="bound from measured B; bars above 3.2 are clipped (value printed)")
+              "time / bound", refs=[(1.0, "1.00"), (1.05, "1.05")], ymin=0.9, ymax=1.5,
+              note="bound from measured B; axis starts at 0.9; bars above 1.5 are clipped (value printed)")
 
 
 def plot_racks(recs, out):
-    rk = [r for r in recs if r["shape"].startswith("racks") and r["op"] == "broadcast"
+    rk = [r for r in recs if r["shape"].startswith("racks") and r["op"] == "broadcast" and r["variant"] == "default"
           and r["algorithm"] in ("chain", "chain-random")]
     if not rk:
         return
@@ -352,7 +370,7 @@ def plot_racks(recs, out):
 
 def plot_one_by_one(recs, out):
     flat = [r for r in recs if r["shape"] == "flat" and r["op"] == "broadcast"
-            and r["bytes"] >= (16 << 20)]
+            and r["bytes"] >= (16 << 20) and r["variant"] == "default"]
     if not flat:
         return
     cc = ccs(flat)[0]
@@ -380,20 +398,34 @@ def plot_one_by_one(recs, out):
             svg.polyline([(pan.px(p), pan.py(t)) for p, t in pts], c)
             for p, t in pts:
                 svg.text(pan.px(p) + 5, pan.py(t) - 5, f"{t * B / n:.2f}", 9, color=c)
-            items.append((alg + " (label: time·B/n)", c, None))
-        legend(svg, x0, 50 + ph + 48, items, cols=2, colw=150)
+            items.append((alg, c, None))
+        svg.text(x0 + pw, 50 + ph + 32, "labels: time·B/n", 9, "end", color="#555")
+        legend(svg, x0, 50 + ph + 48, items, cols=2, colw=175)
     svg.save(os.path.join(out, "one-by-one-vs-chain.svg"))
 
 
-def plot_crossover(recs, op, algs, out):
+def crossover_recs(recs, op, algs):
+    """Flat records of op/algs: the strict-shaping runs for the sizes they cover (<= 1 MiB),
+    the default runs for the bigger sizes."""
     rr = [r for r in recs if r["shape"] == "flat" and r["op"] == op and r["algorithm"] in algs]
+    strict = [r for r in rr if r["variant"] == "strict"]
+    if not strict:
+        return rr, "default shaping"
+    top = max(r["bytes"] for r in strict)
+    return strict + [r for r in rr if r["variant"] == "default" and r["bytes"] > top], \
+        f"≤{fmt_size(top)}: strict shaping (TSO/GSO off, small htb burst); larger: default runs"
+
+
+def plot_crossover(recs, op, algs, out):
+    rr, how = crossover_recs(recs, op, algs)
     if not rr:
         return
     cl = ccs(rr)
     ps = sorted({r["p"] for r in rr})
     pw, ph = 240, 200
-    svg = Svg(90 + len(ps) * (pw + 80), 60 + len(cl) * (ph + 110))
+    svg = Svg(90 + len(ps) * (pw + 80), 75 + len(cl) * (ph + 110))
     svg.text(svg.w / 2, 22, f"{op}: median time vs size (log-log), flat 200 Mbit/s", 14, "middle", "bold")
+    svg.text(svg.w / 2, 40, how, 11, "middle", color="#555")
     for ci, cc in enumerate(cl):
         for pi, p in enumerate(ps):
             sub = [r for r in rr if r["p"] == p and r.get("tcp_cc", "?") == cc]
@@ -401,7 +433,7 @@ def plot_crossover(recs, op, algs, out):
                 continue
             xs = sorted({r["bytes"] for r in sub})
             ts = [r["median_s"] for r in sub]
-            x0, y0 = 90 + pi * (pw + 80), 55 + ci * (ph + 110)
+            x0, y0 = 90 + pi * (pw + 80), 70 + ci * (ph + 110)
             pan = Panel(svg, x0, y0, pw, ph, (min(xs) / 1.3, max(xs) * 1.3),
                         (min(ts) / 1.5, max(ts) * 1.5), xlog=True, ylog=True,
                         title=f"p={p}, tcp {cc}", xlabel="bytes", xticks=xs,
@@ -418,7 +450,7 @@ def plot_crossover(recs, op, algs, out):
 
 
 def plot_uneven(recs, out):
-    un = [r for r in recs if "uneven" in r["shape"] and r.get("ratio")]
+    un = [r for r in recs if "uneven" in r["shape"] and r.get("ratio") and r["variant"] == "default"]
     if not un:
         return
     groups, vals = [], []
@@ -427,7 +459,7 @@ def plot_uneven(recs, out):
     shapes = sorted({r["shape"] for r in un})
     for op, alg, n, p, cc in keys:
         row = []
-        f = next((r for r in recs if r["shape"] == "flat" and (r["op"], r["algorithm"], r["bytes"], r["p"],
+        f = next((r for r in recs if r["shape"] == "flat" and r["variant"] == "default" and (r["op"], r["algorithm"], r["bytes"], r["p"],
                   r.get("tcp_cc", "?")) == (op, alg, n, p, cc)), None)
         row.append(f["ratio"] if f else None)
         for sh in shapes:
@@ -443,15 +475,80 @@ def plot_uneven(recs, out):
               note="the bound is the flat network's; the excess is what the algorithm loses to slow pairs")
 
 
+def ms(t):
+    return f"{t * 1e3:.3f}" if t < 0.01 else f"{t * 1e3:.1f}" if t < 10 else f"{t * 1e3:.0f}"
+
+
+def tables(recs):
+    flat = [r for r in recs if r["shape"] == "flat" and r["variant"] == "default"]
+    cl = ccs(flat)
+    print("### Flat 200 Mbit/s: median time (ms) and ratio to the bound\n")
+    head = "| op | algorithm | n | p | bound ms |" + "".join(f" {c} ms | {c} ratio |" for c in cl)
+    print(head)
+    print("|" + "---|" * (5 + 2 * len(cl)))
+    keys = sorted({(r["op"], r["algorithm"], r["bytes"], r["p"]) for r in flat},
+                  key=lambda k: (list(ALGS).index(k[0]) if k[0] in ALGS else 99,
+                                 (algs_for(flat, k[0]).index(k[1])), k[2], k[3]))
+    for op, alg, n, p in keys:
+        row = {r.get("tcp_cc", "?"): r for r in flat if (r["op"], r["algorithm"], r["bytes"], r["p"]) == (op, alg, n, p)}
+        b = next((r["bound_s"] for r in row.values() if r.get("bound_s")), None)
+        cells = ""
+        for c in cl:
+            r = row.get(c)
+            cells += f" {ms(r['median_s'])} | {r['ratio']:.3f} |" if r and r.get("ratio") else (f" {ms(r['median_s'])} | – |" if r else " – | – |")
+        print(f"| {op} | {alg} | {fmt_size(n)} | {p} | {ms(b) if b else '–'} |{cells}")
+    print()
+    pairs = {"broadcast": ("chain", "binomial"), "allreduce": ("bidirectional-exchange", "regroup-allgather"),
+             "allgather": ("ring", "known-total")}
+    for c in cl:
+        print(f"### Best algorithm per size (tcp {c}); in brackets: slowdown of the other(s) vs the best\n")
+        for op in ("broadcast", "allreduce", "allgather"):
+            rr, how = crossover_recs(recs, op, pairs[op])
+            sub = [r for r in rr if r.get("tcp_cc", "?") == c]
+            if not sub:
+                continue
+            print(f"{op}: {how}\n")
+            sizes = sorted({r["bytes"] for r in sub})
+            ps = sorted({r["p"] for r in sub})
+            print(f"| {op} | " + " | ".join(fmt_size(n) for n in sizes) + " |")
+            print("|---|" + "---|" * len(sizes))
+            for p in ps:
+                cells = []
+                for n in sizes:
+                    rr = sorted((r["median_s"], r["algorithm"]) for r in sub if r["p"] == p and r["bytes"] == n)
+                    if not rr:
+                        cells.append("–")
+                        continue
+                    best = rr[0]
+                    others = ", ".join(f"{a[:5]} {t / best[0]:.2f}×" for t, a in rr[1:])
+                    cells.append(f"**{best[1]}** {ms(best[0])} ms ({others})")
+                print(f"| p={p} | " + " | ".join(cells) + " |")
+            print()
+    other = [r for r in recs if r["shape"] != "flat" and r["variant"] == "default"]
+    if other:
+        print("### Other shapes\n")
+        print("| shape | tcp | op | algorithm | n | p | median ms | bound ms (basis) | ratio |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in sorted(other, key=lambda r: (r["shape"], r.get("tcp_cc", "?"), r["op"], r["bytes"], r["algorithm"], r["p"])):
+            b = f"{ms(r['bound_s'])} ({r.get('bound_basis', 'B')})" if r.get("bound_s") else "–"
+            ratio = f"{r['ratio']:.3f}" if r.get("ratio") else "–"
+            print(f"| {r['shape']} | {r.get('tcp_cc', '?')} | {r['op']} | {r['algorithm']} | {fmt_size(r['bytes'])} | "
+                  f"{r['p']} | {ms(r['median_s'])} | {b} | {ratio} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--results", default=os.path.join(root, "docs", "results"))
     ap.add_argument("--out", default=os.path.join(root, "docs", "plots"))
+    ap.add_argument("--tables", action="store_true", help="print Markdown tables instead of plotting")
     a = ap.parse_args()
     recs = load(a.results)
     if not recs:
         sys.exit(f"no bench records in {a.results}/*.jsonl")
+    if a.tables:
+        tables(recs)
+        return
     os.makedirs(a.out, exist_ok=True)
     for size in (16 << 20, 64 << 20):
         plot_time_vs_p(recs, size, a.out)
