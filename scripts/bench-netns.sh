@@ -24,6 +24,9 @@
 #                        between repetitions, so messages up to ~64 KB per link and
 #                        repetition look faster than the rate allows.  Use it (with --burst)
 #                        for small sizes; it costs CPU (one qdisc pass per 1514-byte frame).
+#   --gso-max BYTES      cap GSO packets on every host's eth0 at BYTES (ip link ... gso_max_size):
+#                        a middle way between default offload and --no-offload (the htb debt
+#                        per packet is at most BYTES, at a fraction of the per-frame CPU cost)
 #   --cc NAME            TCP congestion control inside the host namespaces (sysctl
 #                        net.ipv4.tcp_congestion_control there; e.g. reno, bbr, cubic if the
 #                        kernel allows it).  Default: whatever new namespaces inherit.
@@ -84,7 +87,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
-PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0
+PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX=''
 CELLS=() EXTRA=()
 
 preset() {
@@ -110,7 +113,7 @@ preset() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
+    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--gso-max|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
       [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
     --p) PS_LIST=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -121,6 +124,7 @@ while [[ $# -gt 0 ]]; do
     --cc) CC=$2; shift 2 ;;
     --burst) BURST=$2; shift 2 ;;
     --no-offload) NO_OFFLOAD=1; shift ;;
+    --gso-max) GSO_MAX=$2; shift 2 ;;
     --preset) preset "$2"; shift 2 ;;
     --cells-file) [[ -f $2 ]] || die "no file $2"
       while read -r l; do l=${l%%#*}; for c in $l; do CELLS+=("$c"); done; done <"$2"; shift 2 ;;
@@ -254,7 +258,8 @@ measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
 }
 
 cluster_up() {
-  local p=$1 args=(up "$p" --rate "$RATE" --prefix "$PREFIX")
+  local p=$1
+  local args=(up "$p" --rate "$RATE" --prefix "$PREFIX")
   [[ -n $RACKS ]] && args+=(--racks "$RACKS" --uplink "$UPLINK")
   [[ -n $UNEVEN ]] && args+=(--uneven "$UNEVEN")
   [[ -n $DELAY ]] && args+=(--delay "$DELAY")
@@ -268,6 +273,11 @@ cluster_up() {
   fi
   TCP_CC=$(ip netns exec "$(ns 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
   [[ -n $BURST ]] && set_burst
+  if [[ -n $GSO_MAX ]]; then
+    for (( i = 0; i < p; i++ )); do
+      ip -n "$(ns "$i")" link set dev eth0 gso_max_size "$GSO_MAX" || die "cannot set gso_max_size in $(ns "$i")"
+    done
+  fi
   if (( NO_OFFLOAD )); then
     command -v ethtool >/dev/null || die "--no-offload needs ethtool (apt-get install ethtool)"
     for (( i = 0; i < p; i++ )); do
@@ -331,7 +341,7 @@ run_cell() {   # run_cell P SPEC
   local cpu=null toppid=''
   if (( TOP )); then
     top -b -d 0.5 -n 2000 -w 250 >"$TMP/top-$CELL_NO" 2>/dev/null &
-    toppid=$!; PIDS+=($toppid)
+    toppid=$!; PIDS+=("$toppid")
   fi
   for (( i = 0; i < p; i++ )); do
     if wait "${pids[$i]}"; then rcs+=(0); else rc=$?; rcs+=("$rc"); fi
@@ -358,11 +368,11 @@ run_cell() {   # run_cell P SPEC
     --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
     --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" --arg sha "$HARP_SHA" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
-    --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" \
+    --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" --arg gso "$GSO_MAX" \
     '{shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
       uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
       B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc,
-      htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
+      htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), gso_max:(if $gso == "" then null else ($gso|tonumber) end), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
       "label":$lbl, commit:$commit, harp_sha256:$sha, time:$time}')
   if (( bad )) || [[ -z $line ]]; then
     err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)

@@ -21,10 +21,13 @@ With --tables it also prints Markdown tables (flat results per TCP congestion co
 best algorithm per size and p, topology and uneven cells) to stdout.
 
 Only records without passthrough arguments ("extra" empty) and whose label does not start
-with "investigate" are used; when a cell was measured more than once the last record wins.
-Records from runs with --no-offload ("strict" shaping) are kept apart: the crossover plots
-and tables use them when present, every other figure uses the default runs.  Each flat figure is drawn once per TCP
-congestion control found (one panel row each).  No third-party packages.
+with "investigate" are used; when a cell was measured more than once the most recent record
+(field "time") wins.  The flat figures (time vs p, ratios, one-by-one, uneven baseline) use
+the records labelled "sweep".  Records from runs with --no-offload ("strict" shaping) are
+kept apart: the crossover plots and tables use them for sizes up to 1 MiB when present, the
+default runs above.  An allreduce or broadcast cell run without --algorithm or with
+"auto" is its own series "auto" (what it chose is in "chosen").  Each flat figure is drawn
+once per TCP congestion control found (one panel row each).  No third-party packages.
 """
 import argparse
 import glob
@@ -46,7 +49,7 @@ def variant(r):
 
 
 def load(results_dir):
-    recs = OrderedDict()
+    rows = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
         with open(path) as f:
             for ln, line in enumerate(f, 1):
@@ -61,9 +64,21 @@ def load(results_dir):
                 if r.get("kind") != "bench" or r.get("extra") or str(r.get("label", "")).startswith("investigate"):
                     continue
                 r["variant"] = variant(r)
-                key = (r["variant"], r["shape"], r.get("tcp_cc", "?"), r["op"], r["algorithm"], r["bytes"], r["p"])
-                recs.pop(key, None)
-                recs[key] = r
+                r["file"] = os.path.basename(path)
+                # An automatic choice is its own series: "auto" (the chosen algorithm in "chosen").
+                cell = r.get("cell", "")
+                req = cell.split("@")[0].split("/")[1] if "/" in cell.split("@")[0] else None
+                if r["op"] in ("allreduce", "broadcast") and req in (None, "auto"):
+                    r["chosen"], r["algorithm"] = r["algorithm"], "auto"
+                rows.append(r)
+    # When a cell was measured more than once, the most recent record wins.
+    rows.sort(key=lambda r: r.get("time", ""))
+    recs = OrderedDict()
+    for r in rows:
+        key = (r.get("label") == "sweep", r["variant"], r["shape"], r.get("tcp_cc", "?"), r["op"],
+               r["algorithm"], r["bytes"], r["p"])
+        recs.pop(key, None)
+        recs[key] = r
     return list(recs.values())
 
 
@@ -239,7 +254,8 @@ def ccs(recs):
 
 
 def plot_time_vs_p(recs, size, out):
-    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r["variant"] == "default"]
+    flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r["variant"] == "default"
+            and r.get("label") == "sweep"]
     if not flat:
         return
     cl = ccs(flat)
@@ -272,7 +288,9 @@ def plot_time_vs_p(recs, size, out):
                              title=f"{alg}")
                 for p, t, ratio in pts:
                     if ratio:
-                        svg.text(pan.px(p) - 4, pan.py(t) - 6 - 10 * ai, f"{ratio:.2f}×", 9, "end", color=c)
+                        first = p == min(ps)
+                        svg.text(pan.px(p) + (5 if first else -4), pan.py(t) - 6 - 10 * ai, f"{ratio:.2f}×", 9,
+                                 "start" if first else "end", color=c)
                 items.append((alg, c, None))
             legend(svg, x0, y0 + ph + 46, items)
     svg.save(os.path.join(out, f"time-vs-p-{size >> 20}m.svg"))
@@ -284,8 +302,8 @@ def bar_chart(path, title, groups, series, values, ylabel, refs=(), ymin=0.0, ym
     n_g, n_s = len(groups), len(series)
     bw = 14 if n_s > 2 else 22
     gw = n_s * bw + 18
-    mx, my, ph = 70, 60, 260
     longest = max(len(g) for g in groups)
+    mx, my, ph = max(70, int(longest * 5.2) - 20), 60, 260
     pw = max(n_g * gw, 300)
     lab_h = int(longest * 6.2 * 0.6) + 20
     svg = Svg(mx + pw + 60, my + ph + lab_h + 30 + 16 * ((n_s + 2) // 3))
@@ -317,7 +335,7 @@ def bar_chart(path, title, groups, series, values, ylabel, refs=(), ymin=0.0, ym
 
 def plot_ratio(recs, size, out):
     flat = [r for r in recs if r["shape"] == "flat" and r["bytes"] == size and r.get("ratio")
-            and r["variant"] == "default"]
+            and r["variant"] == "default" and r.get("label") == "sweep"]
     if not flat:
         return
     groups, keys = [], []
@@ -370,7 +388,7 @@ def plot_racks(recs, out):
 
 def plot_one_by_one(recs, out):
     flat = [r for r in recs if r["shape"] == "flat" and r["op"] == "broadcast"
-            and r["bytes"] >= (16 << 20) and r["variant"] == "default"]
+            and r["bytes"] >= (16 << 20) and r["variant"] == "default" and r.get("label") == "sweep"]
     if not flat:
         return
     cc = ccs(flat)[0]
@@ -404,19 +422,26 @@ def plot_one_by_one(recs, out):
     svg.save(os.path.join(out, "one-by-one-vs-chain.svg"))
 
 
-def crossover_recs(recs, op, algs):
-    """Flat records of op/algs: the strict-shaping runs for the sizes they cover (<= 1 MiB),
-    the default runs for the bigger sizes."""
-    rr = [r for r in recs if r["shape"] == "flat" and r["op"] == op and r["algorithm"] in algs]
-    strict = [r for r in rr if r["variant"] == "strict"]
-    if not strict:
-        return rr, "default shaping"
-    top = max(r["bytes"] for r in strict)
-    return strict + [r for r in rr if r["variant"] == "default" and r["bytes"] > top], \
-        f"≤{fmt_size(top)}: strict shaping (TSO/GSO off, small htb burst); larger: default runs"
+STRICT_MAX = 1 << 20   # strict shaping is CPU-bound on 2 cores above this (see the doc)
+
+
+def crossover_recs(recs, op, algs, variant_small="strict"):
+    """Flat records of op/algs: sizes <= 1 MiB from the given variant (strict shaping by
+    default, when there is any), bigger sizes from the default runs."""
+    latest = OrderedDict()
+    for r in sorted((r for r in recs if r["shape"] == "flat" and r["op"] == op and r["algorithm"] in algs),
+                    key=lambda r: r.get("time", "")):
+        latest[(r["variant"], r.get("tcp_cc", "?"), r["algorithm"], r["bytes"], r["p"])] = r
+    rr = list(latest.values())
+    small = [r for r in rr if r["variant"] == variant_small and r["bytes"] <= STRICT_MAX]
+    if variant_small == "default" or not small:
+        return [r for r in rr if r["variant"] == "default"], "default shaping"
+    return small + [r for r in rr if r["variant"] == "default" and r["bytes"] > STRICT_MAX], \
+        f"≤{fmt_size(STRICT_MAX)}: strict shaping (TSO/GSO off, small htb burst); larger: default shaping"
 
 
 def plot_crossover(recs, op, algs, out):
+    algs = list(algs) + (["auto"] if op in ("allreduce", "broadcast") else [])
     rr, how = crossover_recs(recs, op, algs)
     if not rr:
         return
@@ -431,20 +456,26 @@ def plot_crossover(recs, op, algs, out):
             sub = [r for r in rr if r["p"] == p and r.get("tcp_cc", "?") == cc]
             if not sub:
                 continue
+            small, build = latest_build([r for r in sub if r["bytes"] <= STRICT_MAX])
+            sub = small + [r for r in sub if r["bytes"] > STRICT_MAX]
             xs = sorted({r["bytes"] for r in sub})
             ts = [r["median_s"] for r in sub]
             x0, y0 = 90 + pi * (pw + 80), 70 + ci * (ph + 110)
             pan = Panel(svg, x0, y0, pw, ph, (min(xs) / 1.3, max(xs) * 1.3),
                         (min(ts) / 1.5, max(ts) * 1.5), xlog=True, ylog=True,
-                        title=f"p={p}, tcp {cc}", xlabel="bytes", xticks=xs,
+                        title=f"p={p}, tcp {cc}, build {build[:7]}", xlabel="bytes",
+                        xticks=[x for x in xs if x & (x - 1) == 0 and (x.bit_length() - 1) % 2 == 0],
                         xfmt=lambda v: fmt_size(int(v)).replace(" ", "").replace("KiB", "k").replace("MiB", "m"),
                         ylabel="median time" if pi == 0 else "")
             items = []
             for ai, alg in enumerate(algs):
                 pts = sorted((r["bytes"], r["median_s"]) for r in sub if r["algorithm"] == alg)
+                if not pts:
+                    continue
                 c = COLORS[ai]
-                svg.polyline([(pan.px(x), pan.py(t)) for x, t in pts], c)
-                items.append((alg, c, None))
+                dash = "3,3" if alg == "auto" else None
+                svg.polyline([(pan.px(x), pan.py(t)) for x, t in pts], c, 1.5 if dash else 2, dash)
+                items.append((alg, c, dash))
             legend(svg, x0, y0 + ph + 48, items)
     svg.save(os.path.join(out, f"crossover-{op}.svg"))
 
@@ -453,22 +484,31 @@ def plot_uneven(recs, out):
     un = [r for r in recs if "uneven" in r["shape"] and r.get("ratio") and r["variant"] == "default"]
     if not un:
         return
-    groups, vals = [], []
-    keys = sorted({(r["op"], r["algorithm"], r["bytes"], r["p"], r.get("tcp_cc", "?")) for r in un},
-                  key=lambda k: (list(ALGS).index(k[0]) if k[0] in ALGS else 99, k[1], k[2], k[3]))
     shapes = sorted({r["shape"] for r in un})
-    for op, alg, n, p, cc in keys:
-        row = []
-        f = next((r for r in recs if r["shape"] == "flat" and r["variant"] == "default" and (r["op"], r["algorithm"], r["bytes"], r["p"],
-                  r.get("tcp_cc", "?")) == (op, alg, n, p, cc)), None)
-        row.append(f["ratio"] if f else None)
+    cl = ccs(un)
+    keys = sorted({(r["op"], r["algorithm"], r["bytes"], r["p"]) for r in un},
+                  key=lambda k: (list(ALGS).index(k[0]) if k[0] in ALGS else 99, k[1], k[2], k[3]))
+    flat = [r for r in recs if r["shape"] == "flat" and r["variant"] == "default" and r.get("label") == "sweep"]
+    series = []
+    pal = {"reno": ("#9ecae1", "#08519c"), "bbr": ("#fdae6b", "#a63603")}
+    for cc in cl:
+        light, dark = pal.get(cc, ("#bbbbbb", "#444444"))
+        series.append((f"flat, tcp {cc}", light))
         for sh in shapes:
-            u = next((r for r in un if r["shape"] == sh and (r["op"], r["algorithm"], r["bytes"], r["p"],
-                      r.get("tcp_cc", "?")) == (op, alg, n, p, cc)), None)
-            row.append(u["ratio"] if u else None)
-        groups.append(f"{op} {alg} {fmt_size(n)} p={p}")
+            series.append((f"{sh}, tcp {cc}", dark))
+    groups, vals = [], []
+    for op, alg, n, p in keys:
+        row = []
+        for cc in cl:
+            f = next((r for r in flat if r.get("tcp_cc", "?") == cc and
+                      (r["op"], r["algorithm"], r["bytes"], r["p"]) == (op, alg, n, p)), None)
+            row.append(f["ratio"] if f else None)
+            for sh in shapes:
+                u = next((r for r in un if r["shape"] == sh and r.get("tcp_cc", "?") == cc and
+                          (r["op"], r["algorithm"], r["bytes"], r["p"]) == (op, alg, n, p)), None)
+                row.append(u["ratio"] if u else None)
+        groups.append(f"{op} {alg if alg != 'default' else ''} {fmt_size(n)} p={p}".replace("  ", " "))
         vals.append(row)
-    series = [("flat", "#1f77b4")] + [(sh, COLORS[(i + 1) % len(COLORS)]) for i, sh in enumerate(shapes)]
     bar_chart(os.path.join(out, "uneven-vs-flat.svg"),
               "Uneven links (per-pair R, R/2, R/4) vs flat: time / flat bound", groups, series, vals,
               "time / flat bound", refs=[(1.0, "1.00")],
@@ -479,10 +519,94 @@ def ms(t):
     return f"{t * 1e3:.3f}" if t < 0.01 else f"{t * 1e3:.1f}" if t < 10 else f"{t * 1e3:.0f}"
 
 
+def auto_table(recs, var, cc):
+    """For every size and p with an 'auto' record: its time, what it chose, and its slowdown
+    against the best explicit algorithm measured in the same variant."""
+    exp = {"allreduce": ("bidirectional-exchange", "regroup-allgather"), "broadcast": ("chain", "binomial")}
+    for op, algs in exp.items():
+        rr = [r for r in recs if r["shape"] == "flat" and r["op"] == op and r["variant"] == var
+              and r.get("tcp_cc", "?") == cc and (r["algorithm"] in algs or r["algorithm"] == "auto")]
+        rr, _ = latest_build(rr)
+        autos = [r for r in rr if r["algorithm"] == "auto"]
+        if not autos:
+            continue
+        sizes = sorted({r["bytes"] for r in autos})
+        ps = sorted({r["p"] for r in autos})
+        print(f"### {op} auto vs the best explicit algorithm ({var} shaping, tcp {cc}, build "
+              f"{autos[0].get('harp_sha256', '?')})\n")
+        print("Each cell: auto's median (its choice: B = bidirectional-exchange / binomial, R = "
+              "regroup-allgather, C = chain) and auto ÷ best explicit; **bold** when > 1.10.\n")
+        print(f"| p | " + " | ".join(fmt_size(n) for n in sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        for p in ps:
+            cells = []
+            for n in sizes:
+                a = next((r for r in autos if r["p"] == p and r["bytes"] == n), None)
+                ex = [r for r in rr if r["p"] == p and r["bytes"] == n and r["algorithm"] in algs]
+                if not a or not ex:
+                    cells.append("–")
+                    continue
+                best = min(r["median_s"] for r in ex)
+                q = a["median_s"] / best
+                ch = {"bidirectional-exchange": "B", "binomial": "B", "regroup-allgather": "R", "chain": "C"}.get(a.get("chosen"), "?")
+                qs = f"**{q:.2f}**" if q > 1.10 else f"{q:.2f}"
+                cells.append(f"{ms(a['median_s'])} ({ch}) {qs}")
+            print(f"| {p} | " + " | ".join(cells) + " |")
+        print()
+
+
+def latest_build(rr):
+    """Keep the records of the build (harp_sha256) of the most recent record."""
+    if not rr:
+        return rr, "?"
+    b = max(rr, key=lambda r: r.get("time", "")).get("harp_sha256", "?")
+    return [r for r in rr if r.get("harp_sha256", "?") == b], b
+
+
+def crossover_candidates(recs, var, cc):
+    """Worst slowdown against the best explicit algorithm, over every measured size and p, of
+    the rule 'small algorithm below T bytes, large algorithm from T on', for candidate T."""
+    rules = {"allreduce": ("bidirectional-exchange", "regroup-allgather"), "broadcast": ("binomial", "chain")}
+    for op, (small, large) in rules.items():
+        rr = [r for r in recs if r["shape"] == "flat" and r["op"] == op and r["variant"] == var
+              and r.get("tcp_cc", "?") == cc and r["algorithm"] in (small, large) and r["bytes"] <= STRICT_MAX]
+        rr, build = latest_build(rr)
+        cells = {}
+        for r in rr:
+            cells.setdefault((r["p"], r["bytes"]), {})[r["algorithm"]] = r["median_s"]
+        cells = {k: v for k, v in cells.items() if len(v) == 2}
+        if not cells:
+            continue
+        ps = sorted({p for p, _ in cells})
+        print(f"### {op}: rule '{small} below T, {large} from T' ({var} shaping, tcp {cc}, sizes ≤ "
+              f"{fmt_size(STRICT_MAX)}, build {build})\n")
+        print("Worst slowdown of the rule's choice against the better of the two, per p "
+              "(the size where it happens in brackets); cells within 0.1 ms count as ties.\n")
+        print("| T | " + " | ".join(f"p={p}" for p in ps) + " |")
+        print("|---|" + "---|" * len(ps))
+        for T in (2048, 4096, 8192, 16384, 32768, 65536):
+            row = []
+            for p in ps:
+                worst, at = 1.0, None
+                for (pp, n), v in cells.items():
+                    if pp != p:
+                        continue
+                    pick = v[small] if n < T else v[large]
+                    best = min(v.values())
+                    if pick - best <= 1e-4:   # within 0.1 ms: run-to-run noise at these sizes
+                        continue
+                    if pick / best > worst:
+                        worst, at = pick / best, n
+                row.append(f"{worst:.2f}" + (f" ({fmt_size(at)})" if at else ""))
+            print(f"| {fmt_size(T)} | " + " | ".join(row) + " |")
+        print()
+
+
 def tables(recs):
-    flat = [r for r in recs if r["shape"] == "flat" and r["variant"] == "default"]
+    flat = [r for r in recs if r["shape"] == "flat" and r["variant"] == "default" and r.get("label") == "sweep"]
     cl = ccs(flat)
-    print("### Flat 200 Mbit/s: median time (ms) and ratio to the bound\n")
+    builds = sorted({r.get("harp_sha256", "?") for r in flat})
+    print(f"### Flat 200 Mbit/s sweep: median time (ms) and ratio to the bound (build {', '.join(builds)})\n")
     head = "| op | algorithm | n | p | bound ms |" + "".join(f" {c} ms | {c} ratio |" for c in cl)
     print(head)
     print("|" + "---|" * (5 + 2 * len(cl)))
@@ -507,7 +631,8 @@ def tables(recs):
             sub = [r for r in rr if r.get("tcp_cc", "?") == c]
             if not sub:
                 continue
-            print(f"{op}: {how}\n")
+            blds = sorted({r.get("harp_sha256", "?") for r in sub if r["bytes"] <= STRICT_MAX})
+            print(f"{op}: {how}; build(s) up to {fmt_size(STRICT_MAX)}: {', '.join(blds)}\n")
             sizes = sorted({r["bytes"] for r in sub})
             ps = sorted({r["p"] for r in sub})
             print(f"| {op} | " + " | ".join(fmt_size(n) for n in sizes) + " |")
@@ -524,6 +649,10 @@ def tables(recs):
                     cells.append(f"**{best[1]}** {ms(best[0])} ms ({others})")
                 print(f"| p={p} | " + " | ".join(cells) + " |")
             print()
+    for v in ("strict", "default"):
+        for c in cl:
+            crossover_candidates(recs, v, c)
+            auto_table(recs, v, c)
     other = [r for r in recs if r["shape"] != "flat" and r["variant"] == "default"]
     if other:
         print("### Other shapes\n")
