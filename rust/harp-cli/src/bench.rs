@@ -159,7 +159,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             .name()
             .to_string(),
         Algo::Allreduce(x) => x
-            .resolve(a.bytes, w.config().allreduce_crossover, w.size())
+            .resolve(a.bytes, w.config().allreduce_crossover)
             .name()
             .to_string(),
         Algo::Allgather => "ring".into(),

@@ -62,12 +62,16 @@ pub struct ClusterOpts {
     #[arg(long, default_value_t = 0)]
     pub chunk: usize,
     /// Automatic broadcast uses the binomial tree up to this many bytes, the chain above.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 8192)]
     pub broadcast_crossover: u64,
-    /// Allreduce switches to regroup-allgather at this many bytes (0: the default for the
-    /// number of workers, 8–32 KiB).
-    #[arg(long, default_value_t = 0)]
+    /// Automatic allreduce uses bidirectional exchange below this many bytes,
+    /// regroup-allgather from it on.
+    #[arg(long, default_value_t = 16384)]
     pub allreduce_crossover: u64,
+    /// TCP congestion control for every connection (Linux TCP_CONGESTION, e.g. reno; one of
+    /// /proc/sys/net/ipv4/tcp_allowed_congestion_control). Default: the system's.
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
     /// tokio I/O threads per worker.
     #[arg(long, default_value_t = 1)]
     pub io_threads: usize,
@@ -85,6 +89,7 @@ impl ClusterOpts {
             connect_timeout: Duration::from_secs_f64(self.connect_timeout),
             send_buffer: self.socket_buffer,
             recv_buffer: self.socket_buffer,
+            tcp_congestion: self.tcp_congestion.clone(),
             chunk_size: self.chunk,
             allreduce_crossover: self.allreduce_crossover,
             broadcast_crossover: self.broadcast_crossover,

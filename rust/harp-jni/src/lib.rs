@@ -223,13 +223,16 @@ pub extern "system" fn Java_harp_Native_listen<'l>(
     mut env: EnvUnowned<'l>,
     _c: JClass<'l>,
     host: JString<'l>,
+    options: JString<'l>,
 ) -> jlong {
     call(&mut env, |env| {
         let host = jstr(env, &host)?;
+        let mut cfg = Config::default();
+        cfg.apply(&jstr(env, &options)?)?;
         let addr = format!("{host}:0")
             .parse()
             .map_err(|e| fail(format!("bad listen address {host}: {e}")))?;
-        let l = Listener::bind(runtime()?.handle(), addr, &Config::default())?;
+        let l = Listener::bind(runtime()?.handle(), addr, &cfg)?;
         Ok(insert(Obj::Listener(Mutex::new(Some(l)))))
     })
 }
@@ -266,14 +269,15 @@ pub extern "system" fn Java_harp_Native_start<'l>(
     rank: jint,
     job: JString<'l>,
     secret: JByteArray<'l>,
-    op_timeout_ms: jlong,
-    connect_timeout_ms: jlong,
+    options: JString<'l>,
     log: JString<'l>,
 ) -> jlong {
     call(&mut env, |env| {
         let hosts = jstr(env, &hosts)?;
         let job = jstr(env, &job)?;
         let log = jstr(env, &log)?;
+        let mut cfg = Config::default();
+        cfg.apply(&jstr(env, &options)?)?;
         let secret = env.convert_byte_array(&secret)?;
         let (level, tag) = log.split_once('|').unwrap_or(("warn", log.as_str()));
         init_logging(level);
@@ -287,14 +291,6 @@ pub extern "system" fn Java_harp_Native_start<'l>(
                 .unwrap_or_else(|e| e.into_inner())
                 .ok_or_else(|| stale("listener", listener))?,
             _ => return Err(stale("listener", listener)),
-        };
-        if op_timeout_ms <= 0 || connect_timeout_ms <= 0 {
-            return Err(fail("timeouts must be positive"));
-        }
-        let cfg = Config {
-            op_timeout: Duration::from_millis(op_timeout_ms as u64),
-            connect_timeout: Duration::from_millis(connect_timeout_ms as u64),
-            ..Config::default()
         };
         let topo = Topology::parse(&hosts, "<worker list>")?;
         let rank = usize::try_from(rank).map_err(|_| fail(format!("bad rank {rank}")))?;

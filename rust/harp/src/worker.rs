@@ -258,7 +258,7 @@ impl Worker {
         table: &mut Table,
         algo: AllreduceAlgorithm,
     ) -> Result<()> {
-        let algo = algo.resolve(table.bytes(), self.cfg.allreduce_crossover, self.size);
+        let algo = algo.resolve(table.bytes(), self.cfg.allreduce_crossover);
         self.op(Op::Allreduce, algo.code(), label, |cx| async move {
             match algo {
                 AllreduceAlgorithm::RegroupAllgather => {

@@ -45,32 +45,18 @@ impl AllreduceAlgorithm {
             AllreduceAlgorithm::RegroupAllgather => "regroup-allgather",
         }
     }
-    /// The algorithm `Auto` picks for a table of `bytes` on `p` workers.
-    /// `crossover` 0 means the default for `p` workers ([`default_crossover`]).
-    pub fn resolve(self, bytes: u64, crossover: u64, p: usize) -> AllreduceAlgorithm {
-        let crossover = if crossover == 0 {
-            default_crossover(p)
-        } else {
-            crossover
-        };
+    /// The algorithm `Auto` picks for a table of `bytes`: bidirectional exchange below
+    /// `crossover` bytes, regroup-allgather from it on (`Config::allreduce_crossover`, 16 KiB by
+    /// default). Bidirectional exchange costs ⌈log2 p⌉(α + nβ) (+2(α + nβ) when p is not a power
+    /// of two), regroup-allgather 2(p−1)α + 2(p−1)/p·nβ; on the emulated 200 Mbit/s network
+    /// regroup-allgather wins from 16 KiB at every measured p and loses up to 8 KiB
+    /// (docs/benchmarks-netns.md).
+    pub fn resolve(self, bytes: u64, crossover: u64) -> AllreduceAlgorithm {
         match self {
             AllreduceAlgorithm::Auto if bytes >= crossover => AllreduceAlgorithm::RegroupAllgather,
             AllreduceAlgorithm::Auto => AllreduceAlgorithm::BidirectionalExchange,
             a => a,
         }
-    }
-}
-
-/// Table size from which `Auto` uses regroup-allgather instead of bidirectional exchange, by
-/// number of workers. Bidirectional exchange costs ⌈log2 p⌉(α + nβ), regroup-allgather
-/// 2(p−1)α + 2(p−1)/p·nβ; the values are the crossovers measured on the emulated 200 Mbit/s
-/// network (docs/benchmarks-netns.md): between 16 and 64 KiB for p = 2 and p ≥ 8, between 4 and
-/// 16 KiB for p = 4.
-pub fn default_crossover(p: usize) -> u64 {
-    match p {
-        0..=2 => 32 * 1024,
-        3..=5 => 8 * 1024,
-        _ => 32 * 1024,
     }
 }
 

@@ -78,12 +78,12 @@ impl BroadcastAlgorithm {
     }
 }
 
-/// Pipeline chunk: small enough that the chain's fill time ((p−2)·c/B) stays near 2 % of n/B,
+/// Pipeline chunk: small enough that the chain's fill time ((p−2)·c/B) stays near 0.5 % of n/B,
 /// large enough that per-frame costs vanish.
 pub fn auto_chunk(total: u64, p: usize) -> u64 {
-    let c = total / 50 / (p.saturating_sub(2).max(1) as u64);
+    let c = total / 200 / (p.saturating_sub(2).max(1) as u64);
     // At least 8 KiB: above the inline piece limit, so every chunk is its own frame.
-    c.clamp(8 * 1024, 4 << 20) / 64 * 64
+    c.clamp(8 * 1024, 256 * 1024) / 64 * 64
 }
 
 /// A broadcast batch travels inline (one frame, store-and-forward) only up to this size.

@@ -24,7 +24,7 @@ public final class Algorithm {
 
   /** Allreduce algorithms. */
   public enum Allreduce {
-    /** Bidirectional exchange for small tables, regroup-allgather for large ones (8–32 KiB crossover by worker count; tables of equal size on all workers). */
+    /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}; tables of equal size on all workers). */
     AUTO(0),
     /** Recursive doubling. */
     BIDIRECTIONAL_EXCHANGE(1),

@@ -55,14 +55,17 @@ public final class Native {
     }
   }
 
-  /** Binds host:0; returns a listener handle. */
-  static native long listen(String host);
+  /**
+   * Binds host:0 with the socket options in {@code options} ({@code key=value} lines, see
+   * {@link Session#options}); returns a listener handle.
+   */
+  static native long listen(String host, String options);
 
   static native int listenerPort(long listener);
 
   /** Connects, authenticates and handshakes; consumes the listener; returns a worker handle. */
   static native long start(long listener, String hosts, int rank, String job, byte[] secret,
-      long opTimeoutMs, long connectTimeoutMs, String log);
+      String options, String log);
 
   static native void close(long worker);
 

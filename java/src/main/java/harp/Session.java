@@ -27,6 +27,35 @@ final class Session {
   /** Set by the YARN master: register there instead of meeting in the staging directory. */
   static final String AM_ADDRESS = "harp.am.address";
   static final String RANK = "harp.worker.rank";
+  static final String SOCKET_BUFFER = "harp.socket.buffer.bytes";
+  static final String TCP_CONGESTION = "harp.tcp.congestion";
+  static final String CHUNK = "harp.broadcast.chunk.bytes";
+  static final String BROADCAST_CROSSOVER = "harp.broadcast.crossover.bytes";
+  static final String ALLREDUCE_CROSSOVER = "harp.allreduce.crossover.bytes";
+
+  /**
+   * The engine options of this job ({@code key=value} lines for the native side): timeouts
+   * always, the other keys only when set (the engine's defaults otherwise).
+   */
+  static String options(Configuration conf) {
+    StringBuilder o = new StringBuilder();
+    o.append("op_timeout_ms=").append(conf.getLong(OP_TIMEOUT, 120_000)).append('\n');
+    o.append("connect_timeout_ms=").append(conf.getLong(CONNECT_TIMEOUT, 60_000)).append('\n');
+    String[][] optional = {
+      {SOCKET_BUFFER, "socket_buffer"}, {TCP_CONGESTION, "tcp_congestion"}, {CHUNK, "chunk"},
+      {BROADCAST_CROSSOVER, "broadcast_crossover"}, {ALLREDUCE_CROSSOVER, "allreduce_crossover"},
+    };
+    for (String[] kv : optional) {
+      String v = conf.getTrimmed(kv[0]);
+      if (v != null && !v.isEmpty()) {
+        if (v.indexOf('\n') >= 0 || v.indexOf('=') >= 0) {
+          throw new IllegalArgumentException(kv[0] + ": bad value " + v);
+        }
+        o.append(kv[1]).append('=').append(v).append('\n');
+      }
+    }
+    return o.toString();
+  }
 
   private Session() {}
 
@@ -57,7 +86,7 @@ final class Session {
     FileSystem fs = dir.getFileSystem(conf);
     fs.mkdirs(dir);
 
-    long listener = Native.listen(host);
+    long listener = Native.listen(host, options(conf));
     int port = Native.listenerPort(listener);
     Path mine = new Path(dir, "worker-" + rank);
     Path tmp = new Path(dir, ".tmp-worker-" + rank);
@@ -98,7 +127,7 @@ final class Session {
     String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
     String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
     return Native.start(listener, hosts, rank, job, secret.getBytes(StandardCharsets.UTF_8),
-        conf.getLong(OP_TIMEOUT, 120_000), conf.getLong(CONNECT_TIMEOUT, 60_000), log);
+        options(conf), log);
   }
 
   /**
@@ -110,7 +139,7 @@ final class Session {
     String token = System.getenv().getOrDefault("HARP_AM_TOKEN", conf.get("harp.am.token", ""));
     String host = conf.get(HOST, java.net.InetAddress.getLocalHost().getHostAddress());
     int colon = am.lastIndexOf(':');
-    long listener = Native.listen(host);
+    long listener = Native.listen(host, options(conf));
     int port = Native.listenerPort(listener);
     try (java.net.Socket s = new java.net.Socket(am.substring(0, colon), Integer.parseInt(am.substring(colon + 1)))) {
       s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, conf.getLong(CONNECT_TIMEOUT, 60_000)));

@@ -17,10 +17,37 @@ class NativeTest {
 
   @BeforeEach
   void startSingleWorker() {
-    long l = Native.listen("127.0.0.1");
+    String options = "op_timeout_ms=10000\nconnect_timeout_ms=10000\nsocket_buffer=262144\n";
+    long l = Native.listen("127.0.0.1", options);
     int port = Native.listenerPort(l);
     worker = Native.start(l, "127.0.0.1:" + port + "\n", 0, "native-test", "s".getBytes(StandardCharsets.UTF_8),
-        10_000, 10_000, "warn|native-test");
+        options, "warn|native-test");
+  }
+
+  @Test
+  void badEngineOptionsAreExceptionsNamingTheOption() {
+    HarpException e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "chunk=lots"));
+    assertTrue(e.getMessage().contains("option chunk") && e.getMessage().contains("lots"), e.getMessage());
+    e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "tcp_congestion=nosuchcc"));
+    assertTrue(e.getMessage().contains("nosuchcc") && e.getMessage().contains("allowed here"), e.getMessage());
+    e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "socket_bufer=1"));
+    assertTrue(e.getMessage().contains("unknown option"), e.getMessage());
+  }
+
+  @Test
+  void jobConfigurationBecomesEngineOptions() {
+    org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(false);
+    conf.set(Session.OP_TIMEOUT, "5000");
+    conf.set(Session.SOCKET_BUFFER, "1048576");
+    conf.set(Session.TCP_CONGESTION, " reno ");
+    String o = Session.options(conf);
+    assertTrue(o.contains("op_timeout_ms=5000\n"), o);
+    assertTrue(o.contains("connect_timeout_ms=60000\n"), o);
+    assertTrue(o.contains("socket_buffer=1048576\n"), o);
+    assertTrue(o.contains("tcp_congestion=reno\n"), o);
+    assertTrue(!o.contains("chunk"), o);
+    conf.set(Session.CHUNK, "1=2");
+    assertThrows(IllegalArgumentException.class, () -> Session.options(conf));
   }
 
   @AfterEach
