@@ -14,8 +14,10 @@ import org.apache.hadoop.mapreduce.protocol.ClientProtocol;
 import org.apache.hadoop.mapreduce.protocol.ClientProtocolProvider;
 
 /**
- * Selected by {@code mapreduce.framework.name=map-collective}. Without a ResourceManager in the
- * configuration the job runs in Hadoop's own LocalJobRunner with every map task of the job
+ * Selected by {@code mapreduce.framework.name=map-collective}. With a ResourceManager configured
+ * (a site file or the job sets {@code yarn.resourcemanager.address} or {@code .hostname}) the job
+ * goes to YARN through {@link harp.yarn.YarnSubmitter} and our application master. Without one
+ * (or with {@code harp.local=true}) the job runs in Hadoop's own LocalJobRunner with every map task of the job
  * running at once in this JVM (each an engine worker on loopback). A job that needs more
  * concurrent map tasks than {@code mapreduce.local.map.tasks.maximum} allows fails at
  * submission with a clear message. Gives every job a fresh secret ({@code harp.job.secret}).
@@ -31,10 +33,6 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     if (!FRAMEWORK.equals(conf.get("mapreduce.framework.name"))) {
       return null;
     }
-    if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
-      throw new IOException("map-collective on a YARN cluster is not available yet; "
-          + "unset yarn.resourcemanager.address or set harp.local=true to run in local mode");
-    }
     if (conf.get("harp.job.secret") == null) {
       byte[] b = new byte[32];
       new SecureRandom().nextBytes(b);
@@ -43,6 +41,9 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
         sb.append(String.format("%02x", x));
       }
       conf.set("harp.job.secret", sb.toString());
+    }
+    if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
+      return harp.yarn.YarnSubmitter.create(conf);
     }
     int workers = conf.getInt(WORKERS, 0);
     if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
@@ -88,7 +89,9 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
   }
 
   @Override
-  public void close(ClientProtocol clientProtocol) {
-    // nothing to release
+  public void close(ClientProtocol clientProtocol) throws IOException {
+    if (clientProtocol instanceof java.io.Closeable c) {
+      c.close();
+    }
   }
 }

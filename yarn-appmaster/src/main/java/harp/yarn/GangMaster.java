@@ -82,16 +82,30 @@ public final class GangMaster {
     this.secret = secret;
   }
 
-  public State state() {
+  public synchronized State state() {
     return state;
   }
 
-  public String diagnostics() {
+  public synchronized String diagnostics() {
     return diagnostics;
   }
 
+  /** Job progress for YARN: placement up to 5 %, registration up to 10 %, then finished workers. */
+  public synchronized float progress() {
+    if (n == 0) {
+      return 0f;
+    }
+    return switch (state) {
+      case PLACING -> 0.05f * held.size() / n;
+      case STARTING -> 0.05f + 0.05f * registered.size() / n;
+      case RUNNING -> 0.1f + 0.9f * finished.size() / n;
+      case SUCCEEDED -> 1f;
+      case FAILED -> 0.1f;
+    };
+  }
+
   /** Starts placing {@code groups.size()} workers on {@code usableNodes} at time {@code now}. */
-  public void start(long now, List<String> usableNodes, List<SplitGrouper.Group> groups) {
+  public synchronized void start(long now, List<String> usableNodes, List<SplitGrouper.Group> groups) {
     n = groups.size();
     usable = usableNodes.size();
     deadline = now + cfg.gangTimeoutMs;
@@ -124,7 +138,7 @@ public final class GangMaster {
   }
 
   /** A container was granted. */
-  public void onAllocated(Container c) {
+  public synchronized void onAllocated(Container c) {
     if (state != State.PLACING) {
       rm.release(c.id());
       return;
@@ -151,7 +165,7 @@ public final class GangMaster {
   }
 
   /** Time passes: the gang deadline (placement and registration) is checked. */
-  public void onTick(long now) {
+  public synchronized void onTick(long now) {
     if ((state == State.PLACING || state == State.STARTING) && now >= deadline) {
       long secs = cfg.gangTimeoutMs / 1000;
       if (state == State.PLACING) {
@@ -164,7 +178,7 @@ public final class GangMaster {
   }
 
   /** Worker {@code rank} listens on {@code hostPort}; returns the roster once all have registered. */
-  public Optional<Roster> onRegistered(int rank, String hostPort) {
+  public synchronized Optional<Roster> onRegistered(int rank, String hostPort) {
     if (state != State.STARTING || !held.containsKey(rank) || registered.containsKey(rank)) {
       return Optional.empty();
     }
@@ -177,7 +191,7 @@ public final class GangMaster {
   }
 
   /** A container ended (exit status 0 = success; anything else, including lost, a failure). */
-  public void onCompleted(String containerId, int exitStatus, String why) {
+  public synchronized void onCompleted(String containerId, int exitStatus, String why) {
     Integer rank = null;
     for (Map.Entry<Integer, Container> e : held.entrySet()) {
       if (e.getValue().id().equals(containerId)) {
@@ -209,6 +223,13 @@ public final class GangMaster {
       committer.cleanupStaging();
       state = State.SUCCEEDED;
       rm.finish(true, "");
+    }
+  }
+
+  /** The job is given up from outside (the ResourceManager asks the master to shut down, say). */
+  public synchronized void abort(String why) {
+    if (state != State.SUCCEEDED && state != State.FAILED) {
+      fail(why);
     }
   }
 

@@ -1,10 +1,14 @@
 package harp.yarn;
 
-import java.io.DataInputStream;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.io.Text;
 import org.apache.hadoop.io.serializer.Deserializer;
 import org.apache.hadoop.io.serializer.SerializationFactory;
 import org.apache.hadoop.mapred.JobConf;
@@ -30,13 +34,16 @@ import org.apache.hadoop.util.ReflectionUtils;
 
 /**
  * A worker container's entry point: runs the job's mapper (a {@code CollectiveMapper}) as worker
- * {@code rank} with a real {@code Mapper.Context} over its assigned split, the job's
+ * {@code rank} with a real {@code Mapper.Context} over its assigned splits, the job's
  * InputFormat/RecordReader, OutputFormat/RecordWriter/OutputCommitter (task side) and counters.
- * The mapper registers with the master at {@code harp.am.address} to find its peers.
+ * The mapper registers with the master at {@code harp.am.address} (or the container environment's
+ * {@code HARP_AM_ADDRESS}) to find its peers.
  *
- * <p>{@code WorkerMain <job.xml> <rank> <split-file>}; the split file holds the split's class
- * name (UTF) followed by the split serialized with Hadoop's serialization. Exit status 0 on
- * success, 1 on failure (the error on stderr), 2 on bad arguments.
+ * <p>{@code WorkerMain <job.xml> <rank> <job.split> <offset>[,<offset>...]}: the splits are read
+ * from Hadoop's split file (written by the job submitter) at the given offsets, each a class name
+ * followed by the split in Hadoop's serialization; several splits are read one after the other.
+ * The task's counters are written to {@code <mapreduce.job.dir>/_harp/counters-<rank>} for the
+ * client. Exit status 0 on success, 1 on failure (the error on stderr), 2 on bad arguments.
  */
 public final class WorkerMain {
   private WorkerMain() {}
@@ -71,12 +78,21 @@ public final class WorkerMain {
   }
 
   public static void main(String[] args) {
-    if (args.length != 3) {
-      System.err.println("usage: WorkerMain <job.xml> <rank> <split-file>");
+    if (args.length != 4) {
+      System.err.println("usage: WorkerMain <job.xml> <rank> <job.split> <offset>[,<offset>...]");
       System.exit(2);
     }
     try {
-      run(new JobConf(new Path(args[0])), Integer.parseInt(args[1]), new Path(args[2]));
+      List<Long> offsets = new ArrayList<>();
+      for (String o : args[3].split(",")) {
+        offsets.add(Long.parseLong(o));
+      }
+      JobConf conf = new JobConf(new Path(args[0]));
+      String am = System.getenv("HARP_AM_ADDRESS");
+      if (am != null && !am.isEmpty()) {
+        conf.set("harp.am.address", am);
+      }
+      run(conf, Integer.parseInt(args[1]), new Path(args[2]), offsets);
       System.exit(0);
     } catch (Throwable t) {
       System.err.println("harp worker " + args[1] + " failed: " + t);
@@ -86,16 +102,21 @@ public final class WorkerMain {
   }
 
   @SuppressWarnings({"unchecked", "rawtypes"})
-  static Reporter run(Configuration conf, int rank, Path splitFile) throws Exception {
+  static Reporter run(Configuration conf, int rank, Path splitFile, List<Long> offsets) throws Exception {
     conf.setInt("harp.worker.rank", rank);
     JobID job = JobID.forName(conf.get("mapreduce.job.id", "job_local_0001"));
     TaskAttemptID attempt = new TaskAttemptID(new TaskID(job, TaskType.MAP, rank), 0);
     conf.set("mapreduce.task.attempt.id", attempt.toString());
     conf.setInt("mapreduce.task.partition", rank);
     TaskAttemptContextImpl task = new TaskAttemptContextImpl(conf, attempt);
-    InputSplit split = readSplit(conf, splitFile);
+    List<InputSplit> splits = new ArrayList<>();
+    for (long off : offsets) {
+      splits.add(readSplit(conf, splitFile, off));
+    }
+    InputSplit split = splits.get(0);
     InputFormat inputFormat = ReflectionUtils.newInstance(task.getInputFormatClass(), conf);
-    RecordReader reader = inputFormat.createRecordReader(split, task);
+    RecordReader reader = splits.size() == 1 ? inputFormat.createRecordReader(split, task)
+        : new MultiSplitReader(inputFormat, splits, task);
     OutputFormat outputFormat = ReflectionUtils.newInstance(task.getOutputFormatClass(), conf);
     OutputCommitter committer = outputFormat.getOutputCommitter(task);
     committer.setupTask(task);
@@ -118,13 +139,28 @@ public final class WorkerMain {
       committer.commitTask(task);
     }
     System.err.println("harp worker " + rank + " done: " + reporter.counters);
+    writeCounters(conf, rank, reporter.counters);
     return reporter;
   }
 
+  /** Leaves the task's counters in the job directory, where the client sums them. */
+  static void writeCounters(Configuration conf, int rank, Counters counters) throws IOException {
+    String dir = conf.get("mapreduce.job.dir");
+    if (dir == null) {
+      return;
+    }
+    Path p = new Path(new Path(dir, "_harp"), "counters-" + rank);
+    FileSystem fs = p.getFileSystem(conf);
+    try (FSDataOutputStream out = fs.create(p, true)) {
+      counters.write(out);
+    }
+  }
+
   @SuppressWarnings("unchecked")
-  static InputSplit readSplit(Configuration conf, Path file) throws IOException, ClassNotFoundException {
+  static InputSplit readSplit(Configuration conf, Path file, long offset) throws IOException, ClassNotFoundException {
     try (FSDataInputStream in = file.getFileSystem(conf).open(file)) {
-      String cls = new DataInputStream(in).readUTF();
+      in.seek(offset);
+      String cls = Text.readString(in);
       Class<InputSplit> c = (Class<InputSplit>) conf.getClassByName(cls);
       Deserializer<InputSplit> d = new SerializationFactory(conf).getDeserializer(c);
       d.open(in);

@@ -10,7 +10,6 @@ import harp.KeyValReader;
 import harp.Table;
 import harp.io.FilePosition;
 import harp.io.WorkerInputFormat;
-import java.io.DataOutputStream;
 import java.io.File;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -23,8 +22,6 @@ import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.io.LongWritable;
 import org.apache.hadoop.io.Text;
-import org.apache.hadoop.io.serializer.SerializationFactory;
-import org.apache.hadoop.io.serializer.Serializer;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapreduce.InputSplit;
 import org.apache.hadoop.mapreduce.Job;
@@ -33,6 +30,9 @@ import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputFormat;
 import org.apache.hadoop.mapreduce.lib.output.TextOutputFormat;
+import org.apache.hadoop.mapreduce.split.JobSplit;
+import org.apache.hadoop.mapreduce.split.JobSplitWriter;
+import org.apache.hadoop.mapreduce.split.SplitMetaInfoReader;
 import org.apache.hadoop.mapreduce.task.JobContextImpl;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -64,7 +64,7 @@ class WorkerProcessesTest {
 
   static final int N = 3;
 
-  record Setup(Path jobXml, List<Path> splits, Path out, Configuration conf) {}
+  record Setup(Path jobXml, Path splitFile, List<Long> offsets, Path out, Configuration conf) {}
 
   static Setup prepare(Path tmp, String amAddress) throws Exception {
     Path in = Files.createDirectories(tmp.resolve("in"));
@@ -93,31 +93,26 @@ class WorkerProcessesTest {
     JobContext jc = new JobContextImpl(conf, job.getJobID());
     List<InputSplit> splits = new WorkerInputFormat().getSplits(jc);
     assertEquals(N, splits.size());
-    List<Path> files = new ArrayList<>();
-    SerializationFactory sf = new SerializationFactory(conf);
-    for (int r = 0; r < N; r++) {
-      Path f = tmp.resolve("split-" + r);
-      try (DataOutputStream o = new DataOutputStream(new FileOutputStream(f.toFile()))) {
-        InputSplit s = splits.get(r);
-        o.writeUTF(s.getClass().getName());
-        @SuppressWarnings("unchecked")
-        Serializer<InputSplit> ser = (Serializer<InputSplit>) sf.getSerializer(s.getClass());
-        ser.open(o);
-        ser.serialize(s);
-      }
-      files.add(f);
+    // The job submitter's split files, read back the way the master does.
+    org.apache.hadoop.fs.Path jobDir = new org.apache.hadoop.fs.Path(tmp.resolve("jobdir").toUri());
+    org.apache.hadoop.fs.FileSystem fs = jobDir.getFileSystem(conf);
+    JobSplitWriter.createSplitFiles(jobDir, conf, fs, splits);
+    List<Long> offsets = new ArrayList<>();
+    for (JobSplit.TaskSplitMetaInfo m : SplitMetaInfoReader.readSplitMetaInfo(job.getJobID(), fs, conf, jobDir)) {
+      offsets.add(m.getStartOffset());
     }
+    assertEquals(N, offsets.size());
     Path xml = tmp.resolve("job.xml");
     try (FileOutputStream o = new FileOutputStream(xml.toFile())) {
       conf.writeXml(o);
     }
-    return new Setup(xml, files, out, conf);
+    return new Setup(xml, tmp.resolve("jobdir").resolve("job.split"), offsets, out, conf);
   }
 
   static Process worker(Setup s, int rank, String token) throws IOException {
     ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + File.separator + "bin" + File.separator + "java",
         "-cp", System.getProperty("java.class.path"), WorkerMain.class.getName(), s.jobXml().toString(),
-        Integer.toString(rank), s.splits().get(rank).toString());
+        Integer.toString(rank), s.splitFile().toString(), Long.toString(s.offsets().get(rank)));
     pb.environment().put("HARP_AM_TOKEN", token);
     pb.redirectErrorStream(true);
     pb.redirectOutput(s.jobXml().resolveSibling("worker-" + rank + ".log").toFile());

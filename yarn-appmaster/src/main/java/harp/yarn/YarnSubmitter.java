@@ -1,0 +1,285 @@
+package harp.yarn;
+
+import java.io.Closeable;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.Method;
+import java.net.URISyntaxException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.io.DataOutputBuffer;
+import org.apache.hadoop.io.IOUtils;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapreduce.Cluster;
+import org.apache.hadoop.mapreduce.Counters;
+import org.apache.hadoop.mapreduce.JobID;
+import org.apache.hadoop.mapreduce.JobPriority;
+import org.apache.hadoop.mapreduce.JobStatus;
+import org.apache.hadoop.mapreduce.TaskCompletionEvent;
+import org.apache.hadoop.mapreduce.TaskReport;
+import org.apache.hadoop.mapreduce.protocol.ClientProtocol;
+import org.apache.hadoop.security.Credentials;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.security.authorize.AccessControlList;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
+import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.api.records.Priority;
+import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.api.records.YarnApplicationState;
+
+/**
+ * The client side of map-collective jobs on YARN, behind Hadoop's {@link ClientProtocol} (so
+ * {@code Job.submit()} and {@code waitForCompletion} work as for any job, through Hadoop's own
+ * job submitter): a new job id is a new YARN application; submitting ships our jar and the
+ * native library into the job's staging directory, writes the usable node list, and submits our
+ * {@link AppMaster} (one attempt: a restarted master could not rejoin running workers); status,
+ * progress, diagnostics and kill map to the application; counters are the workers' summed
+ * counters left by the master. The ResourceManager is reached only through {@link Rm}.
+ */
+public final class YarnSubmitter implements InvocationHandler {
+  /** Test seam: class name of an {@link Rm} factory ({@code Rm create(Configuration)} static method). */
+  public static final String RM_FACTORY = "harp.yarn.rm.factory";
+  public static final String APPLICATION_TYPE = "MAP-COLLECTIVE";
+
+  /** What the client needs from the ResourceManager. */
+  public interface Rm extends Closeable {
+    ApplicationId newApplication() throws IOException;
+
+    /** Host names of the NodeManagers that can run containers now. */
+    List<String> runningNodes() throws IOException;
+
+    void submit(ApplicationSubmissionContext ctx) throws IOException;
+
+    AppState report(ApplicationId id) throws IOException;
+
+    void kill(ApplicationId id) throws IOException;
+  }
+
+  /** An application's state as the client reports it. */
+  public record AppState(YarnApplicationState state, FinalApplicationStatus finalStatus, float progress,
+      String diagnostics, String trackingUrl, long startTime, long finishTime) {}
+
+  private final Configuration conf;
+  private final Rm rm;
+  private final Map<JobID, Path> jobDirs = new ConcurrentHashMap<>();
+
+  public YarnSubmitter(Configuration conf, Rm rm) {
+    this.conf = conf;
+    this.rm = rm;
+  }
+
+  /** The protocol for {@code conf}: the real ResourceManager, or the factory named by {@link #RM_FACTORY}. */
+  public static ClientProtocol create(Configuration conf) throws IOException {
+    Rm rm;
+    String factory = conf.get(RM_FACTORY);
+    if (factory == null) {
+      rm = new YarnRm(conf);
+    } else {
+      try {
+        rm = (Rm) conf.getClassByName(factory).getMethod("create", Configuration.class).invoke(null, conf);
+      } catch (ReflectiveOperationException e) {
+        throw new IOException("cannot create the ResourceManager client " + factory + ": " + e, e);
+      }
+    }
+    return (ClientProtocol) java.lang.reflect.Proxy.newProxyInstance(ClientProtocol.class.getClassLoader(),
+        new Class<?>[] {ClientProtocol.class, Closeable.class}, new YarnSubmitter(conf, rm));
+  }
+
+  static ApplicationId appId(JobID job) {
+    return ApplicationId.newInstance(Long.parseLong(job.getJtIdentifier()), job.getId());
+  }
+
+  @Override
+  public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
+    String m = method.getName();
+    switch (m) {
+      case "getNewJobID": {
+        ApplicationId id = rm.newApplication();
+        return new JobID(Long.toString(id.getClusterTimestamp()), id.getId());
+      }
+      case "submitJob":
+        return submit((JobID) args[0], new Path((String) args[1]), (Credentials) args[2]);
+      case "getJobStatus":
+        return status((JobID) args[0]);
+      case "killJob":
+        rm.kill(appId((JobID) args[0]));
+        return null;
+      case "getJobCounters":
+        return counters((JobID) args[0]);
+      case "getStagingAreaDir": {
+        String user = UserGroupInformation.getCurrentUser().getShortUserName();
+        Path p = new Path(conf.get("yarn.app.mapreduce.am.staging-dir", "/tmp/hadoop-yarn/staging"), user + "/.staging");
+        return p.getFileSystem(conf).makeQualified(p).toString();
+      }
+      case "getSystemDir":
+        return new Path(conf.get("mapreduce.jobtracker.system.dir", "/tmp/hadoop/mapred/system")).toString();
+      case "getFilesystemName":
+        return FileSystem.get(conf).getUri().toString();
+      case "getQueueAdmins":
+        return new AccessControlList(" ");
+      case "getJobTrackerStatus":
+        return Cluster.JobTrackerStatus.RUNNING;
+      case "getTaskTrackerExpiryInterval":
+        return 0L;
+      case "getTaskCompletionEvents":
+        return new TaskCompletionEvent[0];
+      case "getTaskReports":
+        return new TaskReport[0];
+      case "getTaskDiagnostics":
+        return new String[0];
+      case "getJobHistoryDir":
+        return "";
+      case "getDelegationToken":
+      case "getLogFileParams":
+        return null;
+      case "renewDelegationToken":
+        return 0L;
+      case "cancelDelegationToken":
+        return null;
+      case "getProtocolVersion":
+        return ClientProtocol.versionID;
+      case "close":
+        rm.close();
+        return null;
+      case "toString":
+        return "map-collective YARN client";
+      case "hashCode":
+        return System.identityHashCode(proxy);
+      case "equals":
+        return proxy == args[0];
+      default:
+        throw new UnsupportedOperationException(m + " is not supported for map-collective jobs");
+    }
+  }
+
+  private JobStatus submit(JobID job, Path jobDir, Credentials creds) throws IOException {
+    FileSystem fs = jobDir.getFileSystem(conf);
+    JobConf jobConf = new JobConf(false);
+    try (FSDataInputStream in = fs.open(new Path(jobDir, LaunchSpec.JOB_XML))) {
+      jobConf.addResource(in);
+      jobConf.size(); // parse now, while the stream is open
+    }
+    Path harp = new Path(jobDir, LaunchSpec.HARP_DIR);
+    fs.mkdirs(harp);
+    fs.copyFromLocalFile(false, true, new Path(ourJar().toURI()), new Path(harp, LaunchSpec.HARP_JAR));
+    try (InputStream lib = nativeLibrary(); FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NATIVE_LIB), true)) {
+      IOUtils.copyBytes(lib, out, 1 << 16);
+    }
+    List<String> nodes = rm.runningNodes();
+    if (nodes.isEmpty()) {
+      throw new IOException("the YARN cluster has no running NodeManagers");
+    }
+    try (FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NODES_FILE), true)) {
+      out.write((String.join("\n", nodes) + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+    DataOutputBuffer buf = new DataOutputBuffer();
+    creds.writeTokenStorageToStream(buf);
+    ByteBuffer tokens = ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
+    ApplicationId app = appId(job);
+    ApplicationSubmissionContext ctx = ApplicationSubmissionContext.newInstance(app,
+        jobConf.get("mapreduce.job.name", "map-collective job"), jobConf.get("mapreduce.job.queuename", "default"),
+        Priority.newInstance(0), LaunchSpec.master(jobConf, jobDir, tokens), false, true, 1,
+        Resource.newInstance(jobConf.getInt(LaunchSpec.AM_MEMORY_MB, 1024), jobConf.getInt(LaunchSpec.AM_VCORES, 1)),
+        APPLICATION_TYPE);
+    jobDirs.put(job, jobDir);
+    rm.submit(ctx);
+    return status(job);
+  }
+
+  /** The jar our classes were loaded from (shipped to every container). */
+  static File ourJar() throws IOException {
+    try {
+      File f = new File(AppMaster.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+      if (!f.isFile() || !f.getName().endsWith(".jar")) {
+        throw new IOException("Harp-RS classes were not loaded from a jar (" + f + "); run the job from "
+            + "harp-rs.jar or a jar that contains it");
+      }
+      return f;
+    } catch (URISyntaxException e) {
+      throw new IOException("cannot locate the Harp-RS jar: " + e, e);
+    }
+  }
+
+  /** The native library: {@code harp.native.lib} if set, else the copy inside our jar. */
+  static InputStream nativeLibrary() throws IOException {
+    String explicit = System.getProperty("harp.native.lib");
+    if (explicit != null) {
+      return new java.io.FileInputStream(explicit);
+    }
+    InputStream in = AppMaster.class.getResourceAsStream("/native/" + LaunchSpec.NATIVE_LIB);
+    if (in == null) {
+      throw new IOException("the Harp-RS native library is neither set (harp.native.lib) nor inside the jar "
+          + "(/native/" + LaunchSpec.NATIVE_LIB + ")");
+    }
+    return in;
+  }
+
+  private JobStatus status(JobID job) throws IOException {
+    AppState s = rm.report(appId(job));
+    JobStatus.State state = switch (s.state()) {
+      case NEW, NEW_SAVING, SUBMITTED, ACCEPTED -> JobStatus.State.PREP;
+      case RUNNING -> JobStatus.State.RUNNING;
+      case FAILED -> JobStatus.State.FAILED;
+      case KILLED -> JobStatus.State.KILLED;
+      case FINISHED -> switch (s.finalStatus()) {
+        case SUCCEEDED -> JobStatus.State.SUCCEEDED;
+        case KILLED -> JobStatus.State.KILLED;
+        default -> JobStatus.State.FAILED;
+      };
+    };
+    boolean done = state == JobStatus.State.SUCCEEDED;
+    Path dir = jobDirs.get(job);
+    String jobFile = dir == null ? "" : new Path(dir, LaunchSpec.JOB_XML).toString();
+    String user = UserGroupInformation.getCurrentUser().getShortUserName();
+    Status st = new Status(job, 1f, done ? 1f : s.progress(), done ? 1f : 0f, done ? 1f : 0f, state,
+        JobPriority.NORMAL, user, job.toString(), jobFile, s.trackingUrl() == null ? "" : s.trackingUrl());
+    st.set(s.diagnostics() == null ? "" : s.diagnostics(), s.startTime(), s.finishTime());
+    return st;
+  }
+
+  /** A JobStatus whose failure info and times can be set (the setters are protected). */
+  static final class Status extends JobStatus {
+    Status(JobID id, float setup, float map, float reduce, float cleanup, State state, JobPriority prio, String user,
+        String name, String jobFile, String url) {
+      super(id, setup, map, reduce, cleanup, state, prio, user, name, jobFile, url);
+    }
+
+    void set(String failure, long start, long finish) {
+      setFailureInfo(failure);
+      setStartTime(start);
+      setFinishTime(finish);
+    }
+  }
+
+  /** The summed worker counters the master left next to the job directory (removed once read). */
+  private Counters counters(JobID job) throws IOException {
+    Path dir = jobDirs.get(job);
+    if (dir == null) {
+      return null;
+    }
+    Path f = AppMaster.countersFile(dir);
+    FileSystem fs = f.getFileSystem(conf);
+    if (!fs.exists(f)) {
+      return null;
+    }
+    Counters c = new Counters();
+    try (FSDataInputStream in = fs.open(f)) {
+      c.readFields(in);
+    }
+    if (status(job).isJobComplete()) {
+      fs.delete(f, false);
+    }
+    return c;
+  }
+}
