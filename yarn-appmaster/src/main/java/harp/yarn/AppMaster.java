@@ -112,7 +112,9 @@ public final class AppMaster {
   /** Runs the job to its end; true if it succeeded. */
   public static boolean run(Configuration conf, Path jobDir, Port port, ByteBuffer tokens) throws Exception {
     FileSystem fs = jobDir.getFileSystem(conf);
-    JobID jobId = JobID.forName(conf.get("mapreduce.job.id"));
+    // The job submitter names the job directory after the job.
+    JobID jobId = JobID.forName(conf.get("mapreduce.job.id", jobDir.getName()));
+    conf.set("mapreduce.job.id", jobId.toString());
     AmConfig cfg = AmConfig.from(k -> conf.getLong(k[0], Long.parseLong(k[1])));
     List<Split> splits = new ArrayList<>();
     Map<Integer, Long> offsetOf = new HashMap<>();

@@ -104,7 +104,8 @@ public final class WorkerMain {
   @SuppressWarnings({"unchecked", "rawtypes"})
   static Reporter run(Configuration conf, int rank, Path splitFile, List<Long> offsets) throws Exception {
     conf.setInt("harp.worker.rank", rank);
-    JobID job = JobID.forName(conf.get("mapreduce.job.id", "job_local_0001"));
+    String dir = conf.get("mapreduce.job.dir");
+    JobID job = JobID.forName(conf.get("mapreduce.job.id", dir == null ? "job_local_0001" : new Path(dir).getName()));
     TaskAttemptID attempt = new TaskAttemptID(new TaskID(job, TaskType.MAP, rank), 0);
     conf.set("mapreduce.task.attempt.id", attempt.toString());
     conf.setInt("mapreduce.task.partition", rank);

@@ -73,6 +73,8 @@ public final class YarnSubmitter implements InvocationHandler {
   private final Configuration conf;
   private final Rm rm;
   private final Map<JobID, Path> jobDirs = new ConcurrentHashMap<>();
+  /** Final counters, kept once read (the master's file is removed then). */
+  private final Map<JobID, Counters> finalCounters = new ConcurrentHashMap<>();
 
   public YarnSubmitter(Configuration conf, Rm rm) {
     this.conf = conf;
@@ -268,6 +270,10 @@ public final class YarnSubmitter implements InvocationHandler {
     if (dir == null) {
       return null;
     }
+    Counters kept = finalCounters.get(job);
+    if (kept != null) {
+      return kept;
+    }
     Path f = AppMaster.countersFile(dir);
     FileSystem fs = f.getFileSystem(conf);
     if (!fs.exists(f)) {
@@ -278,6 +284,7 @@ public final class YarnSubmitter implements InvocationHandler {
       c.readFields(in);
     }
     if (status(job).isJobComplete()) {
+      finalCounters.put(job, c);
       fs.delete(f, false);
     }
     return c;

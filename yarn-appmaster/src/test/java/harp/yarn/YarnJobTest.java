@@ -1,0 +1,183 @@
+package harp.yarn;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import harp.io.WorkerInputFormat;
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.io.LongWritable;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputFormat;
+import org.apache.hadoop.mapreduce.lib.output.TextOutputFormat;
+import org.apache.hadoop.yarn.api.records.ApplicationSubmissionContext;
+import org.apache.hadoop.yarn.api.records.LocalResource;
+import org.apache.hadoop.yarn.api.records.LocalResourceType;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A map-collective job submitted the way users do ({@code Job.waitForCompletion} with
+ * {@code mapreduce.framework.name=map-collective} and a ResourceManager configured), through
+ * Hadoop's job submitter, our client protocol, our application master and worker containers
+ * launched as real processes from the launch contexts the master built ({@link FakeYarn} plays
+ * the ResourceManager and NodeManagers).
+ */
+class YarnJobTest {
+  static final int N = 3;
+
+  @AfterEach
+  void reset() {
+    FakeYarn.failRank = -1;
+    FakeYarn.withheld = "";
+  }
+
+  static Job job(Path tmp, String name) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    StringBuilder a = new StringBuilder();
+    for (int i = 1; i <= 300; i++) {
+      a.append(i).append('\n');
+    }
+    Files.writeString(in.resolve("a.txt"), a.toString());
+    FakeYarn.root = Files.createDirectories(tmp.resolve("containers"));
+    Configuration conf = new Configuration();
+    conf.set("mapreduce.framework.name", "map-collective");
+    conf.set("yarn.resourcemanager.address", "fake-rm:8032");
+    conf.set(YarnSubmitter.RM_FACTORY, FakeYarn.class.getName());
+    conf.set("fs.defaultFS", "file:///");
+    conf.set("yarn.app.mapreduce.am.staging-dir", tmp.resolve("staging").toString());
+    conf.set("hadoop.tmp.dir", tmp.resolve("hadoop-tmp").toString());
+    conf.set("mapreduce.client.completion.pollinterval", "100");
+    // The "cluster's" Hadoop classpath: this JVM's (the Hadoop jars and the test classes).
+    List<String> cp = new ArrayList<>();
+    for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      cp.add(new File(e).getAbsolutePath());
+    }
+    conf.setStrings("yarn.application.classpath", cp.toArray(new String[0]));
+    conf.set("harp.am.host", "127.0.0.1");
+    conf.set("harp.worker.host", "127.0.0.1");
+    conf.setInt(WorkerInputFormat.WORKERS, N);
+    conf.setLong("harp.connect.timeout.ms", 30_000);
+    conf.setLong("harp.collective.timeout.ms", 30_000);
+    conf.setLong(AmConfig.GANG_TIMEOUT_MS, 60_000);
+    Job job = Job.getInstance(conf, name);
+    job.setInputFormatClass(WorkerInputFormat.class);
+    FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
+    job.setMapperClass(WorkerProcessesTest.SumMapper.class);
+    job.setNumReduceTasks(0);
+    job.setOutputFormatClass(TextOutputFormat.class);
+    job.setOutputKeyClass(Text.class);
+    job.setOutputValueClass(LongWritable.class);
+    FileOutputFormat.setOutputPath(job, new org.apache.hadoop.fs.Path(tmp.resolve("out").toUri()));
+    return job;
+  }
+
+  static List<String> output(Path out) throws Exception {
+    List<String> lines = new ArrayList<>();
+    try (var files = Files.list(out)) {
+      for (Path p : files.filter(p -> p.getFileName().toString().startsWith("part-m-")).sorted().toList()) {
+        lines.addAll(Files.readAllLines(p));
+      }
+    }
+    return lines;
+  }
+
+  @Test
+  @Timeout(180)
+  void aJobRunsThroughTheMasterAndWorkerContainersAndCommitsItsOutput(@TempDir Path tmp) throws Exception {
+    Job job = job(tmp, "sum on yarn");
+    assertTrue(job.waitForCompletion(true), "job failed: " + job.getStatus().getFailureInfo());
+    FakeYarn y = FakeYarn.last;
+    assertNull(y.masterError);
+
+    // One application, one attempt, our master, with everything shipped as local resources.
+    assertEquals(1, y.submitted.size());
+    ApplicationSubmissionContext app = y.submitted.get(0);
+    assertEquals(1, app.getMaxAppAttempts());
+    assertEquals(YarnSubmitter.APPLICATION_TYPE, app.getApplicationType());
+    assertTrue(app.getAMContainerSpec().getCommands().get(0).contains(AppMaster.class.getName()));
+    Map<String, LocalResource> res = app.getAMContainerSpec().getLocalResources();
+    for (String f : List.of(LaunchSpec.JOB_XML, LaunchSpec.JOB_SPLIT, LaunchSpec.HARP_JAR, LaunchSpec.NATIVE_LIB)) {
+      assertTrue(res.containsKey(f), "missing resource " + f + " in " + res.keySet());
+      assertEquals(LocalResourceType.FILE, res.get(f).getType());
+    }
+    // One worker per node, each pinned to its node.
+    assertEquals(List.of("0@n0", "1@n1", "2@n2"), y.requests.stream().sorted().toList());
+
+    // The workers ran the mapper over their splits and the master committed the output.
+    assertTrue(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+    assertEquals(List.of("rank0\t45150", "rank1\t45150", "rank2\t45150"), output(tmp.resolve("out")));
+    // Counters: the workers' summed, as for any job.
+    assertEquals(N, job.getCounters().findCounter("test", "records").getValue());
+    // The staging directory is gone.
+    try (var s = Files.list(tmp.resolve("staging"))) {
+      List<Path> left = new ArrayList<>();
+      s.forEach(u -> {
+        try (var w = Files.walk(u)) {
+          w.filter(Files::isRegularFile).forEach(left::add);
+        } catch (java.io.IOException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      assertEquals(List.of(), left);
+    }
+  }
+
+  @Test
+  @Timeout(180)
+  void aFailingWorkerFailsTheWholeJobWithItsRankAndNothingIsCommitted(@TempDir Path tmp) throws Exception {
+    FakeYarn.failRank = 1;
+    Job job = job(tmp, "sum on yarn, worker 1 fails");
+    assertFalse(job.waitForCompletion(false));
+    String why = job.getStatus().getFailureInfo();
+    assertTrue(why.contains("worker 1") && why.contains("exit status 3") && why.contains("deliberate container failure"),
+        why);
+    FakeYarn y = FakeYarn.last;
+    // The other workers were stopped, not left running.
+    for (Process p : y.running.values()) {
+      p.waitFor(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertFalse(p.isAlive());
+    }
+    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+  }
+
+  @Test
+  @Timeout(180)
+  void aGangThatCannotBePlacedInTimeFailsWithADiagnostic(@TempDir Path tmp) throws Exception {
+    FakeYarn.withheld = "n2";
+    Job job = job(tmp, "sum on yarn, one node never grants");
+    job.getConfiguration().setLong(AmConfig.GANG_TIMEOUT_MS, 2_000);
+    assertFalse(job.waitForCompletion(false));
+    String why = job.getStatus().getFailureInfo();
+    assertTrue(why.contains("only 2 of 3 workers could be placed after 2 s (cluster has 3 usable nodes)"), why);
+    // No worker was launched before the whole gang was held.
+    assertEquals(Map.of(), FakeYarn.last.running);
+  }
+
+  @Test
+  @Timeout(180)
+  void killingAJobEndsItKilledWithoutOutput(@TempDir Path tmp) throws Exception {
+    FakeYarn.withheld = "n2"; // the job waits for its gang until killed
+    Job job = job(tmp, "sum on yarn, killed");
+    job.submit();
+    long until = System.currentTimeMillis() + 60_000;
+    while (FakeYarn.last.requests.size() < N && System.currentTimeMillis() < until) {
+      Thread.sleep(50);
+    }
+    job.killJob();
+    assertTrue(job.isComplete());
+    assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
+    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+  }
+}
