@@ -43,13 +43,8 @@ class YarnJobTest {
     FakeYarn.withheld = "";
   }
 
-  static Job job(Path tmp, String name) throws Exception {
-    Path in = Files.createDirectories(tmp.resolve("in"));
-    StringBuilder a = new StringBuilder();
-    for (int i = 1; i <= 300; i++) {
-      a.append(i).append('\n');
-    }
-    Files.writeString(in.resolve("a.txt"), a.toString());
+  /** A client configuration for the fake cluster (staging and containers under {@code tmp}). */
+  static Configuration yarnConf(Path tmp) throws Exception {
     FakeYarn.root = Files.createDirectories(tmp.resolve("containers"));
     Configuration conf = new Configuration();
     conf.set("mapreduce.framework.name", "map-collective");
@@ -71,7 +66,17 @@ class YarnJobTest {
     conf.setLong("harp.connect.timeout.ms", 30_000);
     conf.setLong("harp.collective.timeout.ms", 30_000);
     conf.setLong(AmConfig.GANG_TIMEOUT_MS, 60_000);
-    Job job = Job.getInstance(conf, name);
+    return conf;
+  }
+
+  static Job job(Path tmp, String name) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    StringBuilder a = new StringBuilder();
+    for (int i = 1; i <= 300; i++) {
+      a.append(i).append('\n');
+    }
+    Files.writeString(in.resolve("a.txt"), a.toString());
+    Job job = Job.getInstance(yarnConf(tmp), name);
     job.setInputFormatClass(WorkerInputFormat.class);
     FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
     job.setMapperClass(WorkerProcessesTest.SumMapper.class);
@@ -179,5 +184,42 @@ class YarnJobTest {
     assertTrue(job.isComplete());
     assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
     assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+  }
+
+  static void harp(String... args) throws Exception {
+    String bin = System.getProperty("harp.bin", "target/release/harp");
+    List<String> cmd = new ArrayList<>(List.of(bin));
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS), "harp did not finish");
+    assertEquals(0, p.exitValue(), out);
+  }
+
+  static double[] read(Path f) throws Exception {
+    return Files.readAllLines(f).stream().filter(l -> !l.isBlank())
+        .flatMap(l -> java.util.Arrays.stream(l.trim().split("\\s+"))).mapToDouble(Double::parseDouble).toArray();
+  }
+
+  @Test
+  @Timeout(240)
+  void theKMeansExampleOnYarnEqualsHarpKmeans(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("data");
+    harp("gen", "points", "--n", "3000", "--dim", "5", "--seed", "3", "--init", "6", "--files", "3",
+        "--output", data.toString());
+    harp("kmeans", "--workers", "3", "--input", data.resolve("points").toString(), "--init",
+        data.resolve("init.txt").toString(), "--iterations", "4", "--output", tmp.resolve("rust").toString());
+    int rc = org.apache.hadoop.util.ToolRunner.run(yarnConf(tmp), new harp.examples.kmeans.KMeans(), new String[] {
+        data.resolve("points").toString(), data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "4",
+        "3"});
+    assertEquals(0, rc);
+    double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
+    double[] got = read(tmp.resolve("java").resolve("centroids.txt"));
+    assertEquals(6 * 5, want.length);
+    assertEquals(want.length, got.length);
+    for (int i = 0; i < want.length; i++) {
+      double rel = Math.abs(got[i] - want[i]) / Math.max(Math.abs(want[i]), 1e-300);
+      assertTrue(rel <= 1e-9, "value " + i + ": " + got[i] + " vs " + want[i]);
+    }
   }
 }
