@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# End-to-end check of map-collective on a real Hadoop 3 cluster (YARN + HDFS):
+#   HADOOP_CONF_DIR=/etc/hadoop/conf scripts/yarn-e2e.sh [WORKERS] [POINTS] [DIM] [K] [ITERATIONS]
+# Generates points locally with `harp gen`, puts them on HDFS, runs the Java K-means example
+# with -Dmapreduce.framework.name=map-collective (our client protocol, application master and
+# one worker per node), fetches the centroids from HDFS and compares them with `harp kmeans` on
+# the same data (relative 1e-9). Exits non-zero on any failure or mismatch.
+# Uses `hadoop` from PATH when there is one (the cluster's own client), else scripts/hadoop.
+# Environment: HDFS_DIR (default /tmp/harp-e2e-$USER), EXTRA_D (more -D options, e.g.
+# "-Dharp.yarn.workers.per.node=4" on a single-node cluster), KEEP=1 keeps the HDFS data.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+die() { echo "yarn-e2e: $*" >&2; exit 1; }
+W=${1:-2} N=${2:-20000} D=${3:-8} K=${4:-5} I=${5:-5}
+[[ -n ${HADOOP_CONF_DIR:-} ]] || die "HADOOP_CONF_DIR is not set: point it at the cluster's configuration"
+for f in core-site.xml yarn-site.xml; do
+  [[ -f $HADOOP_CONF_DIR/$f ]] || die "$HADOOP_CONF_DIR/$f is missing"
+done
+grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" \
+  || die "$HADOOP_CONF_DIR/yarn-site.xml configures no ResourceManager (the job would run in local mode)"
+HADOOP=$(command -v hadoop || echo scripts/hadoop)
+HDFS_DIR=${HDFS_DIR:-/tmp/harp-e2e-${USER:-harp}}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"; [[ ${KEEP:-0} == 1 ]] || "$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1 || true' EXIT
+
+echo "== build"
+bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
+H=target/release/harp
+JAR=target/java/harp-rs-examples.jar
+
+echo "== data: $N points, dim $D, k $K"
+$H gen points --n "$N" --dim "$D" --seed 7 --init "$K" --files "$W" --output "$WORK/data" >/dev/null
+"$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1 || true
+"$HADOOP" fs -mkdir -p "$HDFS_DIR" || die "cannot create $HDFS_DIR on HDFS"
+"$HADOOP" fs -put "$WORK/data/points" "$HDFS_DIR/points" || die "cannot put the points on HDFS"
+"$HADOOP" fs -put "$WORK/data/init.txt" "$HDFS_DIR/init.txt" || die "cannot put the centroids on HDFS"
+
+echo "== reference: harp kmeans on $W local workers"
+$H kmeans --workers "$W" --input "$WORK/data/points" --init "$WORK/data/init.txt" --iterations "$I" \
+  --output "$WORK/rust" >/dev/null
+
+echo "== map-collective job on YARN ($W workers)"
+# shellcheck disable=SC2086
+"$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
+  "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/out" "$I" "$W" || die "the job failed"
+"$HADOOP" fs -get "$HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HDFS_DIR/out"
+
+echo "== compare"
+python3 - "$WORK/rust/centroids.txt" "$WORK/java.txt" <<'EOF' || die "centroids differ from harp kmeans"
+import sys
+want = [float(x) for x in open(sys.argv[1]).read().split()]
+got = [float(x) for x in open(sys.argv[2]).read().split()]
+if len(want) != len(got) or not want:
+    sys.exit(f"{len(got)} values from the job, {len(want)} from harp kmeans")
+worst = max(abs(g - w) / max(abs(w), 1e-300) for g, w in zip(got, want))
+print(f"{len(want)} values, largest relative difference {worst:.3g}")
+sys.exit(0 if worst <= 1e-9 else 1)
+EOF
+echo "yarn-e2e: OK"
