@@ -19,8 +19,9 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The Java K-means example through LocalJobRunner against `harp kmeans` on the same data. */
-class KMeansJobTest {
-  static void harp(String... args) throws IOException, InterruptedException {
+public class KMeansJobTest {
+  /** Runs the harp binary (-Dharp.bin) and asserts it succeeded; also used by the YARN tests. */
+  public static void harp(String... args) throws IOException, InterruptedException {
     String[] cmd = new String[args.length + 1];
     cmd[0] = JobTestSupport.harpBinary();
     System.arraycopy(args, 0, cmd, 1, args.length);
@@ -30,7 +31,8 @@ class KMeansJobTest {
     assertEquals(0, p.exitValue(), out);
   }
 
-  static double[] read(Path f) throws IOException {
+  /** Every number of a centroids file, in order. */
+  public static double[] read(Path f) throws IOException {
     List<String> lines = Files.readAllLines(f);
     return lines.stream().filter(l -> !l.isBlank()).flatMap(l -> java.util.Arrays.stream(l.trim().split("\\s+")))
         .mapToDouble(Double::parseDouble).toArray();

@@ -5,7 +5,6 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.net.InetSocketAddress;
-import java.security.SecureRandom;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapred.JobConf;
@@ -34,13 +33,7 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
       return null;
     }
     if (conf.get("harp.job.secret") == null) {
-      byte[] b = new byte[32];
-      new SecureRandom().nextBytes(b);
-      StringBuilder sb = new StringBuilder();
-      for (byte x : b) {
-        sb.append(String.format("%02x", x));
-      }
-      conf.set("harp.job.secret", sb.toString());
+      conf.set("harp.job.secret", harp.yarn.AppMaster.randomHex(32));
     }
     if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
       return harp.yarn.YarnSubmitter.create(conf);

@@ -112,8 +112,7 @@ public final class AppMaster {
   /** Runs the job to its end; true if it succeeded. */
   public static boolean run(Configuration conf, Path jobDir, Port port, ByteBuffer tokens) throws Exception {
     FileSystem fs = jobDir.getFileSystem(conf);
-    // The job submitter names the job directory after the job.
-    JobID jobId = JobID.forName(conf.get("mapreduce.job.id", jobDir.getName()));
+    JobID jobId = WorkerMain.jobId(conf);
     conf.set("mapreduce.job.id", jobId.toString());
     AmConfig cfg = AmConfig.from(k -> conf.getLong(k[0], Long.parseLong(k[1])));
     List<Split> splits = new ArrayList<>();
@@ -128,9 +127,9 @@ public final class AppMaster {
 
     String secret = conf.get("harp.job.secret");
     if (secret == null || secret.isEmpty()) {
-      secret = randomHex();
+      secret = randomHex(24);
     }
-    String token = randomHex();
+    String token = randomHex(24);
     String host = conf.get("harp.am.host", System.getenv().getOrDefault("NM_HOST",
         InetAddress.getLocalHost().getCanonicalHostName()));
     Map<String, org.apache.hadoop.yarn.api.records.LocalResource> resources = LaunchSpec.resources(conf, jobDir);
@@ -214,7 +213,7 @@ public final class AppMaster {
     GangMaster master = new GangMaster(cfg, rm, nm, commit, finalSecret);
     h.master = master;
     try (Registry reg = new Registry(master, token, InetAddress.getByName(host))) {
-      h.registryAddress = host + ":" + reg.address().substring(reg.address().lastIndexOf(':') + 1);
+      h.registryAddress = host + ":" + reg.port();
       port.start(new Events() {
         @Override
         public void allocated(String containerId, String node) {
@@ -235,7 +234,7 @@ public final class AppMaster {
         public float progress() {
           return master.progress();
         }
-      }, host, Integer.parseInt(h.registryAddress.substring(h.registryAddress.lastIndexOf(':') + 1)));
+      }, host, reg.port());
       if (workers > splits.size()) {
         master.abort(AmConfig.WORKERS + "=" + workers + " but the input has only " + splits.size()
             + " splits (every worker needs at least one)");
@@ -297,8 +296,9 @@ public final class AppMaster {
     }
   }
 
-  static String randomHex() {
-    byte[] b = new byte[24];
+  /** {@code bytes} random bytes from SecureRandom, in hex (job secrets, registration tokens). */
+  public static String randomHex(int bytes) {
+    byte[] b = new byte[bytes];
     new SecureRandom().nextBytes(b);
     StringBuilder sb = new StringBuilder();
     for (byte x : b) {

@@ -42,7 +42,11 @@ public final class Registry implements AutoCloseable {
 
   /** host:port workers register with. */
   public String address() {
-    return server.getInetAddress().getHostAddress() + ":" + server.getLocalPort();
+    return server.getInetAddress().getHostAddress() + ":" + port();
+  }
+
+  public int port() {
+    return server.getLocalPort();
   }
 
   private void acceptLoop() {

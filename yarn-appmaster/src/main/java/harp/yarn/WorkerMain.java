@@ -104,8 +104,7 @@ public final class WorkerMain {
   @SuppressWarnings({"unchecked", "rawtypes"})
   static Reporter run(Configuration conf, int rank, Path splitFile, List<Long> offsets) throws Exception {
     conf.setInt("harp.worker.rank", rank);
-    String dir = conf.get("mapreduce.job.dir");
-    JobID job = JobID.forName(conf.get("mapreduce.job.id", dir == null ? "job_local_0001" : new Path(dir).getName()));
+    JobID job = jobId(conf);
     TaskAttemptID attempt = new TaskAttemptID(new TaskID(job, TaskType.MAP, rank), 0);
     conf.set("mapreduce.task.attempt.id", attempt.toString());
     conf.setInt("mapreduce.task.partition", rank);
@@ -142,6 +141,15 @@ public final class WorkerMain {
     System.err.println("harp worker " + rank + " done: " + reporter.counters);
     writeCounters(conf, rank, reporter.counters);
     return reporter;
+  }
+
+  /**
+   * The job's id: {@code mapreduce.job.id} when set, else the name of the job directory
+   * ({@code mapreduce.job.dir}), which the job submitter names after the job.
+   */
+  static JobID jobId(Configuration conf) {
+    String dir = conf.get("mapreduce.job.dir");
+    return JobID.forName(conf.get("mapreduce.job.id", dir == null ? "job_local_0001" : new Path(dir).getName()));
   }
 
   /** Leaves the task's counters in the job directory, where the client sums them. */

@@ -90,39 +90,39 @@ final class YarnPort implements AppMaster.Port {
   /** Only a failed start matters: it fails the worker (and so the job). */
   @SuppressWarnings("deprecation")
   private final class NmHandler extends NMClientAsync.AbstractCallbackHandler {
-      @Override
-      public void onContainerStarted(ContainerId id, Map<String, ByteBuffer> data) {}
+    @Override
+    public void onContainerStarted(ContainerId id, Map<String, ByteBuffer> data) {}
 
-      @Override
-      public void onContainerStatusReceived(ContainerId id, ContainerStatus status) {}
+    @Override
+    public void onContainerStatusReceived(ContainerId id, ContainerStatus status) {}
 
-      @Override
-      public void onContainerStopped(ContainerId id) {}
+    @Override
+    public void onContainerStopped(ContainerId id) {}
 
-      @Override
-      public void onStartContainerError(ContainerId id, Throwable t) {
-        events.completed(id.toString(), -1, "the NodeManager could not start the container: " + t);
-      }
+    @Override
+    public void onStartContainerError(ContainerId id, Throwable t) {
+      events.completed(id.toString(), -1, "the NodeManager could not start the container: " + t);
+    }
 
-      @Override
-      public void onContainerResourceIncreased(ContainerId id, Resource r) {}
+    @Override
+    public void onContainerResourceIncreased(ContainerId id, Resource r) {}
 
-      @Override
-      public void onContainerResourceUpdated(ContainerId id, Resource r) {}
+    @Override
+    public void onContainerResourceUpdated(ContainerId id, Resource r) {}
 
-      @Override
-      public void onGetContainerStatusError(ContainerId id, Throwable t) {}
+    @Override
+    public void onGetContainerStatusError(ContainerId id, Throwable t) {}
 
-      @Override
-      public void onIncreaseContainerResourceError(ContainerId id, Throwable t) {}
+    @Override
+    public void onIncreaseContainerResourceError(ContainerId id, Throwable t) {}
 
-      @Override
-      public void onUpdateContainerResourceError(ContainerId id, Throwable t) {}
+    @Override
+    public void onUpdateContainerResourceError(ContainerId id, Throwable t) {}
 
-      @Override
-      public void onStopContainerError(ContainerId id, Throwable t) {
-        System.err.println("harp master: stopping " + id + " failed: " + t);
-      }
+    @Override
+    public void onStopContainerError(ContainerId id, Throwable t) {
+      System.err.println("harp master: stopping " + id + " failed: " + t);
+    }
   }
 
   @Override

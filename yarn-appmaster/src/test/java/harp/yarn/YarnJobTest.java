@@ -1,5 +1,7 @@
 package harp.yarn;
 
+import static harp.KMeansJobTest.harp;
+import static harp.KMeansJobTest.read;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -184,21 +186,6 @@ class YarnJobTest {
     assertTrue(job.isComplete());
     assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
     assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
-  }
-
-  static void harp(String... args) throws Exception {
-    String bin = System.getProperty("harp.bin", "target/release/harp");
-    List<String> cmd = new ArrayList<>(List.of(bin));
-    cmd.addAll(List.of(args));
-    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-    String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
-    assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS), "harp did not finish");
-    assertEquals(0, p.exitValue(), out);
-  }
-
-  static double[] read(Path f) throws Exception {
-    return Files.readAllLines(f).stream().filter(l -> !l.isBlank())
-        .flatMap(l -> java.util.Arrays.stream(l.trim().split("\\s+"))).mapToDouble(Double::parseDouble).toArray();
   }
 
   @Test
