@@ -5,7 +5,10 @@
 # with -Dmapreduce.framework.name=map-collective (our client protocol, application master and
 # one worker per node), fetches the centroids from HDFS and compares them with `harp kmeans` on
 # the same data (relative 1e-9). Exits non-zero on any failure or mismatch.
-# Uses `hadoop` from PATH when there is one (the cluster's own client), else scripts/hadoop.
+# Needs the cluster's own Hadoop client (`hadoop` on the PATH, or $HADOOP_HOME/bin/hadoop):
+# scripts/hadoop only runs `hadoop jar` and cannot talk to HDFS.
+# Checks that no host ran more than one worker (counter group "Harp-RS workers per host") unless
+# EXTRA_D raises harp.yarn.workers.per.node.
 # Environment: HDFS_DIR (default /tmp/harp-e2e-$USER), EXTRA_D (more -D options, e.g.
 # "-Dharp.yarn.workers.per.node=4" on a single-node cluster), KEEP=1 keeps the HDFS data.
 set -euo pipefail
@@ -18,7 +21,9 @@ for f in core-site.xml yarn-site.xml; do
 done
 grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" \
   || die "$HADOOP_CONF_DIR/yarn-site.xml configures no ResourceManager (the job would run in local mode)"
-HADOOP=$(command -v hadoop || echo scripts/hadoop)
+HADOOP=$(command -v hadoop || true)
+if [[ -z $HADOOP && -n ${HADOOP_HOME:-} && -x $HADOOP_HOME/bin/hadoop ]]; then HADOOP=$HADOOP_HOME/bin/hadoop; fi
+[[ -n $HADOOP ]] || die "no Hadoop client: put the cluster's 'hadoop' on the PATH or set HADOOP_HOME (scripts/hadoop runs only 'hadoop jar' and cannot reach HDFS)"
 HDFS_DIR=${HDFS_DIR:-/tmp/harp-e2e-${USER:-harp}}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; [[ ${KEEP:-0} == 1 ]] || "$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1 || true' EXIT
@@ -42,7 +47,17 @@ $H kmeans --workers "$W" --input "$WORK/data/points" --init "$WORK/data/init.txt
 echo "== map-collective job on YARN ($W workers)"
 # shellcheck disable=SC2086
 "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
-  "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/out" "$I" "$W" || die "the job failed"
+  "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/out" "$I" "$W" 2>&1 | tee "$WORK/job.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || die "the job failed"
+echo "== placement"
+awk '/Harp-RS workers per host/{on=1; next} on && /=/{print; next} on{on=0}' "$WORK/job.log" >"$WORK/hosts"
+[[ -s $WORK/hosts ]] || die "the job printed no 'Harp-RS workers per host' counters"
+placed=$(awk -F= '{s+=$2} END{print s}' "$WORK/hosts")
+[[ $placed -eq $W ]] || die "$placed workers counted on hosts, $W expected"
+if [[ ${EXTRA_D:-} != *workers.per.node* ]] && awk -F= '$2+0 > 1' "$WORK/hosts" | grep -q .; then
+  die "more than one worker on a host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
+fi
+echo "workers per host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
 "$HADOOP" fs -get "$HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HDFS_DIR/out"
 
 echo "== compare"

@@ -344,7 +344,7 @@ fn bad_hosts_files_and_arguments_are_clear_errors() {
     assert!(!o.status.success());
     assert!(
         text(&o).1.contains(&format!(
-            "{}:2: expected host:port, found 'not-a-host'",
+            "{}:2: expected host:port [rack], found 'not-a-host'",
             f.display()
         )),
         "{:?}",

@@ -1,6 +1,7 @@
-//! Cluster description: the hosts file (`host:port` per line in rank order; a line starting with
-//! `#rack` starts a new rack; other `#` lines and blank lines are comments) and the rack-aware
-//! orders used by the pipelined chain.
+//! Cluster description: the hosts file (`host:port` per line in rank order, optionally followed
+//! by the host's rack name, e.g. `10.0.0.5:7700 /rack2` as YARN names racks; a line starting with
+//! `#rack` starts a new rack for the lines without a name; other `#` lines and blank lines are
+//! comments) and the rack-aware orders used by the pipelined chain.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -23,7 +24,14 @@ impl Topology {
 
     /// Parses a hosts file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Topology> {
+        /// A rack as the file gives it: a `#rack` block, or a name after the address.
+        #[derive(PartialEq)]
+        enum Key<'a> {
+            Block(usize),
+            Named(&'a str),
+        }
         let mut hosts = Vec::new();
+        let mut keys: Vec<Key> = Vec::new();
         let mut rack = Vec::new();
         let mut current = 0usize;
         let mut seen_rack = false;
@@ -44,22 +52,33 @@ impl Topology {
             if line.starts_with('#') {
                 continue;
             }
-            let Some((h, port)) = line.rsplit_once(':') else {
-                return Err(Error::Input {
-                    file: file.into(),
-                    line: i as u64 + 1,
-                    msg: format!("expected host:port, found '{line}'"),
-                });
+            let bad = |what: &str| Error::Input {
+                file: file.into(),
+                line: i as u64 + 1,
+                msg: format!("expected host:port [rack], {what} '{}'", clip(line)),
+            };
+            let mut fields = line.split_whitespace();
+            let addr = fields.next().unwrap_or_default();
+            let named = fields.next();
+            if fields.next().is_some() {
+                return Err(bad("found"));
+            }
+            let Some((h, port)) = addr.rsplit_once(':') else {
+                return Err(bad("found"));
             };
             if h.is_empty() || port.parse::<u16>().is_err() {
-                return Err(Error::Input {
-                    file: file.into(),
-                    line: i as u64 + 1,
-                    msg: format!("expected host:port, found '{line}'"),
-                });
+                return Err(bad("found"));
             }
-            hosts.push(line.to_string());
-            rack.push(current);
+            let key = named.map_or(Key::Block(current), Key::Named);
+            let index = match keys.iter().position(|k| *k == key) {
+                Some(x) => x,
+                None => {
+                    keys.push(key);
+                    keys.len() - 1
+                }
+            };
+            hosts.push(addr.to_string());
+            rack.push(index);
         }
         if hosts.is_empty() {
             return Err(Error::Input {
@@ -67,11 +86,6 @@ impl Topology {
                 line: 1,
                 msg: "no hosts listed".into(),
             });
-        }
-        // Rack indices are dense even if the file starts with hosts before any #rack line.
-        let first = rack[0];
-        for r in &mut rack {
-            *r -= first;
         }
         Ok(Topology { hosts, rack })
     }
@@ -116,6 +130,14 @@ impl Topology {
     }
 }
 
+/// At most 200 characters of a bad line, for error messages.
+fn clip(line: &str) -> String {
+    match line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +153,7 @@ mod tests {
         assert_eq!(t.chain_order(0), vec![0, 1, 2, 3, 4]);
         assert_eq!(t.chain_order(3), vec![3, 2, 4, 0, 1]);
         let flat = Topology::parse("a:1\nb:2\nc:3\n", "h").unwrap();
+        assert_eq!(flat.rack, vec![0, 0, 0]);
         assert_eq!(flat.chain_order(1), vec![1, 2, 0]);
     }
 
@@ -139,7 +162,18 @@ mod tests {
         let e = Topology::parse("a:1\n\nnoport\n", "hosts.txt")
             .unwrap_err()
             .to_string();
-        assert_eq!(e, "hosts.txt:3: expected host:port, found 'noport'");
+        assert_eq!(e, "hosts.txt:3: expected host:port [rack], found 'noport'");
+        assert!(Topology::parse("a:1 /r1 extra\n", "h").is_err());
         assert!(Topology::parse("# only comments\n", "h").is_err());
+    }
+
+    #[test]
+    fn named_racks_need_not_be_contiguous_in_rank_order() {
+        // As YARN places workers: ranks 0 and 2 on /r1, 1 and 3 on /r2.
+        let t = Topology::parse("h0:1 /r1\nh1:1 /r2\nh2:1 /r1\nh3:1 /r2\n", "w").unwrap();
+        assert_eq!(t.rack, vec![0, 1, 0, 1]);
+        assert_eq!(t.chain_order(0), vec![0, 2, 1, 3]);
+        assert_eq!(t.chain_order(1), vec![1, 3, 2, 0]);
+        assert_eq!(t.hosts, vec!["h0:1", "h1:1", "h2:1", "h3:1"]);
     }
 }

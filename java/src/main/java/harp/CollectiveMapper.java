@@ -31,6 +31,21 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   private final List<Table> tables = new ArrayList<>();
   private final AtomicInteger inCollective = new AtomicInteger();
 
+  /** Counter group through which {@link #setProgress} reaches the YARN master (not summed). */
+  public static final String PROGRESS_GROUP = "harp.progress";
+
+  /**
+   * Tells how far this worker is ({@code done} of {@code total} iterations or steps): the task's
+   * status shows it, and on YARN the master averages every worker's fraction into the job's
+   * progress (which the client prints as the map progress).
+   */
+  protected void setProgress(Context context, long done, long total) {
+    context.getCounter(PROGRESS_GROUP, "done").setValue(done);
+    context.getCounter(PROGRESS_GROUP, "total").setValue(total);
+    context.setStatus("iteration " + done + " of " + total);
+    context.progress();
+  }
+
   /** The user's job: read input with {@code reader}, compute, call collectives. */
   protected abstract void mapCollective(KeyValReader<KEYIN, VALUEIN> reader, Context context)
       throws IOException, InterruptedException;

@@ -1,5 +1,6 @@
 package harp;
 
+import harp.mapred.JobSecret;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
@@ -18,7 +19,6 @@ import org.apache.hadoop.mapreduce.TaskAttemptContext;
  */
 final class Session {
   /** Configuration keys (documented in docs/java-guide.md). */
-  static final String SECRET = "harp.job.secret";
   static final String OP_TIMEOUT = "harp.collective.timeout.ms";
   static final String CONNECT_TIMEOUT = "harp.connect.timeout.ms";
   static final String LOG_LEVEL = "harp.log.level";
@@ -71,11 +71,7 @@ final class Session {
       return joinThroughMaster(ctx, conf, rank);
     }
     int workers = conf.getInt("mapreduce.job.maps", 1);
-    String secret = conf.get(SECRET);
-    if (secret == null || secret.isEmpty()) {
-      throw new HarpException("no job secret (" + SECRET + "): submit map-collective jobs with "
-          + "-Dmapreduce.framework.name=map-collective, which sets one", rank, "start-up");
-    }
+    byte[] secret = secret(ctx, rank);
     long connectTimeout = conf.getLong(CONNECT_TIMEOUT, 60_000);
     String host = conf.get(HOST, "127.0.0.1");
     String base = conf.get(RENDEZVOUS_DIR, conf.get("mapreduce.job.dir"));
@@ -121,29 +117,43 @@ final class Session {
     return start(ctx, conf, listener, hosts.toString(), rank, secret);
   }
 
+  /** The job secret, from the job's credentials (never from job.xml; see harp.mapred.JobSecret). */
+  static byte[] secret(TaskAttemptContext ctx, int rank) {
+    byte[] secret = JobSecret.of(ctx.getCredentials());
+    if (secret == null) {
+      throw new HarpException("no job secret in the job's credentials (" + JobSecret.KEY + "): submit "
+          + "map-collective jobs with -Dmapreduce.framework.name=map-collective, which adds one", rank, "start-up");
+    }
+    return secret;
+  }
+
   private static long start(TaskAttemptContext ctx, Configuration conf, long listener, String hosts, int rank,
-      String secret) {
+      byte[] secret) {
     String job = ctx.getJobID().toString();
     String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
     String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
-    return Native.start(listener, hosts, rank, job, secret.getBytes(StandardCharsets.UTF_8),
-        options(conf), log);
+    return Native.start(listener, hosts, rank, job, secret, options(conf), log);
   }
 
   /**
-   * YARN mode: register {@code host:port} with the master's registry and receive the job secret
-   * and every worker's address (see harp.yarn.Registry for the protocol).
+   * YARN mode: register {@code host:port} with the master's registry and receive every worker's
+   * address (and rack) in rank order. The registration is signed with the job secret, which the
+   * worker has from its container's credentials; nothing secret crosses the connection (see
+   * harp.yarn.Registry for the protocol).
    */
   private static long joinThroughMaster(TaskAttemptContext ctx, Configuration conf, int rank) throws IOException {
     String am = conf.get(AM_ADDRESS);
-    String token = System.getenv().getOrDefault("HARP_AM_TOKEN", conf.get("harp.am.token", ""));
+    byte[] secret = secret(ctx, rank);
     String host = conf.get(HOST, java.net.InetAddress.getLocalHost().getHostAddress());
     int colon = am.lastIndexOf(':');
     long listener = Native.listen(host, options(conf));
     int port = Native.listenerPort(listener);
-    try (java.net.Socket s = new java.net.Socket(am.substring(0, colon), Integer.parseInt(am.substring(colon + 1)))) {
-      s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, conf.getLong(CONNECT_TIMEOUT, 60_000)));
-      s.getOutputStream().write(("REGISTER " + rank + " " + token + " " + host + ":" + port + "\n")
+    int timeout = (int) Math.min(Integer.MAX_VALUE, conf.getLong(CONNECT_TIMEOUT, 60_000));
+    try (java.net.Socket s = new java.net.Socket()) {
+      s.connect(new java.net.InetSocketAddress(am.substring(0, colon), Integer.parseInt(am.substring(colon + 1))),
+          timeout);
+      s.setSoTimeout(timeout);
+      s.getOutputStream().write((JobSecret.sign(secret, "REGISTER " + rank + " " + host + ":" + port) + "\n")
           .getBytes(StandardCharsets.UTF_8));
       s.getOutputStream().flush();
       java.io.BufferedReader in = new java.io.BufferedReader(
@@ -152,7 +162,6 @@ final class Session {
       if (first == null || !first.equals("ROSTER")) {
         throw new HarpException("the master at " + am + " refused registration: " + first, rank, "start-up");
       }
-      String secret = in.readLine();
       StringBuilder hosts = new StringBuilder();
       for (String l = in.readLine(); l != null && !l.equals("END"); l = in.readLine()) {
         hosts.append(l).append('\n');

@@ -19,7 +19,8 @@ import org.apache.hadoop.mapreduce.protocol.ClientProtocolProvider;
  * (or with {@code harp.local=true}) the job runs in Hadoop's own LocalJobRunner with every map task of the job
  * running at once in this JVM (each an engine worker on loopback). A job that needs more
  * concurrent map tasks than {@code mapreduce.local.map.tasks.maximum} allows fails at
- * submission with a clear message. Gives every job a fresh secret ({@code harp.job.secret}).
+ * submission with a clear message. Gives every job a fresh secret, carried in the job's
+ * credentials only ({@link JobSecret}).
  */
 public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider {
   public static final String FRAMEWORK = "map-collective";
@@ -32,9 +33,6 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     if (!FRAMEWORK.equals(conf.get("mapreduce.framework.name"))) {
       return null;
     }
-    if (conf.get("harp.job.secret") == null) {
-      conf.set("harp.job.secret", harp.yarn.AppMaster.randomHex(32));
-    }
     if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
       return harp.yarn.YarnSubmitter.create(conf);
     }
@@ -45,7 +43,9 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     LocalJobRunner local = new LocalJobRunner(conf);
     // Check the job's number of maps against the runner's concurrency before it starts.
     InvocationHandler h = (proxy, method, args) -> {
-      if (method.getName().equals("submitJob") && args != null && args.length >= 2 && args[1] instanceof String) {
+      if (method.getName().equals("submitJob") && args != null && args.length >= 3 && args[1] instanceof String) {
+        // The secret reaches the map tasks through the job's credentials, not job.xml.
+        JobSecret.ensure((org.apache.hadoop.security.Credentials) args[2]);
         JobConf job = new JobConf(new Path((String) args[1], "job.xml"));
         int maps = job.getNumMapTasks();
         int max = job.getInt(LOCAL_MAX_MAPS, 1);

@@ -15,6 +15,7 @@ public final class AmConfig {
   public static final String COLLECTIVE_TIMEOUT_MS = "harp.collective.timeout.ms";
   public static final String SOCKET_BUFFER_BYTES = "harp.socket.buffer.bytes";
   public static final String LOG_LEVEL = "harp.log.level";
+  public static final String FAILURE_GRACE_MS = "harp.yarn.failure.grace.ms";
 
   /** Number of workers; 0 means one per input split group (the number of splits). */
   public final int workers;
@@ -23,17 +24,29 @@ public final class AmConfig {
   public final long gangTimeoutMs;
   /** At most this many workers on one node (1: one worker per node). */
   public final int workersPerNode;
+  /**
+   * After the first worker fails, how long the master waits for the others' endings before it
+   * decides whom to blame (a killed worker's own ending may be reported after its peers' exits).
+   */
+  public final long failureGraceMs;
 
   public AmConfig(int workers, int memoryMb, int vcores, long gangTimeoutMs, int workersPerNode) {
-    if (memoryMb <= 0 || vcores <= 0 || gangTimeoutMs <= 0 || workersPerNode <= 0 || workers < 0) {
+    this(workers, memoryMb, vcores, gangTimeoutMs, workersPerNode, 2_000);
+  }
+
+  public AmConfig(int workers, int memoryMb, int vcores, long gangTimeoutMs, int workersPerNode,
+      long failureGraceMs) {
+    if (memoryMb <= 0 || vcores <= 0 || gangTimeoutMs <= 0 || workersPerNode <= 0 || workers < 0
+        || failureGraceMs < 0) {
       throw new IllegalArgumentException("bad map-collective settings: workers=" + workers + " memory=" + memoryMb
-          + " vcores=" + vcores + " gang timeout=" + gangTimeoutMs + " workers per node=" + workersPerNode);
+          + " vcores=" + vcores + " gang timeout=" + gangTimeoutMs + " workers per node=" + workersPerNode + " failure grace=" + failureGraceMs);
     }
     this.workers = workers;
     this.memoryMb = memoryMb;
     this.vcores = vcores;
     this.gangTimeoutMs = gangTimeoutMs;
     this.workersPerNode = workersPerNode;
+    this.failureGraceMs = failureGraceMs;
   }
 
   /** Reads the keys through {@code get} (a Hadoop Configuration's getLong, say). */
@@ -42,6 +55,7 @@ public final class AmConfig {
         (int) get.applyAsLong(new String[] {WORKER_MEMORY_MB, "2048"}),
         (int) get.applyAsLong(new String[] {WORKER_VCORES, "1"}),
         get.applyAsLong(new String[] {GANG_TIMEOUT_MS, "120000"}),
-        (int) get.applyAsLong(new String[] {WORKERS_PER_NODE, "1"}));
+        (int) get.applyAsLong(new String[] {WORKERS_PER_NODE, "1"}),
+        get.applyAsLong(new String[] {FAILURE_GRACE_MS, "2000"}));
   }
 }

@@ -1,10 +1,10 @@
 package harp.yarn;
 
+import harp.mapred.JobSecret;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -48,8 +48,12 @@ import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 public final class AppMaster {
   /** Where the master's requests go. */
   public interface Port extends AutoCloseable {
-    /** Registers with the ResourceManager; events arrive on {@code events} from then on. */
-    void start(Events events, String host, int port) throws Exception;
+    /**
+     * Registers with the ResourceManager; events arrive on {@code events} from then on. The
+     * master serves no client RPC (MapReduce's MRClientProtocol), so it registers no RPC port
+     * (see {@link #NO_RPC_HOST}).
+     */
+    void start(Events events) throws Exception;
 
     /** One container for {@code worker} on {@code node} exactly. */
     void request(int worker, String node, int memoryMb, int vcores);
@@ -83,6 +87,15 @@ public final class AppMaster {
     return new Path(jobDir.getParent(), jobDir.getName() + ".harp-counters");
   }
 
+  /**
+   * The host the master registers with (and RPC port -1): "N/A" is what the ResourceManager
+   * itself shows for an unknown master host, so stock MapReduce clients ({@code mapred job
+   * -status/-kill} with framework "yarn") treat the job as running without trying to reach a
+   * job-status RPC server the master does not have, and a kill falls back to the ResourceManager.
+   * Advertising the worker registry's port there made those clients retry RPC for minutes.
+   */
+  public static final String NO_RPC_HOST = "N/A";
+
   private AppMaster() {}
 
   public static void main(String[] args) {
@@ -93,13 +106,10 @@ public final class AppMaster {
         throw new IllegalStateException(LaunchSpec.ENV_JOB_DIR + " is not set: the master runs in a container "
             + "launched by the map-collective client");
       }
-      JobConf conf = new JobConf(new Path(LaunchSpec.JOB_XML));
+      JobConf conf = new JobConf(WorkerMain.localFile(LaunchSpec.JOB_XML));
       Credentials creds = UserGroupInformation.getCurrentUser().getCredentials();
-      DataOutputBuffer buf = new DataOutputBuffer();
-      creds.writeTokenStorageToStream(buf);
-      ByteBuffer tokens = ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
       try (YarnPort port = new YarnPort(conf)) {
-        rc = run(conf, new Path(dir), port, tokens) ? 0 : 1;
+        rc = run(conf, new Path(dir), port, serialize(creds)) ? 0 : 1;
       }
     } catch (Throwable t) {
       System.err.println("harp application master failed: " + t);
@@ -109,8 +119,53 @@ public final class AppMaster {
     System.exit(rc);
   }
 
-  /** Runs the job to its end; true if it succeeded. */
+  static ByteBuffer serialize(Credentials creds) throws IOException {
+    DataOutputBuffer buf = new DataOutputBuffer();
+    creds.writeTokenStorageToStream(buf);
+    return ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
+  }
+
+  /**
+   * The credentials the workers get: the master's (the job's tokens and secret) without the
+   * AMRM token, which lets its holder act as the application master towards the ResourceManager
+   * (MapReduce strips it the same way).
+   */
+  static Credentials forWorkers(Credentials master) {
+    Credentials out = new Credentials();
+    for (org.apache.hadoop.io.Text alias : master.getAllSecretKeys()) {
+      out.addSecretKey(alias, master.getSecretKey(alias));
+    }
+    for (org.apache.hadoop.security.token.Token<?> t : master.getAllTokens()) {
+      if (!AMRM_TOKEN_KIND.equals(t.getKind())) {
+        out.addToken(t.getService(), t);
+      }
+    }
+    return out;
+  }
+
+  /** Kind of the token that authenticates the application master to the ResourceManager. */
+  static final org.apache.hadoop.io.Text AMRM_TOKEN_KIND = new org.apache.hadoop.io.Text("YARN_AM_RM_TOKEN");
+
+  /**
+   * Runs the job to its end; true if it succeeded. {@code tokens}: the master container's
+   * credentials, serialized (the job's tokens, the job secret and the AMRM token).
+   */
   public static boolean run(Configuration conf, Path jobDir, Port port, ByteBuffer tokens) throws Exception {
+    Credentials creds = new Credentials();
+    if (tokens != null) {
+      ByteBuffer b = tokens.duplicate();
+      byte[] raw = new byte[b.remaining()];
+      b.get(raw);
+      try (java.io.DataInputStream in = new java.io.DataInputStream(new java.io.ByteArrayInputStream(raw))) {
+        creds.readTokenStorageStream(in);
+      }
+    }
+    byte[] secret = JobSecret.of(creds);
+    if (secret == null) {
+      throw new IOException("the master's credentials hold no job secret (" + JobSecret.KEY + "): submit "
+          + "map-collective jobs with -Dmapreduce.framework.name=map-collective");
+    }
+    ByteBuffer workerTokens = serialize(forWorkers(creds));
     FileSystem fs = jobDir.getFileSystem(conf);
     JobID jobId = WorkerMain.jobId(conf);
     conf.set("mapreduce.job.id", jobId.toString());
@@ -123,13 +178,8 @@ public final class AppMaster {
       offsetOf.put(i, metas[i].getStartOffset());
     }
     int workers = cfg.workers == 0 ? splits.size() : cfg.workers;
-    List<String> nodes = readNodes(fs, new Path(new Path(jobDir, LaunchSpec.HARP_DIR), LaunchSpec.NODES_FILE));
-
-    String secret = conf.get("harp.job.secret");
-    if (secret == null || secret.isEmpty()) {
-      secret = randomHex(24);
-    }
-    String token = randomHex(24);
+    Map<String, String> racks = new java.util.LinkedHashMap<>();
+    List<String> nodes = readNodes(fs, new Path(new Path(jobDir, LaunchSpec.HARP_DIR), LaunchSpec.NODES_FILE), racks);
     String host = conf.get("harp.am.host", System.getenv().getOrDefault("NM_HOST",
         InetAddress.getLocalHost().getCanonicalHostName()));
     Map<String, org.apache.hadoop.yarn.api.records.LocalResource> resources = LaunchSpec.resources(conf, jobDir);
@@ -181,14 +231,16 @@ public final class AppMaster {
       @Override
       public void cleanupStaging() {
         try {
-          sumCounters(fs, jobDir);
+          // Counters for the client of a job that succeeded (removed when the client reads them).
+          if (h.master != null && h.master.state() != GangMaster.State.FAILED) {
+            sumCounters(fs, jobDir);
+          }
           fs.delete(jobDir, true);
         } catch (IOException e) {
           System.err.println("harp master: cleaning up " + jobDir + " failed: " + e);
         }
       }
     };
-    String finalSecret = secret;
     GangMaster.NodeManager nm = new GangMaster.NodeManager() {
       @Override
       public void launch(String containerId, String node, int rank) {
@@ -197,8 +249,8 @@ public final class AppMaster {
           for (Split s : h.groups.get(rank).splits()) {
             offs.add(offsetOf.get(s.index()));
           }
-          port.launch(containerId, LaunchSpec.worker(conf, resources, rank, offs, h.registryAddress, token,
-              cfg.memoryMb, tokens));
+          port.launch(containerId, LaunchSpec.worker(conf, resources, rank, offs, h.registryAddress,
+              cfg.memoryMb, workerTokens));
         } catch (IOException | RuntimeException e) {
           String why = "cannot launch worker " + rank + ": " + e;
           async.execute(() -> h.master.onCompleted(containerId, -1, why));
@@ -210,9 +262,19 @@ public final class AppMaster {
         port.stop(containerId);
       }
     };
-    GangMaster master = new GangMaster(cfg, rm, nm, commit, finalSecret);
+    GangMaster master = new GangMaster(cfg, rm, nm, commit);
     h.master = master;
-    try (Registry reg = new Registry(master, token, InetAddress.getByName(host))) {
+    // Killed (yarn application -kill: the NodeManager sends SIGTERM, then SIGKILL shortly after):
+    // nothing is committed, the output's temporary files and the staging directory go.
+    Thread onKill = new Thread(() -> {
+      if (master.state() != GangMaster.State.SUCCEEDED && master.state() != GangMaster.State.FAILED) {
+        System.err.println("harp master: killed; aborting the output and removing " + jobDir);
+        commit.abort();
+        commit.cleanupStaging();
+      }
+    }, "harp-master-killed");
+    Runtime.getRuntime().addShutdownHook(onKill);
+    try (Registry reg = new Registry(master, secret, InetAddress.getByName(host))) {
       h.registryAddress = host + ":" + reg.port();
       port.start(new Events() {
         @Override
@@ -234,13 +296,13 @@ public final class AppMaster {
         public float progress() {
           return master.progress();
         }
-      }, host, reg.port());
+      });
       if (workers > splits.size()) {
         master.abort(AmConfig.WORKERS + "=" + workers + " but the input has only " + splits.size()
             + " splits (every worker needs at least one)");
       } else {
         h.groups = SplitGrouper.group(splits, workers);
-        master.start(System.currentTimeMillis(), nodes, h.groups);
+        master.start(System.currentTimeMillis(), nodes, racks, h.groups);
       }
       while (master.state() != GangMaster.State.SUCCEEDED && master.state() != GangMaster.State.FAILED) {
         Thread.sleep(200);
@@ -252,6 +314,11 @@ public final class AppMaster {
       }
     } finally {
       async.shutdownNow();
+      try {
+        Runtime.getRuntime().removeShutdownHook(onKill);
+      } catch (IllegalStateException shuttingDown) {
+        // the hook runs
+      }
     }
     return master.state() == GangMaster.State.SUCCEEDED;
   }
@@ -263,12 +330,17 @@ public final class AppMaster {
     volatile String registryAddress;
   }
 
-  static List<String> readNodes(FileSystem fs, Path p) throws IOException {
+  /** The usable nodes the client wrote ("host rack" lines), their racks into {@code racks}. */
+  static List<String> readNodes(FileSystem fs, Path p, Map<String, String> racks) throws IOException {
     List<String> nodes = new ArrayList<>();
     try (FSDataInputStream in = fs.open(p)) {
       for (String l : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
-        if (!l.isBlank()) {
-          nodes.add(l.trim());
+        String[] f = l.trim().split("\\s+");
+        if (!f[0].isEmpty() && !nodes.contains(f[0])) {
+          nodes.add(f[0]);
+          if (f.length > 1) {
+            racks.put(f[0], f[1]);
+          }
         }
       }
     }
@@ -296,14 +368,4 @@ public final class AppMaster {
     }
   }
 
-  /** {@code bytes} random bytes from SecureRandom, in hex (job secrets, registration tokens). */
-  public static String randomHex(int bytes) {
-    byte[] b = new byte[bytes];
-    new SecureRandom().nextBytes(b);
-    StringBuilder sb = new StringBuilder();
-    for (byte x : b) {
-      sb.append(String.format("%02x", x));
-    }
-    return sb.toString();
-  }
 }

@@ -18,9 +18,14 @@ import java.util.TreeMap;
  *   <li>gang start: no worker is launched before all N containers are held; if they are not held
  *       within the gang timeout, everything is released and the job fails with a diagnostic;
  *   <li>rendezvous: each launched worker registers its host:port; when all have, every worker
- *       gets the full roster (rank order) and the job secret;
- *   <li>failure: any worker failing or lost stops every other worker at once and fails the job
- *       with the failing rank's diagnostics; success of all commits the output and cleans up.
+ *       gets the full roster (rank order, each with its node's rack);
+ *   <li>failure: when a worker fails, the master waits up to the failure grace for the other
+ *       endings and the workers' own failure reports, then blames the worker that failed first:
+ *       one that died without a report (killed, crashed) before one that reported an error (its
+ *       peers report the dead one as gone, and their exits may reach the master first); every
+ *       other worker is stopped and the job fails with the blamed rank, host, exit status, its
+ *       report or stderr tail, and what the others reported; success of all commits the output
+ *       and cleans up.
  * </ul>
  */
 public final class GangMaster {
@@ -53,8 +58,11 @@ public final class GangMaster {
 
   public record Container(String id, String node) {}
 
-  /** The roster handed to every worker once all have registered. */
-  public record Roster(List<String> hosts, String secret) {}
+  /** The roster handed to every worker once all have registered: "host:port rack" in rank order. */
+  public record Roster(List<String> hosts) {}
+
+  /** A worker's failed ending as the master saw it, in order of arrival. */
+  private record Failure(int rank, int exitStatus, String why) {}
 
   enum State { PLACING, STARTING, RUNNING, SUCCEEDED, FAILED }
 
@@ -62,7 +70,6 @@ public final class GangMaster {
   private final ResourceManager rm;
   private final NodeManager nm;
   private final Committer committer;
-  private final String secret;
   private int n;
   private int usable;
   private long deadline;
@@ -72,14 +79,22 @@ public final class GangMaster {
   private final Map<String, Integer> onNode = new HashMap<>();
   private final Map<Integer, String> registered = new TreeMap<>();
   private final Map<Integer, Boolean> finished = new HashMap<>();
+  private final Map<String, String> rackOf = new HashMap<>();
+  private final Map<Integer, long[]> progressOf = new HashMap<>();
+  /** Failed endings in order of arrival, and the workers' own failure reports in order of arrival. */
+  private final List<Failure> failures = new ArrayList<>();
+  private final Map<Integer, String> reports = new java.util.LinkedHashMap<>();
+  private long lastTick;
+  /** When the blame is decided (set by the first failure); 0 while nothing failed. */
+  private long decideAt;
+  private float lastProgress;
   private String diagnostics = "";
 
-  public GangMaster(AmConfig cfg, ResourceManager rm, NodeManager nm, Committer committer, String secret) {
+  public GangMaster(AmConfig cfg, ResourceManager rm, NodeManager nm, Committer committer) {
     this.cfg = cfg;
     this.rm = rm;
     this.nm = nm;
     this.committer = committer;
-    this.secret = secret;
   }
 
   public synchronized State state() {
@@ -90,24 +105,70 @@ public final class GangMaster {
     return diagnostics;
   }
 
-  /** Job progress for YARN: placement up to 5 %, registration up to 10 %, then finished workers. */
+  /**
+   * Job progress for YARN: placement up to 5 %, registration up to 10 %, then the mean of the
+   * workers' own progress (what they report, e.g. "iteration 3 of 10"; 1 for a finished worker).
+   * A failed job keeps the progress it had.
+   */
   public synchronized float progress() {
     if (n == 0) {
       return 0f;
     }
-    return switch (state) {
+    float p = switch (state) {
       case PLACING -> 0.05f * held.size() / n;
       case STARTING -> 0.05f + 0.05f * registered.size() / n;
-      case RUNNING -> 0.1f + 0.9f * finished.size() / n;
+      case RUNNING -> {
+        double sum = 0;
+        for (int r = 0; r < n; r++) {
+          long[] dt = progressOf.get(r);
+          sum += finished.getOrDefault(r, false) ? 1.0
+              : dt == null || dt[1] <= 0 ? 0.0 : Math.min(1.0, Math.max(0.0, (double) dt[0] / dt[1]));
+        }
+        yield (float) (0.1 + 0.9 * sum / n);
+      }
       case SUCCEEDED -> 1f;
-      case FAILED -> 0.1f;
+      case FAILED -> lastProgress;
     };
+    lastProgress = p;
+    return p;
+  }
+
+  /** Worker {@code rank} says it has done {@code done} of {@code total} (steps, iterations). */
+  public synchronized void onProgress(int rank, long done, long total) {
+    if (rank >= 0 && rank < n && total > 0) {
+      progressOf.put(rank, new long[] {done, total});
+    }
+  }
+
+  /** Worker {@code rank} says it is failing with {@code message} (before its container ends). */
+  public synchronized void onFailureReport(int rank, String message) {
+    if (rank < 0 || rank >= n || state == State.SUCCEEDED || state == State.FAILED || reports.containsKey(rank)) {
+      return;
+    }
+    reports.put(rank, message);
+    if (decideAt == 0) {
+      decideAt = lastTick + cfg.failureGraceMs;
+    }
   }
 
   /** Starts placing {@code groups.size()} workers on {@code usableNodes} at time {@code now}. */
   public synchronized void start(long now, List<String> usableNodes, List<SplitGrouper.Group> groups) {
+    start(now, usableNodes, Map.of(), groups);
+  }
+
+  /**
+   * Starts placing {@code groups.size()} workers on {@code usableNodes} (duplicates, as a
+   * ResourceManager lists a restarted NodeManager twice, count once), whose racks are in
+   * {@code racks} (node to rack name; missing nodes are in {@code /default-rack}).
+   */
+  public synchronized void start(long now, List<String> usableNodes, Map<String, String> racks,
+      List<SplitGrouper.Group> groups) {
+    usableNodes = new ArrayList<>(new java.util.LinkedHashSet<>(usableNodes));
+    usableNodes.removeIf(x -> x == null || x.isEmpty());
+    rackOf.putAll(racks);
     n = groups.size();
     usable = usableNodes.size();
+    lastTick = now;
     deadline = now + cfg.gangTimeoutMs;
     if (n == 0) {
       fail("the job has no workers");
@@ -130,6 +191,11 @@ public final class GangMaster {
             node = u;
           }
         }
+      }
+      if (node == null) {
+        fail("cannot place worker " + g.worker() + ": every one of the " + usable + " usable nodes already has "
+            + cfg.workersPerNode + " worker(s)");
+        return;
       }
       targeted.merge(node, 1, Integer::sum);
       wanted.put(g.worker(), node);
@@ -164,8 +230,13 @@ public final class GangMaster {
     }
   }
 
-  /** Time passes: the gang deadline (placement and registration) is checked. */
+  /** Time passes: the gang deadline (placement and registration) and a pending blame are checked. */
   public synchronized void onTick(long now) {
+    lastTick = now;
+    if (decideAt != 0 && now >= decideAt && state != State.SUCCEEDED && state != State.FAILED) {
+      blame();
+      return;
+    }
     if ((state == State.PLACING || state == State.STARTING) && now >= deadline) {
       long secs = cfg.gangTimeoutMs / 1000;
       if (state == State.PLACING) {
@@ -187,7 +258,11 @@ public final class GangMaster {
       return Optional.empty();
     }
     state = State.RUNNING;
-    return Optional.of(new Roster(new ArrayList<>(registered.values()), secret));
+    List<String> hosts = new ArrayList<>();
+    for (Map.Entry<Integer, String> e : registered.entrySet()) {
+      hosts.add(e.getValue() + " " + rackOf.getOrDefault(held.get(e.getKey()).node(), "/default-rack"));
+    }
+    return Optional.of(new Roster(hosts));
   }
 
   /** A container ended (exit status 0 = success; anything else, including lost, a failure). */
@@ -202,10 +277,21 @@ public final class GangMaster {
       return;
     }
     if (exitStatus != 0) {
-      Container c = held.get(rank);
       finished.put(rank, false); // already gone: nothing to stop
-      fail("worker " + rank + " (container " + c.id() + " on " + c.node() + ") failed with exit status " + exitStatus
-          + (why == null || why.isEmpty() ? "" : ": " + why));
+      failures.add(new Failure(rank, exitStatus, why));
+      if (decideAt == 0) {
+        decideAt = lastTick + cfg.failureGraceMs;
+      }
+      if (finished.size() == n || cfg.failureGraceMs == 0) {
+        blame();
+      }
+      return;
+    }
+    if (decideAt != 0) {
+      finished.put(rank, true);
+      if (finished.size() == n) {
+        blame();
+      }
       return;
     }
     finished.put(rank, true);
@@ -224,6 +310,122 @@ public final class GangMaster {
       state = State.SUCCEEDED;
       rm.finish(true, "");
     }
+  }
+
+  /**
+   * Fails the job, blaming the worker that failed first: among the failed ones, the first whose
+   * ending arrived without a failure report of its own (it was killed or crashed: its peers then
+   * fail reporting it gone, and their endings may arrive first), else the first to report.
+   */
+  private void blame() {
+    Failure silent = null;
+    for (Failure f : failures) {
+      if (!reports.containsKey(f.rank())) {
+        silent = f;
+        break;
+      }
+    }
+    int rank;
+    int accused = accused();
+    if (silent != null) {
+      rank = silent.rank();
+    } else if (accused >= 0) {
+      rank = accused;
+    } else if (!reports.isEmpty()) {
+      rank = reports.keySet().iterator().next();
+    } else {
+      rank = failures.get(0).rank();
+    }
+    Failure mine = null;
+    for (Failure f : failures) {
+      if (f.rank() == rank) {
+        mine = f;
+      }
+    }
+    Container c = held.get(rank);
+    StringBuilder d = new StringBuilder("worker ").append(rank);
+    if (c != null) {
+      d.append(" (container ").append(c.id()).append(" on ").append(c.node()).append(')');
+    }
+    d.append(mine == null ? " failed" : " failed with exit status " + mine.exitStatus() + describe(mine.exitStatus()));
+    if (reports.containsKey(rank)) {
+      d.append(": ").append(reports.get(rank));
+    }
+    if (mine != null && mine.why() != null && !mine.why().isBlank()) {
+      d.append(reports.containsKey(rank) ? "\nits container: " : ": ").append(tail(mine.why(), 20));
+    }
+    List<Integer> others = new ArrayList<>();
+    for (Failure f : failures) {
+      if (f.rank() != rank && !others.contains(f.rank())) {
+        others.add(f.rank());
+      }
+    }
+    if (!others.isEmpty()) {
+      d.append("\nthen worker(s) ").append(others).append(" failed");
+    }
+    for (Map.Entry<Integer, String> e : reports.entrySet()) {
+      if (e.getKey() != rank) {
+        d.append("\nworker ").append(e.getKey()).append(" reported: ").append(e.getValue());
+        break;
+      }
+    }
+    fail(d.toString());
+  }
+
+  private static final java.util.regex.Pattern GONE =
+      java.util.regex.Pattern.compile("rank (\\d+) (?:is gone|has been silent)");
+
+  /** The rank the failure reports name most often as gone or silent (not itself a reporter), or -1. */
+  private int accused() {
+    Map<Integer, Integer> votes = new java.util.LinkedHashMap<>();
+    for (String r : reports.values()) {
+      java.util.regex.Matcher m = GONE.matcher(r);
+      if (m.find()) {
+        int x = Integer.parseInt(m.group(1));
+        if (x >= 0 && x < n && !reports.containsKey(x)) {
+          votes.merge(x, 1, Integer::sum);
+        }
+      }
+    }
+    int best = -1;
+    for (Map.Entry<Integer, Integer> e : votes.entrySet()) {
+      if (best < 0 || e.getValue() > votes.get(best)) {
+        best = e.getKey();
+      }
+    }
+    return best;
+  }
+
+  /** What an exit status means, for the diagnostics (YARN's special codes and signals). */
+  static String describe(int exitStatus) {
+    return switch (exitStatus) {
+      case 137 -> " (killed: SIGKILL)";
+      case 143 -> " (killed: SIGTERM)";
+      case -100 -> " (container released)";
+      case -101 -> " (disks failed)";
+      case -102, -103 -> " (preempted)";
+      case -104 -> " (exceeded its physical memory limit)";
+      case -105 -> " (killed by the application master)";
+      case -106 -> " (killed by the ResourceManager)";
+      case -107 -> " (killed: application finished)";
+      case -1 -> " (could not be launched or lost)";
+      default -> "";
+    };
+  }
+
+  /** The last {@code lines} lines of {@code text}, at most 4000 characters. */
+  static String tail(String text, int lines) {
+    String t = text.strip();
+    int at = t.length();
+    for (int i = 0; i < lines && at > 0; i++) {
+      at = t.lastIndexOf('\n', at - 1);
+      if (at < 0) {
+        at = 0;
+        break;
+      }
+    }
+    String s = t.substring(at == 0 ? 0 : at + 1);
+    return s.length() > 4000 ? "..." + s.substring(s.length() - 4000) : s;
   }
 
   /** The job is given up from outside (the ResourceManager asks the master to shut down, say). */

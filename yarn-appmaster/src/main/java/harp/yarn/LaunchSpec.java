@@ -39,7 +39,6 @@ public final class LaunchSpec {
   /** Environment of the containers. */
   public static final String ENV_JOB_DIR = "HARP_JOB_DIR";
   public static final String ENV_AM_ADDRESS = "HARP_AM_ADDRESS";
-  public static final String ENV_AM_TOKEN = "HARP_AM_TOKEN";
 
   public static final String AM_MEMORY_MB = "harp.yarn.am.memory.mb";
   public static final String AM_VCORES = "harp.yarn.am.vcores";
@@ -117,15 +116,18 @@ public final class LaunchSpec {
         command(heap(mb), AppMaster.class.getName(), List.of()), null, tokens, null);
   }
 
-  /** Worker {@code rank}'s container: WorkerMain over the splits at {@code offsets} of job.split. */
+  /**
+   * Worker {@code rank}'s container: WorkerMain over the splits at {@code offsets} of job.split;
+   * {@code tokens}: the workers' credentials (the job's, with the job secret, without the AMRM
+   * token: see {@link AppMaster#forWorkers}).
+   */
   public static ContainerLaunchContext worker(Configuration conf, Map<String, LocalResource> resources, int rank,
-      List<Long> offsets, String amAddress, String amToken, int memoryMb, ByteBuffer tokens) throws IOException {
+      List<Long> offsets, String amAddress, int memoryMb, ByteBuffer tokens) throws IOException {
     if (offsets.isEmpty()) {
       throw new IllegalArgumentException("worker " + rank + " has no input split");
     }
     Map<String, String> env = environment(conf);
     env.put(ENV_AM_ADDRESS, amAddress);
-    env.put(ENV_AM_TOKEN, amToken);
     List<String> offs = new ArrayList<>();
     for (long o : offsets) {
       offs.add(Long.toString(o));

@@ -1,5 +1,6 @@
 package harp.yarn;
 
+import harp.mapred.JobSecret;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -8,32 +9,43 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 
 /**
- * The master's registration service. A launched worker connects, sends
- * {@code REGISTER <rank> <token> <host:port>} (the token comes with its container's environment);
- * the connection is held until every worker has registered, then each gets
- * {@code ROSTER}, the job secret, the host list in rank order and {@code END} — or
- * {@code FAIL <reason>} if the job fails first (also to anyone registering after that). Wrong
- * tokens and malformed lines are refused.
+ * The master's service for its workers. Every request is one line signed with the job secret
+ * ({@link JobSecret#sign}: the text, a space, its HMAC-SHA256), which master and workers have from
+ * their containers' credentials; unsigned or wrongly signed lines are refused. Nothing secret is
+ * ever sent.
+ *
+ * <ul>
+ *   <li>{@code REGISTER <rank> <host:port>}: the connection is held until every worker has
+ *       registered, then each gets {@code ROSTER}, one line per worker in rank order
+ *       ({@code host:port rack}) and {@code END}; or {@code FAIL <reason>} if the job fails first
+ *       (also to anyone registering after that).
+ *   <li>{@code PROGRESS <rank> <done> <total>}: how far the worker is (answer {@code OK}).
+ *   <li>{@code FAILED <rank> <message>}: the worker is about to exit with this error (answer
+ *       {@code OK}); the master uses it to blame the right worker and to tell the user the
+ *       operation it was in.
+ * </ul>
  */
 public final class Registry implements AutoCloseable {
+  /** Longest request line accepted. */
+  static final int MAX_LINE = 16 * 1024;
+
   private final ServerSocket server;
   private final GangMaster master;
-  private final byte[] token;
+  private final byte[] secret;
   private final List<Socket> waiting = new ArrayList<>();
   private final Thread acceptor;
   private volatile boolean closed;
   /** Once the job has failed, every registration (even a late one) gets this reason. */
   private String failure;
 
-  public Registry(GangMaster master, String token, InetAddress bind) throws IOException {
+  public Registry(GangMaster master, byte[] secret, InetAddress bind) throws IOException {
     this.master = master;
-    this.token = token.getBytes(StandardCharsets.UTF_8);
+    this.secret = secret.clone();
     this.server = new ServerSocket(0, 128, bind);
     this.acceptor = new Thread(this::acceptLoop, "harp-registry");
     acceptor.setDaemon(true);
@@ -60,43 +72,66 @@ public final class Registry implements AutoCloseable {
       } catch (IOException e) {
         if (!closed) {
           System.err.println("harp registry: accept failed: " + e);
+          try {
+            Thread.sleep(100); // e.g. out of file descriptors: do not spin
+          } catch (InterruptedException ie) {
+            return;
+          }
         }
       }
     }
   }
 
+  /** One line of at most {@link #MAX_LINE} characters, or null. */
+  static String readLine(BufferedReader in) throws IOException {
+    StringBuilder sb = new StringBuilder();
+    for (int c = in.read(); c != '\n'; c = in.read()) {
+      if (c < 0) {
+        return sb.length() == 0 ? null : sb.toString();
+      }
+      if (sb.length() >= MAX_LINE) {
+        return null;
+      }
+      sb.append((char) c);
+    }
+    return sb.toString();
+  }
+
   private void handle(Socket s) {
     try {
       BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
-      String line = in.readLine();
-      String[] f = line == null ? new String[0] : line.trim().split(" ");
-      if (f.length != 4 || !f[0].equals("REGISTER")
-          || !MessageDigest.isEqual(token, f[2].getBytes(StandardCharsets.UTF_8))) {
-        reply(s, "FAIL registration refused\n");
+      String line = readLine(in);
+      String text = line == null ? null : JobSecret.verify(secret, line.trim());
+      String[] f = text == null ? new String[0] : text.split(" ", 3);
+      int rank = -1;
+      try {
+        rank = f.length >= 2 ? Integer.parseInt(f[1]) : -1;
+      } catch (NumberFormatException e) {
+        // refused below
+      }
+      if (rank < 0) {
+        reply(s, "FAIL request refused\n");
         s.close();
         return;
       }
-      int rank = Integer.parseInt(f[1]);
-      Optional<GangMaster.Roster> roster;
-      synchronized (this) {
-        if (failure != null) {
-          reply(s, "FAIL " + failure + "\n");
+      switch (f[0]) {
+        case "REGISTER" -> register(s, rank, f.length == 3 ? f[2] : "");
+        case "PROGRESS" -> {
+          String[] v = f.length == 3 ? f[2].split(" ") : new String[0];
+          if (v.length == 2) {
+            master.onProgress(rank, Long.parseLong(v[0]), Long.parseLong(v[1]));
+          }
+          reply(s, "OK\n");
           s.close();
-          return;
         }
-        roster = master.onRegistered(rank, f[3]);
-        waiting.add(s);
-        if (roster.isPresent()) {
-          StringBuilder sb = new StringBuilder("ROSTER\n").append(roster.get().secret()).append('\n');
-          for (String h : roster.get().hosts()) {
-            sb.append(h).append('\n');
-          }
-          sb.append("END\n");
-          for (Socket w : waiting) {
-            reply(w, sb.toString());
-            w.close();
-          }
-          waiting.clear();
+        case "FAILED" -> {
+          master.onFailureReport(rank, f.length == 3 ? f[2] : "");
+          reply(s, "OK\n");
+          s.close();
+        }
+        default -> {
+          reply(s, "FAIL request refused\n");
+          s.close();
         }
       }
     } catch (IOException | RuntimeException e) {
@@ -104,6 +139,35 @@ public final class Registry implements AutoCloseable {
         s.close();
       } catch (IOException ignored) {
         // already broken
+      }
+    }
+  }
+
+  private void register(Socket s, int rank, String hostPort) throws IOException {
+    if (hostPort.isEmpty() || hostPort.contains(" ")) {
+      reply(s, "FAIL registration refused\n");
+      s.close();
+      return;
+    }
+    synchronized (this) {
+      if (failure != null) {
+        reply(s, "FAIL " + failure + "\n");
+        s.close();
+        return;
+      }
+      Optional<GangMaster.Roster> roster = master.onRegistered(rank, hostPort);
+      waiting.add(s);
+      if (roster.isPresent()) {
+        StringBuilder sb = new StringBuilder("ROSTER\n");
+        for (String h : roster.get().hosts()) {
+          sb.append(h).append('\n');
+        }
+        sb.append("END\n");
+        for (Socket w : waiting) {
+          reply(w, sb.toString());
+          w.close();
+        }
+        waiting.clear();
       }
     }
   }
@@ -133,5 +197,24 @@ public final class Registry implements AutoCloseable {
     closed = true;
     server.close();
     failAll("the master is shutting down");
+  }
+
+  /**
+   * A worker's side of the PROGRESS and FAILED requests: one signed line on a new connection,
+   * bounded by {@code timeoutMs}; returns false (never throws) if the master could not be told.
+   */
+  public static boolean tell(String amAddress, byte[] secret, String text, int timeoutMs) {
+    int colon = amAddress.lastIndexOf(':');
+    try (Socket s = new Socket()) {
+      s.connect(new java.net.InetSocketAddress(amAddress.substring(0, colon),
+          Integer.parseInt(amAddress.substring(colon + 1))), timeoutMs);
+      s.setSoTimeout(timeoutMs);
+      s.getOutputStream().write((JobSecret.sign(secret, text) + "\n").getBytes(StandardCharsets.UTF_8));
+      s.getOutputStream().flush();
+      BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+      return "OK".equals(in.readLine());
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
   }
 }

@@ -30,6 +30,7 @@ import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.lib.map.WrappedMapper;
 import org.apache.hadoop.mapreduce.task.MapContextImpl;
 import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.util.ReflectionUtils;
 
 /**
@@ -37,7 +38,8 @@ import org.apache.hadoop.util.ReflectionUtils;
  * {@code rank} with a real {@code Mapper.Context} over its assigned splits, the job's
  * InputFormat/RecordReader, OutputFormat/RecordWriter/OutputCommitter (task side) and counters.
  * The mapper registers with the master at {@code harp.am.address} (or the container environment's
- * {@code HARP_AM_ADDRESS}) to find its peers.
+ * {@code HARP_AM_ADDRESS}) to find its peers; the worker tells the master its progress while it
+ * runs and, if it fails, the error (so the master can blame the right worker).
  *
  * <p>{@code WorkerMain <job.xml> <rank> <job.split> <offset>[,<offset>...]}: the splits are read
  * from Hadoop's split file (written by the job submitter) at the given offsets, each a class name
@@ -82,23 +84,109 @@ public final class WorkerMain {
       System.err.println("usage: WorkerMain <job.xml> <rank> <job.split> <offset>[,<offset>...]");
       System.exit(2);
     }
+    JobConf conf = null;
     try {
       List<Long> offsets = new ArrayList<>();
       for (String o : args[3].split(",")) {
         offsets.add(Long.parseLong(o));
       }
-      JobConf conf = new JobConf(new Path(args[0]));
-      String am = System.getenv("HARP_AM_ADDRESS");
+      conf = new JobConf(localFile(args[0]));
+      // The container's credentials (YARN hands them over in the tokens file): the job's tokens
+      // and the job secret, which the mapper's context exposes as the job's credentials.
+      conf.getCredentials().addAll(UserGroupInformation.getCurrentUser().getCredentials());
+      String am = System.getenv(LaunchSpec.ENV_AM_ADDRESS);
       if (am != null && !am.isEmpty()) {
         conf.set("harp.am.address", am);
       }
-      run(conf, Integer.parseInt(args[1]), new Path(args[2]), offsets);
+      run(conf, Integer.parseInt(args[1]), localFile(args[2]), offsets);
       System.exit(0);
     } catch (Throwable t) {
       System.err.println("harp worker " + args[1] + " failed: " + t);
       t.printStackTrace();
+      if (conf != null) {
+        tellMaster(conf, args[1], "FAILED " + args[1] + " " + describe(t));
+      }
       System.exit(1);
     }
+  }
+
+  /** One line saying what failed: the engine's operation and message, or the exception. */
+  static String describe(Throwable t) {
+    String s;
+    if (t instanceof harp.HarpException h) {
+      s = (h.getOperation().isEmpty() ? "" : "in " + h.getOperation() + ": ") + h.getMessage();
+    } else {
+      s = t.toString();
+    }
+    s = s.replace('\r', ' ').replace('\n', ' ');
+    return s.length() > 2000 ? s.substring(0, 2000) + "..." : s;
+  }
+
+  /** Sends one signed line to the master (failure or progress), if there is a master to tell. */
+  static boolean tellMaster(Configuration conf, String rank, String text) {
+    String am = conf.get("harp.am.address");
+    byte[] secret;
+    try {
+      secret = harp.mapred.JobSecret.of(conf instanceof JobConf j ? j.getCredentials()
+          : UserGroupInformation.getCurrentUser().getCredentials());
+    } catch (IOException e) {
+      return false;
+    }
+    return am != null && secret != null && Registry.tell(am, secret, text, 5_000);
+  }
+
+  /**
+   * Sends the mapper's progress (counters {@code harp.progress/done} and {@code /total}, set by
+   * {@code CollectiveMapper.setProgress}) to the master every second while it changes.
+   */
+  static Thread progressReporter(Configuration conf, int rank, Reporter reporter) {
+    Thread t = new Thread(() -> {
+      long[] last = {-1, -1};
+      try {
+        while (!Thread.currentThread().isInterrupted()) {
+          Thread.sleep(1_000);
+          long done = reporter.counters.findCounter(PROGRESS_GROUP, "done").getValue();
+          long total = reporter.counters.findCounter(PROGRESS_GROUP, "total").getValue();
+          if (total > 0 && (done != last[0] || total != last[1])
+              && tellMaster(conf, Integer.toString(rank), "PROGRESS " + rank + " " + done + " " + total)) {
+            last[0] = done;
+            last[1] = total;
+          }
+        }
+      } catch (InterruptedException e) {
+        // the task is over
+      }
+    }, "harp-progress-to-master");
+    t.setDaemon(true);
+    return t;
+  }
+
+  /** Counter group: workers per host (the NodeManager's host name). */
+  static final String HOSTS_GROUP = "Harp-RS workers per host";
+
+  /** The host the container runs on: the NodeManager's name for it, else the local host name. */
+  static String nodeName() {
+    String nm = System.getenv("NM_HOST");
+    if (nm != null && !nm.isEmpty()) {
+      return nm;
+    }
+    try {
+      return java.net.InetAddress.getLocalHost().getHostName();
+    } catch (IOException e) {
+      return "unknown-host";
+    }
+  }
+
+  /** The counter group of a worker's progress (see harp.CollectiveMapper#setProgress). */
+  static final String PROGRESS_GROUP = harp.CollectiveMapper.PROGRESS_GROUP;
+
+  /**
+   * A file in the container's working directory (job.xml, job.split as YARN localized them). A
+   * bare {@code new Path("job.split")} would resolve against the default file system: on a real
+   * cluster that is HDFS ({@code hdfs:///user/<user>/job.split}), not the container's directory.
+   */
+  static Path localFile(String name) {
+    return new Path(new java.io.File(name).getAbsoluteFile().toURI());
   }
 
   @SuppressWarnings({"unchecked", "rawtypes"})
@@ -122,16 +210,21 @@ public final class WorkerMain {
     committer.setupTask(task);
     RecordWriter writer = outputFormat.getRecordWriter(task);
     Reporter reporter = new Reporter();
+    // Where the workers ran, as counters the client sums: one per host means one worker per node.
+    reporter.counters.findCounter(HOSTS_GROUP, nodeName()).increment(1);
     MapContext mapContext = new MapContextImpl(conf, attempt, reader, writer, committer, reporter, split);
     reader.initialize(split, mapContext);
     Mapper.Context context = new WrappedMapper().getMapContext(mapContext);
     Mapper mapper = ReflectionUtils.newInstance(task.getMapperClass(), conf);
+    Thread progress = progressReporter(conf, rank, reporter);
+    progress.start();
     try {
       mapper.run(context);
     } catch (Throwable t) {
       committer.abortTask(task);
       throw t;
     } finally {
+      progress.interrupt();
       reader.close();
     }
     writer.close(task);
@@ -152,11 +245,22 @@ public final class WorkerMain {
     return JobID.forName(conf.get("mapreduce.job.id", dir == null ? "job_local_0001" : new Path(dir).getName()));
   }
 
-  /** Leaves the task's counters in the job directory, where the client sums them. */
-  static void writeCounters(Configuration conf, int rank, Counters counters) throws IOException {
+  /**
+   * Leaves the task's counters in the job directory, where the client sums them (without the
+   * progress group, which is not a count).
+   */
+  static void writeCounters(Configuration conf, int rank, Counters all) throws IOException {
     String dir = conf.get("mapreduce.job.dir");
     if (dir == null) {
       return;
+    }
+    Counters counters = new Counters();
+    for (org.apache.hadoop.mapreduce.CounterGroup g : all) {
+      if (!g.getName().equals(PROGRESS_GROUP)) {
+        for (Counter c : g) {
+          counters.findCounter(g.getName(), c.getName()).setValue(c.getValue());
+        }
+      }
     }
     Path p = new Path(new Path(dir, "_harp"), "counters-" + rank);
     FileSystem fs = p.getFileSystem(conf);

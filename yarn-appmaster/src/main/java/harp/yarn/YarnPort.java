@@ -36,7 +36,7 @@ final class YarnPort implements AppMaster.Port {
   }
 
   @Override
-  public void start(AppMaster.Events ev, String host, int port) throws Exception {
+  public void start(AppMaster.Events ev) throws Exception {
     this.events = ev;
     amrm = AMRMClientAsync.createAMRMClientAsync(1000, new AMRMClientAsync.AbstractCallbackHandler() {
       @Override
@@ -84,7 +84,7 @@ final class YarnPort implements AppMaster.Port {
     nm = NMClientAsync.createNMClientAsync(new NmHandler());
     nm.init(conf);
     nm.start();
-    amrm.registerApplicationMaster(host, port, "");
+    amrm.registerApplicationMaster(AppMaster.NO_RPC_HOST, -1, "");
   }
 
   /** Only a failed start matters: it fails the worker (and so the job). */

@@ -2,7 +2,10 @@ package harp.yarn;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
@@ -32,16 +35,38 @@ final class YarnRm implements YarnSubmitter.Rm {
   }
 
   @Override
-  public List<String> runningNodes() throws IOException {
+  public List<YarnSubmitter.Node> runningNodes() throws IOException {
     try {
-      List<String> nodes = new ArrayList<>();
+      // A restarted NodeManager can be listed twice (two NodeIds, one host): keep the host once.
+      Map<String, YarnSubmitter.Node> nodes = new LinkedHashMap<>();
       for (NodeReport r : client.getNodeReports(NodeState.RUNNING)) {
-        nodes.add(r.getNodeId().getHost());
+        String host = r.getNodeId() == null ? null : r.getNodeId().getHost();
+        if (host != null && !host.isEmpty()) {
+          nodes.putIfAbsent(host, new YarnSubmitter.Node(host, r.getRackName()));
+        }
       }
-      return nodes;
+      return new ArrayList<>(nodes.values());
     } catch (YarnException e) {
       throw new IOException(e);
     }
+  }
+
+  @Override
+  public List<YarnSubmitter.App> applications() throws IOException {
+    try {
+      List<YarnSubmitter.App> apps = new ArrayList<>();
+      for (ApplicationReport r : client.getApplications(Set.of(YarnSubmitter.APPLICATION_TYPE))) {
+        apps.add(new YarnSubmitter.App(r.getApplicationId(), r.getName(), r.getUser(), r.getQueue(), state(r)));
+      }
+      return apps;
+    } catch (YarnException e) {
+      throw new IOException(e);
+    }
+  }
+
+  private static YarnSubmitter.AppState state(ApplicationReport r) {
+    return new YarnSubmitter.AppState(r.getYarnApplicationState(), r.getFinalApplicationStatus(), r.getProgress(),
+        r.getDiagnostics(), r.getTrackingUrl(), r.getStartTime(), r.getFinishTime());
   }
 
   @Override
@@ -56,9 +81,7 @@ final class YarnRm implements YarnSubmitter.Rm {
   @Override
   public YarnSubmitter.AppState report(ApplicationId id) throws IOException {
     try {
-      ApplicationReport r = client.getApplicationReport(id);
-      return new YarnSubmitter.AppState(r.getYarnApplicationState(), r.getFinalApplicationStatus(), r.getProgress(),
-          r.getDiagnostics(), r.getTrackingUrl(), r.getStartTime(), r.getFinishTime());
+      return state(client.getApplicationReport(id));
     } catch (YarnException e) {
       throw new IOException(e);
     }

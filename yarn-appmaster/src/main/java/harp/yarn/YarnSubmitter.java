@@ -1,5 +1,6 @@
 package harp.yarn;
 
+import harp.mapred.JobSecret;
 import java.io.Closeable;
 import java.io.File;
 import java.io.IOException;
@@ -56,8 +57,11 @@ public final class YarnSubmitter implements InvocationHandler {
   public interface Rm extends Closeable {
     ApplicationId newApplication() throws IOException;
 
-    /** Host names of the NodeManagers that can run containers now. */
-    List<String> runningNodes() throws IOException;
+    /** The NodeManagers that can run containers now (a host listed twice counts once). */
+    List<Node> runningNodes() throws IOException;
+
+    /** Every application of our type the ResourceManager knows. */
+    List<App> applications() throws IOException;
 
     void submit(ApplicationSubmissionContext ctx) throws IOException;
 
@@ -65,6 +69,12 @@ public final class YarnSubmitter implements InvocationHandler {
 
     void kill(ApplicationId id) throws IOException;
   }
+
+  /** A usable node and its rack as YARN names it ("/default-rack" unless the cluster maps racks). */
+  public record Node(String host, String rack) {}
+
+  /** An application as {@code mapred job -list} shows it. */
+  public record App(ApplicationId id, String name, String user, String queue, AppState state) {}
 
   /** An application's state as the client reports it. */
   public record AppState(YarnApplicationState state, FinalApplicationStatus finalStatus, float progress,
@@ -75,6 +85,8 @@ public final class YarnSubmitter implements InvocationHandler {
   private final Map<JobID, Path> jobDirs = new ConcurrentHashMap<>();
   /** Final counters, kept once read (the master's file is removed then). */
   private final Map<JobID, Counters> finalCounters = new ConcurrentHashMap<>();
+  /** The progress last seen while a job ran (a failed or killed job keeps it). */
+  private final Map<JobID, Float> lastProgress = new ConcurrentHashMap<>();
 
   public YarnSubmitter(Configuration conf, Rm rm) {
     this.conf = conf;
@@ -115,15 +127,14 @@ public final class YarnSubmitter implements InvocationHandler {
       case "getJobStatus":
         return status((JobID) args[0]);
       case "killJob":
-        rm.kill(appId((JobID) args[0]));
+        kill((JobID) args[0]);
         return null;
+      case "getAllJobs":
+        return allJobs();
       case "getJobCounters":
         return counters((JobID) args[0]);
-      case "getStagingAreaDir": {
-        String user = UserGroupInformation.getCurrentUser().getShortUserName();
-        Path p = new Path(conf.get("yarn.app.mapreduce.am.staging-dir", "/tmp/hadoop-yarn/staging"), user + "/.staging");
-        return p.getFileSystem(conf).makeQualified(p).toString();
-      }
+      case "getStagingAreaDir":
+        return stagingArea().toString();
       case "getSystemDir":
         return new Path(conf.get("mapreduce.jobtracker.system.dir", "/tmp/hadoop/mapred/system")).toString();
       case "getFilesystemName":
@@ -165,8 +176,23 @@ public final class YarnSubmitter implements InvocationHandler {
     }
   }
 
+  /** Where the job submitter puts job directories (as MapReduce on YARN does). */
+  private Path stagingArea() throws IOException {
+    String user = UserGroupInformation.getCurrentUser().getShortUserName();
+    Path p = new Path(conf.get("yarn.app.mapreduce.am.staging-dir", "/tmp/hadoop-yarn/staging"), user + "/.staging");
+    return p.getFileSystem(conf).makeQualified(p);
+  }
+
+  /** A job's directory: as submitted by this client, else where the job submitter puts it. */
+  private Path jobDir(JobID job) throws IOException {
+    Path d = jobDirs.get(job);
+    return d != null ? d : new Path(stagingArea(), job.toString());
+  }
+
   private JobStatus submit(JobID job, Path jobDir, Credentials creds) throws IOException {
     FileSystem fs = jobDir.getFileSystem(conf);
+    // The job secret goes to the master (and from it to the workers) inside the credentials only.
+    JobSecret.ensure(creds);
     JobConf jobConf = new JobConf(false);
     try (FSDataInputStream in = fs.open(new Path(jobDir, LaunchSpec.JOB_XML))) {
       jobConf.addResource(in);
@@ -178,12 +204,19 @@ public final class YarnSubmitter implements InvocationHandler {
     try (InputStream lib = nativeLibrary(); FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NATIVE_LIB), true)) {
       IOUtils.copyBytes(lib, out, 1 << 16);
     }
-    List<String> nodes = rm.runningNodes();
-    if (nodes.isEmpty()) {
+    StringBuilder nodes = new StringBuilder();
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    for (Node n : rm.runningNodes()) {
+      if (n.host() != null && !n.host().isEmpty() && seen.add(n.host())) {
+        nodes.append(n.host()).append(' ').append(n.rack() == null || n.rack().isEmpty() ? "/default-rack" : n.rack())
+            .append('\n');
+      }
+    }
+    if (seen.isEmpty()) {
       throw new IOException("the YARN cluster has no running NodeManagers");
     }
     try (FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NODES_FILE), true)) {
-      out.write((String.join("\n", nodes) + "\n").getBytes(StandardCharsets.UTF_8));
+      out.write(nodes.toString().getBytes(StandardCharsets.UTF_8));
     }
     DataOutputBuffer buf = new DataOutputBuffer();
     creds.writeTokenStorageToStream(buf);
@@ -199,18 +232,39 @@ public final class YarnSubmitter implements InvocationHandler {
     return status(job);
   }
 
-  /** The jar our classes were loaded from (shipped to every container). */
+  /**
+   * The jar that holds our classes (shipped to every container). Under {@code hadoop jar}, Hadoop's
+   * RunJar unpacks the job jar and puts the unpacked directory first on the classpath, so the
+   * class's own code source is a directory; like Hadoop's {@code ClassUtil.findContainingJar}, we
+   * look for the class file among every copy the class loader can see and take the first in a jar.
+   */
   static File ourJar() throws IOException {
-    try {
-      File f = new File(AppMaster.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-      if (!f.isFile() || !f.getName().endsWith(".jar")) {
-        throw new IOException("Harp-RS classes were not loaded from a jar (" + f + "); run the job from "
-            + "harp-rs.jar or a jar that contains it");
+    return containingJar(AppMaster.class);
+  }
+
+  static File containingJar(Class<?> c) throws IOException {
+    String resource = c.getName().replace('.', '/') + ".class";
+    ClassLoader loader = c.getClassLoader() == null ? ClassLoader.getSystemClassLoader() : c.getClassLoader();
+    List<String> seen = new java.util.ArrayList<>();
+    for (java.util.Enumeration<java.net.URL> e = loader.getResources(resource); e.hasMoreElements();) {
+      java.net.URL u = e.nextElement();
+      seen.add(u.toString());
+      if (u.getProtocol().equals("jar")) {
+        String path = u.getPath(); // file:/x/y.jar!/harp/yarn/AppMaster.class
+        int bang = path.indexOf("!/");
+        try {
+          File f = new File(new java.net.URI(bang < 0 ? path : path.substring(0, bang)));
+          if (f.isFile()) {
+            return f;
+          }
+        } catch (URISyntaxException | IllegalArgumentException ex) {
+          // not a local jar: keep looking
+        }
       }
-      return f;
-    } catch (URISyntaxException e) {
-      throw new IOException("cannot locate the Harp-RS jar: " + e, e);
     }
+    throw new IOException("no jar on the classpath contains the Harp-RS classes (" + resource + " found at "
+        + (seen.isEmpty() ? "nowhere" : String.join(", ", seen)) + "); run the job from harp-rs.jar, "
+        + "harp-rs-examples.jar or a jar that contains them");
   }
 
   /** The native library: {@code harp.native.lib} if set, else the copy inside our jar. */
@@ -228,7 +282,10 @@ public final class YarnSubmitter implements InvocationHandler {
   }
 
   private JobStatus status(JobID job) throws IOException {
-    AppState s = rm.report(appId(job));
+    return status(job, rm.report(appId(job)), UserGroupInformation.getCurrentUser().getShortUserName(), job.toString());
+  }
+
+  private Status status(JobID job, AppState s, String user, String name) throws IOException {
     JobStatus.State state = switch (s.state()) {
       case NEW, NEW_SAVING, SUBMITTED, ACCEPTED -> JobStatus.State.PREP;
       case RUNNING -> JobStatus.State.RUNNING;
@@ -241,13 +298,65 @@ public final class YarnSubmitter implements InvocationHandler {
       };
     };
     boolean done = state == JobStatus.State.SUCCEEDED;
-    Path dir = jobDirs.get(job);
-    String jobFile = dir == null ? "" : new Path(dir, LaunchSpec.JOB_XML).toString();
-    String user = UserGroupInformation.getCurrentUser().getShortUserName();
-    Status st = new Status(job, 1f, done ? 1f : s.progress(), done ? 1f : 0f, done ? 1f : 0f, state,
-        JobPriority.NORMAL, user, job.toString(), jobFile, s.trackingUrl() == null ? "" : s.trackingUrl());
+    boolean ended = done || state == JobStatus.State.FAILED || state == JobStatus.State.KILLED;
+    // A map-only job: map progress is the master's (kept as it was when the job failed or was
+    // killed, never 100 % then); reduce progress stays 0 as for any job without reduces.
+    float map = done ? 1f : ended ? lastProgress.getOrDefault(job, 0f) : s.progress();
+    if (!ended) {
+      lastProgress.put(job, s.progress());
+    }
+    Path dir = jobDir(job);
+    if (ended && jobDirs.containsKey(job)) {
+      removeStaging(dir);
+    }
+    Status st = new Status(job, 1f, map, 0f, done ? 1f : 0f, state, JobPriority.NORMAL, user, name,
+        new Path(dir, LaunchSpec.JOB_XML).toString(), s.trackingUrl() == null ? "" : s.trackingUrl());
     st.set(s.diagnostics() == null ? "" : s.diagnostics(), s.startTime(), s.finishTime());
     return st;
+  }
+
+  /**
+   * Removes a finished job's staging directory if it is still there (the master removes it at
+   * every ending it lives to see; not when it was killed with SIGKILL or crashed). The counters
+   * file next to it stays until read.
+   */
+  private void removeStaging(Path dir) {
+    try {
+      FileSystem fs = dir.getFileSystem(conf);
+      if (fs.exists(dir)) {
+        fs.delete(dir, true);
+      }
+    } catch (IOException e) {
+      System.err.println("harp: cannot remove the staging directory " + dir + ": " + e);
+    }
+  }
+
+  /** Kills the application, waits (at most 10 s) until YARN reports it ended, cleans up. */
+  private void kill(JobID job) throws IOException, InterruptedException {
+    ApplicationId app = appId(job);
+    rm.kill(app);
+    long until = System.currentTimeMillis() + 10_000;
+    while (System.currentTimeMillis() < until) {
+      YarnApplicationState st = rm.report(app).state();
+      if (st == YarnApplicationState.KILLED || st == YarnApplicationState.FAILED
+          || st == YarnApplicationState.FINISHED) {
+        break;
+      }
+      Thread.sleep(100);
+    }
+    removeStaging(jobDir(job));
+  }
+
+  /** Every map-collective application, as {@code mapred job -list} wants it. */
+  private JobStatus[] allJobs() throws IOException {
+    List<JobStatus> out = new java.util.ArrayList<>();
+    for (App a : rm.applications()) {
+      JobID job = new JobID(Long.toString(a.id().getClusterTimestamp()), a.id().getId());
+      Status st = status(job, a.state(), a.user(), a.name());
+      st.queue(a.queue());
+      out.add(st);
+    }
+    return out.toArray(new JobStatus[0]);
   }
 
   /** A JobStatus whose failure info and times can be set (the setters are protected). */
@@ -255,6 +364,10 @@ public final class YarnSubmitter implements InvocationHandler {
     Status(JobID id, float setup, float map, float reduce, float cleanup, State state, JobPriority prio, String user,
         String name, String jobFile, String url) {
       super(id, setup, map, reduce, cleanup, state, prio, user, name, jobFile, url);
+    }
+
+    void queue(String q) {
+      setQueue(q == null ? "default" : q);
     }
 
     void set(String failure, long start, long finish) {
@@ -266,10 +379,7 @@ public final class YarnSubmitter implements InvocationHandler {
 
   /** The summed worker counters the master left next to the job directory (removed once read). */
   private Counters counters(JobID job) throws IOException {
-    Path dir = jobDirs.get(job);
-    if (dir == null) {
-      return null;
-    }
+    Path dir = jobDir(job);
     Counters kept = finalCounters.get(job);
     if (kept != null) {
       return kept;

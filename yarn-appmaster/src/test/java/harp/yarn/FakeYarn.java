@@ -39,10 +39,26 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   static volatile String withheld = "";
   /** When set, the container of this rank exits with status 3 before doing anything. */
   static volatile int failRank = -1;
+  /**
+   * When set, the container of this rank is killed with SIGKILL {@link #killAfterMs} after every
+   * worker has registered, and its ending is reported only after every other container's (as a ResourceManager
+   * may batch them), so a master that blames the first ending it hears of blames a survivor.
+   */
+  static volatile int killRank = -1;
+  static volatile long killAfterMs = 2_000;
+  /** Racks of the nodes (node to rack); nodes not listed have none. */
+  static volatile Map<String, String> racks = Map.of();
+  /** The kind of token a ResourceManager adds to the master's credentials. */
+  static final org.apache.hadoop.io.Text AMRM_KIND = new org.apache.hadoop.io.Text("YARN_AM_RM_TOKEN");
 
   final List<ApplicationSubmissionContext> submitted = new ArrayList<>();
   final List<String> requests = new ArrayList<>();
   final Map<String, Process> running = new ConcurrentHashMap<>();
+  /** The launch contexts of the workers' containers, by rank. */
+  final Map<Integer, ContainerLaunchContext> launched = new ConcurrentHashMap<>();
+  /** Containers the master stopped (their endings are reported as KILLED_BY_APPMASTER, -105). */
+  private final java.util.Set<String> stoppedByMaster = ConcurrentHashMap.newKeySet();
+  private final java.util.Set<String> ended = ConcurrentHashMap.newKeySet();
   private final Map<String, Integer> rankOf = new ConcurrentHashMap<>();
   private final AtomicInteger ids = new AtomicInteger();
   private volatile AppMaster.Events events;
@@ -52,7 +68,15 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   private volatile Thread master;
   volatile Throwable masterError;
 
+  /** When set, the next client gets the last instance (a second client of the same cluster). */
+  static volatile boolean reuse;
+  /** job.xml as the client staged it (read when the application is submitted). */
+  volatile String stagedJobXml = "";
+
   public static FakeYarn create(Configuration conf) {
+    if (reuse && last != null) {
+      return last;
+    }
     last = new FakeYarn();
     return last;
   }
@@ -65,8 +89,23 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   }
 
   @Override
-  public List<String> runningNodes() {
-    return nodes;
+  public List<YarnSubmitter.Node> runningNodes() {
+    List<YarnSubmitter.Node> out = new ArrayList<>();
+    for (String n : nodes) {
+      out.add(new YarnSubmitter.Node(n, racks.get(n)));
+    }
+    return out;
+  }
+
+  @Override
+  public List<YarnSubmitter.App> applications() {
+    List<YarnSubmitter.App> out = new ArrayList<>();
+    if (!submitted.isEmpty()) {
+      ApplicationSubmissionContext c = submitted.get(0);
+      out.add(new YarnSubmitter.App(c.getApplicationId(), c.getApplicationName(), System.getProperty("user.name"),
+          c.getQueue(), report(c.getApplicationId())));
+    }
+    return out;
   }
 
   @Override
@@ -74,6 +113,12 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
     submitted.add(ctx);
     state = YarnApplicationState.ACCEPTED;
     String jobDir = ctx.getAMContainerSpec().getEnvironment().get(LaunchSpec.ENV_JOB_DIR);
+    try {
+      stagedJobXml = Files.readString(Path.of(ctx.getAMContainerSpec().getLocalResources().get(LaunchSpec.JOB_XML)
+          .getResource().getFile()));
+    } catch (IOException e) {
+      stagedJobXml = "unreadable: " + e;
+    }
     master = new Thread(() -> {
       try {
         // What the master's container sees: job.xml localized from the job directory.
@@ -82,7 +127,7 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
         JobConf conf = new JobConf(new org.apache.hadoop.fs.Path(dir.resolve(LaunchSpec.JOB_XML).toUri()));
         state = YarnApplicationState.RUNNING;
         boolean ok = AppMaster.run(conf, new org.apache.hadoop.fs.Path(jobDir), this,
-            ctx.getAMContainerSpec().getTokens());
+            withAmrmToken(ctx.getAMContainerSpec().getTokens()));
         if (!ok && finalStatus == FinalApplicationStatus.UNDEFINED) {
           finish(false, "master returned failure");
         }
@@ -110,10 +155,31 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
     finalStatus = FinalApplicationStatus.KILLED;
   }
 
+  /** The master's credentials as a ResourceManager makes them: the client's plus an AMRM token. */
+  static java.nio.ByteBuffer withAmrmToken(java.nio.ByteBuffer tokens) throws IOException {
+    org.apache.hadoop.security.Credentials c = read(tokens);
+    c.addToken(new org.apache.hadoop.io.Text("fake-rm:8030"), new org.apache.hadoop.security.token.Token<>(
+        new byte[] {1, 2, 3}, new byte[] {4, 5, 6}, AMRM_KIND, new org.apache.hadoop.io.Text("fake-rm:8030")));
+    org.apache.hadoop.io.DataOutputBuffer buf = new org.apache.hadoop.io.DataOutputBuffer();
+    c.writeTokenStorageToStream(buf);
+    return java.nio.ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
+  }
+
+  static org.apache.hadoop.security.Credentials read(java.nio.ByteBuffer tokens) throws IOException {
+    org.apache.hadoop.security.Credentials c = new org.apache.hadoop.security.Credentials();
+    if (tokens != null) {
+      java.nio.ByteBuffer b = tokens.duplicate();
+      byte[] raw = new byte[b.remaining()];
+      b.get(raw);
+      c.readTokenStorageStream(new java.io.DataInputStream(new java.io.ByteArrayInputStream(raw)));
+    }
+    return c;
+  }
+
   // ---- the master's view (AppMaster.Port)
 
   @Override
-  public void start(AppMaster.Events ev, String host, int port) {
+  public void start(AppMaster.Events ev) {
     this.events = ev;
   }
 
@@ -139,7 +205,15 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
       Path dir = Files.createDirectories(root.resolve(containerId));
       Path logs = Files.createDirectories(dir.resolve("logs"));
       link(ctx.getLocalResources(), dir);
+      int rank = rankOf.getOrDefault(containerId, -1);
+      launched.put(rank, ctx);
+      // Like a NodeManager: the container's credentials in a token file named by the environment.
+      Path tokenFile = dir.resolve("container_tokens");
+      try (java.io.DataOutputStream o = new java.io.DataOutputStream(Files.newOutputStream(tokenFile))) {
+        read(ctx.getTokens()).writeTokenStorageToStream(o);
+      }
       StringBuilder script = new StringBuilder("#!/bin/bash\n");
+      script.append("export HADOOP_TOKEN_FILE_LOCATION='").append(tokenFile).append("'\n");
       script.append("export JAVA_HOME='").append(System.getProperty("java.home")).append("'\n");
       script.append("export PWD='").append(dir).append("'\ncd \"$PWD\"\n");
       for (Map.Entry<String, String> e : ctx.getEnvironment().entrySet()) {
@@ -154,11 +228,38 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
       Process p = new ProcessBuilder("bash", sh.toString()).directory(dir.toFile())
           .redirectErrorStream(true).redirectOutput(logs.resolve("launcher.out").toFile()).start();
       running.put(containerId, p);
+      if (rank == killRank) {
+        Thread k = new Thread(() -> {
+          try {
+            // Once every worker has registered (the master's progress reaches 10 %), then a bit.
+            while (events.progress() < 0.1f) {
+              Thread.sleep(20);
+            }
+            Thread.sleep(killAfterMs);
+            p.toHandle().destroyForcibly(); // SIGKILL
+          } catch (InterruptedException e) {
+            // test over
+          }
+        });
+        k.setDaemon(true);
+        k.start();
+      }
       Thread w = new Thread(() -> {
         try {
           int rc = p.waitFor();
+          if (rank == killRank) {
+            // Reported last, after every other container's ending (within 20 s).
+            long until = System.currentTimeMillis() + 20_000;
+            while (ended.size() < running.size() - 1 && System.currentTimeMillis() < until) {
+              Thread.sleep(20);
+            }
+          }
           String err = Files.exists(logs.resolve("stderr")) ? Files.readString(logs.resolve("stderr")) : "";
           err += Files.readString(logs.resolve("launcher.out"));
+          if (stoppedByMaster.contains(containerId)) {
+            rc = -105; // ContainerExitStatus.KILLED_BY_APPMASTER
+          }
+          ended.add(containerId);
           events.completed(containerId, rc, rc == 0 ? "" : tail(err));
         } catch (Exception e) {
           events.completed(containerId, -1, e.toString());
@@ -175,6 +276,7 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   public void stop(String containerId) {
     Process p = running.get(containerId);
     if (p != null) {
+      stoppedByMaster.add(containerId);
       p.destroyForcibly();
     }
   }

@@ -90,7 +90,7 @@ class GangMasterTest {
   @Test
   void workersAreRequestedOnDistinctNodesAndLaunchedOnlyWhenAllAreHeld() {
     Fake f = new Fake();
-    GangMaster m = new GangMaster(cfg(1), f, f, f, "s");
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
     m.start(0, nodes(6), groups(4));
     assertEquals(4, f.requests.size());
     HashSet<String> distinct = new HashSet<>();
@@ -118,13 +118,13 @@ class GangMasterTest {
   @Test
   void severalWorkersPerNodeWhenExplicitlyAllowed() {
     Fake f = new Fake();
-    GangMaster m = new GangMaster(cfg(2), f, f, f, "s");
+    GangMaster m = new GangMaster(cfg(2), f, f, f);
     m.start(0, nodes(1), groups(2));
     m.onAllocated(new GangMaster.Container("a", "node0"));
     m.onAllocated(new GangMaster.Container("b", "node0"));
     assertEquals(2, f.launched.size());
     Fake g = new Fake();
-    GangMaster one = new GangMaster(cfg(1), g, g, g, "s");
+    GangMaster one = new GangMaster(cfg(1), g, g, g);
     one.start(0, nodes(1), groups(2));
     assertEquals(false, g.succeeded);
     assertTrue(g.diagnostics.contains("cluster has 1 usable nodes") && g.diagnostics.contains(AmConfig.WORKERS_PER_NODE),
@@ -134,7 +134,7 @@ class GangMasterTest {
   @Test
   void aGangThatCannotBePlacedInTimeReleasesEverythingAndFails() {
     Fake f = new Fake();
-    GangMaster m = new GangMaster(cfg(1), f, f, f, "s");
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
     m.start(1_000, nodes(8), groups(8));
     for (int i = 0; i < 3; i++) {
       String r = f.requests.get(i);
@@ -150,7 +150,7 @@ class GangMasterTest {
   }
 
   private static GangMaster running(Fake f, int n) {
-    GangMaster m = new GangMaster(cfg(1), f, f, f, "secret");
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
     m.start(0, nodes(n), groups(n));
     for (int i = 0; i < n; i++) {
       String r = f.requests.get(i);
@@ -161,8 +161,8 @@ class GangMasterTest {
       assertTrue(roster.isEmpty());
       roster = m.onRegistered(i, "h" + i + ":" + (7000 + i));
     }
-    assertEquals(List.of("h0:7000", "h1:7001", "h2:7002").subList(0, Math.min(3, n)), roster.get().hosts().subList(0, Math.min(3, n)));
-    assertEquals("secret", roster.get().secret());
+    assertEquals(List.of("h0:7000 /default-rack", "h1:7001 /default-rack", "h2:7002 /default-rack")
+        .subList(0, Math.min(3, n)), roster.get().hosts().subList(0, Math.min(3, n)));
     return m;
   }
 
@@ -172,9 +172,12 @@ class GangMasterTest {
     GangMaster m = running(f, 4);
     m.onCompleted("c0", 0, "");
     m.onCompleted("c2", 143, "killed by the NodeManager");
+    assertEquals(null, f.succeeded, "the master waits the failure grace for the other endings");
+    m.onTick(2_000);
     assertEquals(false, f.succeeded);
     assertTrue(f.diagnostics.startsWith("worker 2 (container c2 on "), f.diagnostics);
-    assertTrue(f.diagnostics.endsWith("failed with exit status 143: killed by the NodeManager"), f.diagnostics);
+    assertTrue(f.diagnostics.endsWith("failed with exit status 143 (killed: SIGTERM): killed by the NodeManager"),
+        f.diagnostics);
     assertEquals(List.of("c1", "c3"), f.stopped, "the finished and the failed one are not stopped again");
     assertEquals(List.of("abort", "cleanup", "finish:false"), f.events);
     m.onCompleted("c1", 0, "");
@@ -207,7 +210,7 @@ class GangMasterTest {
   @Test
   void workersThatDoNotRegisterInTimeFailTheJob() {
     Fake f = new Fake();
-    GangMaster m = new GangMaster(cfg(1), f, f, f, "s");
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
     m.start(0, nodes(2), groups(2));
     m.onAllocated(new GangMaster.Container("a", f.requests.get(0).split("[@:]")[1]));
     m.onAllocated(new GangMaster.Container("b", f.requests.get(1).split("[@:]")[1]));
@@ -215,5 +218,99 @@ class GangMasterTest {
     m.onTick(120_000);
     assertEquals("only 1 of 2 workers registered within 120 s of being launched", f.diagnostics);
     assertEquals(List.of("a", "b"), f.stopped);
+  }
+
+  @Test
+  void aHostListedTwiceCountsOnceAndNoWorkerIsRequestedOnANullNode() {
+    // A restarted NodeManager: the ResourceManager lists its host twice (two NodeIds).
+    Fake f = new Fake();
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
+    m.start(0, List.of("node0", "node1", "node1"), groups(3));
+    assertEquals(false, f.succeeded);
+    assertTrue(f.diagnostics.contains("3 workers need 3 nodes") && f.diagnostics.contains("2 usable nodes"),
+        f.diagnostics);
+    assertEquals(List.of(), f.requests);
+    Fake g = new Fake();
+    GangMaster two = new GangMaster(cfg(1), g, g, g);
+    two.start(0, List.of("node0", "node1", "node1"), groups(2));
+    assertEquals(List.of("0@node0:1024/2", "1@node1:1024/2"), g.requests.stream().sorted().toList());
+  }
+
+  @Test
+  void aKilledWorkerIsBlamedEvenWhenItsPeersEndingsArriveFirst() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 3);
+    // Worker 1 is killed; 0 and 2 fail in a collective, say so, and their endings arrive first.
+    m.onFailureReport(0, "in allreduce: allreduce 'acc' #4: rank 1 is gone: connection reset");
+    m.onFailureReport(2, "in allreduce: allreduce 'acc' #4: rank 1 is gone: connection reset");
+    m.onCompleted("c0", 1, "harp worker 0 failed");
+    m.onCompleted("c2", 1, "harp worker 2 failed");
+    assertEquals(null, f.succeeded);
+    m.onCompleted("c1", 137, "line 1\nContainer killed on request. Exit code is 137");
+    assertEquals(false, f.succeeded, "every worker has ended: the master decides at once");
+    assertTrue(f.diagnostics.startsWith("worker 1 (container c1 on "), f.diagnostics);
+    assertTrue(f.diagnostics.contains("exit status 137 (killed: SIGKILL)"), f.diagnostics);
+    assertTrue(f.diagnostics.contains("then worker(s) [0, 2] failed"), f.diagnostics);
+    assertTrue(f.diagnostics.contains("worker 0 reported: in allreduce"), f.diagnostics);
+  }
+
+  @Test
+  void aWorkerReportedGoneIsBlamedWhenItsOwnEndingHasNotArrivedWithinTheGrace() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 3);
+    m.onFailureReport(2, "in barrier: barrier #1: rank 0 has been silent for 10.0 s (no data, no heartbeat)");
+    m.onCompleted("c2", 1, "harp worker 2 failed");
+    m.onCompleted("c1", 1, "harp worker 1 failed"); // no report: but 0 is the one accused
+    m.onTick(1_000);
+    assertEquals(null, f.succeeded);
+    m.onTick(2_000);
+    assertEquals(false, f.succeeded);
+    assertTrue(f.diagnostics.startsWith("worker 1 (container c1"), "a silent failure outranks an accusation: "
+        + f.diagnostics);
+    Fake g = new Fake();
+    GangMaster n = running(g, 3);
+    n.onFailureReport(2, "in barrier: barrier #1: rank 0 has been silent for 10.0 s (no data, no heartbeat)");
+    n.onFailureReport(1, "in barrier: barrier #1: rank 0 has been silent for 10.0 s (no data, no heartbeat)");
+    n.onCompleted("c2", 1, "");
+    n.onTick(2_000);
+    assertTrue(g.diagnostics.startsWith("worker 0 (container c0 on "), g.diagnostics);
+    assertTrue(g.stopped.contains("c0") && g.stopped.contains("c1"), g.stopped.toString());
+  }
+
+  @Test
+  void progressIsTheMeanOfTheWorkersReportsAndAFailedJobKeepsIt() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 2);
+    assertEquals(0.1f, m.progress(), 1e-6);
+    m.onProgress(0, 5, 10);
+    assertEquals(0.1f + 0.9f * 0.25f, m.progress(), 1e-6);
+    m.onProgress(1, 10, 10);
+    m.onProgress(7, 10, 10); // no such worker: ignored
+    assertEquals(0.1f + 0.9f * 0.75f, m.progress(), 1e-6);
+    m.onCompleted("c0", 3, "boom");
+    m.onTick(5_000);
+    assertEquals(GangMaster.State.FAILED, m.state());
+    assertEquals(0.1f + 0.9f * 0.75f, m.progress(), 1e-6);
+  }
+
+  @Test
+  void theRosterCarriesEachWorkersRack() {
+    Fake f = new Fake();
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
+    m.start(0, List.of("a", "b", "c"), java.util.Map.of("a", "/r1", "b", "/r2", "c", "/r1"), groups(3));
+    for (String r : f.requests) {
+      m.onAllocated(new GangMaster.Container("c" + r.charAt(0), r.substring(r.indexOf('@') + 1, r.indexOf(':'))));
+    }
+    Optional<GangMaster.Roster> roster = Optional.empty();
+    for (int i = 0; i < 3; i++) {
+      roster = m.onRegistered(i, "h" + i + ":1");
+    }
+    List<String> hosts = roster.get().hosts();
+    java.util.Map<String, String> rack = java.util.Map.of("a", "/r1", "b", "/r2", "c", "/r1");
+    for (String r : f.requests) {
+      int w = Integer.parseInt(r.substring(0, r.indexOf('@')));
+      String node = r.substring(r.indexOf('@') + 1, r.indexOf(':'));
+      assertEquals("h" + w + ":1 " + rack.get(node), hosts.get(w));
+    }
   }
 }

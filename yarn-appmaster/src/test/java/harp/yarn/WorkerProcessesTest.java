@@ -76,7 +76,8 @@ class WorkerProcessesTest {
     Path out = tmp.resolve("out");
     Job job = Job.getInstance(new Configuration());
     Configuration conf = job.getConfiguration();
-    conf.set("fs.defaultFS", "file:///");
+    // Like HDFS on a real cluster: the default file system is not the container's directory.
+    ElsewhereFileSystem.install(conf);
     conf.set("mapreduce.job.id", "job_1700000000000_0007");
     conf.set("harp.am.address", amAddress);
     conf.setInt(WorkerInputFormat.WORKERS, N);
@@ -109,11 +110,31 @@ class WorkerProcessesTest {
     return new Setup(xml, tmp.resolve("jobdir").resolve("job.split"), offsets, out, conf);
   }
 
-  static Process worker(Setup s, int rank, String token) throws IOException {
+  /**
+   * Worker {@code rank} as a NodeManager starts it: in its own container directory holding
+   * job.xml and job.split (named relatively on the command line), with its credentials (here: the
+   * job secret {@code secret}) in the token file the environment names.
+   */
+  static Process worker(Setup s, int rank, String secret) throws IOException {
+    Path dir = Files.createDirectories(s.jobXml().resolveSibling("container-" + rank));
+    Files.copy(s.jobXml(), dir.resolve("job.xml"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    Files.deleteIfExists(dir.resolve("job.split"));
+    Files.createSymbolicLink(dir.resolve("job.split"), s.splitFile());
+    org.apache.hadoop.security.Credentials creds = new org.apache.hadoop.security.Credentials();
+    creds.addSecretKey(harp.mapred.JobSecret.KEY, secret.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    Path tokens = dir.resolve("container_tokens");
+    try (java.io.DataOutputStream o = new java.io.DataOutputStream(Files.newOutputStream(tokens))) {
+      creds.writeTokenStorageToStream(o);
+    }
+    List<String> cp = new ArrayList<>();
+    for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      cp.add(new File(e).getAbsolutePath());
+    }
     ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + File.separator + "bin" + File.separator + "java",
-        "-cp", System.getProperty("java.class.path"), WorkerMain.class.getName(), s.jobXml().toString(),
-        Integer.toString(rank), s.splitFile().toString(), Long.toString(s.offsets().get(rank)));
-    pb.environment().put("HARP_AM_TOKEN", token);
+        "-cp", String.join(File.pathSeparator, cp), WorkerMain.class.getName(), "job.xml",
+        Integer.toString(rank), "job.split", Long.toString(s.offsets().get(rank)));
+    pb.directory(dir.toFile());
+    pb.environment().put("HADOOP_TOKEN_FILE_LOCATION", tokens.toString());
     pb.redirectErrorStream(true);
     pb.redirectOutput(s.jobXml().resolveSibling("worker-" + rank + ".log").toFile());
     return pb.start();
@@ -124,8 +145,8 @@ class WorkerProcessesTest {
   }
 
   /** A master in the STARTING state (all containers held and launched), through fakes. */
-  static GangMaster startedMaster(GangMasterTest.Fake f, String secret) {
-    GangMaster m = new GangMaster(new AmConfig(N, 1024, 1, 60_000, 1), f, f, f, secret);
+  static GangMaster startedMaster(GangMasterTest.Fake f) {
+    GangMaster m = new GangMaster(new AmConfig(N, 1024, 1, 60_000, 1, 0), f, f, f);
     m.start(0, GangMasterTest.nodes(N), GangMasterTest.groups(N));
     for (int i = 0; i < N; i++) {
       String r = f.requests.get(i);
@@ -139,12 +160,12 @@ class WorkerProcessesTest {
   @Timeout(120)
   void workersRegisterRunTheMapperOverTheirSplitsAndTheOutputIsCommitted(@TempDir Path tmp) throws Exception {
     GangMasterTest.Fake f = new GangMasterTest.Fake();
-    GangMaster master = startedMaster(f, "job-secret-1");
-    try (Registry reg = new Registry(master, "tok", InetAddress.getLoopbackAddress())) {
+    GangMaster master = startedMaster(f);
+    try (Registry reg = new Registry(master, "job-secret-1".getBytes(), InetAddress.getLoopbackAddress())) {
       Setup s = prepare(tmp, reg.address());
       List<Process> ps = new ArrayList<>();
       for (int r = 0; r < N; r++) {
-        ps.add(worker(s, r, "tok"));
+        ps.add(worker(s, r, "job-secret-1"));
       }
       for (int r = 0; r < N; r++) {
         assertTrue(ps.get(r).waitFor(90, TimeUnit.SECONDS), "worker " + r + " hangs");
@@ -168,14 +189,14 @@ class WorkerProcessesTest {
 
   @Test
   @Timeout(120)
-  void aWorkerWithAWrongTokenIsRefusedAndTheJobFailsEverywhere(@TempDir Path tmp) throws Exception {
+  void aWorkerWithAWrongSecretIsRefusedAndTheJobFailsEverywhere(@TempDir Path tmp) throws Exception {
     GangMasterTest.Fake f = new GangMasterTest.Fake();
-    GangMaster master = startedMaster(f, "job-secret-2");
-    try (Registry reg = new Registry(master, "tok", InetAddress.getLoopbackAddress())) {
+    GangMaster master = startedMaster(f);
+    try (Registry reg = new Registry(master, "job-secret-2".getBytes(), InetAddress.getLoopbackAddress())) {
       Setup s = prepare(tmp, reg.address());
-      Process good0 = worker(s, 0, "tok");
-      Process bad = worker(s, 1, "not-the-token");
-      Process good2 = worker(s, 2, "tok");
+      Process good0 = worker(s, 0, "job-secret-2");
+      Process bad = worker(s, 1, "not-the-job-secret");
+      Process good2 = worker(s, 2, "job-secret-2");
       assertTrue(bad.waitFor(60, TimeUnit.SECONDS));
       assertNotEquals(0, bad.exitValue());
       assertTrue(log(s, 1).contains("refused registration"), log(s, 1));

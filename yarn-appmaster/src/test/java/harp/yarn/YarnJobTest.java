@@ -7,7 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import harp.CollectiveMapper;
+import harp.KeyValReader;
+import harp.io.FilePosition;
 import harp.io.WorkerInputFormat;
+import java.io.IOException;
 import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -42,7 +46,45 @@ class YarnJobTest {
   @AfterEach
   void reset() {
     FakeYarn.failRank = -1;
+    FakeYarn.killRank = -1;
     FakeYarn.withheld = "";
+    FakeYarn.reuse = false;
+  }
+
+  /**
+   * Runs {@code harp.yarn.steps} barriers {@code harp.yarn.step.ms} apart, telling its progress
+   * after each; writes (rank, steps done).
+   */
+  public static class StepsMapper extends CollectiveMapper<FilePosition, Text, Text, LongWritable> {
+    @Override
+    protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context)
+        throws IOException, InterruptedException {
+      int steps = context.getConfiguration().getInt("harp.yarn.steps", 10);
+      long pause = context.getConfiguration().getLong("harp.yarn.step.ms", 100);
+      for (int i = 1; i <= steps; i++) {
+        Thread.sleep(pause);
+        barrier("step-" + i);
+        setProgress(context, i, steps);
+      }
+      context.write(new Text("rank" + getSelfID()), new LongWritable(steps));
+    }
+  }
+
+  static Job stepsJob(Path tmp, String name, int steps, long pauseMs) throws Exception {
+    Job job = job(tmp, name);
+    job.setMapperClass(StepsMapper.class);
+    job.getConfiguration().setInt("harp.yarn.steps", steps);
+    job.getConfiguration().setLong("harp.yarn.step.ms", pauseMs);
+    return job;
+  }
+
+  static List<Path> filesUnder(Path dir) throws java.io.IOException {
+    if (!Files.exists(dir)) {
+      return List.of();
+    }
+    try (var w = Files.walk(dir)) {
+      return w.filter(Files::isRegularFile).toList();
+    }
   }
 
   /** A client configuration for the fake cluster (staging and containers under {@code tmp}). */
@@ -52,7 +94,8 @@ class YarnJobTest {
     conf.set("mapreduce.framework.name", "map-collective");
     conf.set("yarn.resourcemanager.address", "fake-rm:8032");
     conf.set(YarnSubmitter.RM_FACTORY, FakeYarn.class.getName());
-    conf.set("fs.defaultFS", "file:///");
+    // Like HDFS on a real cluster: the default file system is not the containers' local disk.
+    ElsewhereFileSystem.install(conf);
     conf.set("yarn.app.mapreduce.am.staging-dir", tmp.resolve("staging").toString());
     conf.set("hadoop.tmp.dir", tmp.resolve("hadoop-tmp").toString());
     conf.set("mapreduce.client.completion.pollinterval", "100");
@@ -121,12 +164,31 @@ class YarnJobTest {
     }
     // One worker per node, each pinned to its node.
     assertEquals(List.of("0@n0", "1@n1", "2@n2"), y.requests.stream().sorted().toList());
+    // The job secret travels in the credentials only: not in job.xml, not in any environment or
+    // command; the workers get it, but not the master's AMRM token.
+    org.apache.hadoop.security.Credentials am = FakeYarn.read(app.getAMContainerSpec().getTokens());
+    byte[] secret = harp.mapred.JobSecret.of(am);
+    assertTrue(secret != null && secret.length >= 32);
+    String hex = new String(secret, java.nio.charset.StandardCharsets.US_ASCII);
+    assertFalse(y.stagedJobXml.isEmpty());
+    assertFalse(y.stagedJobXml.contains("harp.job.secret") || y.stagedJobXml.contains(hex), "secret in job.xml");
+    assertEquals(N, y.launched.size());
+    for (var ctx : y.launched.values()) {
+      org.apache.hadoop.security.Credentials w = FakeYarn.read(ctx.getTokens());
+      assertTrue(java.util.Arrays.equals(secret, harp.mapred.JobSecret.of(w)));
+      for (var t : w.getAllTokens()) {
+        assertFalse(t.getKind().equals(FakeYarn.AMRM_KIND), "a worker got the AMRM token");
+      }
+      assertFalse(ctx.getEnvironment().toString().contains(hex) || ctx.getCommands().toString().contains(hex));
+    }
 
     // The workers ran the mapper over their splits and the master committed the output.
     assertTrue(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
     assertEquals(List.of("rank0\t45150", "rank1\t45150", "rank2\t45150"), output(tmp.resolve("out")));
-    // Counters: the workers' summed, as for any job.
+    // Counters: the workers' summed, as for any job; and where the workers ran.
     assertEquals(N, job.getCounters().findCounter("test", "records").getValue());
+    assertEquals(N, job.getCounters().findCounter(WorkerMain.HOSTS_GROUP, WorkerMain.nodeName()).getValue(),
+        "all fake nodes are this host");
     // The staging directory is gone.
     try (var s = Files.list(tmp.resolve("staging"))) {
       List<Path> left = new ArrayList<>();
@@ -186,6 +248,81 @@ class YarnJobTest {
     assertTrue(job.isComplete());
     assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
     assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+  }
+
+  @Test
+  @Timeout(180)
+  void workersReportTheirProgressAndTheMasterAveragesIt(@TempDir Path tmp) throws Exception {
+    Job job = stepsJob(tmp, "steps on yarn", 30, 200);
+    job.submit();
+    float seen = 0;
+    while (!job.isComplete()) {
+      float p = job.mapProgress();
+      if (p < 0.999f) {
+        seen = Math.max(seen, p);
+      }
+      Thread.sleep(100);
+    }
+    assertTrue(job.isSuccessful(), job.getStatus().getFailureInfo());
+    // Registration ends at 10 %; the workers' "step i of 30" moves it on while they run.
+    assertTrue(seen > 0.3f, "progress while running peaked at " + seen);
+    assertEquals(1f, job.mapProgress());
+    assertEquals(0f, job.reduceProgress(), "a map-only job has no reduce progress");
+    // The progress group is not summed into the job's counters.
+    assertEquals(0, job.getCounters().getGroup(CollectiveMapper.PROGRESS_GROUP).size());
+  }
+
+  @Test
+  @Timeout(180)
+  void aKilledWorkerIsNamedEvenWhenItsPeersEndingsArriveFirst(@TempDir Path tmp) throws Exception {
+    FakeYarn.killRank = 1;
+    FakeYarn.killAfterMs = 1_000;
+    Job job = stepsJob(tmp, "steps on yarn, worker 1 killed", 400, 50);
+    job.getConfiguration().setLong(AmConfig.FAILURE_GRACE_MS, 10_000);
+    assertFalse(job.waitForCompletion(false));
+    String why = job.getStatus().getFailureInfo();
+    assertTrue(why.startsWith("worker 1 (container "), why);
+    assertTrue(why.contains("exit status 137 (killed: SIGKILL)"), why);
+    assertTrue(why.contains("reported: in barrier") && why.contains("rank 1 is gone"), why);
+    assertTrue(job.mapProgress() < 1f, "a failed job does not show map 100%: " + job.mapProgress());
+    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+  }
+
+  @Test
+  @Timeout(180)
+  void mapredJobListsShowsAndKillsAJobItDidNotSubmit(@TempDir Path tmp) throws Exception {
+    FakeYarn.withheld = "n2"; // the job waits for its gang
+    Job job = job(tmp, "sum on yarn, seen from another client");
+    job.submit();
+    FakeYarn.reuse = true;
+    Configuration other = yarnConf(tmp);
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream was = System.out;
+    int list;
+    int status;
+    int kill;
+    try {
+      System.setOut(new java.io.PrintStream(out, true));
+      list = org.apache.hadoop.util.ToolRunner.run(other, new org.apache.hadoop.mapreduce.tools.CLI(other),
+          new String[] {"-list", "all"});
+      status = org.apache.hadoop.util.ToolRunner.run(other, new org.apache.hadoop.mapreduce.tools.CLI(other),
+          new String[] {"-status", job.getJobID().toString()});
+      kill = org.apache.hadoop.util.ToolRunner.run(other, new org.apache.hadoop.mapreduce.tools.CLI(other),
+          new String[] {"-kill", job.getJobID().toString()});
+    } finally {
+      System.setOut(was);
+    }
+    String text = out.toString();
+    assertEquals(0, list, text);
+    assertTrue(text.contains(job.getJobID().toString()), text);
+    assertEquals(0, status, text);
+    assertTrue(text.contains("Job state: PREP") || text.contains("Job state: RUNNING"), text);
+    assertEquals(0, kill, text);
+    assertTrue(text.contains("Killed job " + job.getJobID()), text);
+    assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
+    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
   }
 
   @Test
@@ -197,8 +334,8 @@ class YarnJobTest {
     harp("kmeans", "--workers", "3", "--input", data.resolve("points").toString(), "--init",
         data.resolve("init.txt").toString(), "--iterations", "4", "--output", tmp.resolve("rust").toString());
     int rc = org.apache.hadoop.util.ToolRunner.run(yarnConf(tmp), new harp.examples.kmeans.KMeans(), new String[] {
-        data.resolve("points").toString(), data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "4",
-        "3"});
+        data.resolve("points").toUri().toString(), data.resolve("init.txt").toUri().toString(),
+        tmp.resolve("java").toUri().toString(), "4", "3"});
     assertEquals(0, rc);
     double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
     double[] got = read(tmp.resolve("java").resolve("centroids.txt"));
