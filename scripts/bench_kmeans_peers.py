@@ -391,13 +391,18 @@ def main():
     info = harp_info(a.harp)
     systems = ["harp-f64"] + (["harp-f32"] if info["precision"] else []) + PEERS
     if a.systems:
-        systems = [x for x in a.systems.split(",") if x]
+        systems = [x.strip() for x in a.systems.split(",") if x.strip()]
+        unknown = [x for x in systems if x not in ["harp-f64", "harp-f32"] + PEERS]
+        if unknown:
+            p.error(f"unknown system(s) {unknown}; known: harp-f64, harp-f32, {', '.join(PEERS)}")
         if "harp-f32" in systems and not info["precision"]:
             print("note: this harp has no --precision; harp-f32 dropped")
             systems.remove("harp-f32")
     skips = [x.strip() for x in a.skip.split(",") if x.strip()]
     table = QUICK if a.quick else FULL
     shapes = [x.strip().upper() for x in a.shapes.split(",") if x.strip()]
+    if any(x not in table for x in shapes):
+        p.error(f"--shapes: choose from {','.join(table)}")
 
     import importlib.metadata as md
     versions = {m: md.version(m) for m in
@@ -409,7 +414,8 @@ def main():
         "record": "meta", "utc": stamp, "host": platform.node(), "cpu_count": os.cpu_count(),
         "harp": a.harp, "harp_version": info["version"],
         "harp_mtime_utc": datetime.datetime.fromtimestamp(
-            os.path.getmtime(a.harp), datetime.timezone.utc).isoformat(timespec="seconds"), "harp_precision_flag": info["precision"],
+            os.path.getmtime(a.harp), datetime.timezone.utc).isoformat(timespec="seconds"),
+        "harp_precision_flag": info["precision"],
         "harp_assign_flag": info["assign"], "repo_commit": git_commit(repo),
         "python": platform.python_version(), "versions": versions, "threads": a.threads,
         "iterations": a.iterations, "rounds": a.rounds, "quick": a.quick,
