@@ -467,6 +467,8 @@ def main():
                 if res.get("iterations_run") != a.iterations:
                     note = (f"  converged: ran {res.get('iterations_run')} iterations "
                             "(s/iter over those)")
+                if res.get("accelerated") is False:
+                    note += "  NOT on oneDAL (sklearnex fell back to scikit-learn)"
                 print(f"  round {r} {sysname:14s} {fmt_s(spi)} s/iter  "
                       f"(run {res['wall_s']:.1f} s){note}", flush=True)
                 if spi is not None and (sysname not in best or spi < best[sysname]["sec_per_iter"]):
