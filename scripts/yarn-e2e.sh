@@ -9,7 +9,7 @@
 # scripts/hadoop only runs `hadoop jar` and cannot talk to HDFS.
 # Checks that no host ran more than one worker (counter group "Harp-RS workers per host") unless
 # EXTRA_D raises harp.yarn.workers.per.node.
-# Environment: HDFS_DIR (default /tmp/harp-e2e-$USER), EXTRA_D (more -D options, e.g.
+# Environment: HARP_HDFS_DIR (default /tmp/harp-e2e-$USER), EXTRA_D (more -D options, e.g.
 # "-Dharp.yarn.workers.per.node=4" on a single-node cluster), KEEP=1 keeps the HDFS data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +24,9 @@ grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" \
 HADOOP=$(command -v hadoop || true)
 if [[ -z $HADOOP && -n ${HADOOP_HOME:-} && -x $HADOOP_HOME/bin/hadoop ]]; then HADOOP=$HADOOP_HOME/bin/hadoop; fi
 [[ -n $HADOOP ]] || die "no Hadoop client: put the cluster's 'hadoop' on the PATH or set HADOOP_HOME (scripts/hadoop runs only 'hadoop jar' and cannot reach HDFS)"
-HDFS_DIR=${HDFS_DIR:-/tmp/harp-e2e-${USER:-harp}}
+HARP_HDFS_DIR=${HARP_HDFS_DIR:-/tmp/harp-e2e-${USER:-harp}}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"; [[ ${KEEP:-0} == 1 ]] || "$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1 || true' EXIT
+trap 'rm -rf "$WORK"; [[ ${KEEP:-0} == 1 ]] || "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1 || true' EXIT
 
 echo "== build"
 bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
@@ -35,10 +35,10 @@ JAR=target/java/harp-rs-examples.jar
 
 echo "== data: $N points, dim $D, k $K"
 $H gen points --n "$N" --dim "$D" --seed 7 --init "$K" --files "$W" --output "$WORK/data" >/dev/null
-"$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1 || true
-"$HADOOP" fs -mkdir -p "$HDFS_DIR" || die "cannot create $HDFS_DIR on HDFS"
-"$HADOOP" fs -put "$WORK/data/points" "$HDFS_DIR/points" || die "cannot put the points on HDFS"
-"$HADOOP" fs -put "$WORK/data/init.txt" "$HDFS_DIR/init.txt" || die "cannot put the centroids on HDFS"
+"$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1 || true
+"$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" || die "cannot create $HARP_HDFS_DIR on HDFS"
+"$HADOOP" fs -put "$WORK/data/points" "$HARP_HDFS_DIR/points" || die "cannot put the points on HDFS"
+"$HADOOP" fs -put "$WORK/data/init.txt" "$HARP_HDFS_DIR/init.txt" || die "cannot put the centroids on HDFS"
 
 echo "== reference: harp kmeans on $W local workers"
 $H kmeans --workers "$W" --input "$WORK/data/points" --init "$WORK/data/init.txt" --iterations "$I" \
@@ -47,7 +47,7 @@ $H kmeans --workers "$W" --input "$WORK/data/points" --init "$WORK/data/init.txt
 echo "== map-collective job on YARN ($W workers)"
 # shellcheck disable=SC2086
 "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
-  "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/out" "$I" "$W" 2>&1 | tee "$WORK/job.log"
+  "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/out" "$I" "$W" 2>&1 | tee "$WORK/job.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || die "the job failed"
 echo "== placement"
 awk '/Harp-RS workers per host/{on=1; next} on && /=/{print; next} on{on=0}' "$WORK/job.log" >"$WORK/hosts"
@@ -58,7 +58,7 @@ if [[ ${EXTRA_D:-} != *workers.per.node* ]] && awk -F= '$2+0 > 1' "$WORK/hosts" 
   die "more than one worker on a host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
 fi
 echo "workers per host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
-"$HADOOP" fs -get "$HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HDFS_DIR/out"
+"$HADOOP" fs -get "$HARP_HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HARP_HDFS_DIR/out"
 
 echo "== compare"
 python3 - "$WORK/rust/centroids.txt" "$WORK/java.txt" <<'EOF' || die "centroids differ from harp kmeans"

@@ -14,8 +14,18 @@
 #   yarn-kill        `yarn application -kill`: the same
 #   bad-input        an input path that does not exist: a clear error naming it
 #   bad-init         a centroids file that does not exist: a clear error naming it
+#   restarted-nm     runs $RESTART_NM_CMD (a command that restarts one NodeManager on a new port
+#                    without a clean shutdown, so the ResourceManager lists its host twice as
+#                    RUNNING until the old NodeId expires), then a job with one worker per listed
+#                    NodeId (must fail with the gang diagnostic, not crash) and K-means on every node
 # Prints one line per scenario: name, PASS/FAIL, seconds, detail; exits non-zero if any failed.
-# Environment: HDFS_DIR (default /tmp/harp-scenarios-$USER), EXTRA_D (more -D options).
+# Times are measured from the kill (or the start of the kill command) to the application's final
+# state as the ResourceManager's REST API reports it (polled every 0.1 s). A kill command's time
+# includes its JVM's start-up; the script also times the same client doing nothing (`-list`) and
+# judges the difference ("net") against the 5 s limit.
+# Environment: HARP_HDFS_DIR (default /tmp/harp-scenarios-$USER), EXTRA_D (more -D options),
+# RM_WEB (host:port of the ResourceManager's web service; default from yarn-site.xml).
+# (Not HDFS_DIR: Hadoop's own launcher scripts use that name.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "yarn-scenarios: $*" >&2; exit 2; }
@@ -25,7 +35,7 @@ HADOOP=$(command -v hadoop || true)
 [[ -x ${HADOOP:-} ]] || die "no Hadoop client on the PATH (or HADOOP_HOME)"
 BIN=$(dirname "$HADOOP")
 YARN=$BIN/yarn MAPRED=$BIN/mapred
-HDFS_DIR=${HDFS_DIR:-/tmp/harp-scenarios-${USER:-harp}}
+HARP_HDFS_DIR=${HARP_HDFS_DIR:-/tmp/harp-scenarios-${USER:-harp}}
 WORK=$(mktemp -d)
 JAR=target/java/harp-rs-examples.jar
 H=target/release/harp
@@ -43,7 +53,15 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 nodes() { "$YARN" node -list 2>/dev/null | awk '/RUNNING/{print $1}' | sed 's/:.*//' | sort -u | wc -l; }
 app_of() { sed -n 's/.*Submitted application \(application_[0-9_]*\).*/\1/p' "$1" | head -n 1; }
-state_of() { "$YARN" application -status "$1" 2>/dev/null | awk -F' : ' '/^\t*State :/{s=$2} /Final-State/{f=$2} END{print s"/"f}'; }
+RM_WEB=${RM_WEB:-$(python3 -c '
+import sys, xml.etree.ElementTree as ET
+p = {e.findtext("name"): e.findtext("value") for e in ET.parse(sys.argv[1]).getroot().iter("property")}
+host = p.get("yarn.resourcemanager.hostname", "0.0.0.0")
+print(p.get("yarn.resourcemanager.webapp.address", host + ":8088").replace("${yarn.resourcemanager.hostname}", host))
+' "$HADOOP_CONF_DIR/yarn-site.xml")}
+app_json() { curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$1"; }
+state_of() { app_json "$1" | python3 -c 'import json,sys; a=json.load(sys.stdin)["app"]; print(a["state"]+"/"+a["finalStatus"])' 2>/dev/null; }
+diag_of() { app_json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["app"]["diagnostics"].replace("\n"," | "))' 2>/dev/null; }
 staging_of() { # the job directory of application $1 on HDFS
   local job=${1/application_/job_} user=${HADOOP_USER_NAME:-${USER:-root}}
   echo "/tmp/hadoop-yarn/staging/$user/.staging/$job"
@@ -52,9 +70,9 @@ staging_of() { # the job directory of application $1 on HDFS
 echo "== build and data"
 bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
 $H gen points --n 20000 --dim 8 --seed 7 --init 5 --files 3 --output "$WORK/data" >/dev/null
-"$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1
-"$HADOOP" fs -mkdir -p "$HDFS_DIR" && "$HADOOP" fs -put "$WORK/data/points" "$HDFS_DIR/points" \
-  && "$HADOOP" fs -put "$WORK/data/init.txt" "$HDFS_DIR/init.txt" || die "cannot put the data on HDFS"
+"$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
+"$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" && "$HADOOP" fs -put "$WORK/data/points" "$HARP_HDFS_DIR/points" \
+  && "$HADOOP" fs -put "$WORK/data/init.txt" "$HARP_HDFS_DIR/init.txt" || die "cannot put the data on HDFS"
 N=$(nodes)
 echo "cluster: $N usable nodes"
 
@@ -64,13 +82,15 @@ start_long() {
   JOBLOG=$WORK/$out.log
   # shellcheck disable=SC2086
   (exec -a harp-scenario-client "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective \
-    ${EXTRA_D:-} "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/$out" 1000000 "$w" >"$JOBLOG" 2>&1) &
+    ${EXTRA_D:-} "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/$out" 1000000 "$w" >"$JOBLOG" 2>&1) &
   CLIENT=$!
   APP=""
   for _ in $(seq 1 600); do
     APP=$(app_of "$JOBLOG")
-    if [[ -n $APP ]] && [[ $(pgrep -fc 'harp.yarn.WorkerMain') -ge $w ]]; then
-      sleep 3 # every worker has registered and iterates
+    # Every worker has registered (the master's progress passes 10 %) and iterates.
+    if [[ -n $APP ]] && [[ $(pgrep -fc 'harp.yarn.WorkerMain') -ge $w ]] \
+      && app_json "$APP" | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["app"]["progress"] < 10)' 2>/dev/null; then
+      sleep 2
       return 0
     fi
     sleep 0.2
@@ -79,19 +99,19 @@ start_long() {
 }
 wait_final() { # app → waits until its state is final; prints it
   local s
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 600); do
     s=$(state_of "$1")
     case $s in FINISHED/*|FAILED/*|KILLED/*) echo "$s"; return 0 ;; esac
     sleep 0.1
   done
   echo "$s"
 }
-no_success() { ! "$HADOOP" fs -test -e "$HDFS_DIR/$1/_SUCCESS" 2>/dev/null; }
+no_success() { ! "$HADOOP" fs -test -e "$HARP_HDFS_DIR/$1/_SUCCESS" 2>/dev/null; }
 staging_gone() { ! "$HADOOP" fs -test -e "$(staging_of "$1")" 2>/dev/null; }
 
 scenario_kmeans() {
   local w=$1 t0; t0=$(now)
-  if HDFS_DIR=$HDFS_DIR/e2e-$w scripts/yarn-e2e.sh "$w" 20000 8 5 5 >"$WORK/e2e-$w.log" 2>&1; then
+  if HARP_HDFS_DIR=$HARP_HDFS_DIR/e2e-$w scripts/yarn-e2e.sh "$w" 20000 8 5 5 >"$WORK/e2e-$w.log" 2>&1; then
     record "kmeans$w" 0 "$(since "$t0")" "$(grep -E 'largest relative|workers per host' "$WORK/e2e-$w.log" | tr '\n' ' ')"
   else
     record "kmeans$w" 1 "$(since "$t0")" "$(tail -n 3 "$WORK/e2e-$w.log" | tr '\n' ' ')"
@@ -102,7 +122,7 @@ scenario_gang() {
   local w=$((N + 1)) t0 rc; t0=$(now)
   # shellcheck disable=SC2086
   "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective -Dharp.yarn.gang.timeout.ms=20000 \
-    ${EXTRA_D:-} "$HDFS_DIR/points" "$HDFS_DIR/init.txt" "$HDFS_DIR/gang" 3 "$w" >"$WORK/gang.log" 2>&1
+    ${EXTRA_D:-} "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/gang" 3 "$w" >"$WORK/gang.log" 2>&1
   rc=$?
   local why; why=$(grep -o "$w workers need [^(]*" "$WORK/gang.log" | head -n 1)
   [[ $rc -ne 0 && -n $why ]]; record gang $? "$(since "$t0")" "$why"
@@ -111,13 +131,13 @@ scenario_gang() {
 scenario_kill_worker() {
   start_long 3 killw || { record kill-worker 1 0 "the job did not start"; return; }
   local pid t0 st why
-  pid=$(pgrep -f 'harp.yarn.WorkerMain job.xml 1 ' | head -n 1)
+  pid=$(pgrep -f '^[^ ]*java .*harp.yarn.WorkerMain job.xml 1 ' | head -n 1) # the JVM, not its shell
   t0=$(now); kill -9 "$pid"
   st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
   wait "$CLIENT" 2>/dev/null
-  why=$("$YARN" application -status "$APP" 2>/dev/null | sed -n 's/^\t*Diagnostics : //p' | head -n 1)
+  why=$(diag_of "$APP")
   [[ $st == */FAILED && $why == "worker 1 "* ]] && awk -v s="$secs" 'BEGIN{exit !(s <= 5)}'
-  record kill-worker $? "$secs" "$st: ${why:0:160}"
+  record kill-worker $? "$secs" "$st: ${why:0:600}"
 }
 
 scenario_kill_master() {
@@ -134,30 +154,59 @@ scenario_kill_master() {
   [[ $left -eq 0 && $sg -eq 0 ]]; record kill-master $? "$secs" "$st, workers left: $left, staging removed: $([[ $sg -eq 0 ]] && echo yes || echo no)"
 }
 
-scenario_kill() { # name command…
-  local name=$1; shift
+scenario_kill() { # name no-op-command kill-command
+  local name=$1 noop=$2 cmd=$3
+  local b0; b0=$(now); $noop >/dev/null 2>&1; local base; base=$(since "$b0")
   start_long 3 "$name" || { record "$name" 1 0 "the job did not start"; return; }
   local t0 st; t0=$(now)
-  "$@" "${APP/application_/job_}" "$APP" >"$WORK/$name-cmd.log" 2>&1
+  $cmd "${APP/application_/job_}" "$APP" >"$WORK/$name-cmd.log" 2>&1
   st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
   wait "$CLIENT" 2>/dev/null
   sleep 1
   no_success "$name"; local ns=$?
   staging_gone "$APP"; local sg=$?
-  [[ $st == *KILLED* && $ns -eq 0 && $sg -eq 0 ]] && awk -v s="$secs" 'BEGIN{exit !(s <= 5)}'
-  record "$name" $? "$secs" "$st, committed: $([[ $ns -eq 0 ]] && echo no || echo yes), staging removed: $([[ $sg -eq 0 ]] && echo yes || echo no)"
+  local net; net=$(awk -v a="$secs" -v b="$base" 'BEGIN{printf "%.1f", a-b}')
+  [[ $st == *KILLED* && $ns -eq 0 && $sg -eq 0 ]] && awk -v s="$net" 'BEGIN{exit !(s <= 5)}'
+  record "$name" $? "$secs" "net $net s (the client alone: $base s); $st, committed: $([[ $ns -eq 0 ]] && echo no || echo yes), staging removed: $([[ $sg -eq 0 ]] && echo yes || echo no)"
 }
 mapred_kill() { "$MAPRED" job -kill "$1"; }
+mapred_noop() { "$MAPRED" job -list; }
 yarn_kill() { "$YARN" application -kill "$2"; }
+yarn_noop() { "$YARN" application -list; }
 
 scenario_bad() { # name input init expected-text
   local t0 rc; t0=$(now)
   # shellcheck disable=SC2086
   "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$2" "$3" \
-    "$HDFS_DIR/$1" 3 2 >"$WORK/$1.log" 2>&1
+    "$HARP_HDFS_DIR/$1" 3 2 >"$WORK/$1.log" 2>&1
   rc=$?
-  local line; line=$(grep -m 1 -F "$4" "$WORK/$1.log")
-  [[ $rc -ne 0 && -n $line ]]; record "$1" $? "$(since "$t0")" "${line:0:200}"
+  local line; line=$(grep -m 1 -F "$4" "$WORK/$1.log" | sed 's/.*due to: //; s/.*Exception: //')
+  [[ $rc -ne 0 && -n $line ]]; record "$1" $? "$(since "$t0")" "${line:0:300}"
+}
+
+scenario_restarted_nm() {
+  [[ -n ${RESTART_NM_CMD:-} ]] || { record restarted-nm 1 0 "RESTART_NM_CMD is not set"; return; }
+  local t0; t0=$(now)
+  bash -c "$RESTART_NM_CMD" >"$WORK/restart.log" 2>&1 || { record restarted-nm 1 "$(since "$t0")" "restart failed"; return; }
+  local listed running hosts
+  for _ in $(seq 1 60); do # until the new NodeId runs while the old one is still listed RUNNING
+    running=$("$YARN" node -list 2>/dev/null | awk '/RUNNING/' | wc -l)
+    hosts=$("$YARN" node -list 2>/dev/null | awk '/RUNNING/{sub(/:.*/, "", $1); print $1}' | sort -u | wc -l)
+    [[ $running -gt $hosts ]] && break
+    sleep 1
+  done
+  listed=$("$YARN" node -list -all 2>/dev/null | awk 'NR>2{print $1"="$2}' | tr '\n' ' ')
+  [[ $running -gt $hosts ]] || { record restarted-nm 1 "$(since "$t0")" "no host listed twice as RUNNING: $listed"; return; }
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$HARP_HDFS_DIR/points" \
+    "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/twice" 3 "$running" >"$WORK/twice.log" 2>&1
+  local gang; gang=$(grep -o "$running workers need [^(]*" "$WORK/twice.log" | head -n 1)
+  [[ -n $gang ]] || { record restarted-nm 1 "$(since "$t0")" "nodes: $listed; $running workers: $(grep -m 1 -E 'due to|Exception' "$WORK/twice.log")"; return; }
+  if HARP_HDFS_DIR=$HARP_HDFS_DIR/e2e-nm scripts/yarn-e2e.sh "$N" 20000 8 5 5 >"$WORK/e2e-nm.log" 2>&1; then
+    record restarted-nm 0 "$(since "$t0")" "nodes: $listed; $running workers: $gang; $N workers: $(grep -E 'workers per host' "$WORK/e2e-nm.log" | tr '\n' ' ')"
+  else
+    record restarted-nm 1 "$(since "$t0")" "nodes: $listed; $(tail -n 3 "$WORK/e2e-nm.log" | tr '\n' ' ')"
+  fi
 }
 
 list=("$@")
@@ -169,14 +218,15 @@ for s in "${list[@]}"; do
     gang) scenario_gang ;;
     kill-worker) scenario_kill_worker ;;
     kill-master) scenario_kill_master ;;
-    mapred-kill) scenario_kill mapred-kill mapred_kill ;;
-    yarn-kill) scenario_kill yarn-kill yarn_kill ;;
-    bad-input) scenario_bad bad-input "$HDFS_DIR/no-such-points" "$HDFS_DIR/init.txt" "no-such-points" ;;
-    bad-init) scenario_bad bad-init "$HDFS_DIR/points" "$HDFS_DIR/no-such-init.txt" "no-such-init.txt" ;;
+    mapred-kill) scenario_kill mapred-kill mapred_noop mapred_kill ;;
+    yarn-kill) scenario_kill yarn-kill yarn_noop yarn_kill ;;
+    bad-input) scenario_bad bad-input "$HARP_HDFS_DIR/no-such-points" "$HARP_HDFS_DIR/init.txt" "no-such-points" ;;
+    restarted-nm) scenario_restarted_nm ;;
+    bad-init) scenario_bad bad-init "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/no-such-init.txt" "no-such-init.txt" ;;
     *) die "unknown scenario $s" ;;
   esac
 done
-"$HADOOP" fs -rm -r -f -skipTrash "$HDFS_DIR" >/dev/null 2>&1
+"$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
 echo
 printf '%s\n' "${results[@]}"
 [[ $failed -eq 0 ]]

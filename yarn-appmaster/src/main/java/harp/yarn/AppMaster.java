@@ -49,11 +49,10 @@ public final class AppMaster {
   /** Where the master's requests go. */
   public interface Port extends AutoCloseable {
     /**
-     * Registers with the ResourceManager; events arrive on {@code events} from then on. The
-     * master serves no client RPC (MapReduce's MRClientProtocol), so it registers no RPC port
-     * (see {@link #NO_RPC_HOST}).
+     * Registers with the ResourceManager, naming {@code host}:{@code rpcPort} as the master's
+     * client service (our {@link StatusServer}); events arrive on {@code events} from then on.
      */
-    void start(Events events) throws Exception;
+    void start(Events events, String host, int rpcPort) throws Exception;
 
     /** One container for {@code worker} on {@code node} exactly. */
     void request(int worker, String node, int memoryMb, int vcores);
@@ -65,6 +64,9 @@ public final class AppMaster {
     void stop(String containerId);
 
     void finish(boolean succeeded, String diagnostics);
+
+    /** Unregisters as KILLED (a client killed the job through the master's status service). */
+    void finishKilled(String diagnostics);
 
     @Override
     void close();
@@ -87,14 +89,8 @@ public final class AppMaster {
     return new Path(jobDir.getParent(), jobDir.getName() + ".harp-counters");
   }
 
-  /**
-   * The host the master registers with (and RPC port -1): "N/A" is what the ResourceManager
-   * itself shows for an unknown master host, so stock MapReduce clients ({@code mapred job
-   * -status/-kill} with framework "yarn") treat the job as running without trying to reach a
-   * job-status RPC server the master does not have, and a kill falls back to the ResourceManager.
-   * Advertising the worker registry's port there made those clients retry RPC for minutes.
-   */
-  public static final String NO_RPC_HOST = "N/A";
+  /** After a client killed the job, the status service stays up this long (clients poll it once a second). */
+  static final long KILLED_LINGER_MS = 3_000;
 
   private AppMaster() {}
 
@@ -212,6 +208,11 @@ public final class AppMaster {
       public void finish(boolean succeeded, String diagnostics) {
         port.finish(succeeded, diagnostics);
       }
+
+      @Override
+      public void finishKilled(String diagnostics) {
+        port.finishKilled(diagnostics);
+      }
     };
     GangMaster.Committer commit = new GangMaster.Committer() {
       @Override
@@ -274,7 +275,36 @@ public final class AppMaster {
       }
     }, "harp-master-killed");
     Runtime.getRuntime().addShutdownHook(onKill);
-    try (Registry reg = new Registry(master, secret, InetAddress.getByName(host))) {
+    StatusServer.Job view = new StatusServer.Job() {
+      @Override
+      public org.apache.hadoop.mapreduce.v2.api.records.JobState state() {
+        return switch (master.state()) {
+          case SUCCEEDED -> org.apache.hadoop.mapreduce.v2.api.records.JobState.SUCCEEDED;
+          case FAILED -> master.killed() ? org.apache.hadoop.mapreduce.v2.api.records.JobState.KILLED
+              : org.apache.hadoop.mapreduce.v2.api.records.JobState.FAILED;
+          default -> org.apache.hadoop.mapreduce.v2.api.records.JobState.RUNNING;
+        };
+      }
+
+      @Override
+      public float progress() {
+        return master.progress();
+      }
+
+      @Override
+      public String diagnostics() {
+        return master.diagnostics();
+      }
+
+      @Override
+      public void kill(String why) {
+        async.execute(() -> master.kill(why));
+      }
+    };
+    String user = UserGroupInformation.getCurrentUser().getShortUserName();
+    try (Registry reg = new Registry(master, secret, InetAddress.getByName(host));
+        StatusServer status = new StatusServer(conf, "0.0.0.0", jobId, user, conf.get("mapreduce.job.name", "job"),
+            new Path(jobDir, LaunchSpec.JOB_XML).toString(), view)) {
       h.registryAddress = host + ":" + reg.port();
       port.start(new Events() {
         @Override
@@ -296,7 +326,7 @@ public final class AppMaster {
         public float progress() {
           return master.progress();
         }
-      });
+      }, host, status.port());
       if (workers > splits.size()) {
         master.abort(AmConfig.WORKERS + "=" + workers + " but the input has only " + splits.size()
             + " splits (every worker needs at least one)");
@@ -309,8 +339,11 @@ public final class AppMaster {
         master.onTick(System.currentTimeMillis());
       }
       if (master.state() == GangMaster.State.FAILED) {
-        System.err.println("harp master: job failed: " + master.diagnostics());
+        System.err.println("harp master: job " + (master.killed() ? "killed: " : "failed: ") + master.diagnostics());
         reg.failAll(master.diagnostics());
+        if (master.killed()) {
+          Thread.sleep(KILLED_LINGER_MS); // the killing client asks once more, and must hear KILLED
+        }
       }
     } finally {
       async.shutdownNow();

@@ -38,6 +38,11 @@ public final class GangMaster {
 
     /** Unregisters the application with its final state. */
     void finish(boolean succeeded, String diagnostics);
+
+    /** Unregisters the application as killed. */
+    default void finishKilled(String diagnostics) {
+      finish(false, diagnostics);
+    }
   }
 
   /** The NodeManager side (NMClientAsync in the real master). */
@@ -88,6 +93,7 @@ public final class GangMaster {
   /** When the blame is decided (set by the first failure); 0 while nothing failed. */
   private long decideAt;
   private float lastProgress;
+  private boolean killed;
   private String diagnostics = "";
 
   public GangMaster(AmConfig cfg, ResourceManager rm, NodeManager nm, Committer committer) {
@@ -315,7 +321,9 @@ public final class GangMaster {
   /**
    * Fails the job, blaming the worker that failed first: among the failed ones, the first whose
    * ending arrived without a failure report of its own (it was killed or crashed: its peers then
-   * fail reporting it gone, and their endings may arrive first), else the first to report.
+   * fail reporting it gone, and their endings may arrive first); else the first ended by a signal
+   * or by YARN (its shutdown may still have produced a report); else the one the reports name as
+   * gone or silent; else the first to report.
    */
   private void blame() {
     Failure silent = null;
@@ -325,10 +333,19 @@ public final class GangMaster {
         break;
       }
     }
+    Failure signalled = null;
+    for (Failure f : failures) {
+      if (killedFromOutside(f.exitStatus())) {
+        signalled = f;
+        break;
+      }
+    }
     int rank;
     int accused = accused();
     if (silent != null) {
       rank = silent.rank();
+    } else if (signalled != null) {
+      rank = signalled.rank();
     } else if (accused >= 0) {
       rank = accused;
     } else if (!reports.isEmpty()) {
@@ -396,6 +413,15 @@ public final class GangMaster {
     return best;
   }
 
+  /**
+   * A worker ended by a signal or by YARN (killed, out of memory, lost node), as opposed to
+   * exiting with an error of its own: its report, if its shutdown still produced one, is a
+   * consequence.
+   */
+  static boolean killedFromOutside(int exitStatus) {
+    return exitStatus > 128 || (exitStatus < 0 && exitStatus != -105 && exitStatus != -100);
+  }
+
   /** What an exit status means, for the diagnostics (YARN's special codes and signals). */
   static String describe(int exitStatus) {
     return switch (exitStatus) {
@@ -428,6 +454,19 @@ public final class GangMaster {
     return s.length() > 4000 ? "..." + s.substring(s.length() - 4000) : s;
   }
 
+  /** A client asked to kill the job: it ends like a failure, but KILLED. */
+  public synchronized void kill(String why) {
+    if (state != State.SUCCEEDED && state != State.FAILED) {
+      killed = true;
+      fail(why);
+    }
+  }
+
+  /** True if the job ended because a client killed it. */
+  public synchronized boolean killed() {
+    return killed;
+  }
+
   /** The job is given up from outside (the ResourceManager asks the master to shut down, say). */
   public synchronized void abort(String why) {
     if (state != State.SUCCEEDED && state != State.FAILED) {
@@ -451,6 +490,10 @@ public final class GangMaster {
     }
     committer.abort();
     committer.cleanupStaging();
-    rm.finish(false, why);
+    if (killed) {
+      rm.finishKilled(why);
+    } else {
+      rm.finish(false, why);
+    }
   }
 }

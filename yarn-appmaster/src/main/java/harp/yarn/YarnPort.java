@@ -36,9 +36,9 @@ final class YarnPort implements AppMaster.Port {
   }
 
   @Override
-  public void start(AppMaster.Events ev) throws Exception {
+  public void start(AppMaster.Events ev, String host, int rpcPort) throws Exception {
     this.events = ev;
-    amrm = AMRMClientAsync.createAMRMClientAsync(1000, new AMRMClientAsync.AbstractCallbackHandler() {
+    amrm = AMRMClientAsync.createAMRMClientAsync(500, new AMRMClientAsync.AbstractCallbackHandler() {
       @Override
       public void onContainersAllocated(List<Container> list) {
         for (Container c : list) {
@@ -84,7 +84,7 @@ final class YarnPort implements AppMaster.Port {
     nm = NMClientAsync.createNMClientAsync(new NmHandler());
     nm.init(conf);
     nm.start();
-    amrm.registerApplicationMaster(AppMaster.NO_RPC_HOST, -1, "");
+    amrm.registerApplicationMaster(host, rpcPort, "");
   }
 
   /** Only a failed start matters: it fails the worker (and so the job). */
@@ -154,6 +154,15 @@ final class YarnPort implements AppMaster.Port {
     try {
       amrm.unregisterApplicationMaster(succeeded ? FinalApplicationStatus.SUCCEEDED : FinalApplicationStatus.FAILED,
           diagnostics, "");
+    } catch (Exception e) {
+      System.err.println("harp master: unregistering failed: " + e);
+    }
+  }
+
+  @Override
+  public void finishKilled(String diagnostics) {
+    try {
+      amrm.unregisterApplicationMaster(FinalApplicationStatus.KILLED, diagnostics, "");
     } catch (Exception e) {
       System.err.println("harp master: unregistering failed: " + e);
     }

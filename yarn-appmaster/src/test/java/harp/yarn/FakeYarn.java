@@ -178,9 +178,22 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
 
   // ---- the master's view (AppMaster.Port)
 
+  /** The master's client service as it registered it. */
+  volatile String amHost;
+  volatile int amRpcPort;
+
   @Override
-  public void start(AppMaster.Events ev) {
+  public void start(AppMaster.Events ev, String host, int rpcPort) {
     this.events = ev;
+    this.amHost = host;
+    this.amRpcPort = rpcPort;
+  }
+
+  @Override
+  public synchronized void finishKilled(String diag) {
+    diagnostics = diag;
+    finalStatus = FinalApplicationStatus.KILLED;
+    state = YarnApplicationState.FINISHED;
   }
 
   @Override

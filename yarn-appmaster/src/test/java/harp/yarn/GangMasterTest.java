@@ -1,6 +1,7 @@
 package harp.yarn;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -252,6 +253,22 @@ class GangMasterTest {
     assertTrue(f.diagnostics.contains("exit status 137 (killed: SIGKILL)"), f.diagnostics);
     assertTrue(f.diagnostics.contains("then worker(s) [0, 2] failed"), f.diagnostics);
     assertTrue(f.diagnostics.contains("worker 0 reported: in allreduce"), f.diagnostics);
+  }
+
+  @Test
+  void aWorkerKilledBySignalIsBlamedEvenIfItsShutdownReportedAnError() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 3);
+    // SIGTERM from the NodeManager: the JVM's shutdown closed its file systems, its code failed.
+    m.onFailureReport(1, "java.io.IOException: Filesystem closed");
+    m.onFailureReport(0, "in allreduce: allreduce 'acc' #2: rank 1 is gone: it failed");
+    m.onFailureReport(2, "in allreduce: allreduce 'acc' #2: rank 1 is gone: it failed");
+    m.onCompleted("c0", 1, "");
+    m.onCompleted("c2", 1, "");
+    m.onCompleted("c1", 143, "Killed by external signal");
+    assertTrue(f.diagnostics.startsWith("worker 1 (container c1"), f.diagnostics);
+    assertTrue(GangMaster.killedFromOutside(137) && GangMaster.killedFromOutside(-104));
+    assertFalse(GangMaster.killedFromOutside(1) || GangMaster.killedFromOutside(-105));
   }
 
   @Test

@@ -290,6 +290,54 @@ class YarnJobTest {
     assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
   }
 
+  /**
+   * What stock MapReduce clients ({@code mapred job -status/-kill}, framework "yarn") do: ask the
+   * master named in the application report over MRClientProtocol RPC.
+   */
+  @Test
+  @Timeout(180)
+  void theMastersStatusServiceReportsAndKillsTheJobLikeAMapReduceMaster(@TempDir Path tmp) throws Exception {
+    Job job = stepsJob(tmp, "steps on yarn, killed over MRClientProtocol", 2000, 50);
+    job.submit();
+    long until = System.currentTimeMillis() + 120_000;
+    while ((FakeYarn.last.amRpcPort <= 0 || job.mapProgress() < 0.1f) && System.currentTimeMillis() < until) {
+      Thread.sleep(50);
+    }
+    Configuration conf = yarnConf(tmp);
+    var am = (org.apache.hadoop.mapreduce.v2.api.MRClientProtocol) org.apache.hadoop.yarn.ipc.YarnRPC.create(conf)
+        .getProxy(org.apache.hadoop.mapreduce.v2.api.MRClientProtocol.class,
+            new java.net.InetSocketAddress(FakeYarn.last.amHost, FakeYarn.last.amRpcPort), conf);
+    var records = org.apache.hadoop.yarn.factory.providers.RecordFactoryProvider.getRecordFactory(null);
+    var req = records.newRecordInstance(org.apache.hadoop.mapreduce.v2.api.protocolrecords.GetJobReportRequest.class);
+    req.setJobId(org.apache.hadoop.mapreduce.TypeConverter.toYarn(job.getJobID()));
+    var report = am.getJobReport(req).getJobReport();
+    assertEquals(org.apache.hadoop.mapreduce.v2.api.records.JobState.RUNNING, report.getJobState());
+    assertEquals(job.getJobID().toString(), org.apache.hadoop.mapreduce.TypeConverter.fromYarn(report.getJobId())
+        .toString());
+    assertTrue(report.getMapProgress() >= 0.1f, "progress " + report.getMapProgress());
+    var kill = records.newRecordInstance(org.apache.hadoop.mapreduce.v2.api.protocolrecords.KillJobRequest.class);
+    kill.setJobId(req.getJobId());
+    long t0 = System.currentTimeMillis();
+    am.killJob(kill);
+    org.apache.hadoop.mapreduce.v2.api.records.JobState st = null;
+    while (System.currentTimeMillis() - t0 < 10_000) {
+      st = am.getJobReport(req).getJobReport().getJobState();
+      if (st != org.apache.hadoop.mapreduce.v2.api.records.JobState.RUNNING) {
+        break;
+      }
+      Thread.sleep(50);
+    }
+    assertEquals(org.apache.hadoop.mapreduce.v2.api.records.JobState.KILLED, st);
+    org.apache.hadoop.yarn.ipc.YarnRPC.create(conf).stopProxy(am, conf);
+    while (!job.isComplete()) {
+      Thread.sleep(100);
+    }
+    assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
+    assertTrue(job.getStatus().getFailureInfo().contains("mapred job -kill"), job.getStatus().getFailureInfo());
+    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+  }
+
   @Test
   @Timeout(180)
   void mapredJobListsShowsAndKillsAJobItDidNotSubmit(@TempDir Path tmp) throws Exception {
