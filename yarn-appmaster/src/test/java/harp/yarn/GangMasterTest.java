@@ -237,15 +237,21 @@ class GangMasterTest {
     assertEquals(List.of("0@node0:1024/2", "1@node1:1024/2"), g.requests.stream().sorted().toList());
   }
 
+  /** Workers 0 and 2 fail in a collective reporting rank 1 gone, and their containers end. */
+  private static void survivorsReportAndEnd(GangMaster m) {
+    for (int r : new int[] {0, 2}) {
+      m.onFailureReport(r, "in allreduce: allreduce 'acc' #4: rank 1 is gone: connection reset");
+    }
+    m.onCompleted("c0", 1, "harp worker 0 failed");
+    m.onCompleted("c2", 1, "harp worker 2 failed");
+  }
+
   @Test
   void aKilledWorkerIsBlamedEvenWhenItsPeersEndingsArriveFirst() {
     Fake f = new Fake();
     GangMaster m = running(f, 3);
     // Worker 1 is killed; 0 and 2 fail in a collective, say so, and their endings arrive first.
-    m.onFailureReport(0, "in allreduce: allreduce 'acc' #4: rank 1 is gone: connection reset");
-    m.onFailureReport(2, "in allreduce: allreduce 'acc' #4: rank 1 is gone: connection reset");
-    m.onCompleted("c0", 1, "harp worker 0 failed");
-    m.onCompleted("c2", 1, "harp worker 2 failed");
+    survivorsReportAndEnd(m);
     assertEquals(null, f.succeeded);
     m.onCompleted("c1", 137, "line 1\nContainer killed on request. Exit code is 137");
     assertEquals(false, f.succeeded, "every worker has ended: the master decides at once");
@@ -261,10 +267,7 @@ class GangMasterTest {
     GangMaster m = running(f, 3);
     // SIGTERM from the NodeManager: the JVM's shutdown closed its file systems, its code failed.
     m.onFailureReport(1, "java.io.IOException: Filesystem closed");
-    m.onFailureReport(0, "in allreduce: allreduce 'acc' #2: rank 1 is gone: it failed");
-    m.onFailureReport(2, "in allreduce: allreduce 'acc' #2: rank 1 is gone: it failed");
-    m.onCompleted("c0", 1, "");
-    m.onCompleted("c2", 1, "");
+    survivorsReportAndEnd(m);
     m.onCompleted("c1", 143, "Killed by external signal");
     assertTrue(f.diagnostics.startsWith("worker 1 (container c1"), f.diagnostics);
     assertTrue(GangMaster.killedFromOutside(137) && GangMaster.killedFromOutside(-104));

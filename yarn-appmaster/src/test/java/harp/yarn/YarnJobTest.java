@@ -78,6 +78,11 @@ class YarnJobTest {
     return job;
   }
 
+  static void assertNothingCommittedAndNoStagingLeft(Path tmp) throws java.io.IOException {
+    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")), "output committed");
+    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+  }
+
   static List<Path> filesUnder(Path dir) throws java.io.IOException {
     if (!Files.exists(dir)) {
       return List.of();
@@ -247,8 +252,7 @@ class YarnJobTest {
     job.killJob();
     assertTrue(job.isComplete());
     assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
-    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
-    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+    assertNothingCommittedAndNoStagingLeft(tmp);
   }
 
   @Test
@@ -286,8 +290,7 @@ class YarnJobTest {
     assertTrue(why.contains("exit status 137 (killed: SIGKILL)"), why);
     assertTrue(why.contains("reported: in barrier") && why.contains("rank 1 is gone"), why);
     assertTrue(job.mapProgress() < 1f, "a failed job does not show map 100%: " + job.mapProgress());
-    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
-    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+    assertNothingCommittedAndNoStagingLeft(tmp);
   }
 
   /**
@@ -334,8 +337,7 @@ class YarnJobTest {
     }
     assertEquals(org.apache.hadoop.mapreduce.JobStatus.State.KILLED, job.getJobState());
     assertTrue(job.getStatus().getFailureInfo().contains("mapred job -kill"), job.getStatus().getFailureInfo());
-    assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
-    assertEquals(List.of(), filesUnder(tmp.resolve("staging")), "the staging directory is removed");
+    assertNothingCommittedAndNoStagingLeft(tmp);
   }
 
   @Test
