@@ -101,10 +101,7 @@ impl Kernel {
         if n == 0 {
             return 0.0;
         }
-        let cnorm: Vec<T> = centroids
-            .chunks_exact(dim)
-            .map(|c| c.iter().fold(T::ZERO, |s, &v| s + v * v))
-            .collect();
+        let prep = Prepared::new(centroids, dim, k);
         let isa = Isa::detect();
         let mut jobs: Vec<(&[T], Option<&mut [u32]>)> = match labels {
             Some(l) => points
@@ -126,7 +123,7 @@ impl Kernel {
             let partials: Vec<Partial> = self.pool.install(|| {
                 group
                     .into_par_iter()
-                    .map(|(pts, l)| chunk_partial_for(isa, pts, dim, centroids, k, &cnorm, l))
+                    .map(|(pts, l)| chunk_partial_for(isa, pts, dim, centroids, k, &prep, l))
                     .collect()
             });
             for p in partials {
@@ -282,6 +279,31 @@ impl Isa {
     }
 }
 
+/// What the GEMM path derives from the centroids once per call.
+struct Prepared<T> {
+    /// ‖c_j‖² in `T`.
+    cnorm: Vec<T>,
+    /// The centroids transposed (dim × k, row-major), so that the GEMM packs its right-hand
+    /// operand from contiguous rows.
+    transposed: Vec<T>,
+}
+
+impl<T: Real> Prepared<T> {
+    fn new(centroids: &[T], dim: usize, k: usize) -> Prepared<T> {
+        let cnorm = centroids
+            .chunks_exact(dim)
+            .map(|c| c.iter().fold(T::ZERO, |s, &v| s + v * v))
+            .collect();
+        let mut transposed = vec![T::ZERO; k * dim];
+        for (j, c) in centroids.chunks_exact(dim).enumerate() {
+            for (d, &v) in c.iter().enumerate() {
+                transposed[d * k + j] = v;
+            }
+        }
+        Prepared { cnorm, transposed }
+    }
+}
+
 /// [`chunk_partial`] compiled for the detected instruction set (the accumulation loops and the
 /// f32 → f64 conversions vectorise to the full vector width).
 fn chunk_partial_for<T: Real>(
@@ -290,7 +312,7 @@ fn chunk_partial_for<T: Real>(
     dim: usize,
     centroids: &[T],
     k: usize,
-    cnorm: &[T],
+    prep: &Prepared<T>,
     labels: Option<&mut [u32]>,
 ) -> Partial {
     #[cfg(target_arch = "x86_64")]
@@ -301,10 +323,10 @@ fn chunk_partial_for<T: Real>(
             dim: usize,
             centroids: &[T],
             k: usize,
-            cnorm: &[T],
+            prep: &Prepared<T>,
             labels: Option<&mut [u32]>,
         ) -> Partial {
-            chunk_partial(Isa::Avx512, pts, dim, centroids, k, cnorm, labels)
+            chunk_partial(Isa::Avx512, pts, dim, centroids, k, prep, labels)
         }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2<T: Real>(
@@ -312,19 +334,19 @@ fn chunk_partial_for<T: Real>(
             dim: usize,
             centroids: &[T],
             k: usize,
-            cnorm: &[T],
+            prep: &Prepared<T>,
             labels: Option<&mut [u32]>,
         ) -> Partial {
-            chunk_partial(Isa::Avx2, pts, dim, centroids, k, cnorm, labels)
+            chunk_partial(Isa::Avx2, pts, dim, centroids, k, prep, labels)
         }
         match isa {
             // SAFETY: `Isa::detect` found the CPU features these functions enable.
-            Isa::Avx512 => return unsafe { avx512(pts, dim, centroids, k, cnorm, labels) },
-            Isa::Avx2 => return unsafe { avx2(pts, dim, centroids, k, cnorm, labels) },
+            Isa::Avx512 => return unsafe { avx512(pts, dim, centroids, k, prep, labels) },
+            Isa::Avx2 => return unsafe { avx2(pts, dim, centroids, k, prep, labels) },
             Isa::Generic => {}
         }
     }
-    chunk_partial(isa, pts, dim, centroids, k, cnorm, labels)
+    chunk_partial(isa, pts, dim, centroids, k, prep, labels)
 }
 
 /// Processes one chunk of points: blocks of `BLOCK_POINTS` points × blocks of `BLOCK_CENTROIDS`
@@ -336,7 +358,7 @@ fn chunk_partial<T: Real>(
     dim: usize,
     centroids: &[T],
     k: usize,
-    cnorm: &[T],
+    prep: &Prepared<T>,
     mut labels: Option<&mut [u32]>,
 ) -> Partial {
     let mut part = Partial::new(k, dim);
@@ -350,9 +372,9 @@ fn chunk_partial<T: Real>(
         while j0 < k {
             let kb = kb_max.min(k - j0);
             // g[i][j] = -2 x_i · c_(j0+j)
-            // SAFETY: the pointers and strides describe `block` (m × dim, row-major), the
-            // centroid rows j0..j0+kb read as a dim × kb matrix (transposed view of row-major
-            // data) and `g` (m × kb, row-major), all in bounds.
+            // SAFETY: the pointers and strides describe `block` (m × dim, row-major), columns
+            // j0..j0+kb of the transposed centroids (dim × k, row-major) and `g` (m × kb,
+            // row-major), all in bounds.
             unsafe {
                 T::gemm(
                     m,
@@ -362,9 +384,9 @@ fn chunk_partial<T: Real>(
                     block.as_ptr(),
                     dim as isize,
                     1,
-                    centroids[j0 * dim..].as_ptr(),
+                    prep.transposed[j0..].as_ptr(),
+                    k as isize,
                     1,
-                    dim as isize,
                     T::ZERO,
                     g.as_mut_ptr(),
                     kb as isize,
@@ -375,7 +397,7 @@ fn chunk_partial<T: Real>(
                 isa,
                 &g[..m * kb],
                 kb,
-                &cnorm[j0..j0 + kb],
+                &prep.cnorm[j0..j0 + kb],
                 j0,
                 j0 == 0,
                 &mut best_v[..m],
