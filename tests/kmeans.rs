@@ -51,20 +51,40 @@ fn assert_close(got: &input::Points, want: &input::Points, tol: f64) {
     }
 }
 
+/// Generates points (`harp gen points` with `gen` arguments) under `dir/data`; returns the
+/// points directory, the initial centroids file and every point in input order.
+fn dataset(dir: &Path, gen: &[&str], dim: usize) -> (String, String, input::Points) {
+    let data = s(&dir.join("data"));
+    let mut args = vec!["gen", "points", "--output", &data];
+    args.extend_from_slice(gen);
+    ok(harp(&args));
+    let points_dir = format!("{data}/points");
+    let all = input::load_share(
+        &LocalStorage,
+        &points_dir,
+        input::Format::Text,
+        0,
+        dim,
+        0,
+        1,
+    )
+    .unwrap();
+    (points_dir, format!("{data}/init.txt"), all)
+}
+
 fn kmeans(dir: &Path, workers: &str, extra: &[&str]) -> (String, PathBuf) {
     let out = dir.join(format!(
         "out-{workers}-{}",
         extra.join("_").replace(['-', '/'], "")
     ));
-    let mut args = vec![
-        "kmeans",
-        "--workers",
-        workers,
-        "--iterations",
-        "6",
-        "--output",
-    ];
+    let mut args = vec!["kmeans", "--workers", workers, "--output"];
     let o = s(&out);
+    if !extra.contains(&"--iterations") {
+        args.push(&o);
+        args.extend_from_slice(&["--iterations", "6"]);
+        args.extend_from_slice(extra);
+        return (ok(harp(&args)), out);
+    }
     args.push(&o);
     args.extend_from_slice(extra);
     (ok(harp(&args)), out)
@@ -275,4 +295,441 @@ fn malformed_points_name_the_file_and_line() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("missing"), "{err}");
+}
+
+/// Runs `f` on `p` workers inside this process (one thread each) and returns their results in
+/// rank order.
+fn in_process<T: Send + 'static>(
+    p: usize,
+    f: impl Fn(&harp::Worker) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let rt = harp::worker::runtime(2).unwrap();
+    let cfg = harp::Config::default();
+    let listeners: Vec<harp::Listener> = (0..p)
+        .map(|_| harp::Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap())
+        .collect();
+    let topo = harp::Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
+    let f = std::sync::Arc::new(f);
+    let handles: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(rank, l)| {
+            let (h, cfg, topo, f) = (rt.handle().clone(), cfg.clone(), topo.clone(), f.clone());
+            std::thread::spawn(move || {
+                let w = harp::Worker::start(h, cfg, topo, rank, "km-test", b"secret", l).unwrap();
+                let r = f(&w);
+                w.close();
+                r
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn explicit_splits_override_the_division_of_the_input() {
+    let dir = tmpdir("splits");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "3000", "--dim", "3", "--seed", "4", "--init", "5", "--files", "2",
+        "--output", &data,
+    ]));
+    let init = format!("{data}/init.txt");
+    let files = harp::storage::Storage::list(&LocalStorage, &format!("{data}/points")).unwrap();
+    assert_eq!(files.len(), 2);
+    let all = input::load_share(
+        &LocalStorage,
+        &format!("{data}/points"),
+        input::Format::Text,
+        0,
+        3,
+        0,
+        1,
+    )
+    .unwrap();
+    let want = driver::reference(&all, &centroids(Path::new(&init)), 4);
+    // Rank 0 takes the second file and the first 1001 bytes of the first (cut inside a line),
+    // rank 1 the rest of the first file; rank 2 nothing at all.
+    let (f0, f1) = (files[0].clone(), files[1].clone());
+    let plan = [
+        vec![
+            input::ByteRange::new(&f1.path, 0, f1.size),
+            input::ByteRange::new(&f0.path, 0, 1001),
+        ],
+        vec![input::ByteRange::new(&f0.path, 1001, f0.size - 1001)],
+        vec![],
+    ];
+    let input_dir = format!("{data}/points");
+    let outs = in_process(3, move |w| {
+        let mut o = driver::Options::new(input_dir.clone(), init.clone());
+        o.iterations = 4;
+        o.splits = Some(plan[w.rank()].clone());
+        driver::run(w, &o, |_| {}).unwrap()
+    });
+    for out in &outs {
+        assert_eq!(out.points, 3000);
+        assert_close(&out.centroids, &want, 1e-9);
+        assert_eq!(out.stop_reason, driver::StopReason::Iterations);
+    }
+}
+
+#[test]
+fn tolerance_stops_early_and_says_why() {
+    let dir = tmpdir("tol");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen",
+        "points",
+        "--n",
+        "4000",
+        "--dim",
+        "4",
+        "--seed",
+        "9",
+        "--init",
+        "6",
+        "--clusters",
+        "6",
+        "--output",
+        &data,
+    ]));
+    let (_, out) = kmeans(
+        &dir,
+        "2",
+        &[
+            "--input",
+            &format!("{data}/points"),
+            "--init",
+            &format!("{data}/init.txt"),
+            "--iterations",
+            "200",
+            "--tolerance",
+            "1e-4",
+        ],
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let inertia: Vec<f64> = summary["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["inertia"].as_f64().unwrap())
+        .collect();
+    let reason = summary["stop_reason"].as_str().unwrap();
+    assert!(inertia.len() < 200, "{} iterations", inertia.len());
+    assert!(reason == "tolerance" || reason == "converged", "{reason}");
+    let n = inertia.len();
+    if reason == "tolerance" {
+        assert!(inertia[n - 2] - inertia[n - 1] <= 1e-4 * inertia[n - 2]);
+    }
+    // No earlier iteration met the criterion.
+    for w in inertia[..n - 1].windows(2) {
+        assert!(w[0] - w[1] > 1e-4 * w[0], "{inertia:?}");
+    }
+    // Without a tolerance every iteration runs.
+    let summary = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "--input".to_string(),
+            format!("{data}/points"),
+            "--init".to_string(),
+            format!("{data}/init.txt"),
+            "--iterations".to_string(),
+            "9".to_string(),
+        ];
+        args.extend(extra.iter().map(|x| x.to_string()));
+        let a: Vec<&str> = args.iter().map(|x| x.as_str()).collect();
+        let (_, out) = kmeans(&dir, "1", &a);
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let full = summary(&[]);
+    assert_eq!(full["iterations"].as_array().unwrap().len(), 9);
+    assert_eq!(full["stop_reason"], "iterations");
+}
+
+#[test]
+fn bad_kmeans_flags_name_the_flag() {
+    let dir = tmpdir("flags");
+    let pts = dir.join("p.txt");
+    std::fs::write(&pts, "1 2\n3 4\n").unwrap();
+    let init = dir.join("init.txt");
+    std::fs::write(&init, "0 0\n").unwrap();
+    for (flag, value, want) in [
+        ("--precision", "f16", "--precision"),
+        ("--assign", "fast", "--assign"),
+        ("--empty-cluster", "drop", "--empty-cluster"),
+        ("--tolerance", "-1", "--tolerance"),
+        ("--init-method", "magic", "--init-method"),
+    ] {
+        let o = harp(&[
+            "kmeans",
+            "--workers",
+            "1",
+            "--input",
+            &s(&pts),
+            "--init",
+            &s(&init),
+            "--output",
+            &s(&dir.join("o")),
+            flag,
+            value,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn f32_precision_matches_the_f32_reference() {
+    let dir = tmpdir("f32");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "6000", "--dim", "12", "--seed", "21", "--init", "20", "--files",
+        "3", "--output", &data,
+    ]));
+    let points_dir = format!("{data}/points");
+    let init = format!("{data}/init.txt");
+    let all: input::Matrix<f32> =
+        input::load_share_as(&LocalStorage, &points_dir, input::Format::Text, 0, 12, 0, 1).unwrap();
+    let want = driver::reference_as(
+        &all,
+        &centroids(Path::new(&init)),
+        6,
+        driver::EmptyCluster::Keep,
+    );
+    let (_, out) = kmeans(
+        &dir,
+        "3",
+        &[
+            "--threads",
+            "2",
+            "--input",
+            &points_dir,
+            "--init",
+            &init,
+            "--precision",
+            "f32",
+        ],
+    );
+    let got = centroids(&out.join("centroids.txt"));
+    // Every value is an f32.
+    assert!(got.data.iter().all(|&v| (v as f32) as f64 == v));
+    assert_close(&got, &want, 1e-4);
+    // The final inertia against a sequential f64 computation on the same centroids.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["precision"], "f32");
+    let it = summary["iterations"].as_array().unwrap();
+    let last = it.last().unwrap()["inertia"].as_f64().unwrap();
+    let before_last = driver::reference_as(
+        &all,
+        &centroids(Path::new(&init)),
+        5,
+        driver::EmptyCluster::Keep,
+    );
+    let ct: Vec<f32> = before_last.data.iter().map(|&v| v as f32).collect();
+    let (mut sums, mut counts) = (vec![0.0; 20 * 12], vec![0.0; 20]);
+    let want_inertia =
+        harp::apps::kmeans::kernel::assign_naive(&all.data, 12, &ct, 20, 1, &mut sums, &mut counts);
+    let rel = (last - want_inertia).abs() / want_inertia;
+    assert!(rel <= 1e-5, "{last} vs {want_inertia}");
+}
+
+#[test]
+fn pruned_and_gemm_paths_give_the_reference_centroids() {
+    let dir = tmpdir("pruned");
+    let gen = [
+        "--n", "8000", "--dim", "3", "--seed", "12", "--init", "150", "--files", "2",
+    ];
+    let (points_dir, init, all) = dataset(&dir, &gen, 3);
+    let want = driver::reference(&all, &centroids(Path::new(&init)), 6);
+    for (assign, expect) in [("auto", "pruned"), ("pruned", "pruned"), ("gemm", "gemm")] {
+        let (_, out) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--threads",
+                "2",
+                "--input",
+                &points_dir,
+                "--init",
+                &init,
+                "--assign",
+                assign,
+            ],
+        );
+        assert_close(&centroids(&out.join("centroids.txt")), &want, 1e-9);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["assign"], expect, "--assign {assign}");
+    }
+}
+
+#[test]
+fn kmeans_pp_and_random_init_are_reproducible_and_independent_of_workers() {
+    let dir = tmpdir("init");
+    let gen = ["--n", "5000", "--dim", "5", "--seed", "31", "--files", "3"];
+    let (points_dir, _, all) = dataset(&dir, &gen, 5);
+    let k = 12;
+    for method in ["kmeans++", "random"] {
+        // The sequential equivalent: the same sample of global indices, the same seeding.
+        let seed = 77u64;
+        let m = if method == "random" { k } else { 4 * k };
+        let idx = driver::sample_indices(5000, m, seed ^ 0x1e17);
+        let sample: Vec<f64> = idx
+            .iter()
+            .flat_map(|&g| all.row(g as usize).to_vec())
+            .collect();
+        let init = if method == "random" {
+            sample
+        } else {
+            driver::kmeans_pp(&sample, 5, k, seed)
+        };
+        let want = driver::reference(
+            &all,
+            &input::Points {
+                n: k,
+                dim: 5,
+                data: init,
+            },
+            6,
+        );
+        let mut texts = Vec::new();
+        for (w, t) in [("1", "1"), ("3", "2"), ("4", "1")] {
+            let (_, out) = kmeans(
+                &dir,
+                w,
+                &[
+                    "--threads",
+                    t,
+                    "--input",
+                    &points_dir,
+                    "--init-method",
+                    method,
+                    "--k",
+                    "12",
+                    "--seed",
+                    "77",
+                ],
+            );
+            let got = centroids(&out.join("centroids.txt"));
+            assert_close(&got, &want, 1e-9);
+            texts.push(std::fs::read_to_string(out.join("centroids.txt")).unwrap());
+        }
+        let (_, other) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--input",
+                &points_dir,
+                "--init-method",
+                method,
+                "--k",
+                "12",
+                "--seed",
+                "78",
+            ],
+        );
+        assert_ne!(
+            std::fs::read_to_string(other.join("centroids.txt")).unwrap(),
+            texts[0],
+            "{method}: another seed gives other centroids"
+        );
+    }
+    // --k without --init means kmeans++; f32 input needs --dim.
+    let e = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &points_dir,
+        "--init-method",
+        "random",
+        "--output",
+        &s(&dir.join("x")),
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--k"));
+}
+
+#[test]
+fn labels_are_written_per_worker_in_input_order() {
+    let dir = tmpdir("labels");
+    let gen = [
+        "--n", "4000", "--dim", "3", "--seed", "41", "--init", "70", "--files", "2",
+    ];
+    let (points_dir, init, all) = dataset(&dir, &gen, 3);
+    for assign in ["gemm", "pruned"] {
+        let labels = dir.join(format!("labels-{assign}"));
+        let (_, out) = kmeans(
+            &dir,
+            "3",
+            &[
+                "--input",
+                &points_dir,
+                "--init",
+                &init,
+                "--assign",
+                assign,
+                "--labels",
+                &s(&labels),
+            ],
+        );
+        let c = centroids(&out.join("centroids.txt"));
+        let mut got = Vec::new();
+        for r in 0..3 {
+            let t = std::fs::read_to_string(labels.join(format!("part-{r:05}"))).unwrap();
+            got.extend(t.lines().map(|l| l.parse::<usize>().unwrap()));
+        }
+        let want: Vec<usize> = (0..all.n)
+            .map(|i| harp::apps::kmeans::kernel::nearest_naive(all.row(i), &c.data, 3).0)
+            .collect();
+        assert_eq!(got, want, "--assign {assign}");
+    }
+}
+
+#[test]
+fn split_largest_rule_matches_the_reference() {
+    let dir = tmpdir("split");
+    let pts = dir.join("p.txt");
+    let mut t = String::new();
+    for i in 0..400 {
+        t.push_str(&format!(
+            "{} {}\n",
+            (i % 20) as f64 * 0.1,
+            (i / 20) as f64 * 0.1
+        ));
+    }
+    std::fs::write(&pts, &t).unwrap();
+    let init = dir.join("init.txt");
+    // Two centroids far away from every point: they are empty in the first iteration.
+    std::fs::write(&init, "0.5 0.5\n1 1\n100 100\n-100 -100\n").unwrap();
+    let all = input::load_share(&LocalStorage, &s(&pts), input::Format::Text, 0, 2, 0, 1).unwrap();
+    let c0 = centroids(&init);
+    for rule in [
+        driver::EmptyCluster::Keep,
+        driver::EmptyCluster::SplitLargest,
+    ] {
+        let want = driver::reference_with(&all, &c0, 6, rule);
+        let (_, out) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--input",
+                &s(&pts),
+                "--init",
+                &s(&init),
+                "--empty-cluster",
+                rule.name(),
+            ],
+        );
+        let got = centroids(&out.join("centroids.txt"));
+        assert_close(&got, &want, 1e-9);
+        let far = got.data[4..].iter().any(|v| v.abs() > 50.0);
+        assert_eq!(
+            far,
+            rule == driver::EmptyCluster::Keep,
+            "{rule}: {:?}",
+            got.data
+        );
+    }
 }

@@ -2,27 +2,241 @@
 //! allreduce-style K-means: the master broadcasts the initial centroids, every worker assigns its
 //! share of the points with the blocked multithreaded kernel, one allreduce combines the
 //! per-centroid sums, counts and the inertia, and every worker computes the same new centroids.
-//! A cluster that receives no point keeps its previous centroid.
+//! A cluster that receives no point keeps its previous centroid, or takes half of the largest
+//! cluster ([`EmptyCluster`]). With a tolerance the loop stops early ([`StopReason`]).
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Instant;
 
-use super::input::{self, Format, Points};
+use super::gen::Rng;
+use super::input::{self, ByteRange, Format, Matrix, Points};
 use super::kernel::Kernel;
+use super::pruned;
+use super::real::{dist2, Real};
 use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
 use crate::storage;
 use crate::worker::Worker;
 
+/// Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
+/// case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
+/// lists the valid values.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal,
+     { $($(#[$vm:meta])* $var:ident => $canon:literal $(| $alias:literal)*,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name { $($(#[$vm])* $var,)+ }
+
+        impl $name {
+            /// The canonical command-line name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$var => $canon,)+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<$name> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($canon $(| $alias)* => Ok($name::$var),)+
+                    _ => Err(Error::config(format!(
+                        concat!("unknown ", $what, " '{}': valid values are {}"),
+                        s,
+                        [$(concat!("'", $canon, "'")),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// Arithmetic of the points, the centroids and the distances. Per-cluster sums are always
+    /// accumulated in f64.
+    Precision, "precision", {
+        /// f32 points and centroids (f32 input is kept as is; text is parsed to f32).
+        F32 => "f32",
+        /// f64 everywhere (the default; matches the sequential reference to rounding).
+        #[default]
+        F64 => "f64",
+    }
+);
+
+named_enum!(
+    /// How points are assigned to their nearest centroid.
+    AssignPath, "assignment path", {
+        /// Chosen from the shape (see [`choose_assign`]).
+        #[default]
+        Auto => "auto",
+        /// Blocked GEMM over all centroids (best for high dimension).
+        Gemm => "gemm",
+        /// Exact pruned search (best for low dimension and many centroids).
+        Pruned => "pruned",
+    }
+);
+
+named_enum!(
+    /// Where the initial centroids come from.
+    InitMethod, "initialisation method", {
+        /// Read from [`Options::init`] (the default).
+        #[default]
+        File => "file",
+        /// k-means++ seeding, reproducible from [`Options::seed`].
+        KmeansPlusPlus => "kmeans++" | "k-means++" | "kmeanspp",
+        /// K points drawn at random, reproducible from [`Options::seed`].
+        Random => "random",
+    }
+);
+
+named_enum!(
+    /// What happens to a centroid that receives no point in an iteration.
+    EmptyCluster, "empty-cluster rule", {
+        /// It keeps its previous position (the default).
+        #[default]
+        Keep => "keep",
+        /// It takes over half of the largest cluster (see [`update_centroids`]).
+        SplitLargest => "split-largest" | "split",
+    }
+);
+
+/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim`; other values are
+/// returned as they are.
+///
+/// The cost model: the GEMM path costs about `n·k·d` multiply-adds per iteration whatever the
+/// data, and runs at a fraction of the machine's peak when `d` is small (the GEMM micro-kernels
+/// are starved below ~16 dimensions); the pruned path costs a tree search per point, about
+/// `n·(log2 k + a few leaves)·d`, which stays small while `d` is low enough for the KD-tree's
+/// boxes to prune. Pruned wins by a wide margin for `d ≤ 8` once `k ≥ 64`.
+pub fn choose_assign(requested: AssignPath, dim: usize, k: usize) -> AssignPath {
+    match requested {
+        AssignPath::Auto if dim <= 8 && k >= 64 => AssignPath::Pruned,
+        AssignPath::Auto => AssignPath::Gemm,
+        other => other,
+    }
+}
+
+/// Why the iteration loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// All [`Options::iterations`] ran.
+    Iterations,
+    /// The relative inertia decrease fell to [`Options::tolerance`] or below.
+    Tolerance,
+    /// No centroid moved in the last update (only checked with a tolerance).
+    Converged,
+}
+
+impl StopReason {
+    /// "iterations", "tolerance" or "converged".
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Iterations => "iterations",
+            StopReason::Tolerance => "tolerance",
+            StopReason::Converged => "converged",
+        }
+    }
+}
+
+/// Options of [`run`]. Build with [`Options::new`] and set fields: new fields get defaults that
+/// keep the previous behaviour (the struct is `non_exhaustive`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
+    /// Points: a file or a directory of files, divided across the workers (unless `splits`).
     pub input: String,
+    /// Initial centroids file (text, one per line) for [`InitMethod::File`].
     pub init: String,
+    /// Maximum number of iterations.
     pub iterations: usize,
+    /// Compute threads per worker.
     pub threads: usize,
     pub format: Format,
+    /// Leading text columns to ignore.
     pub skip_columns: usize,
     pub allreduce: AllreduceAlgorithm,
+    /// f32 or f64 arithmetic (default f64).
+    pub precision: Precision,
+    /// Assignment path (default auto).
+    pub assign: AssignPath,
+    /// Stop once an iteration lowers the inertia by at most this fraction of the previous
+    /// iteration's inertia, or when no centroid moves (default: run all iterations).
+    pub tolerance: Option<f64>,
+    /// This worker's own input splits, overriding the division of `input` across workers.
+    pub splits: Option<Vec<ByteRange>>,
+    /// Where the initial centroids come from (default: the `init` file).
+    pub init_method: InitMethod,
+    /// Number of centroids for the kmeans++ and random initialisations.
+    pub k: Option<usize>,
+    /// Seed of the kmeans++ and random initialisations.
+    pub seed: u64,
+    /// Empty-cluster rule (default keep).
+    pub empty_cluster: EmptyCluster,
+    /// Dimension of the points when there is no centroids file (needed for `f32` input; text
+    /// input gives it on its first line).
+    pub dim: Option<usize>,
+    /// Directory for per-point labels (each worker writes `part-RRRRR`, one label per line, in
+    /// input order); none by default.
+    pub labels: Option<String>,
+}
+
+impl Options {
+    /// Options with defaults: 10 iterations, 1 thread, text input, automatic allreduce, f64,
+    /// automatic assignment path, no tolerance, centroids from the `init` file.
+    pub fn new(input: impl Into<String>, init: impl Into<String>) -> Options {
+        Options {
+            input: input.into(),
+            init: init.into(),
+            iterations: 10,
+            threads: 1,
+            format: Format::Text,
+            skip_columns: 0,
+            allreduce: AllreduceAlgorithm::Auto,
+            precision: Precision::F64,
+            assign: AssignPath::Auto,
+            tolerance: None,
+            splits: None,
+            init_method: InitMethod::File,
+            k: None,
+            seed: 1,
+            empty_cluster: EmptyCluster::Keep,
+            dim: None,
+            labels: None,
+        }
+    }
+
+    /// Rejects values that cannot work, naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.iterations == 0 {
+            return Err(Error::config("iterations must be at least 1"));
+        }
+        if let Some(t) = self.tolerance {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::config(format!(
+                    "tolerance must be a finite number >= 0, not {t}"
+                )));
+            }
+        }
+        if self.init_method != InitMethod::File && self.k.unwrap_or(0) == 0 {
+            return Err(Error::config(format!(
+                "initialisation '{}' needs k >= 1",
+                self.init_method
+            )));
+        }
+        if self.dim == Some(0) {
+            return Err(Error::config("dim must be at least 1"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -42,65 +256,283 @@ pub struct Outcome {
     pub points: u64,
     pub iterations: Vec<Iteration>,
     pub load_s: f64,
+    pub stop_reason: StopReason,
+    /// The assignment path used (auto resolved).
+    pub assign: AssignPath,
 }
 
 /// Runs K-means; every worker returns the same centroids. `progress` sees every iteration.
+///
+/// The returned centroids are those of the computed precision, as f64 (with
+/// [`Precision::F32`], every value is an f32 widened exactly).
 pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Result<Outcome> {
+    o.validate()?;
     let pool = w.pool();
-    // Initial centroids: read by the master, broadcast to all (shape in partition 1).
-    let mut init = Table::new(Combiner::Reject);
-    if w.is_master() {
-        let c = input::read_centroids(
-            &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
-            &o.init,
-        )?;
-        init.put(0, Array::from_slice(pool, &c.data));
-        init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
+    // Initial centroids from a file: read by the master, broadcast to all (shape in
+    // partition 1). Otherwise they are chosen from the points once they are loaded.
+    let (k, dim, centroids) = if o.init_method == InitMethod::File {
+        let mut init = Table::new(Combiner::Reject);
+        if w.is_master() {
+            let c = input::read_centroids(
+                &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
+                &o.init,
+            )?;
+            init.put(0, Array::from_slice(pool, &c.data));
+            init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
+        }
+        w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
+        let shape = init
+            .get(1)
+            .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
+            .as_slice::<i64>()?
+            .to_vec();
+        let centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
+        (shape[0] as usize, shape[1] as usize, Some(centroids))
+    } else {
+        let k = o
+            .k
+            .ok_or_else(|| Error::config(format!("initialisation '{}' needs k", o.init_method)))?;
+        (k, points_dim(w, o)?, None)
+    };
+    match o.precision {
+        Precision::F64 => run_as::<f64>(w, o, k, dim, centroids, &mut progress),
+        Precision::F32 => run_as::<f32>(w, o, k, dim, centroids, &mut progress),
     }
-    w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
-    let shape = init
-        .get(1)
-        .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
-        .as_slice::<i64>()?
-        .to_vec();
-    let (k, dim) = (shape[0] as usize, shape[1] as usize);
-    let mut centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
-    drop(init);
+}
 
+/// The dimension of the points when no centroids file gives it: [`Options::dim`], or for text
+/// the number of values on the first non-blank line (read by the master and broadcast).
+fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
+    if let Some(d) = o.dim {
+        return Ok(d);
+    }
+    if o.format != Format::Text {
+        return Err(Error::config(format!(
+            "the dimension of {} input must be given (dim) when there is no centroids file",
+            o.format
+        )));
+    }
+    let mut t = Table::new(Combiner::Reject);
+    if w.is_master() {
+        let path = match &o.splits {
+            Some(s) if !s.is_empty() => s[0].path.clone(),
+            _ => o.input.clone(),
+        };
+        let st = storage::for_path_on(&path, Some(w.runtime().clone()))?;
+        let d = input::text_dim(&*st, &path, o.skip_columns)?;
+        t.put(0, Array::from_slice(w.pool(), &[d as i64]));
+    }
+    w.broadcast("kmeans-dim", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    let d = t
+        .get(0)
+        .ok_or_else(|| Error::Protocol("the dimension did not arrive".into()))?
+        .as_slice::<i64>()?[0];
+    Ok(d as usize)
+}
+
+/// `m` distinct indices of `0..n` in random order (partial Fisher–Yates on an implicit
+/// permutation), from `seed`.
+pub fn sample_indices(n: u64, m: usize, seed: u64) -> Vec<u64> {
+    let m = (m as u64).min(n);
+    let mut rng = Rng::new(seed);
+    let mut swapped: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(m as usize);
+    for i in 0..m {
+        let j = i + rng.next_u64() % (n - i);
+        let vj = *swapped.get(&j).unwrap_or(&j);
+        let vi = *swapped.get(&i).unwrap_or(&i);
+        swapped.insert(j, vi);
+        out.push(vj);
+    }
+    out
+}
+
+/// k-means++ seeding (Arthur & Vassilvitskii) over `sample` (`m` rows of `dim`): the first
+/// centre uniformly, each next one with probability proportional to the squared distance to the
+/// nearest centre chosen so far. Deterministic for a seed. Fewer distinct points than `k`: the
+/// remaining centres repeat chosen ones (they stay empty clusters).
+pub fn kmeans_pp(sample: &[f64], dim: usize, k: usize, seed: u64) -> Vec<f64> {
+    let m = sample.len() / dim;
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(k * dim);
+    let first = (rng.next_u64() % m as u64) as usize;
+    out.extend_from_slice(&sample[first * dim..(first + 1) * dim]);
+    let mut d2: Vec<f64> = sample
+        .chunks_exact(dim)
+        .map(|x| dist2(x, &out[..dim]))
+        .collect();
+    for _ in 1..k {
+        let total: f64 = d2.iter().sum();
+        let pick = if total > 0.0 {
+            let target = rng.next_f64() * total;
+            let mut acc = 0.0;
+            let mut at = m - 1;
+            for (i, &d) in d2.iter().enumerate() {
+                acc += d;
+                if acc > target && d > 0.0 {
+                    at = i;
+                    break;
+                }
+            }
+            at
+        } else {
+            (rng.next_u64() % m as u64) as usize
+        };
+        let c = sample[pick * dim..(pick + 1) * dim].to_vec();
+        for (x, d) in sample.chunks_exact(dim).zip(d2.iter_mut()) {
+            let v = dist2(x, &c);
+            if v < *d {
+                *d = v;
+            }
+        }
+        out.extend_from_slice(&c);
+    }
+    out
+}
+
+/// Chooses the initial centroids from the points ([`InitMethod::Random`] or
+/// [`InitMethod::KmeansPlusPlus`]). Points are numbered globally in input order (rank order of
+/// the shares or splits), a sample of global indices is drawn from the seed, and the workers
+/// owning them fill their rows of one table combined by allreduce — so the result depends on the
+/// seed and the input, not on the number of workers or threads. Random takes `k` sampled points;
+/// k-means++ runs on a sample of `min(n, 4k)` points.
+fn initial_centroids<T: Real>(
+    w: &Worker,
+    o: &Options,
+    points: &Matrix<T>,
+    offset: u64,
+    n_total: u64,
+    k: usize,
+) -> Result<Vec<f64>> {
+    let dim = points.dim;
+    let m = match o.init_method {
+        InitMethod::Random => k,
+        _ => k.saturating_mul(4),
+    };
+    let idx = sample_indices(n_total, m, o.seed ^ 0x1e17);
+    let mut acc = Array::zeros(w.pool(), DType::F64, idx.len() * dim);
+    {
+        let v = acc.as_mut_slice::<f64>()?;
+        for (r, &g) in idx.iter().enumerate() {
+            if g >= offset && g < offset + points.n as u64 {
+                let row = points.row((g - offset) as usize);
+                for (d, x) in v[r * dim..(r + 1) * dim].iter_mut().zip(row) {
+                    *d = x.to_f64();
+                }
+            }
+        }
+    }
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, acc);
+    w.allreduce("kmeans-sample", &mut t, o.allreduce)?;
+    let sample = t.get(0).expect("sample").as_slice::<f64>()?;
+    let mut c = match o.init_method {
+        InitMethod::Random => sample.to_vec(),
+        _ => kmeans_pp(sample, dim, k, o.seed),
+    };
+    // Fewer points than k: repeat the sample (the extra centroids start as duplicates).
+    let have = c.len() / dim;
+    for j in have..k {
+        let src = (j % have) * dim;
+        c.extend_from_within(src..src + dim);
+    }
+    Ok(c)
+}
+
+/// Loads this worker's points as `T`: its explicit splits, or its share of the input.
+fn load_points<T: Real>(w: &Worker, o: &Options, dim: usize) -> Result<Matrix<T>> {
+    match &o.splits {
+        Some(splits) => {
+            let path = splits.first().map_or(o.input.as_str(), |s| s.path.as_str());
+            input::load_splits_as(
+                &*storage::for_path_on(path, Some(w.runtime().clone()))?,
+                splits,
+                o.format,
+                o.skip_columns,
+                dim,
+            )
+        }
+        None => input::load_share_as(
+            &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
+            &o.input,
+            o.format,
+            o.skip_columns,
+            dim,
+            w.rank(),
+            w.size(),
+        ),
+    }
+}
+
+/// Rounds every value to `T` (and back to f64): the centroids of a run in precision `T`.
+fn round_to<T: Real>(v: &mut [f64]) {
+    for x in v {
+        *x = T::from_f64(*x).to_f64();
+    }
+}
+
+/// The iteration loop in precision `T`.
+fn run_as<T: Real>(
+    w: &Worker,
+    o: &Options,
+    k: usize,
+    dim: usize,
+    centroids: Option<Vec<f64>>,
+    progress: &mut dyn FnMut(&Iteration),
+) -> Result<Outcome> {
+    let pool = w.pool();
     let t0 = Instant::now();
-    let points = input::load_share(
-        &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
-        &o.input,
-        o.format,
-        o.skip_columns,
-        dim,
-        w.rank(),
-        w.size(),
-    )?;
+    let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
+    // Every worker's point count: the total and this worker's global offset.
     let mut total = Table::new(Combiner::Sum);
-    total.put(0, Array::from_slice(pool, &[points.n as i64]));
+    let mut mine = vec![0i64; w.size()];
+    mine[w.rank()] = points.n as i64;
+    total.put(0, Array::from_slice(pool, &mine));
     w.allreduce(
         "kmeans-count",
         &mut total,
         AllreduceAlgorithm::BidirectionalExchange,
     )?;
-    let n_total = total.get(0).expect("count").as_slice::<i64>()?[0] as u64;
+    let counts = total.get(0).expect("count").as_slice::<i64>()?;
+    let n_total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let offset: u64 = counts[..w.rank()].iter().map(|&c| c as u64).sum();
+    drop(total);
     if n_total == 0 {
         return Err(Error::config(format!("no points in {}", o.input)));
     }
+    let mut centroids = match centroids {
+        Some(c) => c,
+        None => initial_centroids(w, o, &points, offset, n_total, k)?,
+    };
+    round_to::<T>(&mut centroids);
 
     let kernel = Kernel::new(o.threads)?;
-    let mut its = Vec::with_capacity(o.iterations);
+    let path = choose_assign(o.assign, dim, k);
+    // The pruned path keeps each point's centroid between iterations (its search seed).
+    let mut prev = match path {
+        AssignPath::Pruned => vec![u32::MAX; points.n],
+        _ => Vec::new(),
+    };
+    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
+    let mut stop_reason = StopReason::Iterations;
+    let mut ct: Vec<T> = Vec::with_capacity(k * dim);
     for it in 1..=o.iterations {
         let t0 = Instant::now();
+        ct.clear();
+        ct.extend(centroids.iter().map(|&v| T::from_f64(v)));
         // One partition: k·dim sums, k counts, then the inertia.
         let mut acc = Array::zeros(pool, DType::F64, k * dim + k + 1);
         {
             let v = acc.as_mut_slice::<f64>()?;
             let (sums, rest) = v.split_at_mut(k * dim);
             let (counts, inertia) = rest.split_at_mut(k);
-            inertia[0] = kernel.assign_accumulate(&points.data, dim, &centroids, k, sums, counts);
+            inertia[0] = match path {
+                AssignPath::Pruned => {
+                    pruned::assign(&kernel, &points.data, dim, &ct, k, sums, counts, &mut prev)
+                }
+                _ => kernel.assign(&points.data, dim, &ct, k, sums, counts, None),
+            };
         }
         let mut table = Table::new(Combiner::Sum);
         table.put(0, acc);
@@ -110,13 +542,10 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         let comm_s = t1.elapsed().as_secs_f64();
         let v = table.get(0).expect("sums").as_slice::<f64>()?;
         let (sums, rest) = v.split_at(k * dim);
-        for j in 0..k {
-            if rest[j] > 0.0 {
-                for d in 0..dim {
-                    centroids[j * dim + d] = sums[j * dim + d] / rest[j];
-                }
-            }
-        }
+        let before = centroids.clone();
+        update_centroids(sums, &rest[..k], &mut centroids, dim, o.empty_cluster);
+        round_to::<T>(&mut centroids);
+        let moved = before != centroids;
         let rec = Iteration {
             iteration: it,
             inertia: rest[k],
@@ -126,7 +555,56 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         };
         drop(table);
         progress(&rec);
+        // Every worker sees the same inertia and centroids, so every worker stops together.
+        let stop = o.tolerance.and_then(|tol| {
+            if !moved {
+                Some(StopReason::Converged)
+            } else {
+                its.last()
+                    .filter(|prev| prev.inertia - rec.inertia <= tol * prev.inertia)
+                    .map(|_| StopReason::Tolerance)
+            }
+        });
         its.push(rec);
+        if let Some(r) = stop {
+            stop_reason = r;
+            break;
+        }
+    }
+    if let Some(dir) = &o.labels {
+        // Labels of the final centroids (one more assignment step, without an update).
+        ct.clear();
+        ct.extend(centroids.iter().map(|&v| T::from_f64(v)));
+        let (mut sums, mut counts) = (vec![0.0; k * dim], vec![0.0; k]);
+        let labels = match path {
+            AssignPath::Pruned => {
+                pruned::assign(
+                    &kernel,
+                    &points.data,
+                    dim,
+                    &ct,
+                    k,
+                    &mut sums,
+                    &mut counts,
+                    &mut prev,
+                );
+                prev
+            }
+            _ => {
+                let mut l = vec![0u32; points.n];
+                kernel.assign(
+                    &points.data,
+                    dim,
+                    &ct,
+                    k,
+                    &mut sums,
+                    &mut counts,
+                    Some(&mut l),
+                );
+                l
+            }
+        };
+        write_labels(w, dir, &labels)?;
     }
     Ok(Outcome {
         centroids: Points {
@@ -137,25 +615,209 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         points: n_total,
         iterations: its,
         load_s,
+        stop_reason,
+        assign: path,
     })
+}
+
+/// Writes this worker's labels to `dir/part-RRRRR` (rank, 5 digits), one per line.
+fn write_labels(w: &Worker, dir: &str, labels: &[u32]) -> Result<()> {
+    use std::fmt::Write;
+    let dir = dir.trim_end_matches('/');
+    let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+    st.create_dir_all(dir)?;
+    let mut text = String::with_capacity(labels.len() * 5);
+    for l in labels {
+        let _ = writeln!(text, "{l}");
+    }
+    st.write_all(&format!("{dir}/part-{:05}", w.rank()), text.as_bytes())
+}
+
+/// Relative perturbation of the split-largest rule.
+const SPLIT_EPS: f64 = 1.0 / 1024.0;
+
+/// The update step: centroid `j` becomes `sums[j] / counts[j]`; a centroid with no point follows
+/// `rule`. Returns whether any centroid value changed.
+///
+/// [`EmptyCluster::SplitLargest`]: empty centroids are handled in index order; each takes the
+/// cluster with the most points (lowest index on ties, counting halves already given away):
+/// its new centre `m` becomes `m·(1+ε)` in even and `m·(1−ε)` in odd coordinates for the large
+/// cluster and the opposite for the empty one (ε = 1/1024), and its count is halved.
+pub fn update_centroids(
+    sums: &[f64],
+    counts: &[f64],
+    centroids: &mut [f64],
+    dim: usize,
+    rule: EmptyCluster,
+) -> bool {
+    let k = counts.len();
+    let mut moved = false;
+    let mut set = |c: &mut [f64], v: f64| {
+        moved |= c[0].to_bits() != v.to_bits();
+        c[0] = v;
+    };
+    for j in 0..k {
+        if counts[j] > 0.0 {
+            for d in 0..dim {
+                set(&mut centroids[j * dim + d..], sums[j * dim + d] / counts[j]);
+            }
+        }
+    }
+    if rule == EmptyCluster::SplitLargest && counts.contains(&0.0) {
+        let mut weight = counts.to_vec();
+        for j in 0..k {
+            if counts[j] > 0.0 {
+                continue;
+            }
+            let mut big = 0;
+            for i in 1..k {
+                if weight[i] > weight[big] {
+                    big = i;
+                }
+            }
+            if weight[big] <= 0.0 {
+                break; // no point at all
+            }
+            weight[big] /= 2.0;
+            weight[j] = weight[big];
+            for d in 0..dim {
+                let m = centroids[big * dim + d];
+                let (up, down) = (m * (1.0 + SPLIT_EPS), m * (1.0 - SPLIT_EPS));
+                let (b, e) = if d % 2 == 0 { (up, down) } else { (down, up) };
+                set(&mut centroids[big * dim + d..], b);
+                set(&mut centroids[j * dim + d..], e);
+            }
+        }
+    }
+    moved
 }
 
 /// Single-process reference (plain loops, no blocking, no threads): the same algorithm the
 /// distributed run must reproduce.
 pub fn reference(points: &Points, init: &Points, iterations: usize) -> Points {
+    reference_with(points, init, iterations, EmptyCluster::Keep)
+}
+
+/// [`reference`] with an empty-cluster rule.
+pub fn reference_with(
+    points: &Points,
+    init: &Points,
+    iterations: usize,
+    rule: EmptyCluster,
+) -> Points {
+    reference_as(points, init, iterations, rule)
+}
+
+/// [`reference_with`] in precision `T`: centroids are rounded to `T` after every update, exact
+/// distances and sums are computed in f64.
+pub fn reference_as<T: Real>(
+    points: &Matrix<T>,
+    init: &Points,
+    iterations: usize,
+    rule: EmptyCluster,
+) -> Points {
     let (k, dim) = (init.n, init.dim);
     let mut c = init.data.clone();
+    round_to::<T>(&mut c);
     for _ in 0..iterations {
         let mut sums = vec![0.0; k * dim];
         let mut counts = vec![0.0; k];
-        super::kernel::assign_naive(&points.data, dim, &c, k, 1, &mut sums, &mut counts);
-        for j in 0..k {
-            if counts[j] > 0.0 {
-                for d in 0..dim {
-                    c[j * dim + d] = sums[j * dim + d] / counts[j];
-                }
-            }
-        }
+        let ct: Vec<T> = c.iter().map(|&v| T::from_f64(v)).collect();
+        super::kernel::assign_naive(&points.data, dim, &ct, k, 1, &mut sums, &mut counts);
+        update_centroids(&sums, &counts, &mut c, dim, rule);
+        round_to::<T>(&mut c);
     }
     Points { n: k, dim, data: c }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_values_parse_and_name_themselves() {
+        for p in [Precision::F32, Precision::F64] {
+            assert_eq!(p.name().parse::<Precision>().unwrap(), p);
+        }
+        for a in [AssignPath::Auto, AssignPath::Gemm, AssignPath::Pruned] {
+            assert_eq!(a.name().parse::<AssignPath>().unwrap(), a);
+        }
+        for m in [
+            InitMethod::File,
+            InitMethod::KmeansPlusPlus,
+            InitMethod::Random,
+        ] {
+            assert_eq!(m.name().parse::<InitMethod>().unwrap(), m);
+        }
+        for r in [EmptyCluster::Keep, EmptyCluster::SplitLargest] {
+            assert_eq!(r.name().parse::<EmptyCluster>().unwrap(), r);
+        }
+        let e = "f16".parse::<Precision>().unwrap_err().to_string();
+        assert!(e.contains("'f16'") && e.contains("f32"), "{e}");
+        let e = "fast".parse::<AssignPath>().unwrap_err().to_string();
+        assert!(e.contains("'fast'") && e.contains("pruned"), "{e}");
+        let o = Options::new("in", "init.txt");
+        assert_eq!(
+            (o.precision, o.assign, o.tolerance),
+            (Precision::F64, AssignPath::Auto, None)
+        );
+        let mut bad = o.clone();
+        bad.tolerance = Some(-1.0);
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("tolerance"));
+        let mut bad = o;
+        bad.iterations = 0;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn auto_assignment_choice() {
+        use AssignPath::*;
+        assert_eq!(choose_assign(Auto, 3, 10000), Pruned);
+        assert_eq!(choose_assign(Auto, 8, 64), Pruned);
+        assert_eq!(choose_assign(Auto, 8, 63), Gemm);
+        assert_eq!(choose_assign(Auto, 9, 10000), Gemm);
+        assert_eq!(choose_assign(Auto, 32, 256), Gemm);
+        assert_eq!(choose_assign(Gemm, 2, 5000), Gemm);
+        assert_eq!(choose_assign(Pruned, 512, 2), Pruned);
+    }
+
+    #[test]
+    fn empty_cluster_rules() {
+        let dim = 2;
+        // Centroid 1 and 3 get no point; cluster 2 is the largest, then 0.
+        let counts = [2.0, 0.0, 4.0, 0.0];
+        let sums = [2.0, 4.0, 0.0, 0.0, 8.0, -4.0, 0.0, 0.0];
+        let init = [9.0, 9.0, 7.0, 7.0, 9.0, 9.0, 5.0, 5.0];
+        let mut keep = init;
+        assert!(update_centroids(
+            &sums,
+            &counts,
+            &mut keep,
+            dim,
+            EmptyCluster::Keep
+        ));
+        assert_eq!(keep, [1.0, 2.0, 7.0, 7.0, 2.0, -1.0, 5.0, 5.0]);
+        let mut split = init;
+        update_centroids(&sums, &counts, &mut split, dim, EmptyCluster::SplitLargest);
+        let e = SPLIT_EPS;
+        // 1 splits cluster 2 (weight 4 → 2, 2); 3 then splits cluster 0 (2 ≥ 2, lowest index).
+        assert_eq!(&split[2..4], &[2.0 * (1.0 - e), -(1.0 + e)]);
+        assert_eq!(&split[6..8], &[1.0 - e, 2.0 * (1.0 + e)]);
+        assert_eq!(&split[0..2], &[1.0 + e, 2.0 * (1.0 - e)]);
+        // Cluster 2 was split first, then its half-weight tied with cluster 0 and lost.
+        assert_eq!(&split[4..6], &[2.0 * (1.0 + e), -(1.0 - e)]);
+        // Nothing moves when every centroid already is its mean.
+        let mut same = [1.0, 2.0, 2.0, -1.0];
+        assert!(!update_centroids(
+            &[2.0, 4.0, 8.0, -4.0],
+            &[2.0, 4.0],
+            &mut same,
+            dim,
+            EmptyCluster::SplitLargest
+        ));
+    }
 }
