@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.util.ToolRunner;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -78,5 +79,71 @@ public class KMeansJobTest {
     assertNotEquals(0, rc);
     String log = err.toString(StandardCharsets.UTF_8);
     assertTrue(log.contains("p.txt:3: ") && log.contains("oops"), log);
+  }
+
+  /** Runs the example with stderr captured; returns {exit code, stderr}. */
+  static Object[] runCapturingErr(KMeans tool, Configuration conf, String... args) throws Exception {
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream old = System.err;
+    int rc;
+    try {
+      System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+      rc = ToolRunner.run(conf, tool, args);
+    } finally {
+      System.setErr(old);
+    }
+    return new Object[] {rc, err.toString(StandardCharsets.UTF_8)};
+  }
+
+  /** The integer value of a top-level key of summary.json. */
+  static long summaryValue(Path summary, String key) throws IOException {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"" + key + "\": (\\d+)").matcher(Files.readString(summary));
+    assertTrue(m.find(), key + " missing from " + summary);
+    return Long.parseLong(m.group(1));
+  }
+
+  @Test
+  @Timeout(180)
+  void threadsComeFromTheKeyElseTheVcoresAndTheMasterAloneCountsIterations(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("data");
+    harp("gen", "points", "--n", "3000", "--dim", "4", "--seed", "5", "--init", "5", "--files", "2",
+        "--output", data.toString());
+    String[] common = {data.resolve("points").toString(), data.resolve("init.txt").toString()};
+    Configuration conf = JobTestSupport.localConf(tmp.resolve("a"), 2);
+    conf.setInt(harp.KMeans.THREADS, 3);
+    conf.setInt("mapreduce.map.cpu.vcores", 2);
+    KMeans tool = new KMeans();
+    assertEquals(0, ToolRunner.run(conf, tool, new String[] {common[0], common[1], tmp.resolve("a-out").toString(), "4", "2"}));
+    Path summary = tmp.resolve("a-out").resolve("summary.json");
+    assertEquals(3, summaryValue(summary, "threads"));
+    assertEquals(2, summaryValue(summary, "workers"));
+    assertEquals(3000, summaryValue(summary, "points"));
+    assertEquals(4, tool.job().getCounters().findCounter("harp-kmeans", "iterations").getValue(),
+        "iterations counted once, not once per worker");
+
+    conf = JobTestSupport.localConf(tmp.resolve("b"), 2);
+    conf.setInt("mapreduce.map.cpu.vcores", 2);
+    assertEquals(0, ToolRunner.run(conf, new KMeans(), new String[] {common[0], common[1], tmp.resolve("b-out").toString(), "1", "2"}));
+    assertEquals(2, summaryValue(tmp.resolve("b-out").resolve("summary.json"), "threads"));
+
+    conf = JobTestSupport.localConf(tmp.resolve("c"), 2);
+    conf.setInt(harp.KMeans.THREADS, 0);
+    Object[] r = runCapturingErr(new KMeans(), conf, common[0], common[1], tmp.resolve("c-out").toString(), "1", "2");
+    assertNotEquals(0, r[0]);
+    assertTrue(((String) r[1]).contains("harp.kmeans.threads must be at least 1"), (String) r[1]);
+  }
+
+  @Test
+  @Timeout(120)
+  void aMissingInitFileFailsTheJobNamingIt(@TempDir Path tmp) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    Files.writeString(in.resolve("p.txt"), "1 2\n3 4\n5 6\n7 8\n");
+    String init = tmp.resolve("no-such-init.txt").toString();
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), in.toString(), init,
+        tmp.resolve("out").toString(), "2", "2");
+    assertNotEquals(0, r[0]);
+    String log = (String) r[1];
+    assertTrue(log.contains("HarpException") && log.contains(init), log);
+    assertTrue(Files.notExists(tmp.resolve("out").resolve("centroids.txt")));
   }
 }

@@ -1,0 +1,132 @@
+//! `Native.kmeans`: the engine's whole K-means loop (`harp::apps::kmeans::driver::run`) on a
+//! worker of this JVM, over points the engine reads straight into native memory. Java passes a
+//! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
+//! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
+
+use harp::apps::kmeans::driver::{self, Iteration, Options, Outcome};
+use harp::collective::AllreduceAlgorithm;
+use jni::objects::{JClass, JDoubleArray, JObject, JString};
+use jni::sys::jlong;
+use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};
+
+use crate::{call, fail, jstr, worker, Failure};
+
+/// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
+///
+/// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `input` (a path
+/// split across the workers by the engine) or `split` (repeated: `START LENGTH PATH`, this
+/// worker's byte ranges, Hadoop `FileSplit` semantics).
+fn options(spec: &str) -> Result<Options, Failure> {
+    let mut o = Options {
+        input: String::new(),
+        init: String::new(),
+        iterations: 10,
+        threads: 1,
+        format: harp::apps::kmeans::input::Format::Text,
+        skip_columns: 0,
+        allreduce: AllreduceAlgorithm::Auto,
+    };
+    let num = |k: &str, v: &str| -> Result<usize, Failure> {
+        v.parse::<usize>()
+            .map_err(|_| fail(format!("kmeans: {k}: '{v}' is not a whole number")))
+    };
+    for line in spec.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| fail(format!("kmeans: expected key=value, got '{line}'")))?;
+        match k {
+            "input" => o.input = v.to_string(),
+            "init" => o.init = v.to_string(),
+            "iterations" => o.iterations = num(k, v)?,
+            "threads" => o.threads = num(k, v)?,
+            "format" => o.format = v.parse()?,
+            "skip_columns" => o.skip_columns = num(k, v)?,
+            "allreduce" => o.allreduce = AllreduceAlgorithm::parse(v)?,
+            _ => return Err(fail(format!("kmeans: unknown option '{k}'"))),
+        }
+    }
+    if o.init.is_empty() {
+        return Err(fail("kmeans: no initial centroids (init)"));
+    }
+    if o.input.is_empty() {
+        return Err(fail("kmeans: no input (input or split)"));
+    }
+    if o.iterations == 0 || o.threads == 0 {
+        return Err(fail("kmeans: iterations and threads must be at least 1"));
+    }
+    Ok(o)
+}
+
+/// `[k, dim, points, load_s, threads, m, m × (inertia, compute_s, comm_s, pool_allocations),
+/// k·dim centroids]`.
+fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
+    let c = &out.centroids;
+    let mut v = Vec::with_capacity(6 + 4 * out.iterations.len() + c.data.len());
+    v.extend([
+        c.n as f64,
+        c.dim as f64,
+        out.points as f64,
+        out.load_s,
+        threads as f64,
+        out.iterations.len() as f64,
+    ]);
+    for it in &out.iterations {
+        v.extend([
+            it.inertia,
+            it.compute_s,
+            it.comm_s,
+            it.pool_allocations as f64,
+        ]);
+    }
+    v.extend_from_slice(&c.data);
+    v
+}
+
+/// Calls `progress.iteration(i, inertia, computeSeconds, commSeconds)`. After a Java exception
+/// the callback is not called again; the exception stays pending and is thrown when the native
+/// method returns.
+fn report(env: &mut Env<'_>, progress: &JObject<'_>, it: &Iteration) {
+    if progress.is_null() || env.exception_check() {
+        return;
+    }
+    let _ = env.call_method(
+        progress,
+        jni_str!("iteration"),
+        jni_sig!("(IDDD)V"),
+        &[
+            JValue::Int(it.iteration as i32),
+            JValue::Double(it.inertia),
+            JValue::Double(it.compute_s),
+            JValue::Double(it.comm_s),
+        ],
+    );
+}
+
+/// Runs K-means on worker `w` as described by `spec`; `progress` (may be null) is called after
+/// every iteration on this thread. Returns the encoded outcome (see [`encode`]).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Native_kmeans<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    spec: JString<'l>,
+    progress: JObject<'l>,
+) -> JDoubleArray<'l> {
+    call(&mut env, |env| {
+        let o = options(&jstr(env, &spec)?)?;
+        let we = worker(w)?;
+        let span = tracing::info_span!("harp", worker = %we.tag);
+        let _g = span.enter();
+        let out = driver::run(&we.worker, &o, |it| report(env, &progress, it))?;
+        if env.exception_check() {
+            return Ok(JDoubleArray::default());
+        }
+        let v = encode(&out, o.threads);
+        let arr = env.new_double_array(v.len())?;
+        arr.set_region(env, 0, &v)?;
+        Ok(arr)
+    })
+}

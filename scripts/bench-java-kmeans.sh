@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The Java K-means example (`hadoop jar harp-rs-examples.jar kmeans`, local mode: one JVM, every
+# worker a map task) against `harp kmeans` (one process per worker) on the same data, workers
+# and threads, runs interleaved (harp, java, harp, java, …).
+#   scripts/bench-java-kmeans.sh [N] [THREADS] [ITERATIONS] [REPS]     (defaults 200000 1 10 2)
+#   WORKERS=2 DIM=32 K=256 PRECISION=f64 BENCH_DIR=target/bench-java-kmeans
+# Needs `cargo build --release` and `java/build.sh`. Prints, per run, the mean time per
+# iteration (compute + allreduce, iterations 2..ITERATIONS, from each run's summary.json), the
+# whole command's wall time, /usr/bin/time -v's peak RSS (the largest single process: for
+# `harp kmeans` one worker process, for Java the JVM) and the peak total RSS of the process
+# tree (sampled every 20 ms; `harp kmeans` = launcher + its workers); then the Java / harp ratio
+# of the per-iteration means.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200000}
+T=${2:-1}
+IT=${3:-10}
+REPS=${4:-2}
+W=${WORKERS:-2}
+DIM=${DIM:-32}
+K=${K:-256}
+PRECISION=${PRECISION:-f64}
+HARP=target/release/harp
+JAR=target/java/harp-rs-examples.jar
+if [[ ! -x $HARP || ! -f $JAR ]]; then
+  echo "build first: cargo build --release && java/build.sh" >&2
+  exit 2
+fi
+D=${BENCH_DIR:-target/bench-java-kmeans}/n$N-d$DIM-k$K
+if [[ ! -f $D/init.txt ]]; then
+  $HARP gen points --n "$N" --dim "$DIM" --seed 7 --init "$K" --files 4 --output "$D" > /dev/null
+fi
+PRECISION_HARP=()
+[[ $PRECISION != f64 ]] && PRECISION_HARP=(--precision "$PRECISION")
+
+# Runs "$@" under /usr/bin/time -v, sampling the total RSS of its process tree; prints
+# "wall_s max_rss_kb tree_peak_kb".
+measure() {
+  local tag=$1
+  shift
+  python3 - "$D/time-$tag" "$@" <<'EOF'
+import os, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+t0 = time.time()
+p = subprocess.Popen(["/usr/bin/time", "-v", "-o", out] + cmd, stdout=subprocess.DEVNULL,
+                     stderr=open(out + ".stderr", "w"))
+def tree(root):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    todo, seen = [root], []
+    while todo:
+        q = todo.pop()
+        seen.append(q)
+        todo += kids.get(q, [])
+    return seen
+peak = 0
+while p.poll() is None:
+    total = 0
+    for q in tree(p.pid):
+        try:
+            with open(f"/proc/{q}/status") as f:
+                for l in f:
+                    if l.startswith("VmRSS:"):
+                        total += int(l.split()[1])
+        except OSError:
+            pass
+    peak = max(peak, total)
+    time.sleep(0.02)
+wall = time.time() - t0
+if p.returncode != 0:
+    sys.stderr.write(open(out + ".stderr").read())
+    sys.exit(f"failed: {' '.join(cmd)}")
+rss = [l for l in open(out) if "Maximum resident set size" in l][0].split()[-1]
+print(f"{wall:.2f} {rss} {peak}")
+EOF
+}
+
+# Mean of compute_s + comm_s over iterations 2.. of a summary.json.
+per_iteration() {
+  python3 -c '
+import json, sys
+its = json.load(open(sys.argv[1]))["iterations"][1:]
+print("%.4f" % (sum(i["compute_s"] + i["comm_s"] for i in its) / len(its)))' "$1"
+}
+
+echo "# $N x $DIM, k=$K, $W workers x $T threads, $IT iterations, precision $PRECISION, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
+printf '%-5s %-3s %12s %8s %14s %14s\n' tool rep "s/iteration" "wall s" "max RSS MB" "tree RSS MB"
+declare -A sum=([harp]=0 [java]=0)
+for rep in $(seq 1 "$REPS"); do
+  for tool in harp java; do
+    out=$D/out-$tool-$rep
+    rm -rf "$out"
+    if [[ $tool == harp ]]; then
+      m=$(measure "$tool-$rep" $HARP kmeans --workers "$W" --threads "$T" --input "$D/points" \
+        --init "$D/init.txt" --iterations "$IT" --output "$out" "${PRECISION_HARP[@]}")
+    else
+      m=$(measure "$tool-$rep" scripts/hadoop jar $JAR kmeans -Dmapreduce.framework.name=map-collective \
+        -Dharp.kmeans.threads="$T" -Dkmeans.precision="$PRECISION" \
+        "$D/points" "$D/init.txt" "$out" "$IT" "$W")
+    fi
+    s=$(per_iteration "$out/summary.json")
+    read -r wall rss tree <<< "$m"
+    printf '%-5s %-3s %12s %8s %14.0f %14.0f\n' $tool "$rep" "$s" "$wall" "$(echo "$rss/1024" | bc -l)" \
+      "$(echo "$tree/1024" | bc -l)"
+    sum[$tool]=$(echo "${sum[$tool]} + $s" | bc -l)
+  done
+done
+printf 'mean s/iteration: harp %.4f  java %.4f  java/harp %.3f\n' \
+  "$(echo "${sum[harp]}/$REPS" | bc -l)" "$(echo "${sum[java]}/$REPS" | bc -l)" \
+  "$(echo "${sum[java]}/${sum[harp]}" | bc -l)"
