@@ -56,15 +56,14 @@ fn kmeans(dir: &Path, workers: &str, extra: &[&str]) -> (String, PathBuf) {
         "out-{workers}-{}",
         extra.join("_").replace(['-', '/'], "")
     ));
-    let mut args = vec![
-        "kmeans",
-        "--workers",
-        workers,
-        "--iterations",
-        "6",
-        "--output",
-    ];
+    let mut args = vec!["kmeans", "--workers", workers, "--output"];
     let o = s(&out);
+    if !extra.contains(&"--iterations") {
+        args.push(&o);
+        args.extend_from_slice(&["--iterations", "6"]);
+        args.extend_from_slice(extra);
+        return (ok(harp(&args)), out);
+    }
     args.push(&o);
     args.extend_from_slice(extra);
     (ok(harp(&args)), out)
@@ -275,4 +274,185 @@ fn malformed_points_name_the_file_and_line() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("missing"), "{err}");
+}
+
+/// Runs `f` on `p` workers inside this process (one thread each) and returns their results in
+/// rank order.
+fn in_process<T: Send + 'static>(
+    p: usize,
+    f: impl Fn(&harp::Worker) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let rt = harp::worker::runtime(2).unwrap();
+    let cfg = harp::Config::default();
+    let listeners: Vec<harp::Listener> = (0..p)
+        .map(|_| harp::Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap())
+        .collect();
+    let topo = harp::Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
+    let f = std::sync::Arc::new(f);
+    let handles: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(rank, l)| {
+            let (h, cfg, topo, f) = (rt.handle().clone(), cfg.clone(), topo.clone(), f.clone());
+            std::thread::spawn(move || {
+                let w = harp::Worker::start(h, cfg, topo, rank, "km-test", b"secret", l).unwrap();
+                let r = f(&w);
+                w.close();
+                r
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn explicit_splits_override_the_division_of_the_input() {
+    let dir = tmpdir("splits");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "3000", "--dim", "3", "--seed", "4", "--init", "5", "--files", "2",
+        "--output", &data,
+    ]));
+    let init = format!("{data}/init.txt");
+    let files = harp::storage::Storage::list(&LocalStorage, &format!("{data}/points")).unwrap();
+    assert_eq!(files.len(), 2);
+    let all = input::load_share(
+        &LocalStorage,
+        &format!("{data}/points"),
+        input::Format::Text,
+        0,
+        3,
+        0,
+        1,
+    )
+    .unwrap();
+    let want = driver::reference(&all, &centroids(Path::new(&init)), 4);
+    // Rank 0 takes the second file and the first 1001 bytes of the first (cut inside a line),
+    // rank 1 the rest of the first file; rank 2 nothing at all.
+    let (f0, f1) = (files[0].clone(), files[1].clone());
+    let plan = [
+        vec![
+            input::ByteRange::new(&f1.path, 0, f1.size),
+            input::ByteRange::new(&f0.path, 0, 1001),
+        ],
+        vec![input::ByteRange::new(&f0.path, 1001, f0.size - 1001)],
+        vec![],
+    ];
+    let input_dir = format!("{data}/points");
+    let outs = in_process(3, move |w| {
+        let mut o = driver::Options::new(input_dir.clone(), init.clone());
+        o.iterations = 4;
+        o.splits = Some(plan[w.rank()].clone());
+        driver::run(w, &o, |_| {}).unwrap()
+    });
+    for out in &outs {
+        assert_eq!(out.points, 3000);
+        assert_close(&out.centroids, &want, 1e-9);
+        assert_eq!(out.stop_reason, driver::StopReason::Iterations);
+    }
+}
+
+#[test]
+fn tolerance_stops_early_and_says_why() {
+    let dir = tmpdir("tol");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen",
+        "points",
+        "--n",
+        "4000",
+        "--dim",
+        "4",
+        "--seed",
+        "9",
+        "--init",
+        "6",
+        "--clusters",
+        "6",
+        "--output",
+        &data,
+    ]));
+    let (_, out) = kmeans(
+        &dir,
+        "2",
+        &[
+            "--input",
+            &format!("{data}/points"),
+            "--init",
+            &format!("{data}/init.txt"),
+            "--iterations",
+            "200",
+            "--tolerance",
+            "1e-4",
+        ],
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let inertia: Vec<f64> = summary["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["inertia"].as_f64().unwrap())
+        .collect();
+    let reason = summary["stop_reason"].as_str().unwrap();
+    assert!(inertia.len() < 200, "{} iterations", inertia.len());
+    assert!(reason == "tolerance" || reason == "converged", "{reason}");
+    let n = inertia.len();
+    if reason == "tolerance" {
+        assert!(inertia[n - 2] - inertia[n - 1] <= 1e-4 * inertia[n - 2]);
+    }
+    // No earlier iteration met the criterion.
+    for w in inertia[..n - 1].windows(2) {
+        assert!(w[0] - w[1] > 1e-4 * w[0], "{inertia:?}");
+    }
+    // Without a tolerance every iteration runs.
+    let summary = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "--input".to_string(),
+            format!("{data}/points"),
+            "--init".to_string(),
+            format!("{data}/init.txt"),
+            "--iterations".to_string(),
+            "9".to_string(),
+        ];
+        args.extend(extra.iter().map(|x| x.to_string()));
+        let a: Vec<&str> = args.iter().map(|x| x.as_str()).collect();
+        let (_, out) = kmeans(&dir, "1", &a);
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let full = summary(&[]);
+    assert_eq!(full["iterations"].as_array().unwrap().len(), 9);
+    assert_eq!(full["stop_reason"], "iterations");
+}
+
+#[test]
+fn bad_kmeans_flags_name_the_flag() {
+    let dir = tmpdir("flags");
+    let pts = dir.join("p.txt");
+    std::fs::write(&pts, "1 2\n3 4\n").unwrap();
+    let init = dir.join("init.txt");
+    std::fs::write(&init, "0 0\n").unwrap();
+    for (flag, value, want) in [
+        ("--precision", "f16", "--precision"),
+        ("--assign", "fast", "--assign"),
+        ("--empty-cluster", "drop", "--empty-cluster"),
+        ("--tolerance", "-1", "--tolerance"),
+        ("--init-method", "magic", "--init-method"),
+    ] {
+        let o = harp(&[
+            "kmeans",
+            "--workers",
+            "1",
+            "--input",
+            &s(&pts),
+            "--init",
+            &s(&init),
+            "--output",
+            &s(&dir.join("o")),
+            flag,
+            value,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{flag}: {err}");
+    }
 }

@@ -13,8 +13,18 @@ pub struct KmeansArgs {
     #[arg(long)]
     pub input: String,
     /// Initial centroids (text, one per line); K and the dimension come from this file.
+    /// Without it, --init-method kmeans++ or random with --k chooses them from the points.
     #[arg(long)]
-    pub init: String,
+    pub init: Option<String>,
+    /// Initialisation: file (--init), kmeans++ or random (need --k; reproducible from --seed).
+    #[arg(long)]
+    pub init_method: Option<driver::InitMethod>,
+    /// Number of centroids for --init-method kmeans++|random.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// Seed for --init-method kmeans++|random.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     #[arg(long, default_value_t = 10)]
     pub iterations: usize,
     /// Output directory for centroids.txt and summary.json (written by rank 0).
@@ -32,6 +42,21 @@ pub struct KmeansArgs {
     /// Allreduce algorithm: auto, bidirectional-exchange or regroup-allgather.
     #[arg(long, default_value = "auto")]
     pub allreduce: String,
+    /// Arithmetic: f64 (default) or f32 (f32 points and centroids, sums in f64).
+    #[arg(long, default_value = "f64")]
+    pub precision: driver::Precision,
+    /// Assignment path: auto, gemm or pruned (exact, for low dimension and many centroids).
+    #[arg(long, default_value = "auto")]
+    pub assign: driver::AssignPath,
+    /// Stop when an iteration lowers the inertia by at most this fraction (or nothing moves).
+    #[arg(long, allow_negative_numbers = true)]
+    pub tolerance: Option<f64>,
+    /// Empty-cluster rule: keep (the old centre) or split-largest.
+    #[arg(long, default_value = "keep")]
+    pub empty_cluster: driver::EmptyCluster,
+    /// Directory for per-point labels: each worker writes part-RRRRR, one label per line.
+    #[arg(long)]
+    pub labels: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -89,21 +114,76 @@ pub fn gen(a: &GenArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
+/// Prefixes an error with the flag it came from.
+fn flag<T>(name: &str, r: Result<T>) -> Result<T> {
+    r.map_err(|e| Error::config(format!("{name}: {e}")))
+}
+
+/// The driver's options from the command line; every bad value names its flag.
+pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
     if a.iterations == 0 || a.threads == 0 {
         return Err(Error::config(
             "--iterations and --threads must be at least 1",
         ));
     }
-    let opts = driver::Options {
-        input: a.input.clone(),
-        init: a.init.clone(),
-        iterations: a.iterations,
-        threads: a.threads,
-        format: a.format.parse()?,
-        skip_columns: a.skip_columns,
-        allreduce: AllreduceAlgorithm::parse(&a.allreduce)?,
+    let init_method = match a.init_method {
+        Some(m) => m,
+        None if a.init.is_some() => driver::InitMethod::File,
+        None if a.k.is_some() => driver::InitMethod::KmeansPlusPlus,
+        None => {
+            return Err(Error::config(
+                "--init FILE or --init-method kmeans++|random with --k is required",
+            ))
+        }
     };
+    match (init_method, &a.init, a.k) {
+        (driver::InitMethod::File, None, _) => {
+            return Err(Error::config("--init-method file needs --init FILE"))
+        }
+        (driver::InitMethod::File, Some(_), Some(_)) => {
+            return Err(Error::config(
+                "--k is only for --init-method kmeans++|random (K comes from the --init file)",
+            ))
+        }
+        (driver::InitMethod::KmeansPlusPlus | driver::InitMethod::Random, _, None) => {
+            return Err(Error::config(format!(
+                "--init-method {init_method} needs --k"
+            )))
+        }
+        (driver::InitMethod::KmeansPlusPlus | driver::InitMethod::Random, Some(_), _) => {
+            return Err(Error::config(format!(
+                "--init and --init-method {init_method} exclude each other"
+            )))
+        }
+        (_, _, Some(0)) => return Err(Error::config("--k must be at least 1")),
+        _ => {}
+    }
+    let mut o = driver::Options::new(a.input.clone(), a.init.clone().unwrap_or_default());
+    o.iterations = a.iterations;
+    o.threads = a.threads;
+    o.format = flag("--format", a.format.parse())?;
+    o.skip_columns = a.skip_columns;
+    o.allreduce = flag("--allreduce", AllreduceAlgorithm::parse(&a.allreduce))?;
+    o.precision = a.precision;
+    o.assign = a.assign;
+    o.empty_cluster = a.empty_cluster;
+    if let Some(t) = a.tolerance {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(Error::config(format!(
+                "--tolerance must be a finite number >= 0, not {t}"
+            )));
+        }
+    }
+    o.tolerance = a.tolerance;
+    o.init_method = init_method;
+    o.k = a.k;
+    o.seed = a.seed;
+    o.labels = a.labels.clone();
+    Ok(o)
+}
+
+pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
+    let opts = options(a)?;
     let master = w.is_master();
     let out = driver::run(w, &opts, |it| {
         if master {
@@ -136,8 +216,14 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
         "compute_s": compute,
         "comm_s": comm,
         "final_inertia": out.iterations.last().map(|i| i.inertia),
+        "stop_reason": out.stop_reason,
+        "precision": opts.precision.name(),
+        "assign": opts.assign.name(),
+        "empty_cluster": opts.empty_cluster.name(),
+        "tolerance": opts.tolerance,
         "input": a.input,
         "init": a.init,
+        "init_method": opts.init_method.name(),
     });
     st.write_all(
         &format!("{dir}/summary.json"),

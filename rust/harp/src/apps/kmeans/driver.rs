@@ -2,11 +2,14 @@
 //! allreduce-style K-means: the master broadcasts the initial centroids, every worker assigns its
 //! share of the points with the blocked multithreaded kernel, one allreduce combines the
 //! per-centroid sums, counts and the inertia, and every worker computes the same new centroids.
-//! A cluster that receives no point keeps its previous centroid.
+//! A cluster that receives no point keeps its previous centroid, or takes half of the largest
+//! cluster ([`EmptyCluster`]). With a tolerance the loop stops early ([`StopReason`]).
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Instant;
 
-use super::input::{self, Format, Points};
+use super::input::{self, ByteRange, Format, Points};
 use super::kernel::Kernel;
 use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
@@ -14,15 +17,221 @@ use crate::error::{Error, Result};
 use crate::storage;
 use crate::worker::Worker;
 
+/// Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
+/// case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
+/// lists the valid values.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal,
+     { $($(#[$vm:meta])* $var:ident => $canon:literal $(| $alias:literal)*,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name { $($(#[$vm])* $var,)+ }
+
+        impl $name {
+            /// The canonical command-line name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$var => $canon,)+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<$name> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($canon $(| $alias)* => Ok($name::$var),)+
+                    _ => Err(Error::config(format!(
+                        concat!("unknown ", $what, " '{}': valid values are {}"),
+                        s,
+                        [$(concat!("'", $canon, "'")),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// Arithmetic of the points, the centroids and the distances. Per-cluster sums are always
+    /// accumulated in f64.
+    Precision, "precision", {
+        /// f32 points and centroids (f32 input is kept as is; text is parsed to f32).
+        F32 => "f32",
+        /// f64 everywhere (the default; matches the sequential reference to rounding).
+        #[default]
+        F64 => "f64",
+    }
+);
+
+named_enum!(
+    /// How points are assigned to their nearest centroid.
+    AssignPath, "assignment path", {
+        /// Chosen from the shape (see [`choose_assign`]).
+        #[default]
+        Auto => "auto",
+        /// Blocked GEMM over all centroids (best for high dimension).
+        Gemm => "gemm",
+        /// Exact pruned search (best for low dimension and many centroids).
+        Pruned => "pruned",
+    }
+);
+
+named_enum!(
+    /// Where the initial centroids come from.
+    InitMethod, "initialisation method", {
+        /// Read from [`Options::init`] (the default).
+        #[default]
+        File => "file",
+        /// k-means++ seeding, reproducible from [`Options::seed`].
+        KmeansPlusPlus => "kmeans++" | "k-means++" | "kmeanspp",
+        /// K points drawn at random, reproducible from [`Options::seed`].
+        Random => "random",
+    }
+);
+
+named_enum!(
+    /// What happens to a centroid that receives no point in an iteration.
+    EmptyCluster, "empty-cluster rule", {
+        /// It keeps its previous position (the default).
+        #[default]
+        Keep => "keep",
+        /// It takes over half of the largest cluster (see [`update_centroids`]).
+        SplitLargest => "split-largest" | "split",
+    }
+);
+
+/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim`; other values are
+/// returned as they are. (The pruned path is not implemented yet: auto is always GEMM.)
+pub fn choose_assign(requested: AssignPath, dim: usize, k: usize) -> AssignPath {
+    let _ = (dim, k);
+    match requested {
+        AssignPath::Auto => AssignPath::Gemm,
+        other => other,
+    }
+}
+
+/// Why the iteration loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// All [`Options::iterations`] ran.
+    Iterations,
+    /// The relative inertia decrease fell to [`Options::tolerance`] or below.
+    Tolerance,
+    /// No centroid moved in the last update (only checked with a tolerance).
+    Converged,
+}
+
+impl StopReason {
+    /// "iterations", "tolerance" or "converged".
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Iterations => "iterations",
+            StopReason::Tolerance => "tolerance",
+            StopReason::Converged => "converged",
+        }
+    }
+}
+
+/// Options of [`run`]. Build with [`Options::new`] and set fields: new fields get defaults that
+/// keep the previous behaviour (the struct is `non_exhaustive`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
+    /// Points: a file or a directory of files, divided across the workers (unless `splits`).
     pub input: String,
+    /// Initial centroids file (text, one per line) for [`InitMethod::File`].
     pub init: String,
+    /// Maximum number of iterations.
     pub iterations: usize,
+    /// Compute threads per worker.
     pub threads: usize,
     pub format: Format,
+    /// Leading text columns to ignore.
     pub skip_columns: usize,
     pub allreduce: AllreduceAlgorithm,
+    /// f32 or f64 arithmetic (default f64).
+    pub precision: Precision,
+    /// Assignment path (default auto).
+    pub assign: AssignPath,
+    /// Stop once an iteration lowers the inertia by at most this fraction of the previous
+    /// iteration's inertia, or when no centroid moves (default: run all iterations).
+    pub tolerance: Option<f64>,
+    /// This worker's own input splits, overriding the division of `input` across workers.
+    pub splits: Option<Vec<ByteRange>>,
+    /// Where the initial centroids come from (default: the `init` file).
+    pub init_method: InitMethod,
+    /// Number of centroids for the kmeans++ and random initialisations.
+    pub k: Option<usize>,
+    /// Seed of the kmeans++ and random initialisations.
+    pub seed: u64,
+    /// Empty-cluster rule (default keep).
+    pub empty_cluster: EmptyCluster,
+    /// Directory for per-point labels (each worker writes `part-RRRRR`, one label per line, in
+    /// input order); none by default.
+    pub labels: Option<String>,
+}
+
+impl Options {
+    /// Options with defaults: 10 iterations, 1 thread, text input, automatic allreduce, f64,
+    /// automatic assignment path, no tolerance, centroids from the `init` file.
+    pub fn new(input: impl Into<String>, init: impl Into<String>) -> Options {
+        Options {
+            input: input.into(),
+            init: init.into(),
+            iterations: 10,
+            threads: 1,
+            format: Format::Text,
+            skip_columns: 0,
+            allreduce: AllreduceAlgorithm::Auto,
+            precision: Precision::F64,
+            assign: AssignPath::Auto,
+            tolerance: None,
+            splits: None,
+            init_method: InitMethod::File,
+            k: None,
+            seed: 1,
+            empty_cluster: EmptyCluster::Keep,
+            labels: None,
+        }
+    }
+
+    /// Rejects values that cannot work, naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.iterations == 0 {
+            return Err(Error::config("iterations must be at least 1"));
+        }
+        if let Some(t) = self.tolerance {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::config(format!(
+                    "tolerance must be a finite number >= 0, not {t}"
+                )));
+            }
+        }
+        if self.precision == Precision::F32 {
+            return Err(Error::config("precision f32 is not implemented yet"));
+        }
+        if self.assign == AssignPath::Pruned {
+            return Err(Error::config(
+                "the pruned assignment path is not implemented yet",
+            ));
+        }
+        if self.init_method != InitMethod::File {
+            return Err(Error::config(format!(
+                "initialisation method '{}' is not implemented yet",
+                self.init_method
+            )));
+        }
+        if self.labels.is_some() {
+            return Err(Error::config("writing labels is not implemented yet"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -42,10 +251,15 @@ pub struct Outcome {
     pub points: u64,
     pub iterations: Vec<Iteration>,
     pub load_s: f64,
+    pub stop_reason: StopReason,
 }
 
 /// Runs K-means; every worker returns the same centroids. `progress` sees every iteration.
+///
+/// The returned centroids are those of the computed precision, as f64 (with
+/// [`Precision::F32`], every value is an f32 widened exactly).
 pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Result<Outcome> {
+    o.validate()?;
     let pool = w.pool();
     // Initial centroids: read by the master, broadcast to all (shape in partition 1).
     let mut init = Table::new(Combiner::Reject);
@@ -68,15 +282,27 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     drop(init);
 
     let t0 = Instant::now();
-    let points = input::load_share(
-        &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
-        &o.input,
-        o.format,
-        o.skip_columns,
-        dim,
-        w.rank(),
-        w.size(),
-    )?;
+    let points = match &o.splits {
+        Some(splits) => {
+            let path = splits.first().map_or(o.input.as_str(), |s| s.path.as_str());
+            input::load_splits(
+                &*storage::for_path_on(path, Some(w.runtime().clone()))?,
+                splits,
+                o.format,
+                o.skip_columns,
+                dim,
+            )?
+        }
+        None => input::load_share(
+            &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
+            &o.input,
+            o.format,
+            o.skip_columns,
+            dim,
+            w.rank(),
+            w.size(),
+        )?,
+    };
     let load_s = t0.elapsed().as_secs_f64();
     let mut total = Table::new(Combiner::Sum);
     total.put(0, Array::from_slice(pool, &[points.n as i64]));
@@ -91,7 +317,8 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     }
 
     let kernel = Kernel::new(o.threads)?;
-    let mut its = Vec::with_capacity(o.iterations);
+    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
+    let mut stop_reason = StopReason::Iterations;
     for it in 1..=o.iterations {
         let t0 = Instant::now();
         // One partition: k·dim sums, k counts, then the inertia.
@@ -110,13 +337,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         let comm_s = t1.elapsed().as_secs_f64();
         let v = table.get(0).expect("sums").as_slice::<f64>()?;
         let (sums, rest) = v.split_at(k * dim);
-        for j in 0..k {
-            if rest[j] > 0.0 {
-                for d in 0..dim {
-                    centroids[j * dim + d] = sums[j * dim + d] / rest[j];
-                }
-            }
-        }
+        let moved = update_centroids(sums, &rest[..k], &mut centroids, dim, o.empty_cluster);
         let rec = Iteration {
             iteration: it,
             inertia: rest[k],
@@ -126,7 +347,21 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         };
         drop(table);
         progress(&rec);
+        // Every worker sees the same inertia and centroids, so every worker stops together.
+        let stop = o.tolerance.and_then(|tol| {
+            if !moved {
+                Some(StopReason::Converged)
+            } else {
+                its.last()
+                    .filter(|prev| prev.inertia - rec.inertia <= tol * prev.inertia)
+                    .map(|_| StopReason::Tolerance)
+            }
+        });
         its.push(rec);
+        if let Some(r) = stop {
+            stop_reason = r;
+            break;
+        }
     }
     Ok(Outcome {
         centroids: Points {
@@ -137,25 +372,169 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         points: n_total,
         iterations: its,
         load_s,
+        stop_reason,
     })
+}
+
+/// Relative perturbation of the split-largest rule.
+const SPLIT_EPS: f64 = 1.0 / 1024.0;
+
+/// The update step: centroid `j` becomes `sums[j] / counts[j]`; a centroid with no point follows
+/// `rule`. Returns whether any centroid value changed.
+///
+/// [`EmptyCluster::SplitLargest`]: empty centroids are handled in index order; each takes the
+/// cluster with the most points (lowest index on ties, counting halves already given away):
+/// its new centre `m` becomes `m·(1+ε)` in even and `m·(1−ε)` in odd coordinates for the large
+/// cluster and the opposite for the empty one (ε = 1/1024), and its count is halved.
+pub fn update_centroids(
+    sums: &[f64],
+    counts: &[f64],
+    centroids: &mut [f64],
+    dim: usize,
+    rule: EmptyCluster,
+) -> bool {
+    let k = counts.len();
+    let mut moved = false;
+    let mut set = |c: &mut [f64], v: f64| {
+        moved |= c[0].to_bits() != v.to_bits();
+        c[0] = v;
+    };
+    for j in 0..k {
+        if counts[j] > 0.0 {
+            for d in 0..dim {
+                set(&mut centroids[j * dim + d..], sums[j * dim + d] / counts[j]);
+            }
+        }
+    }
+    if rule == EmptyCluster::SplitLargest && counts.contains(&0.0) {
+        let mut weight = counts.to_vec();
+        for j in 0..k {
+            if counts[j] > 0.0 {
+                continue;
+            }
+            let mut big = 0;
+            for i in 1..k {
+                if weight[i] > weight[big] {
+                    big = i;
+                }
+            }
+            if weight[big] <= 0.0 {
+                break; // no point at all
+            }
+            weight[big] /= 2.0;
+            weight[j] = weight[big];
+            for d in 0..dim {
+                let m = centroids[big * dim + d];
+                let (up, down) = (m * (1.0 + SPLIT_EPS), m * (1.0 - SPLIT_EPS));
+                let (b, e) = if d % 2 == 0 { (up, down) } else { (down, up) };
+                set(&mut centroids[big * dim + d..], b);
+                set(&mut centroids[j * dim + d..], e);
+            }
+        }
+    }
+    moved
 }
 
 /// Single-process reference (plain loops, no blocking, no threads): the same algorithm the
 /// distributed run must reproduce.
 pub fn reference(points: &Points, init: &Points, iterations: usize) -> Points {
+    reference_with(points, init, iterations, EmptyCluster::Keep)
+}
+
+/// [`reference`] with an empty-cluster rule.
+pub fn reference_with(
+    points: &Points,
+    init: &Points,
+    iterations: usize,
+    rule: EmptyCluster,
+) -> Points {
     let (k, dim) = (init.n, init.dim);
     let mut c = init.data.clone();
     for _ in 0..iterations {
         let mut sums = vec![0.0; k * dim];
         let mut counts = vec![0.0; k];
         super::kernel::assign_naive(&points.data, dim, &c, k, 1, &mut sums, &mut counts);
-        for j in 0..k {
-            if counts[j] > 0.0 {
-                for d in 0..dim {
-                    c[j * dim + d] = sums[j * dim + d] / counts[j];
-                }
-            }
-        }
+        update_centroids(&sums, &counts, &mut c, dim, rule);
     }
     Points { n: k, dim, data: c }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_values_parse_and_name_themselves() {
+        for p in [Precision::F32, Precision::F64] {
+            assert_eq!(p.name().parse::<Precision>().unwrap(), p);
+        }
+        for a in [AssignPath::Auto, AssignPath::Gemm, AssignPath::Pruned] {
+            assert_eq!(a.name().parse::<AssignPath>().unwrap(), a);
+        }
+        for m in [
+            InitMethod::File,
+            InitMethod::KmeansPlusPlus,
+            InitMethod::Random,
+        ] {
+            assert_eq!(m.name().parse::<InitMethod>().unwrap(), m);
+        }
+        for r in [EmptyCluster::Keep, EmptyCluster::SplitLargest] {
+            assert_eq!(r.name().parse::<EmptyCluster>().unwrap(), r);
+        }
+        let e = "f16".parse::<Precision>().unwrap_err().to_string();
+        assert!(e.contains("'f16'") && e.contains("f32"), "{e}");
+        let e = "fast".parse::<AssignPath>().unwrap_err().to_string();
+        assert!(e.contains("'fast'") && e.contains("pruned"), "{e}");
+        let o = Options::new("in", "init.txt");
+        assert_eq!(
+            (o.precision, o.assign, o.tolerance),
+            (Precision::F64, AssignPath::Auto, None)
+        );
+        let mut bad = o.clone();
+        bad.tolerance = Some(-1.0);
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("tolerance"));
+        let mut bad = o;
+        bad.iterations = 0;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn empty_cluster_rules() {
+        let dim = 2;
+        // Centroid 1 and 3 get no point; cluster 2 is the largest, then 0.
+        let counts = [2.0, 0.0, 4.0, 0.0];
+        let sums = [2.0, 4.0, 0.0, 0.0, 8.0, -4.0, 0.0, 0.0];
+        let init = [9.0, 9.0, 7.0, 7.0, 9.0, 9.0, 5.0, 5.0];
+        let mut keep = init;
+        assert!(update_centroids(
+            &sums,
+            &counts,
+            &mut keep,
+            dim,
+            EmptyCluster::Keep
+        ));
+        assert_eq!(keep, [1.0, 2.0, 7.0, 7.0, 2.0, -1.0, 5.0, 5.0]);
+        let mut split = init;
+        update_centroids(&sums, &counts, &mut split, dim, EmptyCluster::SplitLargest);
+        let e = SPLIT_EPS;
+        // 1 splits cluster 2 (weight 4 → 2, 2); 3 then splits cluster 0 (2 ≥ 2, lowest index).
+        assert_eq!(&split[2..4], &[2.0 * (1.0 - e), -(1.0 + e)]);
+        assert_eq!(&split[6..8], &[1.0 - e, 2.0 * (1.0 + e)]);
+        assert_eq!(&split[0..2], &[1.0 + e, 2.0 * (1.0 - e)]);
+        // Cluster 2 was split first, then its half-weight tied with cluster 0 and lost.
+        assert_eq!(&split[4..6], &[2.0 * (1.0 + e), -(1.0 - e)]);
+        // Nothing moves when every centroid already is its mean.
+        let mut same = [1.0, 2.0, 2.0, -1.0];
+        assert!(!update_centroids(
+            &[2.0, 4.0, 8.0, -4.0],
+            &[2.0, 4.0],
+            &mut same,
+            dim,
+            EmptyCluster::SplitLargest
+        ));
+    }
 }

@@ -296,6 +296,76 @@ pub fn load_share(
     }
 }
 
+/// One input split with Hadoop `FileSplit` semantics: `length` bytes of the file `path` from
+/// byte `start`. A text split owns every line that *starts* inside it (the first split of a file
+/// starts at 0); an `f32` split owns every record that starts inside it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ByteRange {
+    pub path: String,
+    pub start: u64,
+    pub length: u64,
+}
+
+impl ByteRange {
+    pub fn new(path: impl Into<String>, start: u64, length: u64) -> ByteRange {
+        ByteRange {
+            path: path.into(),
+            start,
+            length,
+        }
+    }
+}
+
+/// Loads the points of explicit splits (in the order given), instead of dividing an input
+/// across workers as [`load_share`] does. Each split's file must be a single file; ranges past
+/// the end of the file are clipped.
+pub fn load_splits(
+    storage: &dyn Storage,
+    splits: &[ByteRange],
+    format: Format,
+    skip_columns: usize,
+    dim: usize,
+) -> Result<Points> {
+    if dim == 0 {
+        return Err(Error::config(
+            "the dimension of the points must be at least 1",
+        ));
+    }
+    let mut points = Points {
+        n: 0,
+        dim,
+        data: Vec::new(),
+    };
+    for sp in splits {
+        let files = storage.list(&sp.path)?;
+        let f = match files.as_slice() {
+            [f] if f.path == sp.path => f,
+            _ => {
+                return Err(Error::config(format!(
+                    "input split '{}' (bytes {}..+{}) must name one file, not a directory",
+                    sp.path, sp.start, sp.length
+                )))
+            }
+        };
+        let end = sp.start.saturating_add(sp.length).min(f.size);
+        let start = sp.start.min(end);
+        match format {
+            Format::Text => {
+                load_text_range(storage, f, start, end, skip_columns, dim, &mut points)?
+            }
+            Format::F32 => {
+                let rec = 4 * dim as u64;
+                check_f32_size(f, dim)?;
+                // Records that start in [start, end).
+                let (s, e) = (start.div_ceil(rec), end.div_ceil(rec));
+                load_f32_records(storage, f, dim, s, e, &mut points.data)?;
+                points.n = points.data.len() / dim;
+            }
+        }
+    }
+    Ok(points)
+}
+
 fn load_text(
     storage: &dyn Storage,
     files: &[FileInfo],
@@ -319,62 +389,122 @@ fn load_text(
             ge.min(file_end).saturating_sub(file_start),
         );
         file_start = file_end;
-        if s >= e {
-            continue;
+        load_text_range(storage, f, s, e, skip, dim, &mut points)?;
+    }
+    Ok(points)
+}
+
+/// Appends to `points` every line of `f` that starts in the byte range `[s, e)`.
+fn load_text_range(
+    storage: &dyn Storage,
+    f: &FileInfo,
+    s: u64,
+    e: u64,
+    skip: usize,
+    dim: usize,
+    points: &mut Points,
+) -> Result<()> {
+    if s >= e {
+        return Ok(());
+    }
+    // Find the first line starting in [s, e): read from s-1 and skip past the first newline.
+    let read_from = s.saturating_sub(1);
+    let mut buf = storage.read_range(&f.path, read_from, e - read_from)?;
+    let first = if s == 0 {
+        0
+    } else {
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None => return Ok(()), // the range lies inside one line that started earlier
         }
-        // Find the first line starting in [s, e): read from s-1 and skip past the first newline.
-        let read_from = s.saturating_sub(1);
-        let mut buf = storage.read_range(&f.path, read_from, e - read_from)?;
-        let first = if s == 0 {
-            0
-        } else {
-            match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None => continue, // the range lies inside one line that started earlier
-            }
-        };
-        if read_from + first as u64 >= e {
-            continue;
+    };
+    if read_from + first as u64 >= e {
+        return Ok(());
+    }
+    // Finish the last line if it runs past the range end.
+    let mut at = read_from + buf.len() as u64;
+    while buf.last() != Some(&b'\n') && at < f.size {
+        let more = storage.read_range(&f.path, at, LOOKAHEAD)?;
+        if more.is_empty() {
+            break;
         }
-        // Finish the last line if it runs past the range end.
-        let mut at = read_from + buf.len() as u64;
-        while buf.last() != Some(&b'\n') && at < f.size {
-            let more = storage.read_range(&f.path, at, LOOKAHEAD)?;
-            if more.is_empty() {
+        match more.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                buf.extend_from_slice(&more[..=i]);
                 break;
             }
-            match more.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    buf.extend_from_slice(&more[..=i]);
-                    break;
-                }
-                None => {
-                    at += more.len() as u64;
-                    buf.extend_from_slice(&more);
-                }
-            }
-        }
-        let base = read_from + first as u64;
-        match parse_text_parallel(&buf[first..], skip, dim) {
-            Ok((data, n)) => {
-                points.n += n;
-                if points.data.is_empty() {
-                    points.data = data;
-                } else {
-                    points.data.extend_from_slice(&data);
-                }
-            }
-            Err(err) => {
-                let line = line_number(storage, &f.path, base + err.line_start as u64)?;
-                return Err(Error::Input {
-                    file: f.path.clone(),
-                    line,
-                    msg: err.msg,
-                });
+            None => {
+                at += more.len() as u64;
+                buf.extend_from_slice(&more);
             }
         }
     }
-    Ok(points)
+    let base = read_from + first as u64;
+    match parse_text_parallel(&buf[first..], skip, dim) {
+        Ok((data, n)) => {
+            points.n += n;
+            if points.data.is_empty() {
+                points.data = data;
+            } else {
+                points.data.extend_from_slice(&data);
+            }
+            Ok(())
+        }
+        Err(err) => {
+            let line = line_number(storage, &f.path, base + err.line_start as u64)?;
+            Err(Error::Input {
+                file: f.path.clone(),
+                line,
+                msg: err.msg,
+            })
+        }
+    }
+}
+
+fn check_f32_size(f: &FileInfo, dim: usize) -> Result<()> {
+    let rec = 4 * dim as u64;
+    if f.size / rec * rec != f.size {
+        return Err(Error::Input {
+            file: f.path.clone(),
+            line: f.size / rec + 1,
+            msg: format!(
+                "file size {} is not a multiple of the record size {rec} bytes ({dim} f32 values): \
+                 record {} is incomplete",
+                f.size,
+                f.size / rec + 1
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Appends records `[s, e)` of `f` to `data`.
+fn load_f32_records(
+    storage: &dyn Storage,
+    f: &FileInfo,
+    dim: usize,
+    s: u64,
+    e: u64,
+    data: &mut Vec<f64>,
+) -> Result<()> {
+    if s >= e {
+        return Ok(());
+    }
+    let rec = 4 * dim as u64;
+    let bytes = storage.read_range(&f.path, s * rec, (e - s) * rec)?;
+    if bytes.len() as u64 != (e - s) * rec {
+        return Err(Error::Input {
+            file: f.path.clone(),
+            line: s + bytes.len() as u64 / rec + 1,
+            msg: "file is shorter than when it was listed".to_string(),
+        });
+    }
+    data.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
+    );
+    Ok(())
 }
 
 fn load_f32(
@@ -386,18 +516,7 @@ fn load_f32(
 ) -> Result<Points> {
     let rec = 4 * dim as u64;
     for f in files {
-        if f.size % rec != 0 {
-            return Err(Error::Input {
-                file: f.path.clone(),
-                line: f.size / rec + 1,
-                msg: format!(
-                    "file size {} is not a multiple of the record size {rec} bytes ({dim} f32 values): \
-                     record {} is incomplete",
-                    f.size,
-                    f.size / rec + 1
-                ),
-            });
-        }
+        check_f32_size(f, dim)?;
     }
     let total: u64 = files.iter().map(|f| f.size / rec).sum();
     let (gs, ge) = share(total, rank, workers);
@@ -411,22 +530,7 @@ fn load_f32(
             ge.min(file_end).saturating_sub(file_start),
         );
         file_start = file_end;
-        if s >= e {
-            continue;
-        }
-        let bytes = storage.read_range(&f.path, s * rec, (e - s) * rec)?;
-        if bytes.len() as u64 != (e - s) * rec {
-            return Err(Error::Input {
-                file: f.path.clone(),
-                line: s + bytes.len() as u64 / rec + 1,
-                msg: "file is shorter than when it was listed".to_string(),
-            });
-        }
-        data.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
-        );
+        load_f32_records(storage, f, dim, s, e, &mut data)?;
     }
     Ok(Points {
         n: data.len() / dim,
@@ -690,6 +794,72 @@ mod tests {
             }
             e => panic!("unexpected {e}"),
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Explicit splits cut at arbitrary bytes (inside lines, on newlines, past the end) load
+    /// every line or record exactly once, in order, like Hadoop `FileSplit`s.
+    #[test]
+    fn splits_cover_every_line_and_record_once() {
+        let d = tmpdir("splits");
+        let s = LocalStorage;
+        let txt = d.join("p.txt");
+        let mut text = String::new();
+        let mut expect = Vec::new();
+        for i in 0..200 {
+            let (x, y) = (i as f64 * 0.5, -(i as f64) / 3.0);
+            expect.extend([x, y]);
+            text.push_str(&format!("{x} {y}\n"));
+            if i % 17 == 0 {
+                text.push('\n');
+            }
+        }
+        s.write_all(txt.to_str().unwrap(), text.as_bytes()).unwrap();
+        let bin = d.join("p.f32");
+        let mut bytes = Vec::new();
+        let mut expect32 = Vec::new();
+        for i in 0..300 {
+            let v = i as f32 * 0.25;
+            expect32.push(v as f64);
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        s.write_all(bin.to_str().unwrap(), &bytes).unwrap();
+        for (path, len, fmt, want) in [
+            (&txt, text.len() as u64, Format::Text, &expect),
+            (&bin, bytes.len() as u64, Format::F32, &expect32),
+        ] {
+            let p = path.to_str().unwrap();
+            for step in [1u64, 7, 13, 100, 333, len, len + 50] {
+                let mut cuts: Vec<u64> = (0..).map(|i| i * step).take_while(|&c| c < len).collect();
+                cuts.push(len + 10); // the last split runs past the end
+                let splits: Vec<ByteRange> = cuts
+                    .windows(2)
+                    .map(|w| ByteRange::new(p, w[0], w[1] - w[0]))
+                    .collect();
+                let mut all = Vec::new();
+                for sp in &splits {
+                    all.extend(
+                        load_splits(&s, std::slice::from_ref(sp), fmt, 0, 2)
+                            .unwrap()
+                            .data,
+                    );
+                }
+                assert_eq!(&all, want, "{fmt} step {step}");
+                let together = load_splits(&s, &splits, fmt, 0, 2).unwrap();
+                assert_eq!(&together.data, want);
+                assert_eq!(together.n * 2, want.len());
+            }
+        }
+        let e = load_splits(
+            &s,
+            &[ByteRange::new(d.to_str().unwrap(), 0, 10)],
+            Format::Text,
+            0,
+            2,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("one file"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
