@@ -3,7 +3,8 @@
 //! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
 //! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
 
-use harp::apps::kmeans::driver::{self, Iteration, Options, Outcome};
+use harp::apps::kmeans::driver::{self, Iteration, Options, Outcome, StopReason};
+use harp::apps::kmeans::input::ByteRange;
 use harp::collective::AllreduceAlgorithm;
 use jni::objects::{JClass, JDoubleArray, JObject, JString};
 use jni::sys::jlong;
@@ -13,23 +14,14 @@ use crate::{call, fail, jstr, worker, Failure};
 
 /// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
 ///
-/// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `input` (a path
-/// split across the workers by the engine) or `split` (repeated: `START LENGTH PATH`, this
+/// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`,
+/// `assign`, `tolerance`, `empty_cluster`, and the input: `input` (a path the engine divides
+/// across the workers) or `splits=N` followed by N lines `split=START LENGTH PATH` (this
 /// worker's byte ranges, Hadoop `FileSplit` semantics).
 fn options(spec: &str) -> Result<Options, Failure> {
-    let mut o = Options {
-        input: String::new(),
-        init: String::new(),
-        iterations: 10,
-        threads: 1,
-        format: harp::apps::kmeans::input::Format::Text,
-        skip_columns: 0,
-        allreduce: AllreduceAlgorithm::Auto,
-    };
-    let num = |k: &str, v: &str| -> Result<usize, Failure> {
-        v.parse::<usize>()
-            .map_err(|_| fail(format!("kmeans: {k}: '{v}' is not a whole number")))
-    };
+    let mut o = Options::new(String::new(), String::new());
+    let mut splits: Option<(usize, Vec<ByteRange>)> = None;
+    let bad = |k: &str, v: &str| fail(format!("kmeans: {k}: bad value '{v}'"));
     for line in spec.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -37,40 +29,74 @@ fn options(spec: &str) -> Result<Options, Failure> {
         let (k, v) = line
             .split_once('=')
             .ok_or_else(|| fail(format!("kmeans: expected key=value, got '{line}'")))?;
+        let num = || v.parse::<usize>().map_err(|_| bad(k, v));
+        let named = |e: harp::Error| fail(format!("kmeans: {k}: {e}"));
         match k {
             "input" => o.input = v.to_string(),
             "init" => o.init = v.to_string(),
-            "iterations" => o.iterations = num(k, v)?,
-            "threads" => o.threads = num(k, v)?,
-            "format" => o.format = v.parse()?,
-            "skip_columns" => o.skip_columns = num(k, v)?,
-            "allreduce" => o.allreduce = AllreduceAlgorithm::parse(v)?,
+            "iterations" => o.iterations = num()?,
+            "threads" => o.threads = num()?,
+            "format" => o.format = v.parse().map_err(named)?,
+            "skip_columns" => o.skip_columns = num()?,
+            "allreduce" => o.allreduce = AllreduceAlgorithm::parse(v).map_err(named)?,
+            "precision" => o.precision = v.parse().map_err(named)?,
+            "assign" => o.assign = v.parse().map_err(named)?,
+            "empty_cluster" => o.empty_cluster = v.parse().map_err(named)?,
+            "tolerance" => o.tolerance = Some(v.parse::<f64>().map_err(|_| bad(k, v))?),
+            "splits" => splits = Some((num()?, Vec::new())),
+            "split" => {
+                let mut f = v.splitn(3, ' ');
+                let (s, l, p) = (f.next(), f.next(), f.next());
+                let range = match (s.map(str::parse::<u64>), l.map(str::parse::<u64>), p) {
+                    (Some(Ok(s)), Some(Ok(l)), Some(p)) if !p.is_empty() => ByteRange::new(p, s, l),
+                    _ => return Err(bad(k, v)),
+                };
+                match &mut splits {
+                    Some((_, v)) => v.push(range),
+                    None => return Err(fail("kmeans: split lines must follow splits=N")),
+                }
+            }
             _ => return Err(fail(format!("kmeans: unknown option '{k}'"))),
         }
     }
     if o.init.is_empty() {
         return Err(fail("kmeans: no initial centroids (init)"));
     }
-    if o.input.is_empty() {
-        return Err(fail("kmeans: no input (input or split)"));
+    match splits {
+        Some((n, v)) if n == v.len() => o.splits = Some(v),
+        Some((n, v)) => {
+            return Err(fail(format!(
+                "kmeans: splits={n} but {} split lines",
+                v.len()
+            )))
+        }
+        None if o.input.is_empty() => return Err(fail("kmeans: no input (input or splits)")),
+        None => {}
     }
-    if o.iterations == 0 || o.threads == 0 {
-        return Err(fail("kmeans: iterations and threads must be at least 1"));
+    if o.threads == 0 {
+        return Err(fail("kmeans: threads must be at least 1"));
     }
+    o.validate()?;
     Ok(o)
 }
 
-/// `[k, dim, points, load_s, threads, m, m × (inertia, compute_s, comm_s, pool_allocations),
-/// k·dim centroids]`.
+/// `[k, dim, points, load_s, threads, stop (0 iterations, 1 tolerance, 2 converged), m,
+/// m × (inertia, compute_s, comm_s, pool_allocations), k·dim centroids]`.
 fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
     let c = &out.centroids;
-    let mut v = Vec::with_capacity(6 + 4 * out.iterations.len() + c.data.len());
+    let stop = match out.stop_reason {
+        StopReason::Iterations => 0.0,
+        StopReason::Tolerance => 1.0,
+        StopReason::Converged => 2.0,
+    };
+    let mut v = Vec::with_capacity(7 + 4 * out.iterations.len() + c.data.len());
     v.extend([
         c.n as f64,
         c.dim as f64,
         out.points as f64,
         out.load_s,
         threads as f64,
+        stop,
         out.iterations.len() as f64,
     ]);
     for it in &out.iterations {

@@ -27,8 +27,7 @@ public class KMeansMapper extends CollectiveMapper<FilePosition, Text, Object, O
     int iterations = conf.getInt(KMeans.ITERATIONS, 10);
     // Counters are summed over the workers: only the master counts iterations.
     Counter done = context.getCounter("harp-kmeans", "iterations");
-    harp.KMeans.Result r = harp.KMeans.on(this).input(conf.get("mapreduce.input.fileinputformat.inputdir"))
-        .threads(harp.KMeans.threads(conf))
+    harp.KMeans.Result r = harp.KMeans.forTask(this, context)
         .init(conf.get(KMeans.INIT))
         .iterations(iterations)
         .skipColumns(conf.getInt(KMeans.SKIP, 0))

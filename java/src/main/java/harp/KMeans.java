@@ -111,6 +111,8 @@ public final class KMeans {
     /** Seconds this worker spent loading its points. */
     public final double loadSeconds;
     public final List<Iteration> iterations;
+    /** Why the loop ended: {@code iterations} (all ran), {@code tolerance} or {@code converged}. */
+    public final String stopReason;
     private final double[] centroids;
 
     /** Decodes {@code Native.kmeans}'s array (layout in rust/harp-jni/src/kmeans.rs). */
@@ -120,13 +122,14 @@ public final class KMeans {
       points = (long) v[2];
       loadSeconds = v[3];
       threads = (int) v[4];
-      int m = (int) v[5];
+      stopReason = new String[] {"iterations", "tolerance", "converged"}[(int) v[5]];
+      int m = (int) v[6];
       List<Iteration> its = new ArrayList<>(m);
       for (int i = 0; i < m; i++) {
-        its.add(new Iteration(i + 1, v[6 + 4 * i], v[7 + 4 * i], v[8 + 4 * i]));
+        its.add(new Iteration(i + 1, v[7 + 4 * i], v[8 + 4 * i], v[9 + 4 * i]));
       }
       iterations = Collections.unmodifiableList(its);
-      centroids = java.util.Arrays.copyOfRange(v, 6 + 4 * m, 6 + 4 * m + k * dim);
+      centroids = java.util.Arrays.copyOfRange(v, 7 + 4 * m, 7 + 4 * m + k * dim);
     }
 
     /** Centroid {@code j} (a copy). */
@@ -165,6 +168,7 @@ public final class KMeans {
             it.iteration, num(it.inertia), num(it.computeSeconds), num(it.commSeconds)));
       }
       sb.append("\n  ],\n");
+      sb.append("  \"stop_reason\": \"").append(stopReason).append("\",\n");
       sb.append("  \"load_s\": ").append(num(loadSeconds)).append(",\n");
       sb.append("  \"compute_s\": ").append(num(compute)).append(",\n");
       sb.append("  \"comm_s\": ").append(num(comm)).append(",\n");
@@ -187,7 +191,9 @@ public final class KMeans {
     private int iterations = 10;
     private int threads = 1;
     private Precision precision = Precision.F64;
-    private double tolerance;
+    private double tolerance = -1;
+    private int splitCount;
+    private final StringBuilder extra = new StringBuilder();
     private String format = "text";
     private int skipColumns;
     private Consumer<Iteration> onIteration;
@@ -201,6 +207,7 @@ public final class KMeans {
       if (start < 0 || length < 0) {
         throw new IllegalArgumentException("bad split " + path + " at " + start + " length " + length);
       }
+      splitCount++;
       splits.append("split=").append(start).append(' ').append(length).append(' ').append(clean(path)).append('\n');
       return this;
     }
@@ -238,9 +245,12 @@ public final class KMeans {
       return this;
     }
 
-    /** Stop early when no centroid moves by more than this (0: run every iteration). */
+    /**
+     * Stop early once an iteration lowers the inertia by at most this fraction of the previous
+     * iteration's, or when no centroid moves (default: run every iteration).
+     */
     public Builder tolerance(double t) {
-      if (!(t >= 0)) {
+      if (!(t >= 0) || Double.isInfinite(t)) {
         throw new IllegalArgumentException("tolerance must be >= 0, got " + t);
       }
       tolerance = t;
@@ -262,6 +272,18 @@ public final class KMeans {
       return this;
     }
 
+    /**
+     * Any other option of the engine's K-means by its name in {@code docs/jni-contract.md}
+     * ({@code assign}, {@code empty_cluster}, {@code allreduce}, …).
+     */
+    public Builder option(String key, String value) {
+      if (clean(key).indexOf('=') >= 0 || key.isEmpty()) {
+        throw new IllegalArgumentException("bad K-means option name: " + key);
+      }
+      extra.append(key).append('=').append(clean(value)).append('\n');
+      return this;
+    }
+
     /** Called on the mapper's thread after every iteration (an exception is rethrown by run()). */
     public Builder onIteration(Consumer<Iteration> c) {
       onIteration = c;
@@ -272,6 +294,9 @@ public final class KMeans {
       if (init == null) {
         throw new IllegalArgumentException("K-means needs initial centroids (init)");
       }
+      if (input != null && splitCount > 0) {
+        throw new IllegalArgumentException("K-means input: splits or a whole input, not both");
+      }
       StringBuilder s = new StringBuilder();
       s.append("init=").append(init).append('\n');
       s.append("iterations=").append(iterations).append('\n');
@@ -281,13 +306,16 @@ public final class KMeans {
       if (precision != Precision.F64) {
         s.append("precision=").append(precision.name().toLowerCase(Locale.ROOT)).append('\n');
       }
-      if (tolerance > 0) {
+      if (tolerance >= 0) {
         s.append("tolerance=").append(tolerance).append('\n');
       }
       if (input != null) {
         s.append("input=").append(input).append('\n');
+      } else {
+        // Explicit splits, possibly none (a worker of a small input may get no split).
+        s.append("splits=").append(splitCount).append('\n');
       }
-      return s.append(splits).toString();
+      return s.append(splits).append(extra).toString();
     }
 
     /** Runs every iteration (all workers together); throws {@link HarpException} on failure. */
