@@ -4,12 +4,14 @@
 # and threads, runs interleaved (harp, java, harp, java, …).
 #   scripts/bench-java-kmeans.sh [N] [THREADS] [ITERATIONS] [REPS]     (defaults 200000 1 10 2)
 #   WORKERS=2 DIM=32 K=256 PRECISION=f64 BENCH_DIR=target/bench-java-kmeans
-# Needs `cargo build --release` and `java/build.sh`. Prints, per run, the mean time per
-# iteration (compute + allreduce, iterations 2..ITERATIONS, from each run's summary.json), the
+# Needs `cargo build --release` and `java/build.sh`. Prints, per run, the median and the mean
+# time per iteration (compute + allreduce, iterations 2..ITERATIONS, from each run's
+# summary.json: the engine times both tools' iterations with the same code), the
 # whole command's wall time, /usr/bin/time -v's peak RSS (the largest single process: for
 # `harp kmeans` one worker process, for Java the JVM) and the peak total RSS of the process
-# tree (sampled every 20 ms; `harp kmeans` = launcher + its workers); then the Java / harp ratio
-# of the per-iteration means.
+# tree (sampled every 20 ms; `harp kmeans` = launcher + its workers); then, per tool, the
+# median over its runs of the per-run medians and the Java / harp ratio of those (medians:
+# on a shared machine other processes' bursts land on random iterations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -82,17 +84,17 @@ print(f"{wall:.2f} {rss} {peak}")
 EOF
 }
 
-# Mean of compute_s + comm_s over iterations 2.. of a summary.json.
+# Median and mean of compute_s + comm_s over iterations 2.. of a summary.json.
 per_iteration() {
   python3 -c '
-import json, sys
-its = json.load(open(sys.argv[1]))["iterations"][1:]
-print("%.4f" % (sum(i["compute_s"] + i["comm_s"] for i in its) / len(its)))' "$1"
+import json, statistics, sys
+t = [i["compute_s"] + i["comm_s"] for i in json.load(open(sys.argv[1]))["iterations"][1:]]
+print("%.4f %.4f" % (statistics.median(t), statistics.mean(t)))' "$1"
 }
 
 echo "# $N x $DIM, k=$K, $W workers x $T threads, $IT iterations, precision $PRECISION, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
-printf '%-5s %-3s %12s %8s %14s %14s\n' tool rep "s/iteration" "wall s" "max RSS MB" "tree RSS MB"
-declare -A sum=([harp]=0 [java]=0)
+printf '%-5s %-3s %10s %10s %8s %11s %12s\n' tool rep "median s/it" "mean s/it" "wall s" "max RSS MB" "tree RSS MB"
+declare -A meds=([harp]="" [java]="")
 for rep in $(seq 1 "$REPS"); do
   for tool in harp java; do
     out=$D/out-$tool-$rep
@@ -105,13 +107,14 @@ for rep in $(seq 1 "$REPS"); do
         -Dharp.kmeans.threads="$T" -Dkmeans.precision="$PRECISION" \
         "$D/points" "$D/init.txt" "$out" "$IT" "$W")
     fi
-    s=$(per_iteration "$out/summary.json")
+    read -r med mean <<< "$(per_iteration "$out/summary.json")"
     read -r wall rss tree <<< "$m"
-    printf '%-5s %-3s %12s %8s %14.0f %14.0f\n' $tool "$rep" "$s" "$wall" "$(echo "$rss/1024" | bc -l)" \
-      "$(echo "$tree/1024" | bc -l)"
-    sum[$tool]=$(echo "${sum[$tool]} + $s" | bc -l)
+    printf '%-5s %-3s %11s %10s %8s %11d %12d\n' $tool "$rep" "$med" "$mean" "$wall" $((rss / 1024)) $((tree / 1024))
+    meds[$tool]="${meds[$tool]} $med"
   done
 done
-printf 'mean s/iteration: harp %.4f  java %.4f  java/harp %.3f\n' \
-  "$(echo "${sum[harp]}/$REPS" | bc -l)" "$(echo "${sum[java]}/$REPS" | bc -l)" \
-  "$(echo "${sum[java]}/${sum[harp]}" | bc -l)"
+python3 -c '
+import statistics, sys
+h = statistics.median(map(float, sys.argv[1].split()))
+j = statistics.median(map(float, sys.argv[2].split()))
+print("median s/iteration over runs: harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))' "${meds[harp]}" "${meds[java]}"

@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import harp.io.FilePosition;
-import harp.io.WorkerInputFormat;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,8 +14,6 @@ import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
-import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -82,14 +79,7 @@ class KMeansApiTest {
     conf.set("test.input", in.toString());
     conf.set("test.out", tmp.resolve("centroids.txt").toString());
     conf.setInt(KMeans.THREADS, 2);
-    conf.setInt(WorkerInputFormat.WORKERS, 2);
-    Job job = Job.getInstance(conf, mapper.getSimpleName());
-    job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
-    job.setMapperClass(mapper);
-    job.setNumReduceTasks(0);
-    job.setOutputFormatClass(NullOutputFormat.class);
-    return job;
+    return JobTestSupport.job(conf, in, mapper);
   }
 
   @Test
