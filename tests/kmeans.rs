@@ -456,3 +456,59 @@ fn bad_kmeans_flags_name_the_flag() {
         assert!(!o.status.success() && err.contains(want), "{flag}: {err}");
     }
 }
+
+#[test]
+fn f32_precision_matches_the_f32_reference() {
+    let dir = tmpdir("f32");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "6000", "--dim", "12", "--seed", "21", "--init", "20", "--files",
+        "3", "--output", &data,
+    ]));
+    let points_dir = format!("{data}/points");
+    let init = format!("{data}/init.txt");
+    let all: input::Matrix<f32> =
+        input::load_share_as(&LocalStorage, &points_dir, input::Format::Text, 0, 12, 0, 1).unwrap();
+    let want = driver::reference_as(
+        &all,
+        &centroids(Path::new(&init)),
+        6,
+        driver::EmptyCluster::Keep,
+    );
+    let (_, out) = kmeans(
+        &dir,
+        "3",
+        &[
+            "--threads",
+            "2",
+            "--input",
+            &points_dir,
+            "--init",
+            &init,
+            "--precision",
+            "f32",
+        ],
+    );
+    let got = centroids(&out.join("centroids.txt"));
+    // Every value is an f32.
+    assert!(got.data.iter().all(|&v| (v as f32) as f64 == v));
+    assert_close(&got, &want, 1e-4);
+    // The final inertia against a sequential f64 computation on the same centroids.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["precision"], "f32");
+    let it = summary["iterations"].as_array().unwrap();
+    let last = it.last().unwrap()["inertia"].as_f64().unwrap();
+    let before_last = driver::reference_as(
+        &all,
+        &centroids(Path::new(&init)),
+        5,
+        driver::EmptyCluster::Keep,
+    );
+    let ct: Vec<f32> = before_last.data.iter().map(|&v| v as f32).collect();
+    let (mut sums, mut counts) = (vec![0.0; 20 * 12], vec![0.0; 20]);
+    let want_inertia =
+        harp::apps::kmeans::kernel::assign_naive(&all.data, 12, &ct, 20, 1, &mut sums, &mut counts);
+    let rel = (last - want_inertia).abs() / want_inertia;
+    assert!(rel <= 1e-5, "{last} vs {want_inertia}");
+}

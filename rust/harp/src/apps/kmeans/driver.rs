@@ -9,8 +9,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
-use super::input::{self, ByteRange, Format, Points};
+use super::input::{self, ByteRange, Format, Matrix, Points};
 use super::kernel::Kernel;
+use super::real::Real;
 use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
@@ -213,9 +214,6 @@ impl Options {
                 )));
             }
         }
-        if self.precision == Precision::F32 {
-            return Err(Error::config("precision f32 is not implemented yet"));
-        }
         if self.assign == AssignPath::Pruned {
             return Err(Error::config(
                 "the pruned assignment path is not implemented yet",
@@ -278,22 +276,28 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         .as_slice::<i64>()?
         .to_vec();
     let (k, dim) = (shape[0] as usize, shape[1] as usize);
-    let mut centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
+    let centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
     drop(init);
+    match o.precision {
+        Precision::F64 => run_as::<f64>(w, o, k, dim, centroids, &mut progress),
+        Precision::F32 => run_as::<f32>(w, o, k, dim, centroids, &mut progress),
+    }
+}
 
-    let t0 = Instant::now();
-    let points = match &o.splits {
+/// Loads this worker's points as `T`: its explicit splits, or its share of the input.
+fn load_points<T: Real>(w: &Worker, o: &Options, dim: usize) -> Result<Matrix<T>> {
+    match &o.splits {
         Some(splits) => {
             let path = splits.first().map_or(o.input.as_str(), |s| s.path.as_str());
-            input::load_splits(
+            input::load_splits_as(
                 &*storage::for_path_on(path, Some(w.runtime().clone()))?,
                 splits,
                 o.format,
                 o.skip_columns,
                 dim,
-            )?
+            )
         }
-        None => input::load_share(
+        None => input::load_share_as(
             &*storage::for_path_on(&o.input, Some(w.runtime().clone()))?,
             &o.input,
             o.format,
@@ -301,8 +305,30 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
             dim,
             w.rank(),
             w.size(),
-        )?,
-    };
+        ),
+    }
+}
+
+/// Rounds every value to `T` (and back to f64): the centroids of a run in precision `T`.
+fn round_to<T: Real>(v: &mut [f64]) {
+    for x in v {
+        *x = T::from_f64(*x).to_f64();
+    }
+}
+
+/// The iteration loop in precision `T`.
+fn run_as<T: Real>(
+    w: &Worker,
+    o: &Options,
+    k: usize,
+    dim: usize,
+    mut centroids: Vec<f64>,
+    progress: &mut dyn FnMut(&Iteration),
+) -> Result<Outcome> {
+    let pool = w.pool();
+    round_to::<T>(&mut centroids);
+    let t0 = Instant::now();
+    let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
     let mut total = Table::new(Combiner::Sum);
     total.put(0, Array::from_slice(pool, &[points.n as i64]));
@@ -319,15 +345,18 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let kernel = Kernel::new(o.threads)?;
     let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
     let mut stop_reason = StopReason::Iterations;
+    let mut ct: Vec<T> = Vec::with_capacity(k * dim);
     for it in 1..=o.iterations {
         let t0 = Instant::now();
+        ct.clear();
+        ct.extend(centroids.iter().map(|&v| T::from_f64(v)));
         // One partition: k·dim sums, k counts, then the inertia.
         let mut acc = Array::zeros(pool, DType::F64, k * dim + k + 1);
         {
             let v = acc.as_mut_slice::<f64>()?;
             let (sums, rest) = v.split_at_mut(k * dim);
             let (counts, inertia) = rest.split_at_mut(k);
-            inertia[0] = kernel.assign_accumulate(&points.data, dim, &centroids, k, sums, counts);
+            inertia[0] = kernel.assign(&points.data, dim, &ct, k, sums, counts, None);
         }
         let mut table = Table::new(Combiner::Sum);
         table.put(0, acc);
@@ -337,7 +366,10 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         let comm_s = t1.elapsed().as_secs_f64();
         let v = table.get(0).expect("sums").as_slice::<f64>()?;
         let (sums, rest) = v.split_at(k * dim);
-        let moved = update_centroids(sums, &rest[..k], &mut centroids, dim, o.empty_cluster);
+        let before = centroids.clone();
+        update_centroids(sums, &rest[..k], &mut centroids, dim, o.empty_cluster);
+        round_to::<T>(&mut centroids);
+        let moved = before != centroids;
         let rec = Iteration {
             iteration: it,
             inertia: rest[k],
@@ -448,13 +480,27 @@ pub fn reference_with(
     iterations: usize,
     rule: EmptyCluster,
 ) -> Points {
+    reference_as(points, init, iterations, rule)
+}
+
+/// [`reference_with`] in precision `T`: centroids are rounded to `T` after every update, exact
+/// distances and sums are computed in f64.
+pub fn reference_as<T: Real>(
+    points: &Matrix<T>,
+    init: &Points,
+    iterations: usize,
+    rule: EmptyCluster,
+) -> Points {
     let (k, dim) = (init.n, init.dim);
     let mut c = init.data.clone();
+    round_to::<T>(&mut c);
     for _ in 0..iterations {
         let mut sums = vec![0.0; k * dim];
         let mut counts = vec![0.0; k];
-        super::kernel::assign_naive(&points.data, dim, &c, k, 1, &mut sums, &mut counts);
+        let ct: Vec<T> = c.iter().map(|&v| T::from_f64(v)).collect();
+        super::kernel::assign_naive(&points.data, dim, &ct, k, 1, &mut sums, &mut counts);
         update_centroids(&sums, &counts, &mut c, dim, rule);
+        round_to::<T>(&mut c);
     }
     Points { n: k, dim, data: c }
 }

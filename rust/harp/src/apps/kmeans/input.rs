@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
+use super::real::Real;
 use crate::error::{Error, Result};
 use crate::storage::{FileInfo, Storage};
 
@@ -66,21 +67,35 @@ impl FromStr for Format {
 
 /// `n` points of `dim` values each, row-major in `data` (`data.len() == n * dim`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Points {
+pub struct Matrix<T> {
     pub n: usize,
     pub dim: usize,
-    pub data: Vec<f64>,
+    pub data: Vec<T>,
 }
 
-impl Points {
+/// Points (or centroids) in f64.
+pub type Points = Matrix<f64>;
+
+impl<T> Matrix<T> {
     /// The `i`-th point.
-    pub fn row(&self, i: usize) -> &[f64] {
+    pub fn row(&self, i: usize) -> &[T] {
         &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// No points yet, of dimension `dim`.
+    pub fn empty(dim: usize) -> Matrix<T> {
+        Matrix {
+            n: 0,
+            dim,
+            data: Vec::new(),
+        }
     }
 }
 
 /// Bytes read per step when a text range has to be extended to finish its last line.
 const LOOKAHEAD: u64 = 64 * 1024;
+/// Input is read and parsed this many bytes at a time, straight into the final array.
+const STREAM_BLOCK: u64 = 8 << 20;
 /// Text is parsed in pieces of about this many bytes, in parallel.
 const PARSE_PIECE: usize = 1 << 20;
 /// Bytes read per step when counting lines for an error message.
@@ -100,11 +115,11 @@ fn is_sep(b: u8) -> bool {
 
 /// Parses one non-blank line into `out`. `expect` is the number of values required after the
 /// `skip` ignored columns (`None`: any number ≥ 1). Returns the number of values appended.
-fn parse_line(
+fn parse_line<T: Real>(
     line: &[u8],
     skip: usize,
     expect: Option<usize>,
-    out: &mut Vec<f64>,
+    out: &mut Vec<T>,
 ) -> Result<usize, String> {
     let start_len = out.len();
     let mut col = 0usize;
@@ -113,16 +128,15 @@ fn parse_line(
         if col <= skip {
             continue;
         }
-        let parsed = std::str::from_utf8(tok)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok());
+        let parsed = std::str::from_utf8(tok).ok().and_then(T::parse);
         match parsed {
-            Some(v) if v.is_finite() => out.push(v),
+            Some(v) if v.to_f64().is_finite() => out.push(v),
             Some(_) => {
                 out.truncate(start_len);
                 return Err(format!(
-                    "column {col}: value '{}' is not a finite number",
-                    String::from_utf8_lossy(tok)
+                    "column {col}: value '{}' is not a finite number{}",
+                    String::from_utf8_lossy(tok),
+                    if T::NAME == "f64" { "" } else { " in f32" }
                 ));
             }
             None => {
@@ -160,11 +174,11 @@ fn parse_line(
 
 /// Parses every non-blank line of `buf` (sequentially). Returns the values and the number of
 /// points.
-fn parse_text(
+fn parse_text<T: Real>(
     buf: &[u8],
     skip: usize,
     dim: usize,
-    out: &mut Vec<f64>,
+    out: &mut Vec<T>,
 ) -> Result<usize, LocalError> {
     let mut n = 0;
     let mut pos = 0;
@@ -192,12 +206,14 @@ fn is_sep_or_blank(b: u8) -> bool {
     b.is_ascii_whitespace()
 }
 
-/// Parses `buf` in parallel pieces cut at line boundaries; the first error (in file order) wins.
-fn parse_text_parallel(
+/// Parses `buf` (whole lines) in parallel pieces cut at line boundaries and appends the values
+/// to `out`; returns the number of points. The first error (in buffer order) wins.
+fn parse_text_parallel<T: Real>(
     buf: &[u8],
     skip: usize,
     dim: usize,
-) -> Result<(Vec<f64>, usize), LocalError> {
+    out: &mut Vec<T>,
+) -> Result<usize, LocalError> {
     let mut cuts = vec![0usize];
     let mut at = 0;
     while at + PARSE_PIECE < buf.len() {
@@ -213,10 +229,13 @@ fn parse_text_parallel(
     if *cuts.last().unwrap() != buf.len() {
         cuts.push(buf.len());
     }
-    let pieces: Vec<Result<(Vec<f64>, usize), LocalError>> = cuts
+    if cuts.len() <= 2 {
+        return parse_text(buf, skip, dim, out);
+    }
+    let pieces: Vec<Result<(Vec<T>, usize), LocalError>> = cuts
         .par_windows(2)
         .map(|w| {
-            let mut v = Vec::with_capacity((w[1] - w[0]) / 8);
+            let mut v = Vec::with_capacity((w[1] - w[0]) / 4);
             parse_text(&buf[w[0]..w[1]], skip, dim, &mut v)
                 .map(|n| (v, n))
                 .map_err(|e| LocalError {
@@ -225,18 +244,13 @@ fn parse_text_parallel(
                 })
         })
         .collect();
-    let mut data = Vec::new();
     let mut n = 0;
     for p in pieces {
         let (v, k) = p?;
-        if data.is_empty() {
-            data = v;
-        } else {
-            data.extend_from_slice(&v);
-        }
+        out.extend_from_slice(&v);
         n += k;
     }
-    Ok((data, n))
+    Ok(n)
 }
 
 /// Counts the lines before byte `offset` of `path`: the 1-based line number of a line starting
@@ -262,7 +276,7 @@ fn share(total: u64, rank: usize, workers: usize) -> (u64, u64) {
     (cut(rank), cut(rank + 1))
 }
 
-/// Loads the points of `path` (a file or a directory) that belong to `rank` of `workers`.
+/// Loads the points of `path` (a file or a directory) that belong to `rank` of `workers`, in f64.
 ///
 /// `dim` is the number of values per point (after `skip_columns` ignored leading columns in
 /// text; `skip_columns` does not apply to `f32`). Each file is read only over the range this rank
@@ -276,6 +290,21 @@ pub fn load_share(
     rank: usize,
     workers: usize,
 ) -> Result<Points> {
+    load_share_as(storage, path, format, skip_columns, dim, rank, workers)
+}
+
+/// [`load_share`] into an array of `T`: text is parsed straight to `T`, `f32` records are
+/// copied (f32) or widened (f64) block by block into the final array, which is the only
+/// whole-share allocation.
+pub fn load_share_as<T: Real>(
+    storage: &dyn Storage,
+    path: &str,
+    format: Format,
+    skip_columns: usize,
+    dim: usize,
+    rank: usize,
+    workers: usize,
+) -> Result<Matrix<T>> {
     if dim == 0 {
         return Err(Error::config(
             "the dimension of the points must be at least 1",
@@ -326,16 +355,23 @@ pub fn load_splits(
     skip_columns: usize,
     dim: usize,
 ) -> Result<Points> {
+    load_splits_as(storage, splits, format, skip_columns, dim)
+}
+
+/// [`load_splits`] into an array of `T` (as [`load_share_as`]).
+pub fn load_splits_as<T: Real>(
+    storage: &dyn Storage,
+    splits: &[ByteRange],
+    format: Format,
+    skip_columns: usize,
+    dim: usize,
+) -> Result<Matrix<T>> {
     if dim == 0 {
         return Err(Error::config(
             "the dimension of the points must be at least 1",
         ));
     }
-    let mut points = Points {
-        n: 0,
-        dim,
-        data: Vec::new(),
-    };
+    let mut points = Matrix::empty(dim);
     for sp in splits {
         let files = storage.list(&sp.path)?;
         let f = match files.as_slice() {
@@ -358,6 +394,9 @@ pub fn load_splits(
                 check_f32_size(f, dim)?;
                 // Records that start in [start, end).
                 let (s, e) = (start.div_ceil(rec), end.div_ceil(rec));
+                points
+                    .data
+                    .reserve((e.saturating_sub(s) as usize).saturating_mul(dim));
                 load_f32_records(storage, f, dim, s, e, &mut points.data)?;
                 points.n = points.data.len() / dim;
             }
@@ -366,21 +405,17 @@ pub fn load_splits(
     Ok(points)
 }
 
-fn load_text(
+fn load_text<T: Real>(
     storage: &dyn Storage,
     files: &[FileInfo],
     skip: usize,
     dim: usize,
     rank: usize,
     workers: usize,
-) -> Result<Points> {
+) -> Result<Matrix<T>> {
     let total: u64 = files.iter().map(|f| f.size).sum();
     let (gs, ge) = share(total, rank, workers);
-    let mut points = Points {
-        n: 0,
-        dim,
-        data: Vec::new(),
-    };
+    let mut points = Matrix::empty(dim);
     let mut file_start = 0u64;
     for f in files {
         let file_end = file_start + f.size;
@@ -391,72 +426,135 @@ fn load_text(
         file_start = file_end;
         load_text_range(storage, f, s, e, skip, dim, &mut points)?;
     }
+    points.data.shrink_to_fit();
     Ok(points)
 }
 
 /// Appends to `points` every line of `f` that starts in the byte range `[s, e)`.
-fn load_text_range(
+///
+/// The range is read [`STREAM_BLOCK`] bytes at a time; the complete lines of each block are
+/// parsed (in parallel pieces) straight into `points.data`, and only the unfinished last line
+/// is carried into the next block. After the first block, `points.data` reserves room for the
+/// whole range at the first block's values-per-byte (plus 5 %), so the array is normally
+/// allocated once.
+fn load_text_range<T: Real>(
     storage: &dyn Storage,
     f: &FileInfo,
     s: u64,
     e: u64,
     skip: usize,
     dim: usize,
-    points: &mut Points,
+    points: &mut Matrix<T>,
+) -> Result<()> {
+    load_text_range_by(storage, f, s, e, skip, dim, points, STREAM_BLOCK)
+}
+
+/// [`load_text_range`] reading `block` bytes at a time (small blocks in tests).
+#[allow(clippy::too_many_arguments)]
+fn load_text_range_by<T: Real>(
+    storage: &dyn Storage,
+    f: &FileInfo,
+    s: u64,
+    e: u64,
+    skip: usize,
+    dim: usize,
+    points: &mut Matrix<T>,
+    block: u64,
 ) -> Result<()> {
     if s >= e {
         return Ok(());
     }
-    // Find the first line starting in [s, e): read from s-1 and skip past the first newline.
-    let read_from = s.saturating_sub(1);
-    let mut buf = storage.read_range(&f.path, read_from, e - read_from)?;
-    let first = if s == 0 {
-        0
-    } else {
-        match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => i + 1,
-            None => return Ok(()), // the range lies inside one line that started earlier
-        }
-    };
-    if read_from + first as u64 >= e {
-        return Ok(());
-    }
-    // Finish the last line if it runs past the range end.
-    let mut at = read_from + buf.len() as u64;
-    while buf.last() != Some(&b'\n') && at < f.size {
-        let more = storage.read_range(&f.path, at, LOOKAHEAD)?;
-        if more.is_empty() {
-            break;
-        }
-        match more.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                buf.extend_from_slice(&more[..=i]);
-                break;
+    // A split not starting the file skips the line that started before it: read from s-1 and
+    // drop everything up to the first newline.
+    let mut skipping = s > 0;
+    let mut at = s.saturating_sub(1); // next byte to read
+    let mut buf: Vec<u8> = Vec::new(); // unparsed bytes, starting at file offset `base`
+    let mut base = at;
+    let mut reserved = false;
+    let mut finishing = false; // reading past `e` to finish the last line
+    loop {
+        let want = if finishing {
+            LOOKAHEAD.min(block)
+        } else {
+            block.min(e - at)
+        };
+        let more = storage.read_range(&f.path, at, want)?;
+        let eof = (more.len() as u64) < want || at + more.len() as u64 >= f.size;
+        at += more.len() as u64;
+        buf.extend_from_slice(&more);
+        drop(more);
+        if skipping {
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    buf.drain(..=i);
+                    base += i as u64 + 1;
+                    skipping = false;
+                }
+                None => {
+                    base += buf.len() as u64;
+                    buf.clear();
+                }
             }
-            None => {
-                at += more.len() as u64;
-                buf.extend_from_slice(&more);
+            if base >= e {
+                return Ok(()); // the next line starts at or after the end: not ours
+            }
+            if skipping {
+                if at >= e || eof {
+                    return Ok(());
+                }
+                continue;
             }
         }
-    }
-    let base = read_from + first as u64;
-    match parse_text_parallel(&buf[first..], skip, dim) {
-        Ok((data, n)) => {
-            points.n += n;
-            if points.data.is_empty() {
-                points.data = data;
+        // Complete lines: up to the last newline (everything at the end of the file or once the
+        // last line is finished).
+        let done =
+            eof || (finishing && buf.contains(&b'\n')) || (at >= e && buf.last() == Some(&b'\n'));
+        let cut = if done {
+            if finishing {
+                buf.iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(buf.len(), |i| i + 1)
             } else {
-                points.data.extend_from_slice(&data);
+                buf.len()
             }
-            Ok(())
+        } else {
+            match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None => 0,
+            }
+        };
+        // While finishing, only the first line (which started before `e`) is ours.
+        let cut = if finishing && !done { 0 } else { cut };
+        if cut > 0 {
+            let before = points.data.len();
+            match parse_text_parallel(&buf[..cut], skip, dim, &mut points.data) {
+                Ok(n) => points.n += n,
+                Err(err) => {
+                    let line = line_number(storage, &f.path, base + err.line_start as u64)?;
+                    return Err(Error::Input {
+                        file: f.path.clone(),
+                        line,
+                        msg: err.msg,
+                    });
+                }
+            }
+            if !reserved {
+                reserved = true;
+                let per_byte = (points.data.len() - before) as f64 / cut as f64;
+                let left = e.saturating_sub(base + cut as u64) as f64;
+                points.data.reserve((left * per_byte * 1.05) as usize + dim);
+            }
+            buf.drain(..cut);
+            base += cut as u64;
         }
-        Err(err) => {
-            let line = line_number(storage, &f.path, base + err.line_start as u64)?;
-            Err(Error::Input {
-                file: f.path.clone(),
-                line,
-                msg: err.msg,
-            })
+        if done {
+            return Ok(());
+        }
+        if at >= e {
+            if buf.is_empty() || base >= e {
+                return Ok(());
+            }
+            finishing = true; // the last line started before `e` and runs past it
         }
     }
 }
@@ -478,42 +576,45 @@ fn check_f32_size(f: &FileInfo, dim: usize) -> Result<()> {
     Ok(())
 }
 
-/// Appends records `[s, e)` of `f` to `data`.
-fn load_f32_records(
+/// Appends records `[s, e)` of `f` to `data`, read [`STREAM_BLOCK`] bytes at a time.
+fn load_f32_records<T: Real>(
     storage: &dyn Storage,
     f: &FileInfo,
     dim: usize,
     s: u64,
     e: u64,
-    data: &mut Vec<f64>,
+    data: &mut Vec<T>,
 ) -> Result<()> {
-    if s >= e {
-        return Ok(());
-    }
     let rec = 4 * dim as u64;
-    let bytes = storage.read_range(&f.path, s * rec, (e - s) * rec)?;
-    if bytes.len() as u64 != (e - s) * rec {
-        return Err(Error::Input {
-            file: f.path.clone(),
-            line: s + bytes.len() as u64 / rec + 1,
-            msg: "file is shorter than when it was listed".to_string(),
-        });
+    let step = (STREAM_BLOCK / rec).max(1);
+    let mut r = s;
+    while r < e {
+        let upto = (r + step).min(e);
+        let bytes = storage.read_range(&f.path, r * rec, (upto - r) * rec)?;
+        if bytes.len() as u64 != (upto - r) * rec {
+            return Err(Error::Input {
+                file: f.path.clone(),
+                line: r + bytes.len() as u64 / rec + 1,
+                msg: "file is shorter than when it was listed".to_string(),
+            });
+        }
+        data.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|b| T::from_f64(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)),
+        );
+        r = upto;
     }
-    data.extend(
-        bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
-    );
     Ok(())
 }
 
-fn load_f32(
+fn load_f32<T: Real>(
     storage: &dyn Storage,
     files: &[FileInfo],
     dim: usize,
     rank: usize,
     workers: usize,
-) -> Result<Points> {
+) -> Result<Matrix<T>> {
     let rec = 4 * dim as u64;
     for f in files {
         check_f32_size(f, dim)?;
@@ -532,7 +633,7 @@ fn load_f32(
         file_start = file_end;
         load_f32_records(storage, f, dim, s, e, &mut data)?;
     }
-    Ok(Points {
+    Ok(Matrix {
         n: data.len() / dim,
         dim,
         data,
@@ -634,7 +735,7 @@ mod tests {
 
     #[test]
     fn parse_line_separators_and_skip() {
-        let mut v = Vec::new();
+        let mut v: Vec<f64> = Vec::new();
         assert_eq!(
             parse_line(b"7, 8 ,9\t1.5,  -2e3\r", 3, Some(2), &mut v),
             Ok(2)
@@ -860,6 +961,74 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("one file"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Streaming with tiny blocks (lines cut by every block boundary, long lines spanning many
+    /// blocks, CRLF, blank lines, no final newline) gives the same points for every range split.
+    #[test]
+    fn streaming_blocks_cut_anywhere() {
+        let d = tmpdir("stream");
+        let s = LocalStorage;
+        let p = d.join("p.txt");
+        let mut text = String::new();
+        let mut want: Vec<f64> = Vec::new();
+        for i in 0..60 {
+            let v: Vec<f64> = (0..3).map(|j| (i * 3 + j) as f64 * 0.125 - 7.0).collect();
+            want.extend(&v);
+            let pad = " ".repeat(i % 23);
+            text.push_str(&format!("{}{pad},{}  {}", v[0], v[1], v[2]));
+            text.push_str(if i % 4 == 0 { "\r\n\n" } else { "\n" });
+        }
+        text.pop(); // no final newline
+        s.write_all(p.to_str().unwrap(), text.as_bytes()).unwrap();
+        let f = &s.list(p.to_str().unwrap()).unwrap()[0];
+        let len = text.len() as u64;
+        for block in [1u64, 2, 5, 16, 61, 4096] {
+            for parts in [1u64, 2, 3, 7, 40] {
+                let mut got: Matrix<f64> = Matrix::empty(3);
+                for r in 0..parts {
+                    let (a, b) = (len * r / parts, len * (r + 1) / parts);
+                    load_text_range_by(&s, f, a, b, 0, 3, &mut got, block).unwrap();
+                }
+                assert_eq!(got.data, want, "block {block} parts {parts}");
+                assert_eq!(got.n, 60);
+            }
+        }
+        // f32 parsing is direct: the same text parsed to f32 equals each f64 value rounded.
+        let mut got32: Matrix<f32> = Matrix::empty(3);
+        load_text_range_by(&s, f, 0, len, 0, 3, &mut got32, 7).unwrap();
+        let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+        assert_eq!(got32.data, want32);
+        // An error in a late block names the absolute line.
+        let bad = format!("{text}\n1 2 x\n");
+        s.write_all(p.to_str().unwrap(), bad.as_bytes()).unwrap();
+        let f = &s.list(p.to_str().unwrap()).unwrap()[0];
+        let mut m: Matrix<f32> = Matrix::empty(3);
+        match load_text_range_by(&s, f, 0, bad.len() as u64, 0, 3, &mut m, 5).unwrap_err() {
+            Error::Input { line, msg, .. } => {
+                assert_eq!(line, 76, "{msg}");
+                assert!(msg.contains("'x'"), "{msg}");
+            }
+            e => panic!("unexpected {e}"),
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn f32_records_load_as_f32_without_change() {
+        let d = tmpdir("f32-as-f32");
+        let s = LocalStorage;
+        let vals: Vec<f32> = (0..999)
+            .map(|i| (i as f32).sin() * 1e-3 + i as f32)
+            .collect();
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = d.join("p.f32");
+        s.write_all(p.to_str().unwrap(), &bytes).unwrap();
+        let m: Matrix<f32> =
+            load_share_as(&s, p.to_str().unwrap(), Format::F32, 0, 9, 0, 1).unwrap();
+        assert_eq!((m.n, m.dim), (111, 9));
+        assert_eq!(m.data, vals);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

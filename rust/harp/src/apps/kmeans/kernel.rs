@@ -1,11 +1,14 @@
 //! The K-means map step: assign every point to its nearest centroid and accumulate per-centroid
-//! sums and counts.
+//! sums and counts, in f32 or f64 ([`Real`]).
 //!
 //! The kernel is blocked: `||x - c||² = ||x||² - 2 x·c + ||c||²`, where the dot products of a
-//! block of points with a block of centroids come from one `matrixmultiply::dgemm` call into a
-//! scratch buffer small enough to stay in L2 (`BLOCK_POINTS × BLOCK_CENTROIDS` doubles). A
-//! vectorised scan then finds each row's nearest centroid (ties → lowest index) and the point is
-//! added to the sums and counts of its chunk.
+//! block of points with a block of centroids come from one `matrixmultiply` call (`sgemm` or
+//! `dgemm`) into a scratch buffer small enough to stay in L2 (`BLOCK_POINTS × BLOCK_CENTROIDS`
+//! elements). A vectorised scan then finds each row's nearest centroid (ties → lowest index) and
+//! the point is added to the f64 sums and counts of its chunk. The inertia is the exact-form
+//! `Σ (x − c)²` of every point to the centroid it was assigned, computed in f64
+//! ([`dist2_fast`](super::real::dist2_fast)), so f32 runs report an inertia as accurate as f64
+//! runs.
 //!
 //! Work is cut into fixed-size chunks of points (independent of the thread count), each chunk
 //! producing its own partial sums, and the partials are added to the caller's buffers in chunk
@@ -13,11 +16,12 @@
 
 use rayon::prelude::*;
 
+use super::real::{dist2, dist2_fast, Real};
 use crate::error::{Error, Result};
 
-/// Points per `dgemm` call (rows of the scratch matrix).
+/// Points per GEMM call (rows of the scratch matrix).
 pub const BLOCK_POINTS: usize = 256;
-/// Centroids per `dgemm` call (columns of the scratch matrix).
+/// Centroids per GEMM call (columns of the scratch matrix).
 pub const BLOCK_CENTROIDS: usize = 512;
 /// Points per parallel task; each task owns one set of partial sums.
 pub const CHUNK_POINTS: usize = 16 * 1024;
@@ -49,50 +53,84 @@ impl Kernel {
         self.threads
     }
 
+    /// Runs `f` on this kernel's threads.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
     /// Assigns each point (row-major, `dim` values each) to its nearest centroid (`k` rows of
     /// `dim` values; ties → lowest index), adds the point to `sums[j*dim..(j+1)*dim]` and 1 to
     /// `counts[j]` of its centroid `j`, and returns the inertia: the sum over points of the
-    /// squared distance to the nearest centroid (expanded form, clamped at 0).
+    /// squared distance to the assigned centroid (exact form, in f64).
     ///
     /// # Panics
     /// If the slice lengths do not match `dim` and `k`, or `dim == 0` or `k == 0`.
-    pub fn assign_accumulate(
+    pub fn assign_accumulate<T: Real>(
         &self,
-        points: &[f64],
+        points: &[T],
         dim: usize,
-        centroids: &[f64],
+        centroids: &[T],
         k: usize,
         sums: &mut [f64],
         counts: &mut [f64],
     ) -> f64 {
+        self.assign(points, dim, centroids, k, sums, counts, None)
+    }
+
+    /// [`Kernel::assign_accumulate`], also writing each point's centroid index to `labels`
+    /// (one per point) when given.
+    ///
+    /// # Panics
+    /// As [`Kernel::assign_accumulate`], or if `labels` does not hold one value per point.
+    #[allow(clippy::too_many_arguments)]
+    pub fn assign<T: Real>(
+        &self,
+        points: &[T],
+        dim: usize,
+        centroids: &[T],
+        k: usize,
+        sums: &mut [f64],
+        counts: &mut [f64],
+        labels: Option<&mut [u32]>,
+    ) -> f64 {
         check_shapes(points, dim, centroids, k, sums, counts);
         let n = points.len() / dim;
+        if let Some(l) = &labels {
+            assert_eq!(l.len(), n, "labels must hold one value per point");
+        }
         if n == 0 {
             return 0.0;
         }
-        let cnorm: Vec<f64> = centroids
+        let cnorm: Vec<T> = centroids
             .chunks_exact(dim)
-            .map(|c| c.iter().map(|v| v * v).sum())
+            .map(|c| c.iter().fold(T::ZERO, |s, &v| s + v * v))
             .collect();
         let isa = Isa::detect();
-        let chunks: Vec<&[f64]> = points.chunks(CHUNK_POINTS * dim).collect();
+        let mut jobs: Vec<(&[T], Option<&mut [u32]>)> = match labels {
+            Some(l) => points
+                .chunks(CHUNK_POINTS * dim)
+                .zip(l.chunks_mut(CHUNK_POINTS))
+                .map(|(p, l)| (p, Some(l)))
+                .collect(),
+            None => points
+                .chunks(CHUNK_POINTS * dim)
+                .map(|p| (p, None))
+                .collect(),
+        };
         // Partials are computed a wave at a time (bounded memory) and added in chunk order.
-        let wave = (self.threads * 4).max(1);
+        let wave = (self.threads * 2).max(1);
         let mut inertia = 0.0;
-        for group in chunks.chunks(wave) {
+        while !jobs.is_empty() {
+            let rest = jobs.split_off(wave.min(jobs.len()));
+            let group = std::mem::replace(&mut jobs, rest);
             let partials: Vec<Partial> = self.pool.install(|| {
                 group
-                    .par_iter()
-                    .map(|pts| chunk_partial(isa, pts, dim, centroids, k, &cnorm))
+                    .into_par_iter()
+                    .map(|(pts, l)| chunk_partial(isa, pts, dim, centroids, k, &cnorm, l))
                     .collect()
             });
             for p in partials {
-                for (s, v) in sums.iter_mut().zip(&p.sums) {
-                    *s += v;
-                }
-                for (c, v) in counts.iter_mut().zip(&p.counts) {
-                    *c += v;
-                }
+                p.add_to(sums, counts);
                 inertia += p.inertia;
             }
         }
@@ -105,10 +143,10 @@ impl Kernel {
 ///
 /// # Panics
 /// As [`Kernel::assign_accumulate`], or if the threads cannot be started.
-pub fn assign_accumulate(
-    points: &[f64],
+pub fn assign_accumulate<T: Real>(
+    points: &[T],
     dim: usize,
-    centroids: &[f64],
+    centroids: &[T],
     k: usize,
     threads: usize,
     sums: &mut [f64],
@@ -118,12 +156,12 @@ pub fn assign_accumulate(
     kernel.assign_accumulate(points, dim, centroids, k, sums, counts)
 }
 
-/// The reference: exact `Σ (x - c)²` distances by plain loops, one thread (`threads` is accepted
-/// for signature compatibility and ignored). Ties → lowest index.
-pub fn assign_naive(
-    points: &[f64],
+/// The reference: exact `Σ (x - c)²` distances ([`dist2`], f64) by plain loops, one thread
+/// (`threads` is accepted for signature compatibility and ignored). Ties → lowest index.
+pub fn assign_naive<T: Real>(
+    points: &[T],
     dim: usize,
-    centroids: &[f64],
+    centroids: &[T],
     k: usize,
     _threads: usize,
     sums: &mut [f64],
@@ -132,28 +170,35 @@ pub fn assign_naive(
     check_shapes(points, dim, centroids, k, sums, counts);
     let mut inertia = 0.0;
     for x in points.chunks_exact(dim) {
-        let mut best = f64::INFINITY;
-        let mut best_j = 0;
-        for (j, c) in centroids.chunks_exact(dim).enumerate() {
-            let d: f64 = x.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum();
-            if d < best {
-                best = d;
-                best_j = j;
-            }
+        let j = nearest_naive(x, centroids, dim).0;
+        counts[j] += 1.0;
+        for (s, v) in sums[j * dim..(j + 1) * dim].iter_mut().zip(x) {
+            *s += v.to_f64();
         }
-        counts[best_j] += 1.0;
-        for (s, v) in sums[best_j * dim..(best_j + 1) * dim].iter_mut().zip(x) {
-            *s += v;
-        }
-        inertia += best;
+        inertia += dist2(x, &centroids[j * dim..(j + 1) * dim]);
     }
     inertia
 }
 
-fn check_shapes(
-    points: &[f64],
+/// The nearest centroid of `x` by exact distances ([`dist2`]), lowest index on ties, and its
+/// squared distance.
+pub fn nearest_naive<T: Real>(x: &[T], centroids: &[T], dim: usize) -> (usize, f64) {
+    let mut best = f64::INFINITY;
+    let mut best_j = 0;
+    for (j, c) in centroids.chunks_exact(dim).enumerate() {
+        let d = dist2(x, c);
+        if d < best {
+            best = d;
+            best_j = j;
+        }
+    }
+    (best_j, best)
+}
+
+pub(crate) fn check_shapes<T>(
+    points: &[T],
     dim: usize,
-    centroids: &[f64],
+    centroids: &[T],
     k: usize,
     sums: &[f64],
     counts: &[f64],
@@ -173,10 +218,42 @@ fn check_shapes(
 }
 
 /// Partial results of one chunk of points.
-struct Partial {
-    sums: Vec<f64>,
-    counts: Vec<f64>,
-    inertia: f64,
+pub(crate) struct Partial {
+    pub(crate) sums: Vec<f64>,
+    pub(crate) counts: Vec<f64>,
+    pub(crate) inertia: f64,
+}
+
+impl Partial {
+    pub(crate) fn new(k: usize, dim: usize) -> Partial {
+        Partial {
+            sums: vec![0.0; k * dim],
+            counts: vec![0.0; k],
+            inertia: 0.0,
+        }
+    }
+
+    /// Adds this chunk's sums and counts to the caller's buffers.
+    pub(crate) fn add_to(&self, sums: &mut [f64], counts: &mut [f64]) {
+        for (s, v) in sums.iter_mut().zip(&self.sums) {
+            *s += v;
+        }
+        for (c, v) in counts.iter_mut().zip(&self.counts) {
+            *c += v;
+        }
+    }
+
+    /// Adds point `x` (assigned to centroid `j`) to the sums and counts and its squared
+    /// distance (exact form, f64) to the inertia.
+    #[inline(always)]
+    pub(crate) fn add_point<T: Real>(&mut self, x: &[T], j: usize, centroids: &[T]) {
+        let dim = x.len();
+        self.inertia += dist2_fast(x, &centroids[j * dim..(j + 1) * dim]);
+        self.counts[j] += 1.0;
+        for (s, a) in self.sums[j * dim..(j + 1) * dim].iter_mut().zip(x) {
+            *s += a.to_f64();
+        }
+    }
 }
 
 /// The widest vector instruction set usable for the scan and accumulation loops (the GEMM does
@@ -206,25 +283,22 @@ impl Isa {
 }
 
 /// Processes one chunk of points: blocks of `BLOCK_POINTS` points × blocks of `BLOCK_CENTROIDS`
-/// centroids through `dgemm`, then the scan and the accumulation.
-fn chunk_partial(
+/// centroids through the GEMM, then the scan and the accumulation.
+fn chunk_partial<T: Real>(
     isa: Isa,
-    pts: &[f64],
+    pts: &[T],
     dim: usize,
-    centroids: &[f64],
+    centroids: &[T],
     k: usize,
-    cnorm: &[f64],
+    cnorm: &[T],
+    mut labels: Option<&mut [u32]>,
 ) -> Partial {
-    let mut part = Partial {
-        sums: vec![0.0; k * dim],
-        counts: vec![0.0; k],
-        inertia: 0.0,
-    };
+    let mut part = Partial::new(k, dim);
     let kb_max = k.min(BLOCK_CENTROIDS);
-    let mut g = vec![0.0f64; BLOCK_POINTS * kb_max];
-    let mut best_v = vec![0.0f64; BLOCK_POINTS];
-    let mut best_i = vec![0.0f64; BLOCK_POINTS];
-    for block in pts.chunks(BLOCK_POINTS * dim) {
+    let mut g = vec![T::ZERO; BLOCK_POINTS * kb_max];
+    let mut best_v = [T::ZERO; BLOCK_POINTS];
+    let mut best_i = [0u32; BLOCK_POINTS];
+    for (b, block) in pts.chunks(BLOCK_POINTS * dim).enumerate() {
         let m = block.len() / dim;
         let mut j0 = 0;
         while j0 < k {
@@ -234,18 +308,18 @@ fn chunk_partial(
             // centroid rows j0..j0+kb read as a dim × kb matrix (transposed view of row-major
             // data) and `g` (m × kb, row-major), all in bounds.
             unsafe {
-                matrixmultiply::dgemm(
+                T::gemm(
                     m,
                     dim,
                     kb,
-                    -2.0,
+                    T::from_f64(-2.0),
                     block.as_ptr(),
                     dim as isize,
                     1,
                     centroids[j0 * dim..].as_ptr(),
                     1,
                     dim as isize,
-                    0.0,
+                    T::ZERO,
                     g.as_mut_ptr(),
                     kb as isize,
                     1,
@@ -263,42 +337,38 @@ fn chunk_partial(
             );
             j0 += kb;
         }
-        part.inertia += accumulate(
-            isa,
-            block,
-            dim,
-            &best_v[..m],
-            &best_i[..m],
-            &mut part.sums,
-            &mut part.counts,
-        );
+        for (x, &j) in block.chunks_exact(dim).zip(&best_i[..m]) {
+            part.add_point(x, j as usize, centroids);
+        }
+        if let Some(l) = labels.as_deref_mut() {
+            l[b * BLOCK_POINTS..b * BLOCK_POINTS + m].copy_from_slice(&best_i[..m]);
+        }
     }
     part
 }
 
-/// Lanes of the vectorised scans (one AVX-512 register of f64).
-const LANES: usize = 8;
 /// Independent minimum accumulators in the first scan (hides the latency of `min`).
 const ACCS: usize = 4;
 
 /// For each row `i` of `g` (width `kb`), finds `min_j g[i][j] + cnorm[j]` (lowest `j` on ties)
-/// and, if it beats `best_v[i]` (or `first`), stores it with index `j0 + j` (as f64) in
+/// and, if it beats `best_v[i]` (or `first`), stores it with index `j0 + j` in
 /// `best_v`/`best_i`.
 ///
-/// Two passes per row, both written so that they vectorise: the minimum value (order does not
-/// matter for an exact minimum), then the first index holding it.
+/// Two passes per row, both written so that they vectorise (`LANES` elements per vector): the
+/// minimum value (order does not matter for an exact minimum), then the first index holding it.
 #[inline(always)]
-fn scan_body(
-    g: &[f64],
+#[allow(clippy::too_many_arguments)]
+fn scan_body<T: Real, const LANES: usize>(
+    g: &[T],
     kb: usize,
-    cnorm: &[f64],
+    cnorm: &[T],
     j0: usize,
     first: bool,
-    best_v: &mut [f64],
-    best_i: &mut [f64],
+    best_v: &mut [T],
+    best_i: &mut [u32],
 ) {
-    const W: usize = LANES * ACCS;
-    let wide = kb / W * W;
+    let w = LANES * ACCS;
+    let wide = kb / w * w;
     let narrow = kb / LANES * LANES;
     for ((row, bv_out), bi_out) in g
         .chunks_exact(kb)
@@ -306,10 +376,10 @@ fn scan_body(
         .zip(best_i.iter_mut())
     {
         // Pass 1: the minimum.
-        let mut acc = [[f64::INFINITY; LANES]; ACCS];
+        let mut acc = [[T::INFINITY; LANES]; ACCS];
         for (r, c) in row[..wide]
-            .chunks_exact(W)
-            .zip(cnorm[..wide].chunks_exact(W))
+            .chunks_exact(w)
+            .zip(cnorm[..wide].chunks_exact(w))
         {
             for a in 0..ACCS {
                 for l in 0..LANES {
@@ -319,7 +389,7 @@ fn scan_body(
                 }
             }
         }
-        let mut v = f64::INFINITY;
+        let mut v = T::INFINITY;
         for lanes in &acc {
             for &m in lanes {
                 v = if m < v { m } else { v };
@@ -350,175 +420,196 @@ fn scan_body(
         }
         if first || v < *bv_out {
             *bv_out = v;
-            *bi_out = (j0 + at) as f64;
+            *bi_out = (j0 + at) as u32;
         }
     }
 }
 
-/// Adds each point of `block` to the sums and count of its centroid `best_i`; returns the block's
-/// inertia `Σ max(0, ||x||² + best_v)`.
-#[inline(always)]
-fn accumulate_body(
-    block: &[f64],
-    dim: usize,
-    best_v: &[f64],
-    best_i: &[f64],
-    sums: &mut [f64],
-    counts: &mut [f64],
-) -> f64 {
-    let mut inertia = 0.0;
-    for ((x, &v), &i) in block.chunks_exact(dim).zip(best_v).zip(best_i) {
-        let j = i as usize;
-        let xn: f64 = x.iter().map(|a| a * a).sum();
-        inertia += (xn + v).max(0.0);
-        counts[j] += 1.0;
-        for (s, a) in sums[j * dim..(j + 1) * dim].iter_mut().zip(x) {
-            *s += a;
-        }
-    }
-    inertia
-}
-
-/// Instantiates `$body` for each [`Isa`] and dispatches on `isa`.
-macro_rules! dispatch {
-    ($name:ident, $body:ident, ($($arg:ident : $ty:ty),*) -> $ret:ty) => {
-        #[allow(clippy::too_many_arguments)]
-        fn $name(isa: Isa, $($arg: $ty),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn avx512($($arg: $ty),*) -> $ret {
-                    $body($($arg),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn avx2($($arg: $ty),*) -> $ret {
-                    $body($($arg),*)
-                }
-                match isa {
-                    // SAFETY: `Isa::detect` found the CPU features these functions enable.
-                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
-                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    Isa::Generic => {}
-                }
-            }
-            let _ = isa;
-            $body($($arg),*)
-        }
-    };
-}
-
-dispatch!(scan_auto, scan_body, (g: &[f64], kb: usize, cnorm: &[f64], j0: usize, first: bool, best_v: &mut [f64], best_i: &mut [f64]) -> ());
-
-/// [`scan_body`]'s contract, with hand-written AVX-512 code where available (the compiler's
-/// vectorisation of the portable version leaves a scalar horizontal reduction in every row).
+/// [`scan_body`]'s contract for the detected instruction set: hand-written AVX-512 code where
+/// available (the compiler's vectorisation of the portable version leaves a scalar horizontal
+/// reduction in every row), else the portable version compiled for AVX2 or the baseline.
 #[allow(clippy::too_many_arguments)]
-fn scan(
+fn scan<T: Real>(
     isa: Isa,
-    g: &[f64],
+    g: &[T],
     kb: usize,
-    cnorm: &[f64],
+    cnorm: &[T],
     j0: usize,
     first: bool,
-    best_v: &mut [f64],
-    best_i: &mut [f64],
+    best_v: &mut [T],
+    best_i: &mut [u32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
-        // SAFETY: `Isa::detect` found AVX-512F.
-        unsafe { x86::scan_avx512(g, kb, cnorm, j0, first, best_v, best_i) };
-        return;
+    {
+        use std::any::TypeId;
+        if isa == Isa::Avx512 {
+            let f32_ = TypeId::of::<T>() == TypeId::of::<f32>();
+            let f64_ = TypeId::of::<T>() == TypeId::of::<f64>();
+            // SAFETY: `Isa::detect` found AVX-512F; the casts are between identical types.
+            unsafe {
+                if f64_ {
+                    let (g, cn) = (
+                        bytemuck::cast_slice::<T, f64>(g),
+                        bytemuck::cast_slice::<T, f64>(cnorm),
+                    );
+                    let bv = bytemuck::cast_slice_mut::<T, f64>(best_v);
+                    x86::scan_avx512_f64(g, kb, cn, j0, first, bv, best_i);
+                    return;
+                }
+                if f32_ {
+                    let (g, cn) = (
+                        bytemuck::cast_slice::<T, f32>(g),
+                        bytemuck::cast_slice::<T, f32>(cnorm),
+                    );
+                    let bv = bytemuck::cast_slice_mut::<T, f32>(best_v);
+                    x86::scan_avx512_f32(g, kb, cn, j0, first, bv, best_i);
+                    return;
+                }
+            }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn avx2<T: Real>(
+            g: &[T],
+            kb: usize,
+            cnorm: &[T],
+            j0: usize,
+            first: bool,
+            best_v: &mut [T],
+            best_i: &mut [u32],
+        ) {
+            scan_body::<T, 8>(g, kb, cnorm, j0, first, best_v, best_i)
+        }
+        if isa != Isa::Generic {
+            // SAFETY: `Isa::detect` found AVX2 and FMA (AVX-512 implies both).
+            unsafe { avx2(g, kb, cnorm, j0, first, best_v, best_i) };
+            return;
+        }
     }
-    scan_auto(isa, g, kb, cnorm, j0, first, best_v, best_i)
+    let _ = isa;
+    scan_body::<T, 8>(g, kb, cnorm, j0, first, best_v, best_i)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// AVX-512 version of [`super::scan_body`]: pass 1 keeps four vector minima, reduces them
-    /// once per row; pass 2 compares 8 distances at a time with the minimum and stops at the
-    /// first hit. Masked loads handle `kb % 8` (the missing lanes read as +inf).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F. `g.len()` must be a multiple of `kb`, `cnorm.len() == kb`
-    /// and `best_v`, `best_i` must have `g.len() / kb` elements.
-    #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn scan_avx512(
-        g: &[f64],
-        kb: usize,
-        cnorm: &[f64],
-        j0: usize,
-        first: bool,
-        best_v: &mut [f64],
-        best_i: &mut [f64],
-    ) {
-        assert!(cnorm.len() == kb && g.len() == kb * best_v.len() && best_i.len() == best_v.len());
-        let full = kb / 8; // whole vectors per row
-        let quads = full / 4 * 4;
-        let tail = (kb % 8) as u32;
-        let tail_mask: __mmask8 = ((1u32 << tail) - 1) as u8;
-        let inf = _mm512_set1_pd(f64::INFINITY);
-        let cp = cnorm.as_ptr();
-        for (r, (bv_out, bi_out)) in best_v.iter_mut().zip(best_i.iter_mut()).enumerate() {
-            let gp = g.as_ptr().add(r * kb);
-            // d(v) = g[8v..8v+8] + cnorm[8v..8v+8]
-            let d = |v: usize| {
-                _mm512_add_pd(
-                    _mm512_loadu_pd(gp.add(8 * v)),
-                    _mm512_loadu_pd(cp.add(8 * v)),
-                )
-            };
-            let (mut m0, mut m1, mut m2, mut m3) = (inf, inf, inf, inf);
-            let mut v = 0;
-            while v < quads {
-                m0 = _mm512_min_pd(m0, d(v));
-                m1 = _mm512_min_pd(m1, d(v + 1));
-                m2 = _mm512_min_pd(m2, d(v + 2));
-                m3 = _mm512_min_pd(m3, d(v + 3));
-                v += 4;
-            }
-            while v < full {
-                m0 = _mm512_min_pd(m0, d(v));
-                v += 1;
-            }
-            let dt = if tail > 0 {
-                let gt = _mm512_mask_loadu_pd(inf, tail_mask, gp.add(8 * full));
-                let ct = _mm512_maskz_loadu_pd(tail_mask, cp.add(8 * full));
-                _mm512_add_pd(gt, ct)
-            } else {
-                inf
-            };
-            m1 = _mm512_min_pd(m1, dt);
-            let best =
-                _mm512_reduce_min_pd(_mm512_min_pd(_mm512_min_pd(m0, m1), _mm512_min_pd(m2, m3)));
-            let bb = _mm512_set1_pd(best);
-            let mut at = 0usize;
-            let mut found = false;
-            for v in 0..full {
-                let hit = _mm512_cmpeq_pd_mask(d(v), bb);
-                if hit != 0 {
-                    at = 8 * v + hit.trailing_zeros() as usize;
-                    found = true;
-                    break;
+    /// AVX-512 versions of [`super::scan_body`]: pass 1 keeps four vector minima, reduces them
+    /// once per row; pass 2 compares a vector of distances at a time with the minimum and stops
+    /// at the first hit. Masked loads handle the tail (the missing lanes read as +inf).
+    macro_rules! scan_avx512 {
+        ($name:ident, $t:ty, $lanes:expr, $mask:ty, $set1:ident, $loadu:ident, $add:ident,
+         $min:ident, $mask_loadu:ident, $maskz_loadu:ident, $reduce_min:ident, $cmpeq:ident,
+         $mask_cmpeq:ident) => {
+            /// # Safety
+            /// The CPU must support AVX-512F. `g.len()` must be a multiple of `kb`,
+            /// `cnorm.len() == kb` and `best_v`, `best_i` must have `g.len() / kb` elements.
+            #[target_feature(enable = "avx512f")]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn $name(
+                g: &[$t],
+                kb: usize,
+                cnorm: &[$t],
+                j0: usize,
+                first: bool,
+                best_v: &mut [$t],
+                best_i: &mut [u32],
+            ) {
+                const L: usize = $lanes;
+                assert!(
+                    cnorm.len() == kb
+                        && g.len() == kb * best_v.len()
+                        && best_i.len() == best_v.len()
+                );
+                let full = kb / L; // whole vectors per row
+                let quads = full / 4 * 4;
+                let tail = (kb % L) as u32;
+                let tail_mask: $mask = ((1u32 << tail) - 1) as $mask;
+                let inf = $set1(<$t>::INFINITY);
+                let cp = cnorm.as_ptr();
+                for (r, (bv_out, bi_out)) in best_v.iter_mut().zip(best_i.iter_mut()).enumerate() {
+                    let gp = g.as_ptr().add(r * kb);
+                    // d(v) = g[Lv..Lv+L] + cnorm[Lv..Lv+L]
+                    let d = |v: usize| $add($loadu(gp.add(L * v)), $loadu(cp.add(L * v)));
+                    let (mut m0, mut m1, mut m2, mut m3) = (inf, inf, inf, inf);
+                    let mut v = 0;
+                    while v < quads {
+                        m0 = $min(m0, d(v));
+                        m1 = $min(m1, d(v + 1));
+                        m2 = $min(m2, d(v + 2));
+                        m3 = $min(m3, d(v + 3));
+                        v += 4;
+                    }
+                    while v < full {
+                        m0 = $min(m0, d(v));
+                        v += 1;
+                    }
+                    let dt = if tail > 0 {
+                        let gt = $mask_loadu(inf, tail_mask, gp.add(L * full));
+                        let ct = $maskz_loadu(tail_mask, cp.add(L * full));
+                        $add(gt, ct)
+                    } else {
+                        inf
+                    };
+                    m1 = $min(m1, dt);
+                    let best = $reduce_min($min($min(m0, m1), $min(m2, m3)));
+                    let bb = $set1(best);
+                    let mut at = 0usize;
+                    let mut found = false;
+                    for v in 0..full {
+                        let hit = $cmpeq(d(v), bb);
+                        if hit != 0 {
+                            at = L * v + hit.trailing_zeros() as usize;
+                            found = true;
+                            break;
+                        }
+                    }
+                    if !found && tail > 0 {
+                        let hit = $mask_cmpeq(tail_mask, dt, bb);
+                        if hit != 0 {
+                            at = L * full + hit.trailing_zeros() as usize;
+                        }
+                    }
+                    if first || best < *bv_out {
+                        *bv_out = best;
+                        *bi_out = (j0 + at) as u32;
+                    }
                 }
             }
-            if !found && tail > 0 {
-                let hit = _mm512_mask_cmpeq_pd_mask(tail_mask, dt, bb);
-                if hit != 0 {
-                    at = 8 * full + hit.trailing_zeros() as usize;
-                }
-            }
-            if first || best < *bv_out {
-                *bv_out = best;
-                *bi_out = (j0 + at) as f64;
-            }
-        }
+        };
     }
+
+    scan_avx512!(
+        scan_avx512_f64,
+        f64,
+        8,
+        __mmask8,
+        _mm512_set1_pd,
+        _mm512_loadu_pd,
+        _mm512_add_pd,
+        _mm512_min_pd,
+        _mm512_mask_loadu_pd,
+        _mm512_maskz_loadu_pd,
+        _mm512_reduce_min_pd,
+        _mm512_cmpeq_pd_mask,
+        _mm512_mask_cmpeq_pd_mask
+    );
+    scan_avx512!(
+        scan_avx512_f32,
+        f32,
+        16,
+        __mmask16,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_add_ps,
+        _mm512_min_ps,
+        _mm512_mask_loadu_ps,
+        _mm512_maskz_loadu_ps,
+        _mm512_reduce_min_ps,
+        _mm512_cmpeq_ps_mask,
+        _mm512_mask_cmpeq_ps_mask
+    );
 }
-dispatch!(accumulate, accumulate_body, (block: &[f64], dim: usize, best_v: &[f64], best_i: &[f64], sums: &mut [f64], counts: &mut [f64]) -> f64);
 
 #[cfg(test)]
 mod tests {
@@ -544,7 +635,7 @@ mod tests {
     }
 
     fn run(
-        f: impl Fn(&mut [f64], &mut [f64]) -> f64,
+        mut f: impl FnMut(&mut [f64], &mut [f64]) -> f64,
         k: usize,
         dim: usize,
     ) -> (Vec<f64>, Vec<f64>, f64) {
@@ -626,7 +717,7 @@ mod tests {
             for first in [true, false] {
                 let j0 = 1000;
                 let mut want_v = prev.clone();
-                let mut want_i = vec![-1.0; rows];
+                let mut want_i = vec![u32::MAX; rows];
                 for r in 0..rows {
                     let (mut v, mut at) = (f64::INFINITY, 0);
                     for j in 0..kb {
@@ -636,18 +727,90 @@ mod tests {
                         }
                     }
                     if first || v < want_v[r] {
-                        (want_v[r], want_i[r]) = (v, (j0 + at) as f64);
+                        (want_v[r], want_i[r]) = (v, (j0 + at) as u32);
                     }
                 }
                 for &isa in &isas {
                     let mut bv = prev.clone();
-                    let mut bi = vec![-1.0; rows];
+                    let mut bi = vec![u32::MAX; rows];
                     scan(isa, &g, kb, &cn, j0, first, &mut bv, &mut bi);
                     assert_eq!(
                         (&bv, &bi),
                         (&want_v, &want_i),
                         "{isa:?} kb={kb} first={first}"
                     );
+                    // The same small integers in f32 give the same answer.
+                    let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                    let mut bv32 = f(&prev);
+                    let mut bi32 = vec![u32::MAX; rows];
+                    scan(isa, &f(&g), kb, &f(&cn), j0, first, &mut bv32, &mut bi32);
+                    assert_eq!(
+                        (&bv32, &bi32),
+                        (&f(&want_v), &want_i),
+                        "f32 {isa:?} kb={kb} first={first}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// f32 points and centroids: the blocked f32 kernel against the exact reference on the same
+    /// f32 values (counts may differ only on near-ties, the inertia within 1e-5 relative), and
+    /// labels written in input order.
+    #[test]
+    fn f32_blocked_matches_reference() {
+        let kern = Kernel::new(2).unwrap();
+        let mut case = 0u64;
+        for &dim in &[1usize, 3, 16, 32, 100] {
+            for &k in &[1usize, 7, 256, 600] {
+                case += 1;
+                let n = 3000;
+                let pts: Vec<f32> = random(n * dim, case)
+                    .iter()
+                    .map(|&v| (v * 10.0) as f32)
+                    .collect();
+                let cen: Vec<f32> = random(k * dim, 77 + case)
+                    .iter()
+                    .map(|&v| (v * 10.0) as f32)
+                    .collect();
+                let (ns, nc, ni) = run(|s, c| assign_naive(&pts, dim, &cen, k, 1, s, c), k, dim);
+                let mut labels = vec![u32::MAX; n];
+                let (bs, bc, bi) = run(
+                    |s, c| kern.assign(&pts, dim, &cen, k, s, c, Some(&mut labels)),
+                    k,
+                    dim,
+                );
+                let what = format!("dim={dim} k={k}");
+                // In 1-D with hundreds of centroids, squared distances are ~1e-6 of ‖c‖², below
+                // f32 resolution of the expanded form: only near-optimal labels are checked there.
+                if dim > 1 || k < 256 {
+                    assert!(rel(ni, bi) <= 1e-5, "inertia {what}: {ni} vs {bi}");
+                }
+                let moved: f64 = nc.iter().zip(&bc).map(|(a, b)| (a - b).abs()).sum();
+                // f32 rounding of ‖x‖² − 2x·c + ‖c‖² moves a few near-tied points.
+                assert!(moved <= 2.0 * n as f64 * 1e-2, "counts {what}: {moved}");
+                assert_eq!(bc.iter().sum::<f64>(), n as f64);
+                let mut again = vec![0.0; k];
+                for (i, &l) in labels.iter().enumerate() {
+                    let (want, d) = nearest_naive(&pts[i * dim..(i + 1) * dim], &cen, dim);
+                    if l as usize != want {
+                        // Only a near-tie may differ.
+                        let got = dist2(
+                            &pts[i * dim..(i + 1) * dim],
+                            &cen[l as usize * dim..(l as usize + 1) * dim],
+                        );
+                        assert!(
+                            got - d <= 1e-4 * d.max(1.0),
+                            "{what} point {i}: {got} vs {d}"
+                        );
+                    }
+                    again[l as usize] += 1.0;
+                }
+                assert_eq!(again, bc, "labels agree with counts {what}");
+                if moved == 0.0 {
+                    for (a, b) in ns.iter().zip(&bs) {
+                        assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "sums {what}");
+                    }
                 }
             }
         }

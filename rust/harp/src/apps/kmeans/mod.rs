@@ -11,3 +11,4 @@ pub mod driver;
 pub mod gen;
 pub mod input;
 pub mod kernel;
+pub mod real;
