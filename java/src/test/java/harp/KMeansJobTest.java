@@ -155,7 +155,6 @@ public class KMeansJobTest {
   }
 
   @Test
-  @org.junit.jupiter.api.Disabled("until the engine implements precision f32 (branch kmeans-engine)")
   @Timeout(180)
   void javaKMeansInF32EqualsHarpKmeansInF32(@TempDir Path tmp) throws Exception {
     Configuration conf = JobTestSupport.localConf(tmp, 3);
