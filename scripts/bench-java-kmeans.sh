@@ -8,10 +8,13 @@
 # time per iteration (compute + allreduce, iterations 2..ITERATIONS, from each run's
 # summary.json: the engine times both tools' iterations with the same code), the
 # whole command's wall time, /usr/bin/time -v's peak RSS (the largest single process: for
-# `harp kmeans` one worker process, for Java the JVM) and the peak total RSS of the process
+# `harp kmeans` one worker process, for Java the JVM), the CPU seconds the kernel threads of all
+# workers used per iteration (insensitive to other processes taking the cores, unlike the
+# times; sampled every 20 ms, so ± 0.02 s per thread over the run) and the peak total RSS of the process
 # tree (sampled every 20 ms; `harp kmeans` = launcher + its workers); then, per tool, the
 # median over its runs of the per-run medians and the Java / harp ratio of those (medians:
-# on a shared machine other processes' bursts land on random iterations).
+# on a shared machine other processes' bursts land on random iterations), and the same for the
+# best (least disturbed) run of each tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -35,8 +38,9 @@ fi
 PRECISION_HARP=()
 [[ $PRECISION != f64 ]] && PRECISION_HARP=(--precision "$PRECISION")
 
-# Runs "$@" under /usr/bin/time -v, sampling the total RSS of its process tree; prints
-# "wall_s max_rss_kb tree_peak_kb".
+# Runs "$@" under /usr/bin/time -v, sampling the total RSS of its process tree and the CPU time
+# of its K-means kernel threads (named harp-kmeans-N, in both tools); prints
+# "wall_s max_rss_kb tree_peak_kb kernel_cpu_s".
 measure() {
   local tag=$1
   shift
@@ -63,9 +67,20 @@ def tree(root):
         todo += kids.get(q, [])
     return seen
 peak = 0
+kernel = {}
+tick = os.sysconf("SC_CLK_TCK")
 while p.poll() is None:
     total = 0
     for q in tree(p.pid):
+        try:
+            for t in os.listdir(f"/proc/{q}/task"):
+                with open(f"/proc/{q}/task/{t}/stat") as f:
+                    st = f.read()
+                if st[st.index("(") + 1:].startswith("harp-kmeans"):
+                    v = st.rsplit(")", 1)[1].split()
+                    kernel[(q, t)] = max(kernel.get((q, t), 0), int(v[11]) + int(v[12]))
+        except (OSError, ValueError):
+            pass
         try:
             with open(f"/proc/{q}/status") as f:
                 for l in f:
@@ -80,7 +95,7 @@ if p.returncode != 0:
     sys.stderr.write(open(out + ".stderr").read())
     sys.exit(f"failed: {' '.join(cmd)}")
 rss = [l for l in open(out) if "Maximum resident set size" in l][0].split()[-1]
-print(f"{wall:.2f} {rss} {peak}")
+print(f"{wall:.2f} {rss} {peak} {sum(kernel.values()) / tick:.2f}")
 EOF
 }
 
@@ -93,7 +108,8 @@ print("%.4f %.4f" % (statistics.median(t), statistics.mean(t)))' "$1"
 }
 
 echo "# $N x $DIM, k=$K, $W workers x $T threads, $IT iterations, precision $PRECISION, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
-printf '%-5s %-3s %10s %10s %8s %11s %12s\n' tool rep "median s/it" "mean s/it" "wall s" "max RSS MB" "tree RSS MB"
+printf '%-5s %-3s %10s %10s %14s %8s %11s %12s\n' tool rep "median s/it" "mean s/it" "kernel CPU s/it" "wall s" \
+  "max RSS MB" "tree RSS MB"
 declare -A meds=([harp]="" [java]="")
 for rep in $(seq 1 "$REPS"); do
   for tool in harp java; do
@@ -108,8 +124,9 @@ for rep in $(seq 1 "$REPS"); do
         "$D/points" "$D/init.txt" "$out" "$IT" "$W")
     fi
     read -r med mean <<< "$(per_iteration "$out/summary.json")"
-    read -r wall rss tree <<< "$m"
-    printf '%-5s %-3s %11s %10s %8s %11d %12d\n' $tool "$rep" "$med" "$mean" "$wall" $((rss / 1024)) $((tree / 1024))
+    read -r wall rss tree kcpu <<< "$m"
+    printf '%-5s %-3s %11s %10s %15.4f %8s %11d %12d\n' $tool "$rep" "$med" "$mean" "$(echo "$kcpu / $IT" | bc -l)" \
+      "$wall" $((rss / 1024)) $((tree / 1024))
     meds[$tool]="${meds[$tool]} $med"
   done
 done
@@ -117,4 +134,7 @@ python3 -c '
 import statistics, sys
 h = statistics.median(map(float, sys.argv[1].split()))
 j = statistics.median(map(float, sys.argv[2].split()))
-print("median s/iteration over runs: harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))' "${meds[harp]}" "${meds[java]}"
+print("median s/iteration over runs: harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))
+h = min(map(float, sys.argv[1].split()))
+j = min(map(float, sys.argv[2].split()))
+print("best run (least disturbed):    harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))' "${meds[harp]}" "${meds[java]}"
