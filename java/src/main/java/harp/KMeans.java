@@ -10,7 +10,7 @@ import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.InputSplit;
-import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.MapContext;
 import org.apache.hadoop.mapreduce.lib.input.FileSplit;
 
 /**
@@ -58,17 +58,15 @@ public final class KMeans {
   }
 
   /**
-   * A K-means run over this map task's input splits (a {@link WorkerInputFormat} group or a
-   * {@link FileSplit}), with {@link #threads(Configuration)} threads.
+   * A K-means run over this map task's input split (a {@link WorkerInputFormat} group or a
+   * {@link FileSplit}), with {@link #threads(Configuration)} threads. Use {@link
+   * WorkerInputFormat}: it gives every worker exactly one split.
    */
-  public static Builder forTask(CollectiveMapper<?, ?, ?, ?> mapper, TaskAttemptContext context)
-      throws IOException, InterruptedException {
+  public static Builder forTask(CollectiveMapper<?, ?, ?, ?> mapper, MapContext<?, ?, ?, ?> context)
+      throws IOException {
     Configuration conf = context.getConfiguration();
     Builder b = on(mapper).threads(threads(conf));
-    if (!(context instanceof org.apache.hadoop.mapreduce.MapContext)) {
-      throw new IllegalArgumentException("not a map task's context: " + context.getClass().getName());
-    }
-    InputSplit s = ((org.apache.hadoop.mapreduce.MapContext<?, ?, ?, ?>) context).getInputSplit();
+    InputSplit s = context.getInputSplit();
     List<FileSplit> splits;
     if (s instanceof WorkerInputFormat.GroupSplit) {
       splits = ((WorkerInputFormat.GroupSplit) s).fileSplits();
