@@ -512,3 +512,39 @@ fn f32_precision_matches_the_f32_reference() {
     let rel = (last - want_inertia).abs() / want_inertia;
     assert!(rel <= 1e-5, "{last} vs {want_inertia}");
 }
+
+#[test]
+fn pruned_and_gemm_paths_give_the_reference_centroids() {
+    let dir = tmpdir("pruned");
+    let data = s(&dir.join("data"));
+    ok(harp(&[
+        "gen", "points", "--n", "8000", "--dim", "3", "--seed", "12", "--init", "150", "--files",
+        "2", "--output", &data,
+    ]));
+    let points_dir = format!("{data}/points");
+    let init = format!("{data}/init.txt");
+    let all =
+        input::load_share(&LocalStorage, &points_dir, input::Format::Text, 0, 3, 0, 1).unwrap();
+    let want = driver::reference(&all, &centroids(Path::new(&init)), 6);
+    for (assign, expect) in [("auto", "pruned"), ("pruned", "pruned"), ("gemm", "gemm")] {
+        let (_, out) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--threads",
+                "2",
+                "--input",
+                &points_dir,
+                "--init",
+                &init,
+                "--assign",
+                assign,
+            ],
+        );
+        assert_close(&centroids(&out.join("centroids.txt")), &want, 1e-9);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["assign"], expect, "--assign {assign}");
+    }
+}

@@ -218,7 +218,7 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
         "final_inertia": out.iterations.last().map(|i| i.inertia),
         "stop_reason": out.stop_reason,
         "precision": opts.precision.name(),
-        "assign": opts.assign.name(),
+        "assign": out.assign.name(),
         "empty_cluster": opts.empty_cluster.name(),
         "tolerance": opts.tolerance,
         "input": a.input,

@@ -11,4 +11,5 @@ pub mod driver;
 pub mod gen;
 pub mod input;
 pub mod kernel;
+pub mod pruned;
 pub mod real;
