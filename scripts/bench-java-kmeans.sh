@@ -2,24 +2,24 @@
 # The Java K-means example (`hadoop jar harp-rs-examples.jar kmeans`, local mode: one JVM, every
 # worker a map task) against `harp kmeans` (one process per worker) on the same data, workers
 # and threads, runs interleaved (harp, java, harp, java, …).
-#   scripts/bench-java-kmeans.sh [N] [THREADS] [ITERATIONS] [REPS]     (defaults 200000 1 10 2)
+#   scripts/bench-java-kmeans.sh [N] [THREADS] [ITERATIONS] [REPS]     (defaults 200000 1 20 2)
 #   WORKERS=2 DIM=32 K=256 PRECISION=f64 BENCH_DIR=target/bench-java-kmeans
-# Needs `cargo build --release` and `java/build.sh`. Prints, per run, the median and the mean
-# time per iteration (compute + allreduce, iterations 2..ITERATIONS, from each run's
-# summary.json: the engine times both tools' iterations with the same code), the
-# whole command's wall time, /usr/bin/time -v's peak RSS (the largest single process: for
-# `harp kmeans` one worker process, for Java the JVM), the CPU seconds the kernel threads of all
-# workers used per iteration (insensitive to other processes taking the cores, unlike the
-# times; sampled every 20 ms, so ± 0.02 s per thread over the run) and the peak total RSS of the process
-# tree (sampled every 20 ms; `harp kmeans` = launcher + its workers); then, per tool, the
-# median over its runs of the per-run medians and the Java / harp ratio of those (medians:
-# on a shared machine other processes' bursts land on random iterations), and the same for the
-# best (least disturbed) run of each tool.
+# Needs `cargo build --release` and `java/build.sh`. Per run it prints:
+#   median s/it, mean s/it  compute + allreduce per iteration, iterations 2..ITERATIONS, from the
+#                           run's summary.json (both tools time iterations with the same engine code)
+#   kernel CPU s/it         CPU seconds of the kernel threads (harp-kmeans-N) of all workers per
+#                           iteration: unlike the times, insensitive to other processes taking the
+#                           cores (sampled every 20 ms: ± 0.02 s per thread over the run)
+#   wall s                  the whole command
+#   max RSS MB              /usr/bin/time -v: the largest single process (a harp worker; the JVM)
+#   tree RSS MB             peak total RSS of the process tree (harp: launcher + workers)
+# then per tool the median of its per-run medians, and the best run, with the Java / harp ratios
+# (medians: on a shared machine other processes' bursts land on random iterations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
 T=${2:-1}
-IT=${3:-10}
+IT=${3:-20}
 REPS=${4:-2}
 W=${WORKERS:-2}
 DIM=${DIM:-32}
