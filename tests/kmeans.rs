@@ -51,6 +51,27 @@ fn assert_close(got: &input::Points, want: &input::Points, tol: f64) {
     }
 }
 
+/// Generates points (`harp gen points` with `gen` arguments) under `dir/data`; returns the
+/// points directory, the initial centroids file and every point in input order.
+fn dataset(dir: &Path, gen: &[&str], dim: usize) -> (String, String, input::Points) {
+    let data = s(&dir.join("data"));
+    let mut args = vec!["gen", "points", "--output", &data];
+    args.extend_from_slice(gen);
+    ok(harp(&args));
+    let points_dir = format!("{data}/points");
+    let all = input::load_share(
+        &LocalStorage,
+        &points_dir,
+        input::Format::Text,
+        0,
+        dim,
+        0,
+        1,
+    )
+    .unwrap();
+    (points_dir, format!("{data}/init.txt"), all)
+}
+
 fn kmeans(dir: &Path, workers: &str, extra: &[&str]) -> (String, PathBuf) {
     let out = dir.join(format!(
         "out-{workers}-{}",
@@ -516,15 +537,10 @@ fn f32_precision_matches_the_f32_reference() {
 #[test]
 fn pruned_and_gemm_paths_give_the_reference_centroids() {
     let dir = tmpdir("pruned");
-    let data = s(&dir.join("data"));
-    ok(harp(&[
-        "gen", "points", "--n", "8000", "--dim", "3", "--seed", "12", "--init", "150", "--files",
-        "2", "--output", &data,
-    ]));
-    let points_dir = format!("{data}/points");
-    let init = format!("{data}/init.txt");
-    let all =
-        input::load_share(&LocalStorage, &points_dir, input::Format::Text, 0, 3, 0, 1).unwrap();
+    let gen = [
+        "--n", "8000", "--dim", "3", "--seed", "12", "--init", "150", "--files", "2",
+    ];
+    let (points_dir, init, all) = dataset(&dir, &gen, 3);
     let want = driver::reference(&all, &centroids(Path::new(&init)), 6);
     for (assign, expect) in [("auto", "pruned"), ("pruned", "pruned"), ("gemm", "gemm")] {
         let (_, out) = kmeans(
@@ -546,5 +562,174 @@ fn pruned_and_gemm_paths_give_the_reference_centroids() {
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
                 .unwrap();
         assert_eq!(summary["assign"], expect, "--assign {assign}");
+    }
+}
+
+#[test]
+fn kmeans_pp_and_random_init_are_reproducible_and_independent_of_workers() {
+    let dir = tmpdir("init");
+    let gen = ["--n", "5000", "--dim", "5", "--seed", "31", "--files", "3"];
+    let (points_dir, _, all) = dataset(&dir, &gen, 5);
+    let k = 12;
+    for method in ["kmeans++", "random"] {
+        // The sequential equivalent: the same sample of global indices, the same seeding.
+        let seed = 77u64;
+        let m = if method == "random" { k } else { 4 * k };
+        let idx = driver::sample_indices(5000, m, seed ^ 0x1e17);
+        let sample: Vec<f64> = idx
+            .iter()
+            .flat_map(|&g| all.row(g as usize).to_vec())
+            .collect();
+        let init = if method == "random" {
+            sample
+        } else {
+            driver::kmeans_pp(&sample, 5, k, seed)
+        };
+        let want = driver::reference(
+            &all,
+            &input::Points {
+                n: k,
+                dim: 5,
+                data: init,
+            },
+            6,
+        );
+        let mut texts = Vec::new();
+        for (w, t) in [("1", "1"), ("3", "2"), ("4", "1")] {
+            let (_, out) = kmeans(
+                &dir,
+                w,
+                &[
+                    "--threads",
+                    t,
+                    "--input",
+                    &points_dir,
+                    "--init-method",
+                    method,
+                    "--k",
+                    "12",
+                    "--seed",
+                    "77",
+                ],
+            );
+            let got = centroids(&out.join("centroids.txt"));
+            assert_close(&got, &want, 1e-9);
+            texts.push(std::fs::read_to_string(out.join("centroids.txt")).unwrap());
+        }
+        let (_, other) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--input",
+                &points_dir,
+                "--init-method",
+                method,
+                "--k",
+                "12",
+                "--seed",
+                "78",
+            ],
+        );
+        assert_ne!(
+            std::fs::read_to_string(other.join("centroids.txt")).unwrap(),
+            texts[0],
+            "{method}: another seed gives other centroids"
+        );
+    }
+    // --k without --init means kmeans++; f32 input needs --dim.
+    let e = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &points_dir,
+        "--init-method",
+        "random",
+        "--output",
+        &s(&dir.join("x")),
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--k"));
+}
+
+#[test]
+fn labels_are_written_per_worker_in_input_order() {
+    let dir = tmpdir("labels");
+    let gen = [
+        "--n", "4000", "--dim", "3", "--seed", "41", "--init", "70", "--files", "2",
+    ];
+    let (points_dir, init, all) = dataset(&dir, &gen, 3);
+    for assign in ["gemm", "pruned"] {
+        let labels = dir.join(format!("labels-{assign}"));
+        let (_, out) = kmeans(
+            &dir,
+            "3",
+            &[
+                "--input",
+                &points_dir,
+                "--init",
+                &init,
+                "--assign",
+                assign,
+                "--labels",
+                &s(&labels),
+            ],
+        );
+        let c = centroids(&out.join("centroids.txt"));
+        let mut got = Vec::new();
+        for r in 0..3 {
+            let t = std::fs::read_to_string(labels.join(format!("part-{r:05}"))).unwrap();
+            got.extend(t.lines().map(|l| l.parse::<usize>().unwrap()));
+        }
+        let want: Vec<usize> = (0..all.n)
+            .map(|i| harp::apps::kmeans::kernel::nearest_naive(all.row(i), &c.data, 3).0)
+            .collect();
+        assert_eq!(got, want, "--assign {assign}");
+    }
+}
+
+#[test]
+fn split_largest_rule_matches_the_reference() {
+    let dir = tmpdir("split");
+    let pts = dir.join("p.txt");
+    let mut t = String::new();
+    for i in 0..400 {
+        t.push_str(&format!(
+            "{} {}\n",
+            (i % 20) as f64 * 0.1,
+            (i / 20) as f64 * 0.1
+        ));
+    }
+    std::fs::write(&pts, &t).unwrap();
+    let init = dir.join("init.txt");
+    // Two centroids far away from every point: they are empty in the first iteration.
+    std::fs::write(&init, "0.5 0.5\n1 1\n100 100\n-100 -100\n").unwrap();
+    let all = input::load_share(&LocalStorage, &s(&pts), input::Format::Text, 0, 2, 0, 1).unwrap();
+    let c0 = centroids(&init);
+    for rule in [
+        driver::EmptyCluster::Keep,
+        driver::EmptyCluster::SplitLargest,
+    ] {
+        let want = driver::reference_with(&all, &c0, 6, rule);
+        let (_, out) = kmeans(
+            &dir,
+            "2",
+            &[
+                "--input",
+                &s(&pts),
+                "--init",
+                &s(&init),
+                "--empty-cluster",
+                rule.name(),
+            ],
+        );
+        let got = centroids(&out.join("centroids.txt"));
+        assert_close(&got, &want, 1e-9);
+        let far = got.data[4..].iter().any(|v| v.abs() > 50.0);
+        assert_eq!(
+            far,
+            rule == driver::EmptyCluster::Keep,
+            "{rule}: {:?}",
+            got.data
+        );
     }
 }

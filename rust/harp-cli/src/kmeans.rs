@@ -25,6 +25,9 @@ pub struct KmeansArgs {
     /// Seed for --init-method kmeans++|random.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Dimension of f32 input without --init (text input gives it on its first line).
+    #[arg(long)]
+    pub dim: Option<usize>,
     #[arg(long, default_value_t = 10)]
     pub iterations: usize,
     /// Output directory for centroids.txt and summary.json (written by rank 0).
@@ -179,6 +182,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
     o.k = a.k;
     o.seed = a.seed;
     o.labels = a.labels.clone();
+    o.dim = a.dim;
     Ok(o)
 }
 

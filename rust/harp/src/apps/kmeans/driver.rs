@@ -9,10 +9,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
+use super::gen::Rng;
 use super::input::{self, ByteRange, Format, Matrix, Points};
 use super::kernel::Kernel;
 use super::pruned;
-use super::real::Real;
+use super::real::{dist2, Real};
 use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
@@ -180,6 +181,9 @@ pub struct Options {
     pub seed: u64,
     /// Empty-cluster rule (default keep).
     pub empty_cluster: EmptyCluster,
+    /// Dimension of the points when there is no centroids file (needed for `f32` input; text
+    /// input gives it on its first line).
+    pub dim: Option<usize>,
     /// Directory for per-point labels (each worker writes `part-RRRRR`, one label per line, in
     /// input order); none by default.
     pub labels: Option<String>,
@@ -205,6 +209,7 @@ impl Options {
             k: None,
             seed: 1,
             empty_cluster: EmptyCluster::Keep,
+            dim: None,
             labels: None,
         }
     }
@@ -221,14 +226,14 @@ impl Options {
                 )));
             }
         }
-        if self.init_method != InitMethod::File {
+        if self.init_method != InitMethod::File && self.k.unwrap_or(0) == 0 {
             return Err(Error::config(format!(
-                "initialisation method '{}' is not implemented yet",
+                "initialisation '{}' needs k >= 1",
                 self.init_method
             )));
         }
-        if self.labels.is_some() {
-            return Err(Error::config("writing labels is not implemented yet"));
+        if self.dim == Some(0) {
+            return Err(Error::config("dim must be at least 1"));
         }
         Ok(())
     }
@@ -263,29 +268,175 @@ pub struct Outcome {
 pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Result<Outcome> {
     o.validate()?;
     let pool = w.pool();
-    // Initial centroids: read by the master, broadcast to all (shape in partition 1).
-    let mut init = Table::new(Combiner::Reject);
-    if w.is_master() {
-        let c = input::read_centroids(
-            &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
-            &o.init,
-        )?;
-        init.put(0, Array::from_slice(pool, &c.data));
-        init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
-    }
-    w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
-    let shape = init
-        .get(1)
-        .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
-        .as_slice::<i64>()?
-        .to_vec();
-    let (k, dim) = (shape[0] as usize, shape[1] as usize);
-    let centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
-    drop(init);
+    // Initial centroids from a file: read by the master, broadcast to all (shape in
+    // partition 1). Otherwise they are chosen from the points once they are loaded.
+    let (k, dim, centroids) = if o.init_method == InitMethod::File {
+        let mut init = Table::new(Combiner::Reject);
+        if w.is_master() {
+            let c = input::read_centroids(
+                &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
+                &o.init,
+            )?;
+            init.put(0, Array::from_slice(pool, &c.data));
+            init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
+        }
+        w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
+        let shape = init
+            .get(1)
+            .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
+            .as_slice::<i64>()?
+            .to_vec();
+        let centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
+        (shape[0] as usize, shape[1] as usize, Some(centroids))
+    } else {
+        let k = o
+            .k
+            .ok_or_else(|| Error::config(format!("initialisation '{}' needs k", o.init_method)))?;
+        (k, points_dim(w, o)?, None)
+    };
     match o.precision {
         Precision::F64 => run_as::<f64>(w, o, k, dim, centroids, &mut progress),
         Precision::F32 => run_as::<f32>(w, o, k, dim, centroids, &mut progress),
     }
+}
+
+/// The dimension of the points when no centroids file gives it: [`Options::dim`], or for text
+/// the number of values on the first non-blank line (read by the master and broadcast).
+fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
+    if let Some(d) = o.dim {
+        return Ok(d);
+    }
+    if o.format != Format::Text {
+        return Err(Error::config(format!(
+            "the dimension of {} input must be given (dim) when there is no centroids file",
+            o.format
+        )));
+    }
+    let mut t = Table::new(Combiner::Reject);
+    if w.is_master() {
+        let path = match &o.splits {
+            Some(s) if !s.is_empty() => s[0].path.clone(),
+            _ => o.input.clone(),
+        };
+        let st = storage::for_path_on(&path, Some(w.runtime().clone()))?;
+        let d = input::text_dim(&*st, &path, o.skip_columns)?;
+        t.put(0, Array::from_slice(w.pool(), &[d as i64]));
+    }
+    w.broadcast("kmeans-dim", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    let d = t
+        .get(0)
+        .ok_or_else(|| Error::Protocol("the dimension did not arrive".into()))?
+        .as_slice::<i64>()?[0];
+    Ok(d as usize)
+}
+
+/// `m` distinct indices of `0..n` in random order (partial Fisher–Yates on an implicit
+/// permutation), from `seed`.
+pub fn sample_indices(n: u64, m: usize, seed: u64) -> Vec<u64> {
+    let m = (m as u64).min(n);
+    let mut rng = Rng::new(seed);
+    let mut swapped: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(m as usize);
+    for i in 0..m {
+        let j = i + rng.next_u64() % (n - i);
+        let vj = *swapped.get(&j).unwrap_or(&j);
+        let vi = *swapped.get(&i).unwrap_or(&i);
+        swapped.insert(j, vi);
+        out.push(vj);
+    }
+    out
+}
+
+/// k-means++ seeding (Arthur & Vassilvitskii) over `sample` (`m` rows of `dim`): the first
+/// centre uniformly, each next one with probability proportional to the squared distance to the
+/// nearest centre chosen so far. Deterministic for a seed. Fewer distinct points than `k`: the
+/// remaining centres repeat chosen ones (they stay empty clusters).
+pub fn kmeans_pp(sample: &[f64], dim: usize, k: usize, seed: u64) -> Vec<f64> {
+    let m = sample.len() / dim;
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(k * dim);
+    let first = (rng.next_u64() % m as u64) as usize;
+    out.extend_from_slice(&sample[first * dim..(first + 1) * dim]);
+    let mut d2: Vec<f64> = sample
+        .chunks_exact(dim)
+        .map(|x| dist2(x, &out[..dim]))
+        .collect();
+    for _ in 1..k {
+        let total: f64 = d2.iter().sum();
+        let pick = if total > 0.0 {
+            let target = rng.next_f64() * total;
+            let mut acc = 0.0;
+            let mut at = m - 1;
+            for (i, &d) in d2.iter().enumerate() {
+                acc += d;
+                if acc > target && d > 0.0 {
+                    at = i;
+                    break;
+                }
+            }
+            at
+        } else {
+            (rng.next_u64() % m as u64) as usize
+        };
+        let c = sample[pick * dim..(pick + 1) * dim].to_vec();
+        for (x, d) in sample.chunks_exact(dim).zip(d2.iter_mut()) {
+            let v = dist2(x, &c);
+            if v < *d {
+                *d = v;
+            }
+        }
+        out.extend_from_slice(&c);
+    }
+    out
+}
+
+/// Chooses the initial centroids from the points ([`InitMethod::Random`] or
+/// [`InitMethod::KmeansPlusPlus`]). Points are numbered globally in input order (rank order of
+/// the shares or splits), a sample of global indices is drawn from the seed, and the workers
+/// owning them fill their rows of one table combined by allreduce — so the result depends on the
+/// seed and the input, not on the number of workers or threads. Random takes `k` sampled points;
+/// k-means++ runs on a sample of `min(n, 4k)` points.
+fn initial_centroids<T: Real>(
+    w: &Worker,
+    o: &Options,
+    points: &Matrix<T>,
+    offset: u64,
+    n_total: u64,
+    k: usize,
+) -> Result<Vec<f64>> {
+    let dim = points.dim;
+    let m = match o.init_method {
+        InitMethod::Random => k,
+        _ => k.saturating_mul(4),
+    };
+    let idx = sample_indices(n_total, m, o.seed ^ 0x1e17);
+    let mut acc = Array::zeros(w.pool(), DType::F64, idx.len() * dim);
+    {
+        let v = acc.as_mut_slice::<f64>()?;
+        for (r, &g) in idx.iter().enumerate() {
+            if g >= offset && g < offset + points.n as u64 {
+                let row = points.row((g - offset) as usize);
+                for (d, x) in v[r * dim..(r + 1) * dim].iter_mut().zip(row) {
+                    *d = x.to_f64();
+                }
+            }
+        }
+    }
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, acc);
+    w.allreduce("kmeans-sample", &mut t, o.allreduce)?;
+    let sample = t.get(0).expect("sample").as_slice::<f64>()?;
+    let mut c = match o.init_method {
+        InitMethod::Random => sample.to_vec(),
+        _ => kmeans_pp(sample, dim, k, o.seed),
+    };
+    // Fewer points than k: repeat the sample (the extra centroids start as duplicates).
+    let have = c.len() / dim;
+    for j in have..k {
+        let src = (j % have) * dim;
+        c.extend_from_within(src..src + dim);
+    }
+    Ok(c)
 }
 
 /// Loads this worker's points as `T`: its explicit splits, or its share of the input.
@@ -326,25 +477,35 @@ fn run_as<T: Real>(
     o: &Options,
     k: usize,
     dim: usize,
-    mut centroids: Vec<f64>,
+    centroids: Option<Vec<f64>>,
     progress: &mut dyn FnMut(&Iteration),
 ) -> Result<Outcome> {
     let pool = w.pool();
-    round_to::<T>(&mut centroids);
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
+    // Every worker's point count: the total and this worker's global offset.
     let mut total = Table::new(Combiner::Sum);
-    total.put(0, Array::from_slice(pool, &[points.n as i64]));
+    let mut mine = vec![0i64; w.size()];
+    mine[w.rank()] = points.n as i64;
+    total.put(0, Array::from_slice(pool, &mine));
     w.allreduce(
         "kmeans-count",
         &mut total,
         AllreduceAlgorithm::BidirectionalExchange,
     )?;
-    let n_total = total.get(0).expect("count").as_slice::<i64>()?[0] as u64;
+    let counts = total.get(0).expect("count").as_slice::<i64>()?;
+    let n_total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let offset: u64 = counts[..w.rank()].iter().map(|&c| c as u64).sum();
+    drop(total);
     if n_total == 0 {
         return Err(Error::config(format!("no points in {}", o.input)));
     }
+    let mut centroids = match centroids {
+        Some(c) => c,
+        None => initial_centroids(w, o, &points, offset, n_total, k)?,
+    };
+    round_to::<T>(&mut centroids);
 
     let kernel = Kernel::new(o.threads)?;
     let path = choose_assign(o.assign, dim, k);
@@ -410,6 +571,41 @@ fn run_as<T: Real>(
             break;
         }
     }
+    if let Some(dir) = &o.labels {
+        // Labels of the final centroids (one more assignment step, without an update).
+        ct.clear();
+        ct.extend(centroids.iter().map(|&v| T::from_f64(v)));
+        let (mut sums, mut counts) = (vec![0.0; k * dim], vec![0.0; k]);
+        let labels = match path {
+            AssignPath::Pruned => {
+                pruned::assign(
+                    &kernel,
+                    &points.data,
+                    dim,
+                    &ct,
+                    k,
+                    &mut sums,
+                    &mut counts,
+                    &mut prev,
+                );
+                prev
+            }
+            _ => {
+                let mut l = vec![0u32; points.n];
+                kernel.assign(
+                    &points.data,
+                    dim,
+                    &ct,
+                    k,
+                    &mut sums,
+                    &mut counts,
+                    Some(&mut l),
+                );
+                l
+            }
+        };
+        write_labels(w, dir, &labels)?;
+    }
     Ok(Outcome {
         centroids: Points {
             n: k,
@@ -422,6 +618,19 @@ fn run_as<T: Real>(
         stop_reason,
         assign: path,
     })
+}
+
+/// Writes this worker's labels to `dir/part-RRRRR` (rank, 5 digits), one per line.
+fn write_labels(w: &Worker, dir: &str, labels: &[u32]) -> Result<()> {
+    use std::fmt::Write;
+    let dir = dir.trim_end_matches('/');
+    let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+    st.create_dir_all(dir)?;
+    let mut text = String::with_capacity(labels.len() * 5);
+    for l in labels {
+        let _ = writeln!(text, "{l}");
+    }
+    st.write_all(&format!("{dir}/part-{:05}", w.rank()), text.as_bytes())
 }
 
 /// Relative perturbation of the split-largest rule.

@@ -640,6 +640,26 @@ fn load_f32<T: Real>(
     })
 }
 
+/// The number of values (after `skip` columns) on the first non-blank line of the first file
+/// of `path`.
+pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize> {
+    for f in storage.list(path)? {
+        let head = storage.read_range(&f.path, 0, LOOKAHEAD)?;
+        for (i, line) in head.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(|&b| is_sep_or_blank(b)) {
+                continue;
+            }
+            let mut v: Vec<f64> = Vec::new();
+            return parse_line(line, skip, None, &mut v).map_err(|msg| Error::Input {
+                file: f.path.clone(),
+                line: i as u64 + 1,
+                msg,
+            });
+        }
+    }
+    Err(Error::config(format!("no points in '{path}'")))
+}
+
 /// Reads centroids: text, one per line, values separated by whitespace and/or commas. The
 /// dimension is the number of values on the first non-blank line; K is the number of non-blank
 /// lines. A directory is read file by file in name order.

@@ -126,7 +126,7 @@ impl Kernel {
             let partials: Vec<Partial> = self.pool.install(|| {
                 group
                     .into_par_iter()
-                    .map(|(pts, l)| chunk_partial(isa, pts, dim, centroids, k, &cnorm, l))
+                    .map(|(pts, l)| chunk_partial_for(isa, pts, dim, centroids, k, &cnorm, l))
                     .collect()
             });
             for p in partials {
@@ -282,8 +282,54 @@ impl Isa {
     }
 }
 
+/// [`chunk_partial`] compiled for the detected instruction set (the accumulation loops and the
+/// f32 → f64 conversions vectorise to the full vector width).
+fn chunk_partial_for<T: Real>(
+    isa: Isa,
+    pts: &[T],
+    dim: usize,
+    centroids: &[T],
+    k: usize,
+    cnorm: &[T],
+    labels: Option<&mut [u32]>,
+) -> Partial {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<T: Real>(
+            pts: &[T],
+            dim: usize,
+            centroids: &[T],
+            k: usize,
+            cnorm: &[T],
+            labels: Option<&mut [u32]>,
+        ) -> Partial {
+            chunk_partial(Isa::Avx512, pts, dim, centroids, k, cnorm, labels)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<T: Real>(
+            pts: &[T],
+            dim: usize,
+            centroids: &[T],
+            k: usize,
+            cnorm: &[T],
+            labels: Option<&mut [u32]>,
+        ) -> Partial {
+            chunk_partial(Isa::Avx2, pts, dim, centroids, k, cnorm, labels)
+        }
+        match isa {
+            // SAFETY: `Isa::detect` found the CPU features these functions enable.
+            Isa::Avx512 => return unsafe { avx512(pts, dim, centroids, k, cnorm, labels) },
+            Isa::Avx2 => return unsafe { avx2(pts, dim, centroids, k, cnorm, labels) },
+            Isa::Generic => {}
+        }
+    }
+    chunk_partial(isa, pts, dim, centroids, k, cnorm, labels)
+}
+
 /// Processes one chunk of points: blocks of `BLOCK_POINTS` points × blocks of `BLOCK_CENTROIDS`
 /// centroids through the GEMM, then the scan and the accumulation.
+#[inline(always)]
 fn chunk_partial<T: Real>(
     isa: Isa,
     pts: &[T],

@@ -82,7 +82,10 @@ impl CentroidTree {
     /// # Panics
     /// If `dim == 0` or the length is not a multiple of `dim`.
     pub fn new<T: Real>(centroids: &[T], dim: usize) -> CentroidTree {
-        assert!(dim > 0 && centroids.len() / dim * dim == centroids.len(), "bad centroid shape");
+        assert!(
+            dim > 0 && centroids.len() / dim * dim == centroids.len(),
+            "bad centroid shape"
+        );
         let k = centroids.len() / dim;
         let c64: Vec<f64> = centroids.iter().map(|v| v.to_f64()).collect();
         let mut order: Vec<u32> = (0..k as u32).collect();
