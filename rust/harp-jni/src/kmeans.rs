@@ -3,7 +3,7 @@
 //! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
 //! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
 
-use harp::apps::kmeans::driver::{self, Iteration, Options, Outcome, StopReason};
+use harp::apps::kmeans::driver::{self, InitMethod, Iteration, Options, Outcome, StopReason};
 use harp::apps::kmeans::input::ByteRange;
 use harp::collective::AllreduceAlgorithm;
 use jni::objects::{JClass, JDoubleArray, JObject, JString};
@@ -15,7 +15,8 @@ use crate::{call, fail, jstr, worker, Failure};
 /// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
 ///
 /// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`,
-/// `assign`, `tolerance`, `empty_cluster`, and the input: `input` (a path the engine divides
+/// `assign`, `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels` (the
+/// fields of `driver::Options`), and the input: `input` (a path the engine divides
 /// across the workers) or `splits=N` followed by N lines `split=START LENGTH PATH` (this
 /// worker's byte ranges, Hadoop `FileSplit` semantics).
 fn options(spec: &str) -> Result<Options, Failure> {
@@ -43,6 +44,11 @@ fn options(spec: &str) -> Result<Options, Failure> {
             "assign" => o.assign = v.parse().map_err(named)?,
             "empty_cluster" => o.empty_cluster = v.parse().map_err(named)?,
             "tolerance" => o.tolerance = Some(v.parse::<f64>().map_err(|_| bad(k, v))?),
+            "init_method" => o.init_method = v.parse().map_err(named)?,
+            "k" => o.k = Some(num()?),
+            "seed" => o.seed = v.parse::<u64>().map_err(|_| bad(k, v))?,
+            "dim" => o.dim = Some(num()?),
+            "labels" => o.labels = Some(v.to_string()),
             "splits" => splits = Some((num()?, Vec::new())),
             "split" => {
                 let mut f = v.splitn(3, ' ');
@@ -59,8 +65,10 @@ fn options(spec: &str) -> Result<Options, Failure> {
             _ => return Err(fail(format!("kmeans: unknown option '{k}'"))),
         }
     }
-    if o.init.is_empty() {
-        return Err(fail("kmeans: no initial centroids (init)"));
+    if o.init.is_empty() && o.init_method == InitMethod::File {
+        return Err(fail(
+            "kmeans: no initial centroids (init, or init_method with k)",
+        ));
     }
     match splits {
         Some((n, v)) if n == v.len() => o.splits = Some(v),

@@ -192,6 +192,7 @@ public final class KMeans {
     private double tolerance = -1;
     private int splitCount;
     private final StringBuilder extra = new StringBuilder();
+    private boolean chosenInit;
     private String format = "text";
     private int skipColumns;
     private Consumer<Iteration> onIteration;
@@ -272,13 +273,15 @@ public final class KMeans {
 
     /**
      * Any other option of the engine's K-means by its name in {@code docs/jni-contract.md}
-     * ({@code assign}, {@code empty_cluster}, {@code allreduce}, …).
+     * ({@code assign}, {@code empty_cluster}, {@code allreduce}, {@code init_method} with {@code k}
+     * and {@code seed} instead of {@link #init}, {@code labels}, …).
      */
     public Builder option(String key, String value) {
       if (clean(key).indexOf('=') >= 0 || key.isEmpty()) {
         throw new IllegalArgumentException("bad K-means option name: " + key);
       }
       extra.append(key).append('=').append(clean(value)).append('\n');
+      chosenInit |= key.equals("init_method");
       return this;
     }
 
@@ -289,14 +292,16 @@ public final class KMeans {
     }
 
     String spec() {
-      if (init == null) {
-        throw new IllegalArgumentException("K-means needs initial centroids (init)");
+      if (init == null && !chosenInit) {
+        throw new IllegalArgumentException("K-means needs initial centroids (init, or option init_method and k)");
       }
       if (input != null && splitCount > 0) {
         throw new IllegalArgumentException("K-means input: splits or a whole input, not both");
       }
       StringBuilder s = new StringBuilder();
-      s.append("init=").append(init).append('\n');
+      if (init != null) {
+        s.append("init=").append(init).append('\n');
+      }
       s.append("iterations=").append(iterations).append('\n');
       s.append("threads=").append(threads).append('\n');
       s.append("format=").append(format).append('\n');

@@ -69,6 +69,19 @@ class KMeansApiTest {
     }
   }
 
+  /** Centroids chosen by the engine (k-means++ over the points) instead of read from a file. */
+  public static class SeededMapper extends CollectiveMapper<FilePosition, Text, Object, Object> {
+    @Override
+    protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context)
+        throws IOException, InterruptedException {
+      KMeans.Result r = KMeans.forTask(this, context).option("init_method", "kmeans++").option("k", "2")
+          .option("seed", "5").iterations(4).run();
+      if (isMaster()) {
+        Files.writeString(Path.of(context.getConfiguration().get("test.out")), r.centroidsText());
+      }
+    }
+  }
+
   static Job job(Path tmp, Class<? extends CollectiveMapper<?, ?, ?, ?>> mapper) throws IOException {
     Path in = Files.createDirectories(tmp.resolve("in"));
     Files.writeString(in.resolve("a.txt"), "0 0\n0 1\n");
@@ -89,6 +102,18 @@ class KMeansApiTest {
     assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
     assertEquals(2, job.getCounters().findCounter("harp-test", "verified").getValue());
     double[] got = KMeansJobTest.read(tmp.resolve("centroids.txt"));
+    assertArrayEquals(new double[] {0, 0.5, 10, 10.5}, got);
+  }
+
+  @Test
+  @Timeout(120)
+  void theEngineCanChooseTheInitialCentroids(@TempDir Path tmp) throws Exception {
+    Job job = job(tmp, SeededMapper.class);
+    assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
+    double[] got = KMeansJobTest.read(tmp.resolve("centroids.txt"));
+    if (got[0] > got[2]) {
+      got = new double[] {got[2], got[3], got[0], got[1]};
+    }
     assertArrayEquals(new double[] {0, 0.5, 10, 10.5}, got);
   }
 
