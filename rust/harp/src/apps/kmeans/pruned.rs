@@ -109,12 +109,15 @@ impl CentroidTree {
                 .extend_from_slice(&t.centroids[j * dim..(j + 1) * dim]);
         }
         t.index = order;
+        // The neighbour lists, in parallel (on the caller's rayon pool).
+        let lists: Vec<(Vec<u32>, Vec<f64>)> = (0..k)
+            .into_par_iter()
+            .map(|a| t.knn(&t.centroids[a * dim..(a + 1) * dim], a as u32))
+            .collect();
         t.nb_index = vec![u32::MAX; k * NEIGHBOURS];
         t.nb_dist2 = vec![f64::INFINITY; k * NEIGHBOURS];
         t.cover2 = vec![f64::INFINITY; k];
-        for a in 0..k {
-            let c = t.centroids[a * dim..(a + 1) * dim].to_vec();
-            let (idx, d2) = t.knn(&c, a as u32);
+        for (a, (idx, d2)) in lists.into_iter().enumerate() {
             t.nb_index[a * NEIGHBOURS..a * NEIGHBOURS + idx.len()].copy_from_slice(&idx);
             t.nb_dist2[a * NEIGHBOURS..a * NEIGHBOURS + d2.len()].copy_from_slice(&d2);
             if idx.len() == NEIGHBOURS {
@@ -166,8 +169,15 @@ impl CentroidTree {
                 }
                 continue;
             }
-            stack[top] = n.left;
-            stack[top + 1] = n.right;
+            // Nearer child on top of the stack, so the list fills with near centroids first.
+            let (l, r) = (n.left as usize, n.right as usize);
+            let (near, far) = if self.bound(l, c) <= self.bound(r, c) {
+                (l, r)
+            } else {
+                (r, l)
+            };
+            stack[top] = far as u32;
+            stack[top + 1] = near as u32;
             top += 2;
         }
         (idx, d2)
@@ -337,7 +347,38 @@ impl CentroidTree {
             }
             return self.nearest(x, best, best_j, None);
         }
-        self.nearest(x, f64::INFINITY, u32::MAX, None)
+        if self.is_empty() {
+            return (f64::INFINITY, u32::MAX);
+        }
+        // No previous centroid: seed with the nearest centroid of the leaf reached by going down
+        // to the nearer child at every level (usually the answer or a neighbour of it).
+        self.assign(x, self.descend(x))
+    }
+
+    /// A centroid near `x`: the nearest one in the leaf reached by always taking the child with
+    /// the smaller box bound (no backtracking; only a seed for [`CentroidTree::assign`]).
+    fn descend(&self, x: &[f64]) -> u32 {
+        let mut id = 0;
+        loop {
+            let n = self.nodes[id];
+            if n.left == u32::MAX {
+                let dim = self.dim;
+                let (mut best, mut best_j) = (f64::INFINITY, self.index[n.start as usize]);
+                for p in n.start as usize..n.end as usize {
+                    let d = dist2_f64(x, &self.coords[p * dim..(p + 1) * dim]);
+                    if d < best {
+                        (best, best_j) = (d, self.index[p]);
+                    }
+                }
+                return best_j;
+            }
+            let (l, r) = (n.left as usize, n.right as usize);
+            id = if self.bound(l, x) <= self.bound(r, x) {
+                l
+            } else {
+                r
+            };
+        }
     }
 }
 
@@ -363,7 +404,7 @@ pub fn assign<T: Real>(
     super::kernel::check_shapes(points, dim, centroids, k, sums, counts);
     let n = points.len() / dim;
     assert_eq!(labels.len(), n, "labels must hold one value per point");
-    let tree = CentroidTree::new(centroids, dim);
+    let tree = kernel.install(|| CentroidTree::new(centroids, dim));
     let jobs: Vec<(&[T], &mut [u32])> = points
         .chunks(CHUNK_POINTS * dim)
         .zip(labels.chunks_mut(CHUNK_POINTS))
