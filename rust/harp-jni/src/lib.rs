@@ -25,6 +25,8 @@ use jni::objects::{JByteArray, JByteBuffer, JClass, JIntArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
+mod kmeans;
+
 /// An error on its way to Java: message, rank (-1 when unknown) and operation ("" when none).
 struct Failure {
     msg: String,

@@ -17,15 +17,21 @@ import org.apache.hadoop.util.ToolRunner;
  * {@code kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>}.
  *
  * <p>Points: text, one per line, values separated by spaces or commas; {@code -Dkmeans.skip.columns=3}
- * ignores leading id columns (the papers' HOG files). The master writes
- * {@code <output-dir>/centroids.txt} (one centroid per line, exact round-trip precision).
+ * ignores leading id columns (the papers' HOG files). {@code -Dharp.kmeans.threads=T} sets each
+ * worker's compute threads (default: {@code mapreduce.map.cpu.vcores}, 1), {@code
+ * -Dkmeans.precision=f32} computes in single precision. The master writes {@code
+ * <output-dir>/centroids.txt} (one centroid per line, exact round-trip precision) and {@code
+ * summary.json} (per-iteration inertia and times, as {@code harp kmeans} does).
  */
 public class KMeans extends Configured implements Tool {
   public static final String INIT = "kmeans.init";
   public static final String OUTPUT = "kmeans.output";
   public static final String ITERATIONS = "kmeans.iterations";
   public static final String SKIP = "kmeans.skip.columns";
-  public static final String THREADS = "kmeans.threads";
+  /** {@code f64} (default) or {@code f32}: precision of the points in memory and of the kernel. */
+  public static final String PRECISION = "kmeans.precision";
+
+  private Job job;
 
   public static void main(String[] args) throws Exception {
     System.exit(ToolRunner.run(new Configuration(), new KMeans(), args));
@@ -65,7 +71,7 @@ public class KMeans extends Configured implements Tool {
     conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
     // A failed worker fails the job: no task retries (the other workers would not wait for it).
     conf.setInt("mapreduce.map.maxattempts", 1);
-    Job job = Job.getInstance(conf, "harp-kmeans");
+    job = Job.getInstance(conf, "harp-kmeans");
     job.setJarByClass(KMeans.class);
     job.setInputFormatClass(WorkerInputFormat.class);
     FileInputFormat.addInputPath(job, new Path(args[0]));
@@ -73,5 +79,10 @@ public class KMeans extends Configured implements Tool {
     job.setNumReduceTasks(0);
     job.setOutputFormatClass(NullOutputFormat.class);
     return job.waitForCompletion(true) ? 0 : 1;
+  }
+
+  /** The job of the last {@link #run} (its counters, say), or null. */
+  public Job job() {
+    return job;
   }
 }

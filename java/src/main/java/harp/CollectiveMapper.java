@@ -137,6 +137,19 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return Native.poolStats(w());
   }
 
+  /**
+   * Runs a long native computation (made of collectives) on this worker, reporting progress to
+   * Hadoop meanwhile as inside any collective.
+   */
+  <T> T runNative(java.util.function.LongFunction<T> body) {
+    inCollective.incrementAndGet();
+    try {
+      return body.apply(w());
+    } finally {
+      inCollective.decrementAndGet();
+    }
+  }
+
   /** A new empty table; closed automatically at the end of {@link #run} if still open. */
   public Table newTable(Combiner combiner) {
     Table t = new Table(w(), combiner);

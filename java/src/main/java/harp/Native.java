@@ -96,6 +96,13 @@ public final class Native {
   static native void collective(long worker, int op, String label, long table, long table2, int root,
       int algo, int total, int[] ids, int[] owners);
 
+  /**
+   * Runs the engine's K-means loop on {@code worker} as described by {@code spec} ({@code key=value}
+   * lines, see {@link KMeans}); {@code progress} (may be null) gets {@code iteration(int, double,
+   * double, double)} after every iteration. Returns the encoded outcome (see {@link KMeans.Result}).
+   */
+  static native double[] kmeans(long worker, String spec, Object progress);
+
   /** For tests of the error mapping: 0 engine error, 1 panic, 2 returns 2. */
   static native int selfTest(int kind);
 }

@@ -6,15 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import harp.io.FilePosition;
-import harp.io.WorkerInputFormat;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Arrays;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
-import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -232,14 +229,7 @@ class CollectivesJobTest {
     Path in = tmp.resolve("in");
     JobTestSupport.writeLines(in, "a.txt", LINES / 2);
     JobTestSupport.writeLines(in, "b.txt", LINES / 2);
-    conf.setInt(WorkerInputFormat.WORKERS, conf.getInt("harp.workers", 1));
-    Job job = Job.getInstance(conf, mapper.getSimpleName());
-    job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
-    job.setMapperClass(mapper);
-    job.setNumReduceTasks(0);
-    job.setOutputFormatClass(NullOutputFormat.class);
-    return job;
+    return JobTestSupport.job(conf, in, mapper);
   }
 
   @Test

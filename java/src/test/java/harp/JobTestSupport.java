@@ -26,6 +26,19 @@ final class JobTestSupport {
     return conf;
   }
 
+  /** A map-collective job over the text files in {@code in} (WorkerInputFormat, no output). */
+  static org.apache.hadoop.mapreduce.Job job(Configuration conf, Path in, Class<? extends CollectiveMapper<?, ?, ?, ?>> mapper)
+      throws IOException {
+    conf.setInt(harp.io.WorkerInputFormat.WORKERS, conf.getInt("harp.workers", 1));
+    org.apache.hadoop.mapreduce.Job job = org.apache.hadoop.mapreduce.Job.getInstance(conf, mapper.getSimpleName());
+    job.setInputFormatClass(harp.io.WorkerInputFormat.class);
+    org.apache.hadoop.mapreduce.lib.input.FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
+    job.setMapperClass(mapper);
+    job.setNumReduceTasks(0);
+    job.setOutputFormatClass(org.apache.hadoop.mapreduce.lib.output.NullOutputFormat.class);
+    return job;
+  }
+
   static Path writeLines(Path dir, String name, int lines) throws IOException {
     Files.createDirectories(dir);
     StringBuilder sb = new StringBuilder();

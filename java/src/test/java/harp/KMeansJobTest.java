@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.util.ToolRunner;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -38,25 +39,40 @@ public class KMeansJobTest {
         .mapToDouble(Double::parseDouble).toArray();
   }
 
-  @Test
-  @Timeout(180)
-  void javaKMeansEqualsHarpKmeans(@TempDir Path tmp) throws Exception {
+  /**
+   * Generates n points of dimension dim and k initial centroids, runs `harp kmeans` (harpWorkers
+   * processes, extra flags harpFlags) and the Java example (javaWorkers map tasks, conf) for
+   * `iterations`, and asserts every centroid value agrees within the relative tolerance `rel`.
+   * Returns the Java centroids.
+   */
+  public static double[] javaAgreesWithHarp(Path tmp, Configuration conf, int n, int dim, int k, int iterations,
+      int harpWorkers, int javaWorkers, double rel, String... harpFlags) throws Exception {
     Path data = tmp.resolve("data");
-    harp("gen", "points", "--n", "4000", "--dim", "6", "--seed", "11", "--init", "7", "--files", "3",
+    harp("gen", "points", "--n", "" + n, "--dim", "" + dim, "--seed", "11", "--init", "" + k, "--files", "3",
         "--output", data.toString());
-    harp("kmeans", "--workers", "3", "--input", data.resolve("points").toString(), "--init",
-        data.resolve("init.txt").toString(), "--iterations", "5", "--output", tmp.resolve("rust").toString());
-    int rc = ToolRunner.run(JobTestSupport.localConf(tmp, 4), new KMeans(), new String[] {
-        data.resolve("points").toString(), data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "5", "4"});
+    List<String> cmd = new java.util.ArrayList<>(List.of("kmeans", "--workers", "" + harpWorkers, "--input",
+        data.resolve("points").toString(), "--init", data.resolve("init.txt").toString(), "--iterations",
+        "" + iterations, "--output", tmp.resolve("rust").toString()));
+    cmd.addAll(List.of(harpFlags));
+    harp(cmd.toArray(new String[0]));
+    int rc = ToolRunner.run(conf, new KMeans(), new String[] {data.resolve("points").toString(),
+        data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "" + iterations, "" + javaWorkers});
     assertEquals(0, rc);
     double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
     double[] got = read(tmp.resolve("java").resolve("centroids.txt"));
-    assertEquals(7 * 6, want.length);
+    assertEquals(k * dim, want.length);
     assertEquals(want.length, got.length);
     for (int i = 0; i < want.length; i++) {
-      double rel = Math.abs(got[i] - want[i]) / Math.max(Math.abs(want[i]), 1e-300);
-      assertTrue(rel <= 1e-9, "value " + i + ": " + got[i] + " vs " + want[i]);
+      double d = Math.abs(got[i] - want[i]) / Math.max(Math.abs(want[i]), 1e-300);
+      assertTrue(d <= rel, "value " + i + ": " + got[i] + " vs " + want[i]);
     }
+    return got;
+  }
+
+  @Test
+  @Timeout(180)
+  void javaKMeansEqualsHarpKmeans(@TempDir Path tmp) throws Exception {
+    javaAgreesWithHarp(tmp, JobTestSupport.localConf(tmp, 4), 4000, 6, 7, 5, 3, 4, 1e-9);
   }
 
   @Test
@@ -65,18 +81,87 @@ public class KMeansJobTest {
     Path in = Files.createDirectories(tmp.resolve("in"));
     Files.writeString(in.resolve("p.txt"), "1 2\n3 4\n5 oops\n7 8\n");
     Files.writeString(tmp.resolve("init.txt"), "0 0\n1 1\n");
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 1), in.toString(),
+        tmp.resolve("init.txt").toString(), tmp.resolve("out").toString(), "2", "1");
+    assertNotEquals(0, r[0]);
+    String log = (String) r[1];
+    assertTrue(log.contains("p.txt:3: ") && log.contains("oops"), log);
+  }
+
+  /** Runs the example with stderr captured; returns {exit code, stderr}. */
+  static Object[] runCapturingErr(KMeans tool, Configuration conf, String... args) throws Exception {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     PrintStream old = System.err;
     int rc;
     try {
       System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-      rc = ToolRunner.run(JobTestSupport.localConf(tmp, 1), new KMeans(), new String[] {
-          in.toString(), tmp.resolve("init.txt").toString(), tmp.resolve("out").toString(), "2", "1"});
+      rc = ToolRunner.run(conf, tool, args);
     } finally {
       System.setErr(old);
     }
-    assertNotEquals(0, rc);
-    String log = err.toString(StandardCharsets.UTF_8);
-    assertTrue(log.contains("p.txt:3: ") && log.contains("oops"), log);
+    return new Object[] {rc, err.toString(StandardCharsets.UTF_8)};
+  }
+
+  /** The integer value of a top-level key of summary.json. */
+  static long summaryValue(Path summary, String key) throws IOException {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"" + key + "\": (\\d+)").matcher(Files.readString(summary));
+    assertTrue(m.find(), key + " missing from " + summary);
+    return Long.parseLong(m.group(1));
+  }
+
+  @Test
+  @Timeout(180)
+  void threadsComeFromTheKeyElseTheVcoresAndTheMasterAloneCountsIterations(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("data");
+    harp("gen", "points", "--n", "3000", "--dim", "4", "--seed", "5", "--init", "5", "--files", "2",
+        "--output", data.toString());
+    String[] common = {data.resolve("points").toString(), data.resolve("init.txt").toString()};
+    Configuration conf = JobTestSupport.localConf(tmp.resolve("a"), 2);
+    conf.setInt(harp.KMeans.THREADS, 3);
+    conf.setInt("mapreduce.map.cpu.vcores", 2);
+    KMeans tool = new KMeans();
+    assertEquals(0, ToolRunner.run(conf, tool, new String[] {common[0], common[1], tmp.resolve("a-out").toString(), "4", "2"}));
+    Path summary = tmp.resolve("a-out").resolve("summary.json");
+    assertEquals(3, summaryValue(summary, "threads"));
+    assertEquals(2, summaryValue(summary, "workers"));
+    assertEquals(3000, summaryValue(summary, "points"));
+    assertEquals(4, tool.job().getCounters().findCounter("harp-kmeans", "iterations").getValue(),
+        "iterations counted once, not once per worker");
+
+    conf = JobTestSupport.localConf(tmp.resolve("b"), 2);
+    conf.setInt("mapreduce.map.cpu.vcores", 2);
+    assertEquals(0, ToolRunner.run(conf, new KMeans(), new String[] {common[0], common[1], tmp.resolve("b-out").toString(), "1", "2"}));
+    assertEquals(2, summaryValue(tmp.resolve("b-out").resolve("summary.json"), "threads"));
+
+    conf = JobTestSupport.localConf(tmp.resolve("c"), 2);
+    conf.setInt(harp.KMeans.THREADS, 0);
+    Object[] r = runCapturingErr(new KMeans(), conf, common[0], common[1], tmp.resolve("c-out").toString(), "1", "2");
+    assertNotEquals(0, r[0]);
+    assertTrue(((String) r[1]).contains("harp.kmeans.threads must be at least 1"), (String) r[1]);
+  }
+
+  @Test
+  @Timeout(120)
+  void aMissingInitFileFailsTheJobNamingIt(@TempDir Path tmp) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    Files.writeString(in.resolve("p.txt"), "1 2\n3 4\n5 6\n7 8\n");
+    String init = tmp.resolve("no-such-init.txt").toString();
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), in.toString(), init,
+        tmp.resolve("out").toString(), "2", "2");
+    assertNotEquals(0, r[0]);
+    String log = (String) r[1];
+    assertTrue(log.contains("HarpException") && log.contains(init), log);
+    assertTrue(Files.notExists(tmp.resolve("out").resolve("centroids.txt")));
+  }
+
+  @Test
+  @Timeout(180)
+  void javaKMeansInF32EqualsHarpKmeansInF32(@TempDir Path tmp) throws Exception {
+    Configuration conf = JobTestSupport.localConf(tmp, 3);
+    conf.set(KMeans.PRECISION, "f32");
+    double[] got = javaAgreesWithHarp(tmp, conf, 5000, 8, 6, 4, 2, 3, 1e-5, "--precision", "f32");
+    for (int i = 0; i < got.length; i++) {
+      assertEquals((double) (float) got[i], got[i], "value " + i + " is not an f32: the run was not in f32");
+    }
   }
 }

@@ -67,6 +67,11 @@ public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
   public static class GroupSplit extends InputSplit implements Writable {
     final List<FileSplit> splits = new ArrayList<>();
 
+    /** The file splits of this group, in the order they are read. */
+    public List<FileSplit> fileSplits() {
+      return java.util.Collections.unmodifiableList(splits);
+    }
+
     @Override
     public long getLength() {
       long n = 0;

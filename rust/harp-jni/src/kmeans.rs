@@ -1,0 +1,166 @@
+//! `Native.kmeans`: the engine's whole K-means loop (`harp::apps::kmeans::driver::run`) on a
+//! worker of this JVM, over points the engine reads straight into native memory. Java passes a
+//! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
+//! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
+
+use harp::apps::kmeans::driver::{self, InitMethod, Iteration, Options, Outcome, StopReason};
+use harp::apps::kmeans::input::ByteRange;
+use harp::collective::AllreduceAlgorithm;
+use jni::objects::{JClass, JDoubleArray, JObject, JString};
+use jni::sys::jlong;
+use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};
+
+use crate::{call, fail, jstr, worker, Failure};
+
+/// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
+///
+/// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`,
+/// `assign`, `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels` (the
+/// fields of `driver::Options`), and the input: `input` (a path the engine divides
+/// across the workers) or `splits=N` followed by N lines `split=START LENGTH PATH` (this
+/// worker's byte ranges, Hadoop `FileSplit` semantics).
+fn options(spec: &str) -> Result<Options, Failure> {
+    let mut o = Options::new(String::new(), String::new());
+    let mut splits: Option<(usize, Vec<ByteRange>)> = None;
+    let bad = |k: &str, v: &str| fail(format!("kmeans: {k}: bad value '{v}'"));
+    for line in spec.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| fail(format!("kmeans: expected key=value, got '{line}'")))?;
+        let num = || v.parse::<usize>().map_err(|_| bad(k, v));
+        let named = |e: harp::Error| fail(format!("kmeans: {k}: {e}"));
+        match k {
+            "input" => o.input = v.to_string(),
+            "init" => o.init = v.to_string(),
+            "iterations" => o.iterations = num()?,
+            "threads" => o.threads = num()?,
+            "format" => o.format = v.parse().map_err(named)?,
+            "skip_columns" => o.skip_columns = num()?,
+            "allreduce" => o.allreduce = AllreduceAlgorithm::parse(v).map_err(named)?,
+            "precision" => o.precision = v.parse().map_err(named)?,
+            "assign" => o.assign = v.parse().map_err(named)?,
+            "empty_cluster" => o.empty_cluster = v.parse().map_err(named)?,
+            "tolerance" => o.tolerance = Some(v.parse::<f64>().map_err(|_| bad(k, v))?),
+            "init_method" => o.init_method = v.parse().map_err(named)?,
+            "k" => o.k = Some(num()?),
+            "seed" => o.seed = v.parse::<u64>().map_err(|_| bad(k, v))?,
+            "dim" => o.dim = Some(num()?),
+            "labels" => o.labels = Some(v.to_string()),
+            "splits" => splits = Some((num()?, Vec::new())),
+            "split" => {
+                let mut f = v.splitn(3, ' ');
+                let (s, l, p) = (f.next(), f.next(), f.next());
+                let range = match (s.map(str::parse::<u64>), l.map(str::parse::<u64>), p) {
+                    (Some(Ok(s)), Some(Ok(l)), Some(p)) if !p.is_empty() => ByteRange::new(p, s, l),
+                    _ => return Err(bad(k, v)),
+                };
+                match &mut splits {
+                    Some((_, v)) => v.push(range),
+                    None => return Err(fail("kmeans: split lines must follow splits=N")),
+                }
+            }
+            _ => return Err(fail(format!("kmeans: unknown option '{k}'"))),
+        }
+    }
+    if o.init.is_empty() && o.init_method == InitMethod::File {
+        return Err(fail(
+            "kmeans: no initial centroids (init, or init_method with k)",
+        ));
+    }
+    match splits {
+        Some((n, v)) if n == v.len() => o.splits = Some(v),
+        Some((n, v)) => {
+            return Err(fail(format!(
+                "kmeans: splits={n} but {} split lines",
+                v.len()
+            )))
+        }
+        None if o.input.is_empty() => return Err(fail("kmeans: no input (input or splits)")),
+        None => {}
+    }
+    if o.threads == 0 {
+        return Err(fail("kmeans: threads must be at least 1"));
+    }
+    o.validate()?;
+    Ok(o)
+}
+
+/// `[k, dim, points, load_s, threads, stop (0 iterations, 1 tolerance, 2 converged), m,
+/// m × (inertia, compute_s, comm_s, pool_allocations), k·dim centroids]`.
+fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
+    let c = &out.centroids;
+    let stop = match out.stop_reason {
+        StopReason::Iterations => 0.0,
+        StopReason::Tolerance => 1.0,
+        StopReason::Converged => 2.0,
+    };
+    let mut v = Vec::with_capacity(7 + 4 * out.iterations.len() + c.data.len());
+    v.extend([
+        c.n as f64,
+        c.dim as f64,
+        out.points as f64,
+        out.load_s,
+        threads as f64,
+        stop,
+        out.iterations.len() as f64,
+    ]);
+    for it in &out.iterations {
+        v.extend([
+            it.inertia,
+            it.compute_s,
+            it.comm_s,
+            it.pool_allocations as f64,
+        ]);
+    }
+    v.extend_from_slice(&c.data);
+    v
+}
+
+/// Calls `progress.iteration(i, inertia, computeSeconds, commSeconds)`. After a Java exception
+/// the callback is not called again; the exception stays pending and is thrown when the native
+/// method returns.
+fn report(env: &mut Env<'_>, progress: &JObject<'_>, it: &Iteration) {
+    if progress.is_null() || env.exception_check() {
+        return;
+    }
+    let _ = env.call_method(
+        progress,
+        jni_str!("iteration"),
+        jni_sig!("(IDDD)V"),
+        &[
+            JValue::Int(it.iteration as i32),
+            JValue::Double(it.inertia),
+            JValue::Double(it.compute_s),
+            JValue::Double(it.comm_s),
+        ],
+    );
+}
+
+/// Runs K-means on worker `w` as described by `spec`; `progress` (may be null) is called after
+/// every iteration on this thread. Returns the encoded outcome (see [`encode`]).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Native_kmeans<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    spec: JString<'l>,
+    progress: JObject<'l>,
+) -> JDoubleArray<'l> {
+    call(&mut env, |env| {
+        let o = options(&jstr(env, &spec)?)?;
+        let we = worker(w)?;
+        let span = tracing::info_span!("harp", worker = %we.tag);
+        let _g = span.enter();
+        let out = driver::run(&we.worker, &o, |it| report(env, &progress, it))?;
+        if env.exception_check() {
+            return Ok(JDoubleArray::default());
+        }
+        let v = encode(&out, o.threads);
+        let arr = env.new_double_array(v.len())?;
+        arr.set_region(env, 0, &v)?;
+        Ok(arr)
+    })
+}
