@@ -33,6 +33,8 @@ public class KMeansMapper extends CollectiveMapper<FilePosition, Text, Object, O
         .skipColumns(conf.getInt(KMeans.SKIP, 0))
         .precision(harp.KMeans.Precision.valueOf(conf.get(KMeans.PRECISION, "f64").toUpperCase(java.util.Locale.ROOT)))
         .onIteration(it -> {
+          // The job's progress on YARN: the master averages every worker's "i of n".
+          setProgress(context, it.iteration, iterations);
           context.setStatus("iteration " + it.iteration + " of " + iterations + ", inertia " + it.inertia);
           if (isMaster()) {
             done.increment(1);

@@ -65,7 +65,7 @@ public final class KMeans {
   public static Builder forTask(CollectiveMapper<?, ?, ?, ?> mapper, MapContext<?, ?, ?, ?> context)
       throws IOException {
     Configuration conf = context.getConfiguration();
-    Builder b = on(mapper).threads(threads(conf));
+    Builder b = on(mapper).threads(threads(conf)).configuration(conf);
     InputSplit s = context.getInputSplit();
     List<FileSplit> splits;
     if (s instanceof WorkerInputFormat.GroupSplit) {
@@ -196,6 +196,8 @@ public final class KMeans {
     private String format = "text";
     private int skipColumns;
     private Consumer<Iteration> onIteration;
+    /** The job's configuration when known: paths are qualified against its default file system. */
+    private Configuration conf;
 
     private Builder(CollectiveMapper<?, ?, ?, ?> mapper) {
       this.mapper = mapper;
@@ -213,13 +215,29 @@ public final class KMeans {
 
     /** Instead of splits: a file or directory that the engine divides evenly among the workers. */
     public Builder input(String path) {
-      input = clean(path);
+      input = clean(qualified(path));
       return this;
+    }
+
+    /**
+     * {@code path} as Hadoop resolves it for this job: a path without a scheme names a file on the
+     * default file system (HDFS on a cluster), not on the local disk the engine would read.
+     */
+    private String qualified(String path) {
+      if (conf == null || path == null) {
+        return path;
+      }
+      try {
+        Path p = new Path(path);
+        return p.getFileSystem(conf).makeQualified(p).toString();
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException("cannot resolve " + path + ": " + e.getMessage(), e);
+      }
     }
 
     /** Initial centroids: text, one per line (read by the master); K and the dimension come from it. */
     public Builder init(String path) {
-      init = clean(path);
+      init = clean(qualified(path));
       return this;
     }
 
@@ -282,6 +300,15 @@ public final class KMeans {
       }
       extra.append(key).append('=').append(clean(value)).append('\n');
       chosenInit |= key.equals("init_method");
+      return this;
+    }
+
+    /**
+     * The job's configuration: input and init paths without a scheme are then resolved against
+     * its default file system, as Hadoop resolves them ({@link #forTask} sets it).
+     */
+    public Builder configuration(Configuration c) {
+      conf = c;
       return this;
     }
 

@@ -124,6 +124,21 @@ class KMeansApiTest {
     assertFalse(job.waitForCompletion(false));
   }
 
+  /**
+   * On a cluster the default file system is HDFS: "/data/init.txt" in a job means
+   * hdfs://namenode/data/init.txt, and the engine must be told so (it would read the local disk).
+   */
+  @Test
+  void pathsWithoutASchemeAreResolvedAgainstTheJobsDefaultFileSystem() {
+    Configuration conf = new Configuration();
+    conf.set("fs.defaultFS", "hdfs://localhost:1");
+    String spec = KMeans.on(null).configuration(conf).init("/data/init.txt").input("points").spec();
+    assertTrue(spec.contains("init=hdfs://localhost:1/data/init.txt\n"), spec);
+    assertTrue(spec.contains("input=hdfs://localhost:1/user/") && spec.contains("/points\n"), spec);
+    String local = KMeans.on(null).configuration(new Configuration()).init("file:///tmp/i.txt").spec();
+    assertTrue(local.contains("init=file:/tmp/i.txt\n"), local);
+  }
+
   @Test
   void badArgumentsAreRejectedBeforeAnyNativeCall() {
     Configuration conf = new Configuration(false);
