@@ -67,6 +67,13 @@ public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
   public static class GroupSplit extends InputSplit implements Writable {
     final List<FileSplit> splits = new ArrayList<>();
 
+    /** A group of these file splits (a worker given several splits sees them as one). */
+    public static GroupSplit of(List<FileSplit> fileSplits) {
+      GroupSplit g = new GroupSplit();
+      g.splits.addAll(fileSplits);
+      return g;
+    }
+
     /** The file splits of this group, in the order they are read. */
     public List<FileSplit> fileSplits() {
       return java.util.Collections.unmodifiableList(splits);

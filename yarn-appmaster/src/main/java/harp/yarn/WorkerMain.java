@@ -161,6 +161,28 @@ public final class WorkerMain {
     return t;
   }
 
+  /**
+   * The split the mapper's context reports: the worker's only split, or, when the master gave it
+   * several file splits, all of them as one group (so code that reads the task's split, such as
+   * {@code harp.KMeans.forTask}, sees every split, not just the first).
+   */
+  static InputSplit contextSplit(List<InputSplit> splits) {
+    if (splits.size() == 1) {
+      return splits.get(0);
+    }
+    List<org.apache.hadoop.mapreduce.lib.input.FileSplit> files = new ArrayList<>();
+    for (InputSplit s : splits) {
+      if (s instanceof harp.io.WorkerInputFormat.GroupSplit g) {
+        files.addAll(g.fileSplits());
+      } else if (s instanceof org.apache.hadoop.mapreduce.lib.input.FileSplit f) {
+        files.add(f);
+      } else {
+        return splits.get(0); // not file splits: the reader still reads them all
+      }
+    }
+    return harp.io.WorkerInputFormat.GroupSplit.of(files);
+  }
+
   /** Counter group: workers per host (the NodeManager's host name). */
   static final String HOSTS_GROUP = "Harp-RS workers per host";
 
@@ -201,7 +223,7 @@ public final class WorkerMain {
     for (long off : offsets) {
       splits.add(readSplit(conf, splitFile, off));
     }
-    InputSplit split = splits.get(0);
+    InputSplit split = contextSplit(splits);
     InputFormat inputFormat = ReflectionUtils.newInstance(task.getInputFormatClass(), conf);
     RecordReader reader = splits.size() == 1 ? inputFormat.createRecordReader(split, task)
         : new MultiSplitReader(inputFormat, splits, task);

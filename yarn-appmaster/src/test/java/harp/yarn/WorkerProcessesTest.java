@@ -188,6 +188,17 @@ class WorkerProcessesTest {
   }
 
   @Test
+  void aWorkerGivenSeveralSplitsShowsThemAllAsItsTaskSplit() throws Exception {
+    var a = new org.apache.hadoop.mapreduce.lib.input.FileSplit(new org.apache.hadoop.fs.Path("/a"), 0, 10, null);
+    var b = new org.apache.hadoop.mapreduce.lib.input.FileSplit(new org.apache.hadoop.fs.Path("/b"), 5, 7, null);
+    assertEquals(a, WorkerMain.contextSplit(List.of(a)));
+    InputSplit both = WorkerMain.contextSplit(List.of(a, b));
+    assertTrue(both instanceof WorkerInputFormat.GroupSplit, both.getClass().getName());
+    assertEquals(List.of(a, b), ((WorkerInputFormat.GroupSplit) both).fileSplits());
+    assertEquals(17, both.getLength());
+  }
+
+  @Test
   @Timeout(120)
   void aWorkerWithAWrongSecretIsRefusedAndTheJobFailsEverywhere(@TempDir Path tmp) throws Exception {
     GangMasterTest.Fake f = new GangMasterTest.Fake();
