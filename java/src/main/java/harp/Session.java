@@ -119,7 +119,7 @@ final class Session {
 
   /** The job secret, from the job's credentials (never from job.xml; see harp.mapred.JobSecret). */
   static byte[] secret(TaskAttemptContext ctx, int rank) {
-    byte[] secret = JobSecret.of(ctx.getCredentials());
+    byte[] secret = JobSecret.of(ctx.getCredentials(), ctx.getJobID().toString());
     if (secret == null) {
       throw new HarpException("no job secret in the job's credentials (" + JobSecret.KEY + "): submit "
           + "map-collective jobs with -Dmapreduce.framework.name=map-collective, which adds one", rank, "start-up");

@@ -55,8 +55,10 @@ public class KMeansJobTest {
         "" + iterations, "--output", tmp.resolve("rust").toString()));
     cmd.addAll(List.of(harpFlags));
     harp(cmd.toArray(new String[0]));
-    int rc = ToolRunner.run(conf, new KMeans(), new String[] {data.resolve("points").toString(),
-        data.resolve("init.txt").toString(), tmp.resolve("java").toString(), "" + iterations, "" + javaWorkers});
+    // file: URIs, so the paths mean the local files whatever the job's default file system is.
+    int rc = ToolRunner.run(conf, new KMeans(), new String[] {data.resolve("points").toUri().toString(),
+        data.resolve("init.txt").toUri().toString(), tmp.resolve("java").toUri().toString(), "" + iterations,
+        "" + javaWorkers});
     assertEquals(0, rc);
     double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
     double[] got = read(tmp.resolve("java").resolve("centroids.txt"));

@@ -20,7 +20,35 @@ public final class JobSecret {
   /** The secret key's alias in the job's credentials. */
   public static final Text KEY = new Text("harp.job.secret");
 
+  /**
+   * Local mode only: the secrets of jobs this JVM runs through LocalJobRunner, by job id. The
+   * runner starts a job's thread before it attaches the credentials, so a map task can copy the
+   * job's configuration while its credentials are still empty; the tasks run in this JVM and find
+   * the secret here instead. Removed when the job is seen complete.
+   */
+  private static final java.util.Map<String, byte[]> LOCAL = new java.util.concurrent.ConcurrentHashMap<>();
+
   private JobSecret() {}
+
+  /** Local mode: makes {@code secret} the secret of job {@code jobId} in this JVM. */
+  public static void registerLocal(String jobId, byte[] secret) {
+    LOCAL.put(jobId, secret.clone());
+  }
+
+  /** Local mode: forgets job {@code jobId}'s secret. */
+  public static void forgetLocal(String jobId) {
+    LOCAL.remove(jobId);
+  }
+
+  /** The secret of job {@code jobId}: from {@code creds}, else (local mode) from this JVM. */
+  public static byte[] of(Credentials creds, String jobId) {
+    byte[] s = of(creds);
+    if (s == null && jobId != null) {
+      byte[] l = LOCAL.get(jobId);
+      s = l == null ? null : l.clone();
+    }
+    return s;
+  }
 
   /** The secret in {@code creds}, adding a fresh one (32 random bytes, hex) if there is none. */
   public static byte[] ensure(Credentials creds) {

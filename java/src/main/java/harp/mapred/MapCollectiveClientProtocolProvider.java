@@ -44,8 +44,9 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     // Check the job's number of maps against the runner's concurrency before it starts.
     InvocationHandler h = (proxy, method, args) -> {
       if (method.getName().equals("submitJob") && args != null && args.length >= 3 && args[1] instanceof String) {
-        // The secret reaches the map tasks through the job's credentials, not job.xml.
-        JobSecret.ensure((org.apache.hadoop.security.Credentials) args[2]);
+        // The secret reaches the map tasks through the job's credentials, not job.xml (and, as
+        // the runner attaches the credentials only after it started the job, through this JVM).
+        JobSecret.registerLocal(args[0].toString(), JobSecret.ensure((org.apache.hadoop.security.Credentials) args[2]));
         JobConf job = new JobConf(new Path((String) args[1], "job.xml"));
         int maps = job.getNumMapTasks();
         int max = job.getInt(LOCAL_MAX_MAPS, 1);
@@ -55,7 +56,12 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
         }
       }
       try {
-        return method.invoke(local, args);
+        Object out = method.invoke(local, args);
+        if (method.getName().equals("getJobStatus") && out instanceof org.apache.hadoop.mapreduce.JobStatus st
+            && st.isJobComplete()) {
+          JobSecret.forgetLocal(st.getJobID().toString());
+        }
+        return out;
       } catch (InvocationTargetException e) {
         throw e.getCause();
       }

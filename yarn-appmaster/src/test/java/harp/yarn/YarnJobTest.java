@@ -1,7 +1,5 @@
 package harp.yarn;
 
-import static harp.KMeansJobTest.harp;
-import static harp.KMeansJobTest.read;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -378,22 +376,6 @@ class YarnJobTest {
   @Test
   @Timeout(240)
   void theKMeansExampleOnYarnEqualsHarpKmeans(@TempDir Path tmp) throws Exception {
-    Path data = tmp.resolve("data");
-    harp("gen", "points", "--n", "3000", "--dim", "5", "--seed", "3", "--init", "6", "--files", "3",
-        "--output", data.toString());
-    harp("kmeans", "--workers", "3", "--input", data.resolve("points").toString(), "--init",
-        data.resolve("init.txt").toString(), "--iterations", "4", "--output", tmp.resolve("rust").toString());
-    int rc = org.apache.hadoop.util.ToolRunner.run(yarnConf(tmp), new harp.examples.kmeans.KMeans(), new String[] {
-        data.resolve("points").toUri().toString(), data.resolve("init.txt").toUri().toString(),
-        tmp.resolve("java").toUri().toString(), "4", "3"});
-    assertEquals(0, rc);
-    double[] want = read(tmp.resolve("rust").resolve("centroids.txt"));
-    double[] got = read(tmp.resolve("java").resolve("centroids.txt"));
-    assertEquals(6 * 5, want.length);
-    assertEquals(want.length, got.length);
-    for (int i = 0; i < want.length; i++) {
-      double rel = Math.abs(got[i] - want[i]) / Math.max(Math.abs(want[i]), 1e-300);
-      assertTrue(rel <= 1e-9, "value " + i + ": " + got[i] + " vs " + want[i]);
-    }
+    harp.KMeansJobTest.javaAgreesWithHarp(tmp, yarnConf(tmp), 3000, 5, 6, 4, 3, 3, 1e-9);
   }
 }
