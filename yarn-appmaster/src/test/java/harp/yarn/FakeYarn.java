@@ -155,6 +155,15 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
     finalStatus = FinalApplicationStatus.KILLED;
   }
 
+  /** Waits (at most 60 s) until the master of the last application has returned. */
+  static void awaitMaster() throws InterruptedException {
+    FakeYarn y = last;
+    Thread t = y == null ? null : y.master;
+    if (t != null) {
+      t.join(60_000);
+    }
+  }
+
   /** The master's credentials as a ResourceManager makes them: the client's plus an AMRM token. */
   static java.nio.ByteBuffer withAmrmToken(java.nio.ByteBuffer tokens) throws IOException {
     org.apache.hadoop.security.Credentials c = read(tokens);

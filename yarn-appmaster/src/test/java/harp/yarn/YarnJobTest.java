@@ -42,7 +42,9 @@ class YarnJobTest {
   static final int N = 3;
 
   @AfterEach
-  void reset() {
+  void reset() throws InterruptedException {
+    // The master may still be cleaning up after a kill: let it finish before the temp dir goes.
+    FakeYarn.awaitMaster();
     FakeYarn.failRank = -1;
     FakeYarn.killRank = -1;
     FakeYarn.withheld = "";
