@@ -18,7 +18,7 @@ trap 'rm -f "$log"' EXIT
 
 echo "== cargo test (workspace) =="
 # Release profile: the tests move real data through real sockets; debug builds are slow.
-cargo test --workspace --release 2>&1 | tee "$log"
+cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 while read -r p f; do
   passed=$((passed + p)); failed=$((failed + f))

@@ -317,8 +317,10 @@ fn a_worker_killed_during_a_large_broadcast_fails_the_others() {
         let o = k.wait_with_output().unwrap();
         let (_, err) = text(&o);
         assert!(!o.status.success(), "survivor {i} succeeded");
+        // Every rep is a barrier then the allreduce: under load the kill can land in either.
         assert!(
-            err.contains("rank 1 is gone") && err.contains("allreduce"),
+            err.contains("rank 1 is gone")
+                && (err.contains("allreduce") || err.contains("barrier")),
             "survivor {i}: {err}"
         );
     }
