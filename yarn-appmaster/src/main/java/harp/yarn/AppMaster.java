@@ -115,6 +115,20 @@ public final class AppMaster {
     System.exit(rc);
   }
 
+  /** Credentials as YARN carries them (a container launch context's tokens), and back. */
+  static Credentials deserialize(ByteBuffer tokens) throws IOException {
+    Credentials creds = new Credentials();
+    if (tokens != null) {
+      ByteBuffer b = tokens.duplicate();
+      byte[] raw = new byte[b.remaining()];
+      b.get(raw);
+      try (java.io.DataInputStream in = new java.io.DataInputStream(new java.io.ByteArrayInputStream(raw))) {
+        creds.readTokenStorageStream(in);
+      }
+    }
+    return creds;
+  }
+
   static ByteBuffer serialize(Credentials creds) throws IOException {
     DataOutputBuffer buf = new DataOutputBuffer();
     creds.writeTokenStorageToStream(buf);
@@ -147,15 +161,7 @@ public final class AppMaster {
    * credentials, serialized (the job's tokens, the job secret and the AMRM token).
    */
   public static boolean run(Configuration conf, Path jobDir, Port port, ByteBuffer tokens) throws Exception {
-    Credentials creds = new Credentials();
-    if (tokens != null) {
-      ByteBuffer b = tokens.duplicate();
-      byte[] raw = new byte[b.remaining()];
-      b.get(raw);
-      try (java.io.DataInputStream in = new java.io.DataInputStream(new java.io.ByteArrayInputStream(raw))) {
-        creds.readTokenStorageStream(in);
-      }
-    }
+    Credentials creds = deserialize(tokens);
     byte[] secret = JobSecret.of(creds);
     if (secret == null) {
       throw new IOException("the master's credentials hold no job secret (" + JobSecret.KEY + "): submit "

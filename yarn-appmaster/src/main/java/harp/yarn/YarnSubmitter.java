@@ -18,7 +18,6 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.io.IOUtils;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapreduce.Cluster;
@@ -218,9 +217,7 @@ public final class YarnSubmitter implements InvocationHandler {
     try (FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NODES_FILE), true)) {
       out.write(nodes.toString().getBytes(StandardCharsets.UTF_8));
     }
-    DataOutputBuffer buf = new DataOutputBuffer();
-    creds.writeTokenStorageToStream(buf);
-    ByteBuffer tokens = ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
+    ByteBuffer tokens = AppMaster.serialize(creds);
     ApplicationId app = appId(job);
     ApplicationSubmissionContext ctx = ApplicationSubmissionContext.newInstance(app,
         jobConf.get("mapreduce.job.name", "map-collective job"), jobConf.get("mapreduce.job.queuename", "default"),

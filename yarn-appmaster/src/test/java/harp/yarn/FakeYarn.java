@@ -166,23 +166,10 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
 
   /** The master's credentials as a ResourceManager makes them: the client's plus an AMRM token. */
   static java.nio.ByteBuffer withAmrmToken(java.nio.ByteBuffer tokens) throws IOException {
-    org.apache.hadoop.security.Credentials c = read(tokens);
+    org.apache.hadoop.security.Credentials c = AppMaster.deserialize(tokens);
     c.addToken(new org.apache.hadoop.io.Text("fake-rm:8030"), new org.apache.hadoop.security.token.Token<>(
         new byte[] {1, 2, 3}, new byte[] {4, 5, 6}, AMRM_KIND, new org.apache.hadoop.io.Text("fake-rm:8030")));
-    org.apache.hadoop.io.DataOutputBuffer buf = new org.apache.hadoop.io.DataOutputBuffer();
-    c.writeTokenStorageToStream(buf);
-    return java.nio.ByteBuffer.wrap(buf.getData(), 0, buf.getLength());
-  }
-
-  static org.apache.hadoop.security.Credentials read(java.nio.ByteBuffer tokens) throws IOException {
-    org.apache.hadoop.security.Credentials c = new org.apache.hadoop.security.Credentials();
-    if (tokens != null) {
-      java.nio.ByteBuffer b = tokens.duplicate();
-      byte[] raw = new byte[b.remaining()];
-      b.get(raw);
-      c.readTokenStorageStream(new java.io.DataInputStream(new java.io.ByteArrayInputStream(raw)));
-    }
-    return c;
+    return AppMaster.serialize(c);
   }
 
   // ---- the master's view (AppMaster.Port)
@@ -232,7 +219,7 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
       // Like a NodeManager: the container's credentials in a token file named by the environment.
       Path tokenFile = dir.resolve("container_tokens");
       try (java.io.DataOutputStream o = new java.io.DataOutputStream(Files.newOutputStream(tokenFile))) {
-        read(ctx.getTokens()).writeTokenStorageToStream(o);
+        AppMaster.deserialize(ctx.getTokens()).writeTokenStorageToStream(o);
       }
       StringBuilder script = new StringBuilder("#!/bin/bash\n");
       script.append("export HADOOP_TOKEN_FILE_LOCATION='").append(tokenFile).append("'\n");

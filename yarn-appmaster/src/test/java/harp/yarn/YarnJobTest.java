@@ -171,7 +171,7 @@ class YarnJobTest {
     assertEquals(List.of("0@n0", "1@n1", "2@n2"), y.requests.stream().sorted().toList());
     // The job secret travels in the credentials only: not in job.xml, not in any environment or
     // command; the workers get it, but not the master's AMRM token.
-    org.apache.hadoop.security.Credentials am = FakeYarn.read(app.getAMContainerSpec().getTokens());
+    org.apache.hadoop.security.Credentials am = AppMaster.deserialize(app.getAMContainerSpec().getTokens());
     byte[] secret = harp.mapred.JobSecret.of(am);
     assertTrue(secret != null && secret.length >= 32);
     String hex = new String(secret, java.nio.charset.StandardCharsets.US_ASCII);
@@ -179,7 +179,7 @@ class YarnJobTest {
     assertFalse(y.stagedJobXml.contains("harp.job.secret") || y.stagedJobXml.contains(hex), "secret in job.xml");
     assertEquals(N, y.launched.size());
     for (var ctx : y.launched.values()) {
-      org.apache.hadoop.security.Credentials w = FakeYarn.read(ctx.getTokens());
+      org.apache.hadoop.security.Credentials w = AppMaster.deserialize(ctx.getTokens());
       assertTrue(java.util.Arrays.equals(secret, harp.mapred.JobSecret.of(w)));
       for (var t : w.getAllTokens()) {
         assertFalse(t.getKind().equals(FakeYarn.AMRM_KIND), "a worker got the AMRM token");
