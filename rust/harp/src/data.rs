@@ -44,6 +44,21 @@ impl DType {
             _ => return Err(Error::Protocol(format!("unknown element type {v}"))),
         })
     }
+    /// Every element type, in wire-code order.
+    pub const ALL: [DType; 5] = [DType::F64, DType::F32, DType::I64, DType::I32, DType::U8];
+
+    /// Parses a name given by [`DType::name`] (the vocabulary shared with Java).
+    pub fn parse(name: &str) -> Result<DType> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "unknown element type {name:?} (f64, f32, i64, i32, u8)"
+                ))
+            })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             DType::F64 => "f64",
@@ -242,6 +257,22 @@ fn fold_typed(dtype: DType, acc: &mut [u8], other: &[u8], op: &Combiner) {
 }
 
 impl Combiner {
+    /// Parses the name of a built-in combiner (the vocabulary shared with Java).
+    pub fn parse(name: &str) -> Result<Combiner> {
+        Ok(match name {
+            "sum" => Combiner::Sum,
+            "min" => Combiner::Min,
+            "max" => Combiner::Max,
+            "keep-first" => Combiner::KeepFirst,
+            "reject" => Combiner::Reject,
+            _ => {
+                return Err(Error::config(format!(
+                    "unknown combiner {name:?} (sum, min, max, keep-first, reject)"
+                )))
+            }
+        })
+    }
+
     pub fn name(&self) -> &str {
         match self {
             Combiner::Sum => "sum",
@@ -494,6 +525,22 @@ pub fn aggregate(tables: Vec<Table>) -> Result<Table> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_parse_back() {
+        for d in DType::ALL {
+            assert_eq!(DType::parse(d.name()).unwrap(), d);
+            assert_eq!(DType::from_u8(d as u8).unwrap(), d);
+        }
+        for c in ["sum", "min", "max", "keep-first", "reject"] {
+            assert_eq!(Combiner::parse(c).unwrap().name(), c);
+        }
+        assert!(DType::parse("float").is_err());
+        assert!(Combiner::parse("avg")
+            .unwrap_err()
+            .to_string()
+            .contains("keep-first"));
+    }
 
     #[test]
     fn combiners_for_every_type() {

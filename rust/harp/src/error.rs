@@ -86,6 +86,36 @@ pub enum Error {
 }
 
 impl Error {
+    /// The stable name of this error's kind, shared with Java (`HarpException.Kind`) and the
+    /// docs: `timeout`, `silent`, `peer-lost`, `op-mismatch`, `poisoned`, `protocol`,
+    /// `startup`, `input`, `data`, `config`, `io`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Timeout { .. } => "timeout",
+            Error::Silent { .. } => "silent",
+            Error::PeerLost { .. } => "peer-lost",
+            Error::OpMismatch { .. } => "op-mismatch",
+            Error::Poisoned { .. } => "poisoned",
+            Error::Protocol(_) => "protocol",
+            Error::Startup { .. } => "startup",
+            Error::Input { .. } => "input",
+            Error::Data(_) => "data",
+            Error::Config(_) => "config",
+            Error::Io { .. } => "io",
+        }
+    }
+
+    /// The operation context of a communication error (rank, collective, sequence, label).
+    pub fn op_context(&self) -> Option<&OpContext> {
+        match self {
+            Error::Timeout { ctx, .. }
+            | Error::Silent { ctx, .. }
+            | Error::PeerLost { ctx, .. }
+            | Error::OpMismatch { ctx, .. } => Some(ctx),
+            _ => None,
+        }
+    }
+
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),

@@ -110,6 +110,14 @@ impl Op {
             .copied()
             .ok_or_else(|| Error::Protocol(format!("unknown operation {v}")))
     }
+    /// Parses a name given by [`Op::name`] (the vocabulary shared with Java).
+    pub fn parse(name: &str) -> Result<Op> {
+        (0..13u8)
+            .map(|v| Op::from_u8(v).expect("in range"))
+            .find(|o| o.name() == name)
+            .ok_or_else(|| Error::Config(format!("unknown operation {name:?}")))
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Handshake => "handshake",
