@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
-use harp::{Config, Error, Listener, Result, Topology, Worker};
+use clap::Args;
+use harp::{Error, Listener, Result, Topology, Worker};
 
-use crate::{bench, check, kmeans};
+use crate::jobs::{InWorker, Job, Local};
 
 #[derive(Args)]
 pub struct WorkerArgs {
@@ -36,82 +36,16 @@ pub struct WorkerArgs {
     #[arg(long)]
     job: Option<String>,
     #[command(subcommand)]
-    run: Job,
+    run: Job<InWorker>,
 }
 
-#[derive(Subcommand)]
-enum Job {
-    Kmeans(kmeans::KmeansArgs),
-    Bench(bench::BenchArgs),
-    Check(check::CheckArgs),
-}
-
-/// Options every job has for the cluster it runs on.
-#[derive(Args, Clone, Debug)]
-pub struct ClusterOpts {
-    /// Seconds a worker waits for a silent peer inside a collective before failing.
-    #[arg(long, default_value_t = 120.0)]
-    pub timeout: f64,
-    /// Seconds allowed for connecting to every peer at start-up.
-    #[arg(long, default_value_t = 60.0)]
-    pub connect_timeout: f64,
-    /// Socket send/receive buffer size in bytes (default: the OS's autotuning).
-    #[arg(long)]
-    pub socket_buffer: Option<u32>,
-    /// Pipeline chunk size in bytes for broadcast (0: automatic).
-    #[arg(long, default_value_t = 0)]
-    pub chunk: usize,
-    /// Automatic broadcast uses the binomial tree up to this many bytes, the chain above.
-    #[arg(long, default_value_t = 8192)]
-    pub broadcast_crossover: u64,
-    /// Automatic allreduce uses bidirectional exchange below this many bytes,
-    /// regroup-allgather from it on.
-    #[arg(long, default_value_t = 16384)]
-    pub allreduce_crossover: u64,
-    /// TCP congestion control for every connection (Linux TCP_CONGESTION, e.g. reno; one of
-    /// /proc/sys/net/ipv4/tcp_allowed_congestion_control). Default: the system's.
-    #[arg(long)]
-    pub tcp_congestion: Option<String>,
-    /// tokio I/O threads per worker.
-    #[arg(long, default_value_t = 1)]
-    pub io_threads: usize,
-}
-
-impl ClusterOpts {
-    pub fn config(&self) -> Result<Config> {
-        if !(self.timeout > 0.0 && self.connect_timeout > 0.0) {
-            return Err(Error::config(
-                "--timeout and --connect-timeout must be positive",
-            ));
-        }
-        Ok(Config {
-            op_timeout: Duration::from_secs_f64(self.timeout),
-            connect_timeout: Duration::from_secs_f64(self.connect_timeout),
-            send_buffer: self.socket_buffer,
-            recv_buffer: self.socket_buffer,
-            tcp_congestion: self.tcp_congestion.clone(),
-            chunk_size: self.chunk,
-            allreduce_crossover: self.allreduce_crossover,
-            broadcast_crossover: self.broadcast_crossover,
-            ..Config::default()
-        })
-    }
-}
-
-impl Job {
-    fn opts(&self) -> &ClusterOpts {
-        match self {
-            Job::Kmeans(a) => &a.cluster,
-            Job::Bench(a) => &a.cluster,
-            Job::Check(a) => &a.cluster,
-        }
-    }
-}
+// `check.rs` (and the jobs) name the cluster options by this path.
+pub use crate::options::ClusterOpts;
 
 /// Runs this process as one worker.
 pub fn worker(args: WorkerArgs) -> Result<()> {
-    let cfg = args.run.opts().config()?;
-    let rt = harp::worker::runtime(args.run.opts().io_threads)?;
+    let cfg = args.run.cluster().config()?;
+    let rt = harp::worker::runtime(args.run.cluster().io_threads)?;
     let secret = match &args.secret_file {
         Some(f) => {
             std::fs::read(f).map_err(|e| Error::io(format!("cannot read secret file {f}"), e))?
@@ -167,29 +101,11 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         &secret,
         listener,
     )?;
-    let res = match &args.run {
-        Job::Kmeans(a) => kmeans::run(&w, a),
-        Job::Bench(a) => bench::run(&w, a),
-        Job::Check(a) => check::run(&w, a),
-    };
+    let res = args.run.run(&w);
     if res.is_ok() {
         w.close();
     }
     res
-}
-
-/// The `--timeout` value among the job's arguments (or its default).
-fn timeout_arg(rest: &[String]) -> f64 {
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        if let Some(v) = a.strip_prefix("--timeout=") {
-            return v.parse().unwrap_or(120.0);
-        }
-        if a == "--timeout" {
-            return it.next().and_then(|v| v.parse().ok()).unwrap_or(120.0);
-        }
-    }
-    120.0
 }
 
 fn random_hex(n: usize) -> String {
@@ -224,9 +140,12 @@ impl Drop for Kill {
     }
 }
 
-/// Starts `workers` local worker processes running `job` with this process's remaining
-/// arguments, forwards their output, and fails if any of them fails.
-pub fn launch(workers: usize, job: &str) -> Result<()> {
+/// Starts `--workers` local worker processes running `job` (named `name` on the command line)
+/// with this process's remaining arguments, forwards their output, and fails if any of them
+/// fails.
+pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
+    let workers = job.extra().workers;
+    let timeout = job.cluster().config()?.op_timeout;
     if workers == 0 || workers > 256 {
         return Err(Error::config(format!(
             "--workers must be between 1 and 256, got {workers}"
@@ -238,7 +157,7 @@ pub fn launch(workers: usize, job: &str) -> Result<()> {
     let argv: Vec<String> = std::env::args().collect();
     let at = argv
         .iter()
-        .position(|a| a == job)
+        .position(|a| a == name)
         .expect("job name on the command line");
     let mut rest = Vec::new();
     let mut it = argv[at + 1..].iter();
@@ -254,7 +173,7 @@ pub fn launch(workers: usize, job: &str) -> Result<()> {
     let mut kids = Kill(Vec::new());
     for r in 0..workers {
         let child = Command::new(&exe)
-            .args(["worker", "--rendezvous", "--rank", &r.to_string(), job])
+            .args(["worker", "--rendezvous", "--rank", &r.to_string(), name])
             .args(&rest)
             .env("HARP_SECRET", &secret)
             .env("HARP_JOB", &jobname)
@@ -309,7 +228,7 @@ pub fn launch(workers: usize, job: &str) -> Result<()> {
         .collect();
     // Wait for every worker. Once one has failed, the others get the collective timeout plus a
     // grace period to fail by themselves (they name the cause); then they are killed.
-    let grace = Duration::from_secs_f64(timeout_arg(&rest) + 5.0);
+    let grace = timeout + Duration::from_secs(5);
     let mut status: Vec<Option<String>> = vec![None; workers];
     let mut failed_at: Option<std::time::Instant> = None;
     while status.iter().any(Option::is_none) {

@@ -3,12 +3,14 @@
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod check;
 mod cluster;
+mod jobs;
 mod kmeans;
+mod options;
 
 #[derive(Parser)]
 #[command(
@@ -28,14 +30,13 @@ enum Cmd {
         #[command(subcommand)]
         what: GenCmd,
     },
-    /// K-means (Lloyd's algorithm) on W local worker processes.
-    Kmeans(Launch<kmeans::KmeansArgs>),
-    /// Time one collective on W local worker processes.
-    Bench(Launch<bench::BenchArgs>),
-    /// Verify every collective against a sequential model on W local worker processes.
-    Check(Launch<check::CheckArgs>),
+    /// A job on W local worker processes (the jobs: src/jobs.rs).
+    #[command(flatten)]
+    Launch(jobs::Job<jobs::Local>),
     /// Run this process as one rank of a cluster (hosts file or the local launcher).
     Worker(cluster::WorkerArgs),
+    /// List the engine options: CLI flag, Java job key, engine key, default, meaning.
+    Options(options::OptionsArgs),
 }
 
 #[derive(Subcommand)]
@@ -44,27 +45,17 @@ enum GenCmd {
     Points(kmeans::GenArgs),
 }
 
-/// A job started on an embedded local cluster.
-#[derive(Args, Clone)]
-pub struct Launch<J: Args> {
-    /// Number of worker processes.
-    #[arg(long, short = 'w', default_value_t = 2)]
-    workers: usize,
-    #[command(flatten)]
-    job: J,
-}
-
 fn main() -> ExitCode {
     init_logging();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let res = match cli.cmd {
         Cmd::Gen {
             what: GenCmd::Points(a),
         } => kmeans::gen(&a),
-        Cmd::Kmeans(l) => cluster::launch(l.workers, "kmeans"),
-        Cmd::Bench(l) => cluster::launch(l.workers, "bench"),
-        Cmd::Check(l) => cluster::launch(l.workers, "check"),
+        Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
+        Cmd::Options(a) => options::print(&a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,10 @@
 //! Worker configuration: timeouts, socket buffers, pipelining, pool limits, algorithm overrides.
+//!
+//! [`OPTIONS`] is the one table of the engine's settable options: each row names the option in
+//! every layer (the engine key of [`Config::set`], the CLI flag, the Java job configuration
+//! key), its unit and its meaning; defaults always come from [`Config::default`].
+//! [`JAVA_ONLY`] lists the `harp.*` job keys that belong to the Java and YARN layers, which
+//! [`Config::set`] accepts and ignores (so the Java side can pass every `harp.*` entry of a job).
 
 use std::time::Duration;
 
@@ -48,11 +54,301 @@ impl Default for Config {
     }
 }
 
+/// How an option's value is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// A duration: whole milliseconds (at least 1) for the engine and Java keys, seconds (a
+    /// positive number) for the CLI flag.
+    Millis,
+    /// A number of bytes (an integer, at least 0).
+    Bytes,
+    /// A name (letters, digits and `_`, shorter than 16); empty means unset.
+    Name,
+}
+
+impl Unit {
+    /// The unit's name as the CLI shows it (`--timeout SECONDS`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            Unit::Millis => "SECONDS",
+            Unit::Bytes => "BYTES",
+            Unit::Name => "NAME",
+        }
+    }
+
+    /// The unit's name for the engine and Java keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Millis => "ms",
+            Unit::Bytes => "bytes",
+            Unit::Name => "name",
+        }
+    }
+}
+
+/// A parsed option value.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Time(Duration),
+    Bytes(u64),
+    Name(Option<String>),
+}
+
+/// One settable engine option, named in every layer.
+pub struct EngineOption {
+    /// The key of [`Config::set`] and of the `key=value` lines of [`Config::apply`].
+    pub key: &'static str,
+    /// The CLI flag, without `--`.
+    pub flag: &'static str,
+    /// The Java job configuration key (also accepted by [`Config::set`]).
+    pub java: &'static str,
+    pub unit: Unit,
+    /// What it sets; the default and the unit are shown next to it.
+    pub help: &'static str,
+    get: fn(&Config) -> Value,
+    put: fn(&mut Config, Value) -> Result<()>,
+}
+
+/// Every engine option, in the order the CLI lists them.
+pub static OPTIONS: &[EngineOption] = &[
+    EngineOption {
+        key: "op_timeout_ms",
+        flag: "timeout",
+        java: "harp.collective.timeout.ms",
+        unit: Unit::Millis,
+        help: "How long a worker waits for a silent peer inside a collective before failing.",
+        get: |c| Value::Time(c.op_timeout),
+        put: |c, v| {
+            c.op_timeout = v.time();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "connect_timeout_ms",
+        flag: "connect-timeout",
+        java: "harp.connect.timeout.ms",
+        unit: Unit::Millis,
+        help: "Time allowed at start-up for every worker to join, connect and handshake.",
+        get: |c| Value::Time(c.connect_timeout),
+        put: |c, v| {
+            c.connect_timeout = v.time();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "socket_buffer",
+        flag: "socket-buffer",
+        java: "harp.socket.buffer.bytes",
+        unit: Unit::Bytes,
+        help: "Socket send and receive buffers of every connection (0: the OS's autotuning).",
+        get: |c| Value::Bytes(c.send_buffer.unwrap_or(0).into()),
+        put: |c, v| {
+            let n = v.bytes();
+            let n = match n {
+                0 => None,
+                n => Some(u32::try_from(n).map_err(|_| {
+                    Error::config(format!("socket buffer: {n} bytes is too large"))
+                })?),
+            };
+            c.send_buffer = n;
+            c.recv_buffer = n;
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "chunk",
+        flag: "chunk",
+        java: "harp.broadcast.chunk.bytes",
+        unit: Unit::Bytes,
+        help: "Pipeline chunk of the chain broadcast (0: automatic).",
+        get: |c| Value::Bytes(c.chunk_size as u64),
+        put: |c, v| {
+            c.chunk_size = usize::try_from(v.bytes())
+                .map_err(|_| Error::config("broadcast chunk: too large"))?;
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "broadcast_crossover",
+        flag: "broadcast-crossover",
+        java: "harp.broadcast.crossover.bytes",
+        unit: Unit::Bytes,
+        help: "Automatic broadcast uses the binomial tree up to this size, the chain above.",
+        get: |c| Value::Bytes(c.broadcast_crossover),
+        put: |c, v| {
+            c.broadcast_crossover = v.bytes();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "allreduce_crossover",
+        flag: "allreduce-crossover",
+        java: "harp.allreduce.crossover.bytes",
+        unit: Unit::Bytes,
+        help: "Automatic allreduce uses bidirectional exchange below this size, \
+               regroup-allgather from it on.",
+        get: |c| Value::Bytes(c.allreduce_crossover),
+        put: |c, v| {
+            c.allreduce_crossover = v.bytes();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "tcp_congestion",
+        flag: "tcp-congestion",
+        java: "harp.tcp.congestion",
+        unit: Unit::Name,
+        help: "TCP congestion control of every connection (Linux TCP_CONGESTION, e.g. reno; \
+               one of /proc/sys/net/ipv4/tcp_allowed_congestion_control; unset: the system's).",
+        get: |c| Value::Name(c.tcp_congestion.clone()),
+        put: |c, v| {
+            c.tcp_congestion = v.name();
+            Ok(())
+        },
+    },
+];
+
+/// Who reads a [`JAVA_ONLY`] key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// The Java API (docs/java-guide.md).
+    Java,
+    /// The YARN client and application master (docs/yarn.md).
+    Yarn,
+    /// Set by the framework for its own use, or a test seam; not for users.
+    Internal,
+}
+
+/// The `harp.*` job configuration keys of the Java and YARN layers: [`Config::set`] accepts
+/// and ignores them.
+pub static JAVA_ONLY: &[(&str, Layer)] = &[
+    ("harp.workers", Layer::Java),
+    ("harp.log.level", Layer::Java),
+    ("harp.worker.host", Layer::Java),
+    ("harp.progress.interval.ms", Layer::Java),
+    ("harp.kmeans.threads", Layer::Java),
+    ("harp.local", Layer::Java),
+    ("harp.am.host", Layer::Yarn),
+    ("harp.yarn.worker.memory.mb", Layer::Yarn),
+    ("harp.yarn.worker.vcores", Layer::Yarn),
+    ("harp.yarn.gang.timeout.ms", Layer::Yarn),
+    ("harp.yarn.workers.per.node", Layer::Yarn),
+    ("harp.yarn.failure.grace.ms", Layer::Yarn),
+    ("harp.yarn.am.memory.mb", Layer::Yarn),
+    ("harp.yarn.am.vcores", Layer::Yarn),
+    ("harp.yarn.worker.java.opts", Layer::Yarn),
+    ("harp.worker.rank", Layer::Internal),
+    ("harp.rendezvous.dir", Layer::Internal),
+    ("harp.am.address", Layer::Internal),
+    ("harp.yarn.rm.factory", Layer::Internal),
+];
+
+impl Value {
+    fn time(self) -> Duration {
+        match self {
+            Value::Time(d) => d,
+            v => unreachable!("a duration option got {v:?}"),
+        }
+    }
+    fn bytes(self) -> u64 {
+        match self {
+            Value::Bytes(n) => n,
+            v => unreachable!("a byte option got {v:?}"),
+        }
+    }
+    fn name(self) -> Option<String> {
+        match self {
+            Value::Name(n) => n,
+            v => unreachable!("a name option got {v:?}"),
+        }
+    }
+}
+
+impl EngineOption {
+    /// The row whose engine key or Java key is `key`.
+    pub fn find(key: &str) -> Option<&'static EngineOption> {
+        OPTIONS.iter().find(|o| o.key == key || o.java == key)
+    }
+
+    /// The row whose CLI flag (without `--`) is `flag`.
+    pub fn by_flag(flag: &str) -> Option<&'static EngineOption> {
+        OPTIONS.iter().find(|o| o.flag == flag)
+    }
+
+    /// The default as the engine and Java keys write it (`120000`, `8192`; empty when unset).
+    pub fn default_value(&self) -> String {
+        match (self.get)(&Config::default()) {
+            Value::Time(d) => d.as_millis().to_string(),
+            Value::Bytes(n) => n.to_string(),
+            Value::Name(n) => n.unwrap_or_default(),
+        }
+    }
+
+    /// The default as the CLI flag writes it (`120` seconds), None when unset.
+    pub fn default_flag_value(&self) -> Option<String> {
+        match (self.get)(&Config::default()) {
+            Value::Time(d) => Some(d.as_secs_f64().to_string()),
+            Value::Bytes(n) => Some(n.to_string()),
+            Value::Name(n) => n,
+        }
+    }
+
+    /// Sets this option in `cfg` from `value` written in the engine's unit (milliseconds).
+    pub fn set(&self, cfg: &mut Config, value: &str) -> Result<()> {
+        self.set_as(self.key, cfg, value)
+    }
+
+    /// [`EngineOption::set`], naming the option `key` (as the caller called it) in errors.
+    fn set_as(&self, key: &str, cfg: &mut Config, value: &str) -> Result<()> {
+        let v = match self.unit {
+            Unit::Millis => Value::Time(Duration::from_millis(integer(key, value, 1)?)),
+            Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
+            Unit::Name => name(key, value)?,
+        };
+        (self.put)(cfg, v)
+    }
+
+    /// Sets this option in `cfg` from `value` written as the CLI flag takes it (seconds).
+    pub fn set_flag(&self, cfg: &mut Config, value: &str) -> Result<()> {
+        match self.unit {
+            Unit::Millis => match value.trim().parse::<f64>() {
+                Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
+                    (self.put)(cfg, Value::Time(Duration::from_secs_f64(s)))
+                }
+                _ => Err(Error::config(format!(
+                    "--{}: expected a positive number of seconds, got {value:?}",
+                    self.flag
+                ))),
+            },
+            _ => self.set(cfg, value),
+        }
+    }
+}
+
+fn integer(key: &str, value: &str, min: u64) -> Result<u64> {
+    match value.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(Error::config(format!(
+            "option {key}: expected an integer >= {min}, got {value:?}"
+        ))),
+    }
+}
+
+fn name(key: &str, value: &str) -> Result<Value> {
+    match value.trim() {
+        "" => Ok(Value::Name(None)),
+        v if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+            Ok(Value::Name(Some(v.to_string())))
+        }
+        v => Err(Error::config(format!(
+            "option {key}: {v:?} is not a congestion control name"
+        ))),
+    }
+}
+
 impl Config {
     /// Applies `key=value` lines (blank lines and `#` comments ignored), the form in which the
-    /// Java side passes its `harp.*` job configuration. Keys: `op_timeout_ms`,
-    /// `connect_timeout_ms`, `socket_buffer` (bytes, both directions), `tcp_congestion`,
-    /// `chunk`, `broadcast_crossover`, `allreduce_crossover` (bytes).
+    /// Java side passes its `harp.*` job configuration. Each key goes to [`Config::set`].
     pub fn apply(&mut self, text: &str) -> Result<()> {
         for (no, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -70,55 +366,26 @@ impl Config {
         Ok(())
     }
 
-    /// Sets one option by name (see [`Config::apply`]).
+    /// Sets one option by its engine key or Java key ([`OPTIONS`]), in the engine's unit.
+    /// The Java and YARN layers' keys ([`JAVA_ONLY`]) are ignored; any other `harp.*` key is
+    /// ignored with a warning (it may be an application's own key, or a misspelling); any
+    /// other key is an error.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let num = |min: u64| -> Result<u64> {
-            match value.parse::<u64>() {
-                Ok(n) if n >= min => Ok(n),
-                _ => Err(Error::config(format!(
-                    "option {key}: expected an integer >= {min}, got {value:?}"
-                ))),
-            }
-        };
-        match key {
-            "op_timeout_ms" => self.op_timeout = Duration::from_millis(num(1)?),
-            "connect_timeout_ms" => self.connect_timeout = Duration::from_millis(num(1)?),
-            "socket_buffer" => {
-                let n = num(0)?;
-                let n = if n == 0 {
-                    None
-                } else {
-                    Some(u32::try_from(n).map_err(|_| {
-                        Error::config(format!("option {key}: {n} is too large"))
-                    })?)
-                };
-                self.send_buffer = n;
-                self.recv_buffer = n;
-            }
-            "tcp_congestion" => {
-                self.tcp_congestion = match value {
-                    "" => None,
-                    v if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
-                        Some(v.to_string())
-                    }
-                    v => {
-                        return Err(Error::config(format!(
-                            "option {key}: {v:?} is not a congestion control name"
-                        )))
-                    }
-                }
-            }
-            "chunk" => self.chunk_size = num(0)? as usize,
-            "broadcast_crossover" => self.broadcast_crossover = num(0)?,
-            "allreduce_crossover" => self.allreduce_crossover = num(0)?,
-            _ => {
-                return Err(Error::config(format!(
-                    "unknown option {key:?} (known: op_timeout_ms, connect_timeout_ms, \
-                     socket_buffer, tcp_congestion, chunk, broadcast_crossover, allreduce_crossover)"
-                )))
-            }
+        if let Some(o) = EngineOption::find(key) {
+            return o.set_as(key, self, value);
         }
-        Ok(())
+        if JAVA_ONLY.iter().any(|(k, _)| *k == key) {
+            return Ok(());
+        }
+        if key.starts_with("harp.") {
+            tracing::warn!("ignoring job configuration key {key}: not a Harp-RS option");
+            return Ok(());
+        }
+        let known: Vec<&str> = OPTIONS.iter().map(|o| o.key).collect();
+        Err(Error::config(format!(
+            "unknown option {key:?} (known: {})",
+            known.join(", ")
+        )))
     }
 }
 
@@ -146,5 +413,84 @@ mod tests {
         assert!(e.contains("not a congestion control"), "{e}");
         let e = c.apply("op_timeout_ms=0").unwrap_err().to_string();
         assert!(e.contains(">= 1"), "{e}");
+    }
+
+    #[test]
+    fn java_keys_set_the_same_options_and_layer_keys_are_ignored() {
+        let mut c = Config::default();
+        c.apply(
+            "harp.collective.timeout.ms=2500\nharp.connect.timeout.ms=700\n\
+             harp.socket.buffer.bytes=65536\nharp.tcp.congestion=cubic\n\
+             harp.broadcast.chunk.bytes=4096\nharp.broadcast.crossover.bytes=1\n\
+             harp.allreduce.crossover.bytes=2\nharp.workers=4\nharp.yarn.worker.java.opts=-Xmx1g -Da=b\n\
+             harp.some.app.key=x",
+        )
+        .unwrap();
+        assert_eq!(c.op_timeout, Duration::from_millis(2500));
+        assert_eq!(c.connect_timeout, Duration::from_millis(700));
+        assert_eq!(c.send_buffer, Some(65536));
+        assert_eq!(c.tcp_congestion.as_deref(), Some("cubic"));
+        assert_eq!(c.chunk_size, 4096);
+        assert_eq!(c.broadcast_crossover, 1);
+        assert_eq!(c.allreduce_crossover, 2);
+        let e = c
+            .apply("harp.collective.timeout.ms=soon")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("option harp.collective.timeout.ms") && e.contains("soon"),
+            "{e}"
+        );
+        // Unset again: 0 buffers and an empty congestion name are the defaults.
+        c.apply("socket_buffer=0\ntcp_congestion=").unwrap();
+        assert_eq!((c.send_buffer, c.tcp_congestion), (None, None));
+    }
+
+    #[test]
+    fn every_row_is_named_once_in_every_layer_and_its_default_round_trips() {
+        // Config::set looks keys up among engine and Java keys; flags are their own namespace.
+        let mut seen = std::collections::HashSet::new();
+        let mut flags = std::collections::HashSet::new();
+        for o in OPTIONS {
+            assert!(flags.insert(o.flag), "--{} named twice", o.flag);
+            for name in [o.key, o.java] {
+                assert!(seen.insert(name), "{name} named twice");
+            }
+            assert!(o.java.starts_with("harp."), "{}", o.java);
+            assert!(!JAVA_ONLY.iter().any(|(k, _)| *k == o.java), "{}", o.java);
+            // Setting the default (in either unit) changes nothing.
+            let mut c = Config::default();
+            o.set(&mut c, &o.default_value()).unwrap();
+            if let Some(v) = o.default_flag_value() {
+                o.set_flag(&mut c, &v).unwrap();
+            }
+            assert_eq!((o.get)(&c), (o.get)(&Config::default()), "{}", o.key);
+        }
+        for (k, _) in JAVA_ONLY {
+            assert!(seen.insert(k) && k.starts_with("harp."), "{k}");
+        }
+    }
+
+    #[test]
+    fn flags_take_seconds_and_engine_keys_milliseconds() {
+        let t = EngineOption::by_flag("timeout").unwrap();
+        assert_eq!(t.default_value(), "120000");
+        assert_eq!(t.default_flag_value().as_deref(), Some("120"));
+        let mut c = Config::default();
+        t.set_flag(&mut c, "0.25").unwrap();
+        assert_eq!(c.op_timeout, Duration::from_millis(250));
+        for bad in ["0", "-1", "x", "inf"] {
+            let e = t.set_flag(&mut c, bad).unwrap_err().to_string();
+            assert!(e.contains("--timeout") && e.contains("seconds"), "{e}");
+        }
+        let s = EngineOption::by_flag("socket-buffer").unwrap();
+        s.set_flag(&mut c, "1024").unwrap();
+        assert_eq!(c.recv_buffer, Some(1024));
+        let e = s.set_flag(&mut c, "8589934592").unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        assert!(EngineOption::by_flag("tcp-congestion")
+            .unwrap()
+            .default_flag_value()
+            .is_none());
     }
 }

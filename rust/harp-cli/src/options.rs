@@ -1,0 +1,258 @@
+//! The engine options as CLI flags, made from the engine's one option table
+//! (`harp::config::OPTIONS`: flag, unit, help, default), and `harp options`, which prints that
+//! table (and, for the Java build, its Java keys and defaults as a properties file).
+
+use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
+use harp::config::{EngineOption, Unit, JAVA_ONLY, OPTIONS};
+use harp::{Config, Result};
+
+/// Options every job has for the cluster it runs on.
+#[derive(Args, Clone, Debug)]
+pub struct ClusterOpts {
+    #[command(flatten)]
+    pub engine: EngineFlags,
+    /// tokio I/O threads per worker.
+    #[arg(long, default_value_t = 1)]
+    pub io_threads: usize,
+}
+
+impl ClusterOpts {
+    /// The worker configuration these flags give.
+    pub fn config(&self) -> Result<Config> {
+        Ok(self.engine.config.clone())
+    }
+}
+
+/// One flag per row of `harp::config::OPTIONS`, parsed into a [`Config`] (each value is checked
+/// while the command line is parsed, so a bad one is a usage error naming the flag).
+#[derive(Clone, Debug, Default)]
+pub struct EngineFlags {
+    pub config: Config,
+}
+
+/// `--help` text of an option: its meaning and its default (clap's `[default: …]` form).
+fn help(o: &EngineOption) -> String {
+    let text = o.help.trim_end_matches('.');
+    match o.default_flag_value() {
+        Some(d) => format!("{text} [default: {d}]"),
+        None => text.to_string(),
+    }
+}
+
+impl Args for EngineFlags {
+    fn augment_args(cmd: Command) -> Command {
+        OPTIONS.iter().fold(cmd, |cmd, o| {
+            cmd.arg(
+                Arg::new(o.flag)
+                    .long(o.flag)
+                    .value_name(o.unit.cli_name())
+                    .allow_negative_numbers(true)
+                    .value_parser(move |v: &str| {
+                        o.set_flag(&mut Config::default(), v)
+                            .map(|()| v.to_string())
+                            .map_err(|e| e.to_string())
+                    })
+                    .help(help(o)),
+            )
+        })
+    }
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for EngineFlags {
+    fn from_arg_matches(m: &ArgMatches) -> std::result::Result<Self, clap::Error> {
+        let mut f = EngineFlags::default();
+        f.update_from_arg_matches(m)?;
+        Ok(f)
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
+        for o in OPTIONS {
+            if let Some(v) = m.get_one::<String>(o.flag) {
+                o.set_flag(&mut self.config, v).map_err(|e| {
+                    clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+pub struct OptionsArgs {
+    /// Print `KEY.java` and `KEY.default` lines (the Java build's copy of the table) instead.
+    #[arg(long)]
+    pub properties: bool,
+}
+
+/// `harp options`: every engine option with its CLI flag, Java job key, engine key, default
+/// and meaning; then the `harp.*` keys the Java and YARN layers read themselves.
+pub fn print(a: &OptionsArgs) -> Result<()> {
+    print!("{}", if a.properties { properties() } else { table() });
+    Ok(())
+}
+
+fn table() -> String {
+    let mut s = String::from("CLI flag | Java job key | engine key | default | unit | meaning\n");
+    for o in OPTIONS {
+        let unit = match o.unit {
+            Unit::Millis => "flag: s, keys: ms",
+            u => u.name(),
+        };
+        s.push_str(&format!(
+            "--{} | {} | {} | {} | {unit} | {}\n",
+            o.flag,
+            o.java,
+            o.key,
+            o.default_value(),
+            o.help
+        ));
+    }
+    s.push_str("\nJava and YARN job keys (not engine options):\n");
+    for (k, layer) in JAVA_ONLY {
+        s.push_str(&format!("{k} ({layer:?})\n"));
+    }
+    s
+}
+
+fn properties() -> String {
+    let mut s = String::from(
+        "# The engine's options (harp options --properties); generated, do not edit.\n",
+    );
+    for o in OPTIONS {
+        s.push_str(&format!("{}.java={}\n", o.key, o.java));
+        s.push_str(&format!("{}.default={}\n", o.key, o.default_value()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use harp::config::Layer;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        c: ClusterOpts,
+    }
+
+    #[test]
+    fn flags_set_the_config_and_bad_values_are_usage_errors() {
+        let t = T::try_parse_from([
+            "t",
+            "--timeout",
+            "2.5",
+            "--socket-buffer=4096",
+            "--tcp-congestion",
+            "reno",
+            "--io-threads",
+            "3",
+        ])
+        .unwrap();
+        let c = t.c.config().unwrap();
+        assert_eq!(c.op_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(c.send_buffer, Some(4096));
+        assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
+        assert_eq!(c.connect_timeout, Config::default().connect_timeout);
+        assert_eq!(t.c.io_threads, 3);
+        let e = T::try_parse_from(["t", "--timeout", "-1"]).err().unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("positive number of seconds"), "{e}");
+    }
+
+    #[test]
+    fn properties_name_every_java_key_with_its_default() {
+        let p = properties();
+        assert!(
+            p.contains("op_timeout_ms.java=harp.collective.timeout.ms\n"),
+            "{p}"
+        );
+        assert!(p.contains("connect_timeout_ms.default=60000\n"), "{p}");
+        assert_eq!(
+            p.lines().filter(|l| l.contains(".java=")).count(),
+            OPTIONS.len()
+        );
+    }
+
+    /// The `| `key` | default | meaning |` rows of a document's "Configuration keys" table.
+    fn doc_keys(doc: &str) -> Vec<(String, String)> {
+        let path = format!("{}/../../docs/{doc}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let section = text
+            .split("\n## Configuration keys\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{doc} has no 'Configuration keys' section"));
+        let section = section.split("\n## ").next().unwrap();
+        let rows: Vec<(String, String)> = section
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let key = cells.get(1)?.strip_prefix("`harp.")?.strip_suffix('`')?;
+                Some((
+                    format!("harp.{key}"),
+                    cells.get(2)?.trim_matches('`').to_string(),
+                ))
+            })
+            .collect();
+        assert!(!rows.is_empty(), "{doc}: no key rows");
+        rows
+    }
+
+    #[test]
+    fn docs_tables_and_help_list_the_option_table() {
+        let guide = doc_keys("java-guide.md");
+        let yarn = doc_keys("yarn.md");
+        for (doc, rows) in [("java-guide.md", &guide), ("yarn.md", &yarn)] {
+            for (k, default) in rows.iter() {
+                match EngineOption::find(k) {
+                    Some(o) => {
+                        let want = o.default_value();
+                        let want = if want.is_empty() { "unset".into() } else { want };
+                        assert_eq!(*default, want, "{doc}: default of {k}");
+                    }
+                    None => assert!(
+                        JAVA_ONLY.iter().any(|(j, _)| j == k),
+                        "{doc} documents {k}, which is in neither harp::config::OPTIONS nor JAVA_ONLY"
+                    ),
+                }
+            }
+        }
+        let has = |rows: &[(String, String)], k: &str| rows.iter().any(|(d, _)| d == k);
+        for o in OPTIONS {
+            assert!(
+                has(&guide, o.java),
+                "docs/java-guide.md does not list {}",
+                o.java
+            );
+        }
+        for (k, layer) in JAVA_ONLY {
+            match layer {
+                Layer::Java => assert!(has(&guide, k), "docs/java-guide.md does not list {k}"),
+                Layer::Yarn => assert!(has(&yarn, k), "docs/yarn.md does not list {k}"),
+                Layer::Internal => {}
+            }
+        }
+        use clap::CommandFactory;
+        let mut cli = crate::Cli::command();
+        for job in ["kmeans", "bench", "check"] {
+            let help = cli
+                .find_subcommand_mut(job)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            for o in OPTIONS {
+                let flag = format!("--{} <{}>", o.flag, o.unit.cli_name());
+                let at = help
+                    .find(&flag)
+                    .unwrap_or_else(|| panic!("harp {job} --help lacks {flag}:\n{help}"));
+                let entry = help[at..].split("\n  -").next().unwrap();
+                if let Some(d) = o.default_flag_value() {
+                    assert!(entry.contains(&format!("[default: {d}]")), "{entry}");
+                }
+            }
+        }
+    }
+}
