@@ -3,7 +3,10 @@
 #   target/java/harp-rs.jar           the API classes + the native library (/native/libharp_jni.so)
 #   target/java/harp-rs-examples.jar  the same plus the examples (Main-Class: harp.examples.Driver)
 #   target/java/test-classes/         the JUnit 5 tests (java/ and yarn-appmaster/)
-# The application master's classes (yarn-appmaster/src/main/java) go into harp-rs.jar too.
+# java/src/main is compiled alone first (it must not need yarn-appmaster/), then
+# yarn-appmaster/src/main against it; both go into harp-rs.jar (YARN plugs in through its
+# META-INF/services/harp.mapred.ClusterSubmitter). harp/engine-options.properties is the
+# engine's option table for the Java side, written by `harp options --properties`.
 # Needs scripts/setup.sh (Hadoop client jars, JUnit); prints the classpath file it wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +16,14 @@ RT=$HJ/hadoop-client-runtime-3.5.0.jar:/usr/share/java/slf4j-api.jar:/usr/share/
 JUNIT=/usr/share/java/junit-jupiter-api.jar:/usr/share/java/apiguardian-api.jar:/usr/share/java/opentest4j.jar
 cargo build --release -q -p harp-jni -p harp-cli
 B=target/java
-rm -rf "$B/classes" "$B/examples-classes" "$B/test-classes"
-mkdir -p "$B/classes/native" "$B/examples-classes" "$B/test-classes"
-javac --release 17 -Xlint:all,-serial,-options -Werror -d "$B/classes" -cp "$API" \
-  $(find java/src/main/java yarn-appmaster/src/main/java -name '*.java')
+rm -rf "$B/classes" "$B/yarn-classes" "$B/examples-classes" "$B/test-classes"
+mkdir -p "$B/classes/native" "$B/classes/harp" "$B/yarn-classes" "$B/examples-classes" "$B/test-classes"
+JAVAC=(javac --release 17 -Xlint:all,-serial,-options -Werror)
+"${JAVAC[@]}" -d "$B/classes" -cp "$API" $(find java/src/main/java -name '*.java')
+"${JAVAC[@]}" -d "$B/yarn-classes" -cp "$API:$B/classes" $(find yarn-appmaster/src/main/java -name '*.java')
 cp -r java/src/main/resources/. "$B/classes/"
+target/release/harp options --properties > "$B/classes/harp/engine-options.properties"
+cp -r "$B/yarn-classes/." yarn-appmaster/src/main/resources/. "$B/classes/"
 cp target/release/libharp_jni.so "$B/classes/native/"
 jar --create --file "$B/harp-rs.jar" -C "$B/classes" .
 javac --release 17 -Xlint:all,-serial,-options -Werror -d "$B/examples-classes" -cp "$API:$B/classes" $(find java/examples -name '*.java')

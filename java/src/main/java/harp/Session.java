@@ -1,59 +1,59 @@
 package harp;
 
+import harp.mapred.EngineOptions;
 import harp.mapred.JobSecret;
+import harp.rendezvous.RegistryClient;
+import harp.rendezvous.RegistryRendezvous;
+import harp.rendezvous.Rendezvous;
+import harp.rendezvous.RendezvousException;
+import harp.rendezvous.StagingDirRendezvous;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.util.concurrent.TimeUnit;
+import java.util.Map;
+import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FSDataOutputStream;
-import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 
 /**
- * Joins the job's workers: binds an ephemeral port, publishes {@code host:port} in the job's
- * staging directory ({@code mapreduce.job.dir/_harp/worker-RANK}), waits until every worker has
- * published, then connects, authenticates with the job secret and runs the start-up handshake.
- * The rank is the map task's index; the number of workers is the number of map tasks.
+ * Joins the job's workers: binds an ephemeral port, meets the other workers through the job's
+ * {@link Rendezvous} (the YARN master's registry when {@code harp.am.address} is set, else the
+ * job's staging directory, {@code mapreduce.job.dir/_harp/worker-RANK}), then connects,
+ * authenticates with the job secret and runs the start-up handshake. The rank is the map task's
+ * index; the number of workers is the number of map tasks.
  */
 final class Session {
-  /** Configuration keys (documented in docs/java-guide.md). */
-  static final String OP_TIMEOUT = "harp.collective.timeout.ms";
-  static final String CONNECT_TIMEOUT = "harp.connect.timeout.ms";
+  /** Configuration keys of the Java layer (documented in docs/java-guide.md). */
   static final String LOG_LEVEL = "harp.log.level";
   static final String HOST = "harp.worker.host";
   static final String RENDEZVOUS_DIR = "harp.rendezvous.dir";
   /** Set by the YARN master: register there instead of meeting in the staging directory. */
   static final String AM_ADDRESS = "harp.am.address";
   static final String RANK = "harp.worker.rank";
-  static final String SOCKET_BUFFER = "harp.socket.buffer.bytes";
-  static final String TCP_CONGESTION = "harp.tcp.congestion";
-  static final String CHUNK = "harp.broadcast.chunk.bytes";
-  static final String BROADCAST_CROSSOVER = "harp.broadcast.crossover.bytes";
-  static final String ALLREDUCE_CROSSOVER = "harp.allreduce.crossover.bytes";
+  /** Prefix of the keys passed to the engine. */
+  static final String PREFIX = "harp.";
 
   /**
-   * The engine options of this job ({@code key=value} lines for the native side): timeouts
-   * always, the other keys only when set (the engine's defaults otherwise).
+   * The engine options of this job: every {@code harp.*} entry of the job's configuration as a
+   * {@code key=value} line. The engine takes the keys of its option table (Java job keys, e.g.
+   * {@code harp.collective.timeout.ms}), ignores those of the Java and YARN layers and warns
+   * about others; its defaults apply to what the job does not set.
    */
   static String options(Configuration conf) {
-    StringBuilder o = new StringBuilder();
-    o.append("op_timeout_ms=").append(conf.getLong(OP_TIMEOUT, 120_000)).append('\n');
-    o.append("connect_timeout_ms=").append(conf.getLong(CONNECT_TIMEOUT, 60_000)).append('\n');
-    String[][] optional = {
-      {SOCKET_BUFFER, "socket_buffer"}, {TCP_CONGESTION, "tcp_congestion"}, {CHUNK, "chunk"},
-      {BROADCAST_CROSSOVER, "broadcast_crossover"}, {ALLREDUCE_CROSSOVER, "allreduce_crossover"},
-    };
-    for (String[] kv : optional) {
-      String v = conf.getTrimmed(kv[0]);
-      if (v != null && !v.isEmpty()) {
-        if (v.indexOf('\n') >= 0 || v.indexOf('=') >= 0) {
-          throw new IllegalArgumentException(kv[0] + ": bad value " + v);
+    Map<String, String> harp = new TreeMap<>();
+    for (Map.Entry<String, String> e : conf) {
+      String k = e.getKey();
+      if (k.startsWith(PREFIX)) {
+        if (k.indexOf('=') >= 0 || k.indexOf('\n') >= 0) {
+          throw new IllegalArgumentException("bad configuration key " + k);
         }
-        o.append(kv[1]).append('=').append(v).append('\n');
+        // One line per entry: a line break inside a value becomes a space (the engine checks
+        // its own values; the other layers' values are not its business).
+        String v = conf.getTrimmed(k);
+        harp.put(k, v == null ? "" : v.replace('\r', ' ').replace('\n', ' '));
       }
     }
+    StringBuilder o = new StringBuilder();
+    harp.forEach((k, v) -> o.append(k).append('=').append(v).append('\n'));
     return o.toString();
   }
 
@@ -67,54 +67,47 @@ final class Session {
   static long join(TaskAttemptContext ctx) throws IOException, InterruptedException {
     Configuration conf = ctx.getConfiguration();
     int rank = rankOf(ctx);
-    if (conf.get(AM_ADDRESS) != null) {
-      return joinThroughMaster(ctx, conf, rank);
-    }
-    int workers = conf.getInt("mapreduce.job.maps", 1);
     byte[] secret = secret(ctx, rank);
-    long connectTimeout = conf.getLong(CONNECT_TIMEOUT, 60_000);
-    String host = conf.get(HOST, "127.0.0.1");
+    Rendezvous rendezvous = rendezvous(ctx, conf, rank, secret);
+    String host = conf.get(HOST);
+    if (host == null) {
+      host = rendezvous.defaultHost();
+    }
+    String options = options(conf);
+    long listener = Native.listen(host, options);
+    int port = Native.listenerPort(listener);
+    String hosts;
+    try {
+      hosts = rendezvous.meet(rank, host + ":" + port);
+    } catch (RendezvousException e) {
+      throw new HarpException(e.getMessage(), rank, "start-up");
+    }
+    String job = ctx.getJobID().toString();
+    String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
+    String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
+    return Native.start(listener, hosts, rank, job, secret, options, log);
+  }
+
+  /**
+   * YARN mode ({@code harp.am.address} set by the master): the master's registry, to which
+   * the worker signs its registration with the job secret; nothing secret crosses the
+   * connection. Local mode: the job's staging directory.
+   */
+  private static Rendezvous rendezvous(TaskAttemptContext ctx, Configuration conf, int rank, byte[] secret)
+      throws IOException {
+    long connectTimeout = EngineOptions.millis(conf, "connect_timeout_ms");
+    String am = conf.get(AM_ADDRESS);
+    if (am != null) {
+      return new RegistryRendezvous(
+          new RegistryClient(am, secret, (int) Math.min(Integer.MAX_VALUE, connectTimeout)));
+    }
     String base = conf.get(RENDEZVOUS_DIR, conf.get("mapreduce.job.dir"));
     if (base == null) {
       throw new HarpException("no staging directory to meet in (mapreduce.job.dir)", rank, "start-up");
     }
     Path dir = new Path(base, "_harp");
-    FileSystem fs = dir.getFileSystem(conf);
-    fs.mkdirs(dir);
-
-    long listener = Native.listen(host, options(conf));
-    int port = Native.listenerPort(listener);
-    Path mine = new Path(dir, "worker-" + rank);
-    Path tmp = new Path(dir, ".tmp-worker-" + rank);
-    try (FSDataOutputStream out = fs.create(tmp, true)) {
-      out.write((host + ":" + port + "\n").getBytes(StandardCharsets.UTF_8));
-    }
-    if (!fs.rename(tmp, mine)) {
-      throw new IOException("cannot publish " + mine);
-    }
-
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeout);
-    StringBuilder hosts = new StringBuilder();
-    for (int r = 0; r < workers; r++) {
-      Path p = new Path(dir, "worker-" + r);
-      while (!fs.exists(p)) {
-        if (System.nanoTime() > deadline) {
-          int seen = 0;
-          for (int q = 0; q < workers; q++) {
-            seen += fs.exists(new Path(dir, "worker-" + q)) ? 1 : 0;
-          }
-          throw new HarpException("only " + seen + " of " + workers + " workers started within "
-              + connectTimeout / 1000 + " s; a map-collective job needs all its map tasks running at once",
-              rank, "start-up");
-        }
-        ctx.progress();
-        Thread.sleep(20);
-      }
-      try (FSDataInputStream in = fs.open(p)) {
-        hosts.append(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim()).append('\n');
-      }
-    }
-    return start(ctx, conf, listener, hosts.toString(), rank, secret);
+    return new StagingDirRendezvous(dir.getFileSystem(conf), dir, conf.getInt("mapreduce.job.maps", 1),
+        connectTimeout, ctx::progress);
   }
 
   /** The job secret, from the job's credentials (never from job.xml; see harp.mapred.JobSecret). */
@@ -125,51 +118,5 @@ final class Session {
           + "map-collective jobs with -Dmapreduce.framework.name=map-collective, which adds one", rank, "start-up");
     }
     return secret;
-  }
-
-  private static long start(TaskAttemptContext ctx, Configuration conf, long listener, String hosts, int rank,
-      byte[] secret) {
-    String job = ctx.getJobID().toString();
-    String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
-    String log = conf.get(LOG_LEVEL, "warn") + "|" + tag;
-    return Native.start(listener, hosts, rank, job, secret, options(conf), log);
-  }
-
-  /**
-   * YARN mode: register {@code host:port} with the master's registry and receive every worker's
-   * address (and rack) in rank order. The registration is signed with the job secret, which the
-   * worker has from its container's credentials; nothing secret crosses the connection (see
-   * harp.yarn.Registry for the protocol).
-   */
-  private static long joinThroughMaster(TaskAttemptContext ctx, Configuration conf, int rank) throws IOException {
-    String am = conf.get(AM_ADDRESS);
-    byte[] secret = secret(ctx, rank);
-    String host = conf.get(HOST, java.net.InetAddress.getLocalHost().getHostAddress());
-    int colon = am.lastIndexOf(':');
-    long listener = Native.listen(host, options(conf));
-    int port = Native.listenerPort(listener);
-    int timeout = (int) Math.min(Integer.MAX_VALUE, conf.getLong(CONNECT_TIMEOUT, 60_000));
-    try (java.net.Socket s = new java.net.Socket()) {
-      s.connect(new java.net.InetSocketAddress(am.substring(0, colon), Integer.parseInt(am.substring(colon + 1))),
-          timeout);
-      s.setSoTimeout(timeout);
-      s.getOutputStream().write((JobSecret.sign(secret, "REGISTER " + rank + " " + host + ":" + port) + "\n")
-          .getBytes(StandardCharsets.UTF_8));
-      s.getOutputStream().flush();
-      java.io.BufferedReader in = new java.io.BufferedReader(
-          new java.io.InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
-      String first = in.readLine();
-      if (first == null || !first.equals("ROSTER")) {
-        throw new HarpException("the master at " + am + " refused registration: " + first, rank, "start-up");
-      }
-      StringBuilder hosts = new StringBuilder();
-      for (String l = in.readLine(); l != null && !l.equals("END"); l = in.readLine()) {
-        hosts.append(l).append('\n');
-      }
-      return start(ctx, conf, listener, hosts.toString(), rank, secret);
-    } catch (java.net.SocketTimeoutException e) {
-      throw new HarpException("the master at " + am + " sent no worker list within the connect timeout", rank,
-          "start-up");
-    }
   }
 }

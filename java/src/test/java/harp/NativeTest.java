@@ -37,17 +37,23 @@ class NativeTest {
   @Test
   void jobConfigurationBecomesEngineOptions() {
     org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration(false);
-    conf.set(Session.OP_TIMEOUT, "5000");
-    conf.set(Session.SOCKET_BUFFER, "1048576");
-    conf.set(Session.TCP_CONGESTION, " reno ");
+    conf.set("harp.collective.timeout.ms", "5000");
+    conf.set("harp.socket.buffer.bytes", "1048576");
+    conf.set("harp.tcp.congestion", " reno ");
+    conf.set("harp.workers", "3");
+    conf.set("mapreduce.job.maps", "3");
     String o = Session.options(conf);
-    assertTrue(o.contains("op_timeout_ms=5000\n"), o);
-    assertTrue(o.contains("connect_timeout_ms=60000\n"), o);
-    assertTrue(o.contains("socket_buffer=1048576\n"), o);
-    assertTrue(o.contains("tcp_congestion=reno\n"), o);
-    assertTrue(!o.contains("chunk"), o);
-    conf.set(Session.CHUNK, "1=2");
-    assertThrows(IllegalArgumentException.class, () -> Session.options(conf));
+    assertEquals("harp.collective.timeout.ms=5000\nharp.socket.buffer.bytes=1048576\nharp.tcp.congestion=reno\n"
+        + "harp.workers=3\n", o);
+    // The engine takes its keys and ignores the Java layer's.
+    long l = Native.listen("127.0.0.1", o);
+    long w = Native.start(l, "127.0.0.1:" + Native.listenerPort(l) + "\n", 0, "options-test",
+        "s".getBytes(StandardCharsets.UTF_8), o, "warn|options-test");
+    Native.close(w);
+    conf.set("harp.broadcast.chunk.bytes", "lots");
+    HarpException e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", Session.options(conf)));
+    assertTrue(e.getMessage().contains("harp.broadcast.chunk.bytes") && e.getMessage().contains("lots"),
+        e.getMessage());
   }
 
   @AfterEach

@@ -5,6 +5,7 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.net.InetSocketAddress;
+import java.util.ServiceLoader;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapred.JobConf;
@@ -15,7 +16,9 @@ import org.apache.hadoop.mapreduce.protocol.ClientProtocolProvider;
 /**
  * Selected by {@code mapreduce.framework.name=map-collective}. With a ResourceManager configured
  * (a site file or the job sets {@code yarn.resourcemanager.address} or {@code .hostname}) the job
- * goes to YARN through {@link harp.yarn.YarnSubmitter} and our application master. Without one
+ * goes to YARN through the {@link ClusterSubmitter} named {@value #YARN} (found by
+ * {@link ServiceLoader}; yarn-appmaster/ provides it) and our application master; if no such
+ * submitter is on the classpath, the submission fails saying so. Without one
  * (or with {@code harp.local=true}) the job runs in Hadoop's own LocalJobRunner with every map task of the job
  * running at once in this JVM (each an engine worker on loopback). A job that needs more
  * concurrent map tasks than {@code mapreduce.local.map.tasks.maximum} allows fails at
@@ -27,14 +30,20 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
   /** Number of workers a job wants (sets the local runner's concurrency when given). */
   public static final String WORKERS = "harp.workers";
   static final String LOCAL_MAX_MAPS = "mapreduce.local.map.tasks.maximum";
+  /** Runs the job in local mode even when a ResourceManager is configured. */
+  public static final String LOCAL = "harp.local";
+  /** The {@link ClusterSubmitter#name} of the YARN submitter. */
+  public static final String YARN = "yarn";
 
   @Override
   public ClientProtocol create(Configuration conf) throws IOException {
     if (!FRAMEWORK.equals(conf.get("mapreduce.framework.name"))) {
       return null;
     }
-    if (resourceManagerConfigured(conf) && !conf.getBoolean("harp.local", false)) {
-      return harp.yarn.YarnSubmitter.create(conf);
+    ClusterSubmitter cluster = select(conf,
+        ServiceLoader.load(ClusterSubmitter.class, MapCollectiveClientProtocolProvider.class.getClassLoader()));
+    if (cluster != null) {
+      return cluster.create(conf);
     }
     int workers = conf.getInt(WORKERS, 0);
     if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
@@ -68,6 +77,27 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     };
     return (ClientProtocol) Proxy.newProxyInstance(ClientProtocol.class.getClassLoader(),
         new Class<?>[] {ClientProtocol.class}, h);
+  }
+
+  /**
+   * The submitter for {@code conf} among {@code found}: the {@value #YARN} one when a
+   * ResourceManager is configured (and {@value #LOCAL} is not set), else null (local mode).
+   *
+   * @throws IOException when the job needs a submitter that is not on the classpath
+   */
+  static ClusterSubmitter select(Configuration conf, Iterable<ClusterSubmitter> found) throws IOException {
+    if (!resourceManagerConfigured(conf) || conf.getBoolean(LOCAL, false)) {
+      return null;
+    }
+    for (ClusterSubmitter s : found) {
+      if (YARN.equals(s.name())) {
+        return s;
+      }
+    }
+    throw new IOException("a ResourceManager is configured (yarn.resourcemanager.address or .hostname), but no "
+        + "YARN submitter is on the classpath: the job jar lacks yarn-appmaster's classes (harp.yarn.*) and their "
+        + "META-INF/services/" + ClusterSubmitter.class.getName() + " entry; submit with harp-rs.jar or "
+        + "harp-rs-examples.jar as java/build.sh makes them, or set " + LOCAL + "=true to run in local mode");
   }
 
   /** True when a ResourceManager address comes from a site file or the job, not the defaults. */

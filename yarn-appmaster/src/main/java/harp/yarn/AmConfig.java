@@ -12,8 +12,6 @@ public final class AmConfig {
   public static final String WORKER_VCORES = "harp.yarn.worker.vcores";
   public static final String GANG_TIMEOUT_MS = "harp.yarn.gang.timeout.ms";
   public static final String WORKERS_PER_NODE = "harp.yarn.workers.per.node";
-  public static final String COLLECTIVE_TIMEOUT_MS = "harp.collective.timeout.ms";
-  public static final String SOCKET_BUFFER_BYTES = "harp.socket.buffer.bytes";
   public static final String LOG_LEVEL = "harp.log.level";
   public static final String FAILURE_GRACE_MS = "harp.yarn.failure.grace.ms";
 

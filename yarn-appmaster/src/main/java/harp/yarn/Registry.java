@@ -1,6 +1,7 @@
 package harp.yarn;
 
 import harp.mapred.JobSecret;
+import harp.rendezvous.RegistryClient;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -14,10 +15,10 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The master's service for its workers. Every request is one line signed with the job secret
- * ({@link JobSecret#sign}: the text, a space, its HMAC-SHA256), which master and workers have from
- * their containers' credentials; unsigned or wrongly signed lines are refused. Nothing secret is
- * ever sent.
+ * The master's service for its workers (their side: {@link RegistryClient}). Every request is one
+ * line signed with the job secret ({@link JobSecret#sign}: the text, a space, its HMAC-SHA256),
+ * which master and workers have from their containers' credentials; unsigned or wrongly signed
+ * lines are refused. Nothing secret is ever sent.
  *
  * <ul>
  *   <li>{@code REGISTER <rank> <host:port>}: the connection is held until every worker has
@@ -31,9 +32,6 @@ import java.util.Optional;
  * </ul>
  */
 public final class Registry implements AutoCloseable {
-  /** Longest request line accepted. */
-  static final int MAX_LINE = 16 * 1024;
-
   private final ServerSocket server;
   private final GangMaster master;
   private final byte[] secret;
@@ -82,25 +80,10 @@ public final class Registry implements AutoCloseable {
     }
   }
 
-  /** One line of at most {@link #MAX_LINE} characters, or null. */
-  static String readLine(BufferedReader in) throws IOException {
-    StringBuilder sb = new StringBuilder();
-    for (int c = in.read(); c != '\n'; c = in.read()) {
-      if (c < 0) {
-        return sb.length() == 0 ? null : sb.toString();
-      }
-      if (sb.length() >= MAX_LINE) {
-        return null;
-      }
-      sb.append((char) c);
-    }
-    return sb.toString();
-  }
-
   private void handle(Socket s) {
     try {
       BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
-      String line = readLine(in);
+      String line = RegistryClient.readLine(in);
       String text = line == null ? null : JobSecret.verify(secret, line.trim());
       String[] f = text == null ? new String[0] : text.split(" ", 3);
       int rank = -1;
@@ -115,8 +98,8 @@ public final class Registry implements AutoCloseable {
         return;
       }
       switch (f[0]) {
-        case "REGISTER" -> register(s, rank, f.length == 3 ? f[2] : "");
-        case "PROGRESS" -> {
+        case RegistryClient.REGISTER -> register(s, rank, f.length == 3 ? f[2] : "");
+        case RegistryClient.PROGRESS -> {
           String[] v = f.length == 3 ? f[2].split(" ") : new String[0];
           if (v.length == 2) {
             master.onProgress(rank, Long.parseLong(v[0]), Long.parseLong(v[1]));
@@ -124,7 +107,7 @@ public final class Registry implements AutoCloseable {
           reply(s, "OK\n");
           s.close();
         }
-        case "FAILED" -> {
+        case RegistryClient.FAILED -> {
           master.onFailureReport(rank, f.length == 3 ? f[2] : "");
           reply(s, "OK\n");
           s.close();
@@ -197,24 +180,5 @@ public final class Registry implements AutoCloseable {
     closed = true;
     server.close();
     failAll("the master is shutting down");
-  }
-
-  /**
-   * A worker's side of the PROGRESS and FAILED requests: one signed line on a new connection,
-   * bounded by {@code timeoutMs}; returns false (never throws) if the master could not be told.
-   */
-  public static boolean tell(String amAddress, byte[] secret, String text, int timeoutMs) {
-    int colon = amAddress.lastIndexOf(':');
-    try (Socket s = new Socket()) {
-      s.connect(new java.net.InetSocketAddress(amAddress.substring(0, colon),
-          Integer.parseInt(amAddress.substring(colon + 1))), timeoutMs);
-      s.setSoTimeout(timeoutMs);
-      s.getOutputStream().write((JobSecret.sign(secret, text) + "\n").getBytes(StandardCharsets.UTF_8));
-      s.getOutputStream().flush();
-      BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
-      return "OK".equals(in.readLine());
-    } catch (IOException | RuntimeException e) {
-      return false;
-    }
   }
 }

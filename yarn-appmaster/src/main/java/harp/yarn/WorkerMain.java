@@ -1,5 +1,6 @@
 package harp.yarn;
 
+import harp.rendezvous.RegistryClient;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
@@ -104,7 +105,10 @@ public final class WorkerMain {
       System.err.println("harp worker " + args[1] + " failed: " + t);
       t.printStackTrace();
       if (conf != null) {
-        tellMaster(conf, args[1], "FAILED " + args[1] + " " + describe(t));
+        RegistryClient master = master(conf);
+        if (master != null && args[1].matches("[0-9]+")) {
+          master.failed(Integer.parseInt(args[1]), describe(t));
+        }
       }
       System.exit(1);
     }
@@ -122,17 +126,17 @@ public final class WorkerMain {
     return s.length() > 2000 ? s.substring(0, 2000) + "..." : s;
   }
 
-  /** Sends one signed line to the master (failure or progress), if there is a master to tell. */
-  static boolean tellMaster(Configuration conf, String rank, String text) {
+  /** The master's registry (for progress and failure reports), or null if there is no master to tell. */
+  static RegistryClient master(Configuration conf) {
     String am = conf.get("harp.am.address");
     byte[] secret;
     try {
       secret = harp.mapred.JobSecret.of(conf instanceof JobConf j ? j.getCredentials()
           : UserGroupInformation.getCurrentUser().getCredentials());
     } catch (IOException e) {
-      return false;
+      return null;
     }
-    return am != null && secret != null && Registry.tell(am, secret, text, 5_000);
+    return am == null || secret == null ? null : new RegistryClient(am, secret, 5_000);
   }
 
   /**
@@ -147,8 +151,8 @@ public final class WorkerMain {
           Thread.sleep(1_000);
           long done = reporter.counters.findCounter(PROGRESS_GROUP, "done").getValue();
           long total = reporter.counters.findCounter(PROGRESS_GROUP, "total").getValue();
-          if (total > 0 && (done != last[0] || total != last[1])
-              && tellMaster(conf, Integer.toString(rank), "PROGRESS " + rank + " " + done + " " + total)) {
+          RegistryClient master = total > 0 && (done != last[0] || total != last[1]) ? master(conf) : null;
+          if (master != null && master.progress(rank, done, total)) {
             last[0] = done;
             last[1] = total;
           }
