@@ -11,6 +11,8 @@ mod cluster;
 mod jobs;
 mod kmeans;
 mod options;
+#[cfg(test)]
+mod vocabulary_tests;
 
 #[derive(Parser)]
 #[command(

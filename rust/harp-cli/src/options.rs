@@ -131,7 +131,6 @@ fn properties() -> String {
 mod tests {
     use super::*;
     use clap::Parser;
-    use harp::config::Layer;
 
     #[derive(Parser)]
     struct T {
@@ -175,84 +174,5 @@ mod tests {
             p.lines().filter(|l| l.contains(".java=")).count(),
             OPTIONS.len()
         );
-    }
-
-    /// The `| `key` | default | meaning |` rows of a document's "Configuration keys" table.
-    fn doc_keys(doc: &str) -> Vec<(String, String)> {
-        let path = format!("{}/../../docs/{doc}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let section = text
-            .split("\n## Configuration keys\n")
-            .nth(1)
-            .unwrap_or_else(|| panic!("{doc} has no 'Configuration keys' section"));
-        let section = section.split("\n## ").next().unwrap();
-        let rows: Vec<(String, String)> = section
-            .lines()
-            .filter_map(|l| {
-                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-                let key = cells.get(1)?.strip_prefix("`harp.")?.strip_suffix('`')?;
-                Some((
-                    format!("harp.{key}"),
-                    cells.get(2)?.trim_matches('`').to_string(),
-                ))
-            })
-            .collect();
-        assert!(!rows.is_empty(), "{doc}: no key rows");
-        rows
-    }
-
-    #[test]
-    fn docs_tables_and_help_list_the_option_table() {
-        let guide = doc_keys("java-guide.md");
-        let yarn = doc_keys("yarn.md");
-        for (doc, rows) in [("java-guide.md", &guide), ("yarn.md", &yarn)] {
-            for (k, default) in rows.iter() {
-                match EngineOption::find(k) {
-                    Some(o) => {
-                        let want = o.default_value();
-                        let want = if want.is_empty() { "unset".into() } else { want };
-                        assert_eq!(*default, want, "{doc}: default of {k}");
-                    }
-                    None => assert!(
-                        JAVA_ONLY.iter().any(|(j, _)| j == k),
-                        "{doc} documents {k}, which is in neither harp::config::OPTIONS nor JAVA_ONLY"
-                    ),
-                }
-            }
-        }
-        let has = |rows: &[(String, String)], k: &str| rows.iter().any(|(d, _)| d == k);
-        for o in OPTIONS {
-            assert!(
-                has(&guide, o.java),
-                "docs/java-guide.md does not list {}",
-                o.java
-            );
-        }
-        for (k, layer) in JAVA_ONLY {
-            match layer {
-                Layer::Java => assert!(has(&guide, k), "docs/java-guide.md does not list {k}"),
-                Layer::Yarn => assert!(has(&yarn, k), "docs/yarn.md does not list {k}"),
-                Layer::Internal => {}
-            }
-        }
-        use clap::CommandFactory;
-        let mut cli = crate::Cli::command();
-        for job in ["kmeans", "bench", "check"] {
-            let help = cli
-                .find_subcommand_mut(job)
-                .unwrap()
-                .render_long_help()
-                .to_string();
-            for o in OPTIONS {
-                let flag = format!("--{} <{}>", o.flag, o.unit.cli_name());
-                let at = help
-                    .find(&flag)
-                    .unwrap_or_else(|| panic!("harp {job} --help lacks {flag}:\n{help}"));
-                let entry = help[at..].split("\n  -").next().unwrap();
-                if let Some(d) = o.default_flag_value() {
-                    assert!(entry.contains(&format!("[default: {d}]")), "{entry}");
-                }
-            }
-        }
     }
 }
