@@ -1,6 +1,7 @@
 //! The jobs `harp` runs, in one place: the launcher (`harp JOB --workers W …`) and the worker
-//! mode (`harp worker … JOB …`) both use [`Job`]. Adding a job is one variant here, with its
-//! arguments (which flatten a `cluster: ClusterOpts`) and the function that runs it on a worker.
+//! mode (`harp worker … JOB …`) both use [`Job`]. Adding a job is one line in `jobs!` below
+//! (plus its module): its arguments (a clap `Args` struct with a `cluster: ClusterOpts` field)
+//! and the function that runs it on a worker, `fn(&Worker, &Args) -> Result<()>`.
 
 use clap::{Args, Subcommand};
 use harp::{Result, Worker};
@@ -8,35 +9,43 @@ use harp::{Result, Worker};
 use crate::options::ClusterOpts;
 use crate::{bench, check, kmeans};
 
-#[derive(Subcommand, Clone, Debug)]
-pub enum Job<X: Args> {
+/// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
+/// subcommand, in kebab case), its arguments and the function that runs it on a worker.
+macro_rules! jobs {
+    ($($(#[$doc:meta])* $name:ident($args:ty) => $run:path,)+) => {
+        #[derive(Subcommand, Clone, Debug)]
+        pub enum Job<X: Args> {
+            $($(#[$doc])* $name(With<$args, X>),)+
+        }
+
+        impl<X: Args> Job<X> {
+            /// The job's cluster options and the mode's extra arguments.
+            fn parts(&self) -> (&ClusterOpts, &X) {
+                match self {
+                    $(Job::$name(a) => (&a.job.cluster, &a.extra),)+
+                }
+            }
+
+            /// Runs the job as this worker's part.
+            pub fn run(&self, w: &Worker) -> Result<()> {
+                match self {
+                    $(Job::$name(a) => $run(w, &a.job),)+
+                }
+            }
+        }
+    };
+}
+
+jobs! {
     /// K-means (Lloyd's algorithm).
-    Kmeans(With<kmeans::KmeansArgs, X>),
+    Kmeans(kmeans::KmeansArgs) => kmeans::run,
     /// Time one collective.
-    Bench(With<bench::BenchArgs, X>),
+    Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
-    Check(With<check::CheckArgs, X>),
+    Check(check::CheckArgs) => check::run,
 }
 
 impl<X: Args> Job<X> {
-    /// The job's own arguments and the mode's extra ones.
-    fn parts(&self) -> (&ClusterOpts, &X) {
-        match self {
-            Job::Kmeans(a) => (&a.job.cluster, &a.extra),
-            Job::Bench(a) => (&a.job.cluster, &a.extra),
-            Job::Check(a) => (&a.job.cluster, &a.extra),
-        }
-    }
-
-    /// Runs the job as this worker's part.
-    pub fn run(&self, w: &Worker) -> Result<()> {
-        match self {
-            Job::Kmeans(a) => kmeans::run(w, &a.job),
-            Job::Bench(a) => bench::run(w, &a.job),
-            Job::Check(a) => check::run(w, &a.job),
-        }
-    }
-
     /// The options of the cluster the job runs on.
     pub fn cluster(&self) -> &ClusterOpts {
         self.parts().0
@@ -68,3 +77,34 @@ pub struct Local {
 /// `harp worker … JOB`: nothing beyond the job's own arguments.
 #[derive(Args, Clone, Debug)]
 pub struct InWorker {}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
+        for job in ["kmeans", "bench", "check"] {
+            let extra: &[&str] = match job {
+                "kmeans" => &["--input", "p", "--output", "o"],
+                "bench" => &["allreduce"],
+                _ => &[],
+            };
+            let local = crate::Cli::try_parse_from(
+                [&["harp", job, "-w", "3", "--timeout", "7"][..], extra].concat(),
+            )
+            .unwrap_or_else(|e| panic!("{job}: {e}"));
+            match local.cmd {
+                crate::Cmd::Launch(j) => {
+                    assert_eq!(j.extra().workers, 3);
+                    assert_eq!(j.cluster().config().unwrap().op_timeout.as_secs(), 7);
+                }
+                _ => panic!("{job} is not a launched job"),
+            }
+            let worker = [&["harp", "worker", "--rank", "0", job][..], extra].concat();
+            assert!(crate::Cli::try_parse_from(&worker).is_ok(), "{job}");
+            let with_workers = [&worker[..], &["--workers", "3"]].concat();
+            assert!(crate::Cli::try_parse_from(with_workers).is_err(), "{job}");
+        }
+    }
+}

@@ -18,7 +18,9 @@ mod vocabulary_tests;
 #[command(
     name = "harp",
     version,
-    about = "Harp-RS: Map-Collective jobs with MPI-style collectives"
+    about = "Harp-RS: Map-Collective jobs with MPI-style collectives",
+    after_help = "`harp JOB --workers W …` runs JOB on W local worker processes; \
+                  `harp worker … JOB …` runs one rank of it."
 )]
 struct Cli {
     #[command(subcommand)]
