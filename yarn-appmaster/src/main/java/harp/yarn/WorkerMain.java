@@ -106,7 +106,7 @@ public final class WorkerMain {
       t.printStackTrace();
       if (conf != null) {
         RegistryClient master = master(conf);
-        if (master != null && args[1].matches("[0-9]+")) {
+        if (master != null && args[1].matches("[0-9]{1,9}")) {
           master.failed(Integer.parseInt(args[1]), describe(t));
         }
       }
@@ -136,7 +136,12 @@ public final class WorkerMain {
     } catch (IOException e) {
       return null;
     }
-    return am == null || secret == null ? null : new RegistryClient(am, secret, 5_000);
+    try {
+      return am == null || secret == null ? null : new RegistryClient(am, secret, 5_000);
+    } catch (IllegalArgumentException e) {
+      System.err.println("harp worker: cannot tell the master: " + e.getMessage());
+      return null;
+    }
   }
 
   /**
