@@ -1,6 +1,6 @@
-//! Java values to Rust and back (strings and int arrays).
+//! Java values to Rust and back (strings and primitive arrays).
 
-use jni::objects::{JIntArray, JString};
+use jni::objects::{JIntArray, JPrimitiveArray, JString, TypeArray};
 use jni::Env;
 
 use crate::errors::Failure;
@@ -26,4 +26,14 @@ pub fn ints(env: &Env<'_>, a: &JIntArray<'_>) -> Result<Option<Vec<i32>>, Failur
     let mut v = vec![0i32; n];
     a.get_region(env, 0, &mut v)?;
     Ok(Some(v))
+}
+
+/// A new Java array holding a copy of `v`.
+pub fn new_array<'l, T: TypeArray>(
+    env: &mut Env<'l>,
+    v: &[T],
+) -> Result<JPrimitiveArray<'l, T>, Failure> {
+    let a = JPrimitiveArray::<T>::new(env, v.len())?;
+    a.set_region(env, 0, v)?;
+    Ok(a)
 }

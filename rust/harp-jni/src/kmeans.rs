@@ -10,7 +10,7 @@ use jni::objects::{JClass, JDoubleArray, JObject, JString};
 use jni::sys::jlong;
 use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};
 
-use crate::convert::jstr;
+use crate::convert::{jstr, new_array};
 use crate::errors::{call, fail, Failure};
 use crate::handles::worker;
 
@@ -161,9 +161,6 @@ pub extern "system" fn Java_harp_KMeans_runEngine<'l>(
         if env.exception_check() {
             return Ok(JDoubleArray::default());
         }
-        let v = encode(&out, o.threads);
-        let arr = env.new_double_array(v.len())?;
-        arr.set_region(env, 0, &v)?;
-        Ok(arr)
+        new_array(env, &encode(&out, o.threads))
     })
 }

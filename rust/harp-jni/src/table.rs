@@ -8,9 +8,20 @@ use jni::objects::{JByteBuffer, JClass, JIntArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
-use crate::convert::{jstr, new_jstring};
+use crate::convert::{jstr, new_array, new_jstring};
 use crate::errors::{call, fail, Failure};
 use crate::handles::{free_table, insert, table, worker, Obj, TableEntry};
+
+/// Runs `f` on partition `pid` of table `t`; `None` when the table has no such partition.
+fn with_partition<R>(
+    t: jlong,
+    pid: jint,
+    f: impl FnOnce(&mut Array) -> R,
+) -> Result<Option<R>, Failure> {
+    let e = table(t)?;
+    let mut tb = e.lock();
+    Ok(u32::try_from(pid).ok().and_then(|p| tb.get_mut(p)).map(f))
+}
 
 fn view<'l>(env: &mut Env<'l>, a: &mut Array) -> Result<JByteBuffer<'l>, Failure> {
     let len = a.bytes().len();
@@ -74,12 +85,7 @@ pub extern "system" fn Java_harp_Table_get<'l>(
     pid: jint,
 ) -> JByteBuffer<'l> {
     call(&mut env, |env, _| {
-        let e = table(t)?;
-        let mut tb = e.lock();
-        match u32::try_from(pid).ok().and_then(|p| tb.get_mut(p)) {
-            Some(a) => view(env, a),
-            None => Ok(JByteBuffer::default()),
-        }
+        with_partition(t, pid, |a| view(env, a))?.unwrap_or_else(|| Ok(JByteBuffer::default()))
     })
 }
 
@@ -92,11 +98,7 @@ pub extern "system" fn Java_harp_Table_type<'l>(
     pid: jint,
 ) -> JString<'l> {
     call(&mut env, |env, _| {
-        let e = table(t)?;
-        let dt = u32::try_from(pid)
-            .ok()
-            .and_then(|p| e.lock().get(p).map(Array::dtype));
-        match dt {
+        match with_partition(t, pid, |a| a.dtype())? {
             Some(d) => new_jstring(env, d.name()),
             None => Ok(JString::default()),
         }
@@ -117,9 +119,7 @@ pub extern "system" fn Java_harp_Table_ids<'l>(
             .into_iter()
             .map(|i| i as i32)
             .collect();
-        let arr = env.new_int_array(ids.len())?;
-        arr.set_region(env, 0, &ids)?;
-        Ok(arr)
+        new_array(env, &ids)
     })
 }
 

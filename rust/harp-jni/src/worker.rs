@@ -7,12 +7,12 @@ use harp::collective::{
     AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
 };
 use harp::wire::Op;
-use harp::{Partitioner, Worker};
+use harp::{Partitioner, Table, Worker};
 use jni::objects::{JClass, JIntArray, JLongArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
-use crate::convert::{ints, jstr};
+use crate::convert::{ints, jstr, new_array};
 use crate::errors::{call, fail, Failure};
 use crate::handles::{restore_worker, table, take_worker, worker, TableEntry};
 
@@ -53,9 +53,7 @@ pub extern "system" fn Java_harp_Worker_poolStats<'l>(
             s.bytes_in_use,
         ]
         .map(|x| i64::try_from(x).unwrap_or(i64::MAX));
-        let arr = env.new_long_array(v.len())?;
-        arr.set_region(env, 0, &v)?;
-        Ok(arr)
+        new_array(env, &v)
     })
 }
 
@@ -124,6 +122,11 @@ fn collective<'l>(
     })
 }
 
+/// Runs `f` on table `t`, locked for the duration of the collective.
+fn in_table(t: jlong, f: impl FnOnce(&mut Table) -> harp::Result<()>) -> Result<(), Failure> {
+    Ok(f(&mut table(t)?.lock())?)
+}
+
 fn root(r: jint) -> Result<usize, Failure> {
     usize::try_from(r).map_err(|_| fail(format!("bad root {r}")))
 }
@@ -175,9 +178,8 @@ pub extern "system" fn Java_harp_Worker_broadcast<'l>(
 ) {
     collective(env, w, Op::Broadcast, label, |env, wk, label| {
         let a = BroadcastAlgorithm::parse(&jstr(env, &algorithm)?)?;
-        let e = table(t)?;
-        wk.broadcast(label, &mut e.lock(), root(root_rank)?, a)?;
-        Ok(())
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.broadcast(label, tb, r, a))
     })
 }
 
@@ -194,9 +196,8 @@ pub extern "system" fn Java_harp_Worker_reduce<'l>(
 ) {
     collective(env, w, Op::Reduce, label, |env, wk, label| {
         let a = ReduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
-        let e = table(t)?;
-        wk.reduce(label, &mut e.lock(), root(root_rank)?, a)?;
-        Ok(())
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.reduce(label, tb, r, a))
     })
 }
 
@@ -210,9 +211,8 @@ pub extern "system" fn Java_harp_Worker_gather<'l>(
     root_rank: jint,
 ) {
     collective(env, w, Op::Gather, label, |_, wk, label| {
-        let e = table(t)?;
-        wk.gather(label, &mut e.lock(), root(root_rank)?)?;
-        Ok(())
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.gather(label, tb, r))
     })
 }
 
@@ -230,9 +230,8 @@ pub extern "system" fn Java_harp_Worker_scatter<'l>(
 ) {
     collective(env, w, Op::Scatter, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
-        let e = table(t)?;
-        wk.scatter(label, &mut e.lock(), root(root_rank)?, &p)?;
-        Ok(())
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.scatter(label, tb, r, &p))
     })
 }
 
@@ -253,9 +252,7 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
             Ok(n) => AllgatherAlgorithm::KnownTotal(n),
             Err(_) => return Err(fail(format!("bad total partition count {total}"))),
         };
-        let e = table(t)?;
-        wk.allgather(label, &mut e.lock(), a)?;
-        Ok(())
+        in_table(t, |tb| wk.allgather(label, tb, a))
     })
 }
 
@@ -271,9 +268,7 @@ pub extern "system" fn Java_harp_Worker_allreduce<'l>(
 ) {
     collective(env, w, Op::Allreduce, label, |env, wk, label| {
         let a = AllreduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
-        let e = table(t)?;
-        wk.allreduce(label, &mut e.lock(), a)?;
-        Ok(())
+        in_table(t, |tb| wk.allreduce(label, tb, a))
     })
 }
 
@@ -289,9 +284,7 @@ pub extern "system" fn Java_harp_Worker_reduceScatter<'l>(
 ) {
     collective(env, w, Op::ReduceScatter, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
-        let e = table(t)?;
-        wk.reduce_scatter(label, &mut e.lock(), &p)?;
-        Ok(())
+        in_table(t, |tb| wk.reduce_scatter(label, tb, &p))
     })
 }
 
@@ -315,9 +308,7 @@ pub extern "system" fn Java_harp_Worker_regroup<'l>(
         } else {
             Some(partitioner(env, &ids, &owners)?)
         };
-        let e = table(t)?;
-        wk.regroup(label, &mut e.lock(), p.as_ref())?;
-        Ok(())
+        in_table(t, |tb| wk.regroup(label, tb, p.as_ref()))
     })
 }
 
@@ -385,8 +376,6 @@ pub extern "system" fn Java_harp_Worker_rotate<'l>(
                 .map(|x| usize::try_from(x).unwrap_or(usize::MAX))
                 .collect()
         });
-        let e = table(t)?;
-        wk.rotate(label, &mut e.lock(), map.as_deref())?;
-        Ok(())
+        in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
     })
 }

@@ -226,7 +226,7 @@ class CollectivesJobTest {
         // Failed tasks' counters are not kept by the local runner: leave the message in a file.
         try {
           java.nio.file.Files.writeString(Path.of(context.getConfiguration().get("test.out"), "rank-" + getSelfID()),
-              e.getRank() + "|" + e.getOperation() + "|" + e.getMessage());
+              e.getKind() + "|" + e.getRank() + "|" + e.getOperation() + "|" + e.getMessage());
         } catch (IOException io) {
           throw new IllegalStateException(io);
         }
@@ -265,7 +265,7 @@ class CollectivesJobTest {
     assertFalse(job.waitForCompletion(false));
     for (int rank : new int[] {0, 2}) {
       String msg = java.nio.file.Files.readString(out.resolve("rank-" + rank));
-      assertTrue(msg.startsWith(rank + "|allreduce|"), msg);
+      assertTrue(msg.startsWith("PEER_LOST|" + rank + "|allreduce|"), msg);
       assertTrue(msg.contains("rank 1") && msg.contains("boom on purpose"), msg);
     }
   }
