@@ -8,7 +8,7 @@
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
-//!   Java values.
+//!   Java values, [`vocabulary`]: the names shared with Java.
 //!
 //! One tokio runtime serves every worker of the process; each worker has its own pool,
 //! connections and sequence numbers (several mappers of one JVM are independent). The contract
@@ -20,4 +20,5 @@ mod handles;
 mod kmeans;
 mod native;
 mod table;
+mod vocabulary;
 mod worker;

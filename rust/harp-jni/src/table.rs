@@ -42,9 +42,9 @@ pub extern "system" fn Java_harp_Table_open<'l>(
     combiner: JString<'l>,
 ) -> jlong {
     call(&mut env, |env, scope| {
-        let c = Combiner::parse(&jstr(env, &combiner)?)?;
         let we = worker(w)?;
         scope.worker(we.worker.rank());
+        let c = Combiner::parse(&jstr(env, &combiner)?)?;
         Ok(insert(Obj::Table(Arc::new(TableEntry {
             pool: we.worker.pool().clone(),
             table: Mutex::new(Table::new(c)),

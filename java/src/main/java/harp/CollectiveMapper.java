@@ -17,10 +17,11 @@ import org.apache.hadoop.mapreduce.Mapper;
  *
  * <p>{@link #run} joins the job's workers (rendezvous, authentication, handshake), then calls
  * {@link #setup}, {@link #mapCollective} and {@link #cleanup}, and always releases the native
- * worker and every table of this mapper still open (a closed table is forgotten at once). Every worker must call the same collectives in the
- * same order; the label of a call only appears in logs and errors. Collectives throw
- * {@link HarpException} on failure (never a silent false). While a worker waits inside a
- * collective it keeps reporting progress to Hadoop, so the task timeout does not kill it.
+ * worker and every table of this mapper still open (a closed table is forgotten at once). Every
+ * worker must call the same collectives in the same order; the label of a call only appears in
+ * logs and errors. Collectives throw {@link HarpException} on failure (never a silent false).
+ * While a worker waits inside a collective it keeps reporting progress to Hadoop, so the task
+ * timeout does not kill it.
  */
 public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     extends Mapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT> {

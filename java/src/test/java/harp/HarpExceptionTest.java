@@ -89,6 +89,7 @@ class HarpExceptionTest {
     assertTrue(e.getMessage().contains("unknown allreduce algorithm 'fastest'"), e.getMessage());
     e = assertThrows(HarpException.class, () -> Table.open(worker.handle(), "average"));
     assertEquals(HarpException.Kind.CONFIG, e.getKind());
+    assertEquals(0, e.getRank());
     assertTrue(e.getMessage().contains("unknown combiner \"average\""), e.getMessage());
     e = assertThrows(HarpException.class, () -> Native.canonicalName("dtype", "f16"));
     assertEquals(HarpException.Kind.CONFIG, e.getKind());
