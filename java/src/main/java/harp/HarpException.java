@@ -82,6 +82,14 @@ public class HarpException extends RuntimeException {
     this(kind, -1, "", -1, "", message, "");
   }
 
+  /**
+   * A failure of kind {@code kind} found by the Java side while worker {@code rank} ran
+   * {@code operation} (e.g. {@link Kind#STARTUP} during the rendezvous).
+   */
+  public HarpException(Kind kind, int rank, String operation, String message) {
+    this(kind, rank, operation, -1, "", message, "");
+  }
+
   HarpException(Kind kind, int rank, String operation, long sequence, String label, String message,
       String nativeBacktrace) {
     super(message);

@@ -99,11 +99,16 @@ class HarpExceptionTest {
   }
 
   @Test
-  void errorsFoundInJavaHaveTheJavaKind() {
+  void errorsFoundInJavaCarryTheirKind() {
     HarpException e = new HarpException("no staging directory", 4, "start-up");
     assertEquals(HarpException.Kind.JAVA, e.getKind());
     assertEquals(4, e.getRank());
     assertEquals("start-up", e.getOperation());
     assertEquals(-1, e.getSequence());
+    HarpException s = new HarpException(HarpException.Kind.STARTUP, 2, "start-up", "only 2 of 3 workers started");
+    assertEquals(HarpException.Kind.STARTUP, s.getKind());
+    assertEquals(2, s.getRank());
+    assertEquals("only 2 of 3 workers started", s.getMessage());
+    assertEquals("", s.getNativeBacktrace());
   }
 }
