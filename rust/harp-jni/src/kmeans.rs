@@ -1,4 +1,4 @@
-//! `Native.kmeans`: the engine's whole K-means loop (`harp::apps::kmeans::driver::run`) on a
+//! `harp.KMeans`: the engine's whole K-means loop (`harp::apps::kmeans::driver::run`) on a
 //! worker of this JVM, over points the engine reads straight into native memory. Java passes a
 //! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
 //! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
@@ -10,7 +10,9 @@ use jni::objects::{JClass, JDoubleArray, JObject, JString};
 use jni::sys::jlong;
 use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};
 
-use crate::{call, fail, jstr, worker, Failure};
+use crate::convert::{jstr, new_array};
+use crate::errors::{call, fail, Failure};
+use crate::handles::worker;
 
 /// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
 ///
@@ -142,25 +144,23 @@ fn report(env: &mut Env<'_>, progress: &JObject<'_>, it: &Iteration) {
 /// Runs K-means on worker `w` as described by `spec`; `progress` (may be null) is called after
 /// every iteration on this thread. Returns the encoded outcome (see [`encode`]).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_harp_Native_kmeans<'l>(
+pub extern "system" fn Java_harp_KMeans_runEngine<'l>(
     mut env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
     spec: JString<'l>,
     progress: JObject<'l>,
 ) -> JDoubleArray<'l> {
-    call(&mut env, |env| {
+    call(&mut env, |env, scope| {
         let o = options(&jstr(env, &spec)?)?;
         let we = worker(w)?;
+        scope.worker(we.worker.rank());
         let span = tracing::info_span!("harp", worker = %we.tag);
         let _g = span.enter();
         let out = driver::run(&we.worker, &o, |it| report(env, &progress, it))?;
         if env.exception_check() {
             return Ok(JDoubleArray::default());
         }
-        let v = encode(&out, o.threads);
-        let arr = env.new_double_array(v.len())?;
-        arr.set_region(env, 0, &v)?;
-        Ok(arr)
+        new_array(env, &encode(&out, o.threads))
     })
 }

@@ -86,6 +86,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every name [`Error::kind`] can return (the vocabulary mirrored by Java's
+    /// `HarpException.Kind`).
+    pub const KINDS: [&'static str; 11] = [
+        "timeout",
+        "silent",
+        "peer-lost",
+        "op-mismatch",
+        "poisoned",
+        "protocol",
+        "startup",
+        "input",
+        "data",
+        "config",
+        "io",
+    ];
+
     /// The stable name of this error's kind, shared with Java (`HarpException.Kind`) and the
     /// docs: `timeout`, `silent`, `peer-lost`, `op-mismatch`, `poisoned`, `protocol`,
     /// `startup`, `input`, `data`, `config`, `io`.
@@ -127,5 +143,66 @@ impl Error {
     }
     pub fn config(msg: impl Into<String>) -> Self {
         Error::Config(msg.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> OpContext {
+        OpContext {
+            rank: 2,
+            op: "allreduce",
+            seq: 7,
+            label: "sums".into(),
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_and_every_listed_kind_is_reachable() {
+        let all = [
+            Error::Timeout {
+                ctx: ctx(),
+                peer: 1,
+                secs: 1.0,
+            },
+            Error::Silent {
+                ctx: ctx(),
+                peer: 1,
+                secs: 1.0,
+            },
+            Error::PeerLost {
+                ctx: ctx(),
+                peer: 1,
+                reason: "gone".into(),
+            },
+            Error::OpMismatch {
+                ctx: ctx(),
+                peer: 1,
+                theirs: "barrier".into(),
+            },
+            Error::Poisoned {
+                rank: 1,
+                first: "x".into(),
+            },
+            Error::Protocol("x".into()),
+            Error::Startup {
+                rank: 1,
+                msg: "x".into(),
+            },
+            Error::Input {
+                file: "f".into(),
+                line: 1,
+                msg: "x".into(),
+            },
+            Error::data("x"),
+            Error::config("x"),
+            Error::io("x", std::io::Error::other("y")),
+        ];
+        let kinds: Vec<&str> = all.iter().map(Error::kind).collect();
+        assert_eq!(kinds, Error::KINDS);
+        assert_eq!(all[2].op_context(), Some(&ctx()));
+        assert_eq!(all[4].op_context(), None);
     }
 }

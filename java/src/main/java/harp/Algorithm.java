@@ -1,51 +1,69 @@
 package harp;
 
-/** Algorithm choices for the collectives that have several. */
+/**
+ * Algorithm choices for the collectives that have several. Each constant's {@code wireName()}
+ * is the engine's name for it (the engine parses it; no numeric codes cross the boundary).
+ */
 public final class Algorithm {
   private Algorithm() {}
 
   /** Broadcast algorithms. */
   public enum Broadcast {
     /** The default: binomial tree for small tables (latency), pipelined chain for large ones. */
-    AUTO(0),
+    AUTO("auto"),
     /** Pipelined chain in rack order (≈ n/B whatever the number of workers). */
-    CHAIN(1),
+    CHAIN("chain"),
     /** Binomial tree. */
-    BINOMIAL(2),
+    BINOMIAL("binomial"),
     /** The root sends to each worker in turn (the papers' baseline). */
-    ONE_BY_ONE(3);
+    ONE_BY_ONE("one-by-one");
 
-    final int code;
+    private final String wireName;
 
-    Broadcast(int code) {
-      this.code = code;
+    Broadcast(String wireName) {
+      this.wireName = wireName;
+    }
+
+    public String wireName() {
+      return wireName;
     }
   }
 
   /** Allreduce algorithms. */
   public enum Allreduce {
     /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}; tables of equal size on all workers). */
-    AUTO(0),
+    AUTO("auto"),
     /** Recursive doubling. */
-    BIDIRECTIONAL_EXCHANGE(1),
+    BIDIRECTIONAL_EXCHANGE("bidirectional-exchange"),
     /** Reduce-scatter of segments plus allgather. */
-    REGROUP_ALLGATHER(2);
+    REGROUP_ALLGATHER("regroup-allgather");
 
-    final int code;
+    private final String wireName;
 
-    Allreduce(int code) {
-      this.code = code;
+    Allreduce(String wireName) {
+      this.wireName = wireName;
+    }
+
+    public String wireName() {
+      return wireName;
     }
   }
 
   /** Reduce algorithms. */
   public enum Reduce {
-    BINOMIAL(1), SCATTER_GATHER(2);
+    /** Binomial tree toward the root. */
+    BINOMIAL("binomial"),
+    /** Segment reduce-scatter (ring), then every owner sends its segments to the root. */
+    SCATTER_GATHER("scatter-gather");
 
-    final int code;
+    private final String wireName;
 
-    Reduce(int code) {
-      this.code = code;
+    Reduce(String wireName) {
+      this.wireName = wireName;
+    }
+
+    public String wireName() {
+      return wireName;
     }
   }
 }

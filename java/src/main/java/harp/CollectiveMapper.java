@@ -2,7 +2,6 @@ package harp;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -18,17 +17,17 @@ import org.apache.hadoop.mapreduce.Mapper;
  *
  * <p>{@link #run} joins the job's workers (rendezvous, authentication, handshake), then calls
  * {@link #setup}, {@link #mapCollective} and {@link #cleanup}, and always releases the native
- * worker and every table this mapper created. Every worker must call the same collectives in the
- * same order; the label of a call only appears in logs and errors. Collectives throw
- * {@link HarpException} on failure (never a silent false). While a worker waits inside a
- * collective it keeps reporting progress to Hadoop, so the task timeout does not kill it.
+ * worker and every table of this mapper still open (a closed table is forgotten at once). Every
+ * worker must call the same collectives in the same order; the label of a call only appears in
+ * logs and errors. Collectives throw {@link HarpException} on failure (never a silent false).
+ * While a worker waits inside a collective it keeps reporting progress to Hadoop, so the task
+ * timeout does not kill it.
  */
 public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     extends Mapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT> {
-  private long worker;
+  private Worker worker;
   private int rank = -1;
   private int workers;
-  private final List<Table> tables = new ArrayList<>();
   private final AtomicInteger inCollective = new AtomicInteger();
 
   /** Counter group through which {@link #setProgress} reaches the YARN master (not summed). */
@@ -55,9 +54,9 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     Thread keeper = null;
     Throwable failure = null;
     try {
-      worker = Session.join(context);
-      rank = Native.rank(worker);
-      workers = Native.size(worker);
+      worker = new Worker(Session.join(context));
+      rank = worker.rank();
+      workers = worker.size();
       keeper = progressKeeper(context);
       setup(context);
       mapCollective(new KeyValReader<>(context), context);
@@ -71,19 +70,14 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
       if (keeper != null) {
         keeper.interrupt();
       }
-      for (Table t : tables) {
-        if (t.isOpen()) {
-          t.close();
-        }
-      }
-      tables.clear();
-      if (worker != 0) {
-        long w = worker;
-        worker = 0;
+      if (worker != null) {
+        // Frees the tables still open, then leaves (or aborts) the job.
+        Worker w = worker;
+        worker = null;
         if (failure == null) {
-          Native.close(w);
+          w.close();
         } else {
-          Native.abort(w, "user code failed: " + failure);
+          w.abort("user code failed: " + failure);
         }
       }
     }
@@ -108,8 +102,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return t;
   }
 
-  private long w() {
-    if (worker == 0) {
+  private Worker w() {
+    if (worker == null) {
       throw new IllegalStateException("collectives are only available inside mapCollective");
     }
     return worker;
@@ -134,14 +128,24 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** Allocation counter of this worker's native memory pool (flat in a steady state). */
   public long poolAllocations() {
-    return Native.poolStats(w());
+    return poolStats().allocations();
+  }
+
+  /** The counters of this worker's native memory pool. */
+  public PoolStats poolStats() {
+    return w().poolStats();
+  }
+
+  /** How many tables of this mapper are open (closed ones are not remembered). */
+  int openTables() {
+    return w().openTables();
   }
 
   /**
    * Runs a long native computation (made of collectives) on this worker, reporting progress to
    * Hadoop meanwhile as inside any collective.
    */
-  <T> T runNative(java.util.function.LongFunction<T> body) {
+  <T> T runNative(Function<Worker, T> body) {
     inCollective.incrementAndGet();
     try {
       return body.apply(w());
@@ -150,49 +154,29 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     }
   }
 
-  /** A new empty table; closed automatically at the end of {@link #run} if still open. */
+  /**
+   * A new empty table; closed automatically at the end of {@link #run} if still open. Close a
+   * table as soon as it is no longer needed: its memory goes back to the pool.
+   */
   public Table newTable(Combiner combiner) {
-    Table t = new Table(w(), combiner);
-    tables.add(t);
-    return t;
+    return w().newTable(combiner);
   }
 
-  private void run(int op, String label, Table t, Table t2, int root, int algo, int total, int[] ids, int[] owners) {
-    inCollective.incrementAndGet();
-    try {
-      if (t != null) {
-        t.changed();
-      }
-      if (t2 != null) {
-        t2.changed();
-      }
-      Native.collective(w(), op, label, t == null ? 0 : t.handle(), t2 == null ? 0 : t2.handle(), root, algo,
-          total, ids, owners);
-    } finally {
-      inCollective.decrementAndGet();
-    }
-  }
-
-  /** The table's own ids mapped by {@code p} (null partitioner: modulo). */
-  private int[][] map(Table t, Partitioner p) {
-    if (p == null) {
-      return new int[][] {null, null};
-    }
-    int[] ids = t.ids();
-    int[] owners = new int[ids.length];
-    for (int i = 0; i < ids.length; i++) {
-      owners[i] = p.owner(ids[i], workers);
-    }
-    return new int[][] {ids, owners};
+  /** Runs one collective, reporting progress to Hadoop while it waits. */
+  private void collective(java.util.function.Consumer<Worker> op) {
+    runNative(w -> {
+      op.accept(w);
+      return null;
+    });
   }
 
   public void barrier(String label) {
-    run(Native.OP_BARRIER, label, null, null, 0, 0, 0, null, null);
+    collective(w -> w.barrier(label));
   }
 
   /** Every worker's table becomes a copy of {@code root}'s. */
   public void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    run(Native.OP_BROADCAST, label, t, null, root, algorithm.code, 0, null, null);
+    collective(w -> w.broadcast(label, t, root, algorithm));
   }
 
   public void broadcast(String label, Table t, int root) {
@@ -201,7 +185,7 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** {@code root}'s table becomes the combination of all tables; the others are emptied. */
   public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
-    run(Native.OP_REDUCE, label, t, null, root, algorithm.code, 0, null, null);
+    collective(w -> w.reduce(label, t, root, algorithm));
   }
 
   public void reduce(String label, Table t, int root) {
@@ -210,18 +194,17 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** {@code root}'s table becomes the union of all tables; the others are unchanged. */
   public void gather(String label, Table t, int root) {
-    run(Native.OP_GATHER, label, t, null, root, 0, 0, null, null);
+    collective(w -> w.gather(label, t, root));
   }
 
   /** {@code root}'s partitions go to their owners; every table becomes what its worker owns. */
   public void scatter(String label, Table t, int root, Partitioner p) {
-    int[][] m = map(t, p); // only the root's mapping is used
-    run(Native.OP_SCATTER, label, t, null, root, 0, 0, m[0], m[1]);
+    collective(w -> w.scatter(label, t, root, p));
   }
 
   /** Every table becomes the union of all tables (equal ids combined). */
   public void allgather(String label, Table t) {
-    run(Native.OP_ALLGATHER, label, t, null, 0, 0, 0, null, null);
+    collective(w -> w.allgather(label, t, 0));
   }
 
   /** Allgather pipelined per partition when the total number of partitions is known. */
@@ -229,12 +212,12 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     if (totalPartitions <= 0) {
       throw new IllegalArgumentException("total partitions must be positive");
     }
-    run(Native.OP_ALLGATHER, label, t, null, 0, 0, totalPartitions, null, null);
+    collective(w -> w.allgather(label, t, totalPartitions));
   }
 
   /** Every table becomes the combination of all tables (bit-identical on every worker). */
   public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
-    run(Native.OP_ALLREDUCE, label, t, null, 0, algorithm.code, 0, null, null);
+    collective(w -> w.allreduce(label, t, algorithm));
   }
 
   public void allreduce(String label, Table t) {
@@ -243,36 +226,32 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** Each worker ends with the combined partitions it owns under {@code p} (null: modulo). */
   public void reduceScatter(String label, Table t, Partitioner p) {
-    int[][] m = map(t, p);
-    run(Native.OP_REDUCE_SCATTER, label, t, null, 0, 0, 0, m[0], m[1]);
+    collective(w -> w.reduceScatter(label, t, p));
   }
 
   /** Partitions move to their owners under {@code p} and are combined there. */
   public void regroup(String label, Table t, Partitioner p) {
-    int[][] m = map(t, p);
-    run(Native.OP_REGROUP, label, t, null, 0, 0, 0, m[0], m[1]);
+    collective(w -> w.regroup(label, t, p));
   }
 
   /** Regroup whose owners the master decides from the actual distribution of the partitions. */
   public void regroupPlanned(String label, Table t) {
-    run(Native.OP_REGROUP, label, t, null, 0, 1, 0, null, null);
+    collective(w -> w.regroupPlanned(label, t));
   }
 
   /** Local partitions are combined into their owners' global tables. */
   public void push(String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p);
-    run(Native.OP_PUSH, label, local, global, 0, 0, 0, m[0], m[1]);
+    collective(w -> w.push(label, local, global, p));
   }
 
   /** Local partitions are replaced by their owners' global copies. */
   public void pull(String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p);
-    run(Native.OP_PULL, label, local, global, 0, 0, 0, m[0], m[1]);
+    collective(w -> w.pull(label, local, global, p));
   }
 
   /** Tables move to the next worker ({@code map} null) or along the permutation {@code map}. */
   public void rotate(String label, Table t, int[] map) {
-    run(Native.OP_ROTATE, label, t, null, 0, 0, 0, null, map == null ? null : Arrays.copyOf(map, map.length));
+    collective(w -> w.rotate(label, t, map));
   }
 
   /**

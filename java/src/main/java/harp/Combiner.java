@@ -5,15 +5,20 @@ package harp;
  * {@code add}). SUM, MIN and MAX work element by element for every element type.
  */
 public enum Combiner {
-  SUM(0), MIN(1), MAX(2),
+  SUM("sum"), MIN("min"), MAX("max"),
   /** Keep the partition already in the table. */
-  KEEP_FIRST(3),
+  KEEP_FIRST("keep-first"),
   /** Meeting the same id twice is an error. */
-  REJECT(4);
+  REJECT("reject");
 
-  final int code;
+  private final String wireName;
 
-  Combiner(int code) {
-    this.code = code;
+  Combiner(String wireName) {
+    this.wireName = wireName;
+  }
+
+  /** The engine's name of this combiner ({@code sum}, …). */
+  public String wireName() {
+    return wireName;
   }
 }

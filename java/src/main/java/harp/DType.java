@@ -2,13 +2,13 @@ package harp;
 
 /** Element types of a partition's array (values are stored in native byte order). */
 public enum DType {
-  F64(0, 8), F32(1, 4), I64(2, 8), I32(3, 4), U8(4, 1);
+  F64("f64", 8), F32("f32", 4), I64("i64", 8), I32("i32", 4), U8("u8", 1);
 
-  final int code;
-  final int size;
+  private final String wireName;
+  private final int size;
 
-  DType(int code, int size) {
-    this.code = code;
+  DType(String wireName, int size) {
+    this.wireName = wireName;
     this.size = size;
   }
 
@@ -17,12 +17,13 @@ public enum DType {
     return size;
   }
 
-  static DType of(int code) {
-    for (DType t : values()) {
-      if (t.code == code) {
-        return t;
-      }
-    }
-    throw new HarpException("unknown element type " + code, -1, "");
+  /** The engine's name of this type ({@code f64}, …). */
+  public String wireName() {
+    return wireName;
+  }
+
+  /** The type the engine calls {@code name}. */
+  public static DType fromWireName(String name) {
+    return Names.parse(values(), DType::wireName, name, "element type");
   }
 }

@@ -113,7 +113,7 @@ public final class KMeans {
     public final String stopReason;
     private final double[] centroids;
 
-    /** Decodes {@code Native.kmeans}'s array (layout in rust/harp-jni/src/kmeans.rs). */
+    /** Decodes {@code runEngine}'s array (layout in rust/harp-jni/src/kmeans.rs). */
     Result(double[] v) {
       k = (int) v[0];
       dim = (int) v[1];
@@ -352,7 +352,7 @@ public final class KMeans {
     public Result run() {
       String spec = spec();
       Progress p = onIteration == null ? null : new Progress(onIteration);
-      return new Result(mapper.runNative(w -> Native.kmeans(w, spec, p)));
+      return new Result(mapper.runNative(w -> runEngine(w.handle(), spec, p)));
     }
 
     private static String clean(String v) {
@@ -362,6 +362,15 @@ public final class KMeans {
       return v;
     }
   }
+
+  /**
+   * The engine's K-means loop on {@code worker} as described by {@code spec} ({@code key=value}
+   * lines, see {@link Builder}); {@code progress} (may be null) gets {@code iteration(int, double,
+   * double, double)} after every iteration. Returns the encoded outcome (see {@link Result}).
+   * The native is in {@code rust/harp-jni/src/kmeans.rs}; the library is loaded by then (the
+   * worker exists).
+   */
+  private static native double[] runEngine(long worker, String spec, Object progress);
 
   /** The object the native side calls after every iteration. */
   static final class Progress {

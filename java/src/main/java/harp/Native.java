@@ -2,29 +2,31 @@ package harp;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 
 /**
- * The native methods of the Harp-RS engine (library {@code harp_jni}). Internal: use
+ * Loads the Harp-RS engine (library {@code harp_jni}) and starts workers; also the vocabularies
+ * shared with the engine and the self-test of the error mapping. Internal: use
  * {@link CollectiveMapper} and {@link Table}. Every method throws {@link HarpException} on
- * failure; handles are checked on the native side (a closed or stale handle is an exception).
+ * failure. The natives of each class are in {@code rust/harp-jni/src/} (this one's in
+ * {@code native.rs}); the contract of each method is in {@code docs/jni-contract.md}.
  *
  * <p>Loading order: the system property {@code harp.native.lib} (an absolute path), then
  * {@code java.library.path}, then {@code /native/libharp_jni.so} inside the jar (extracted to a
- * temporary file). The contract of each method is in {@code docs/jni-contract.md}.
+ * temporary file).
  */
 public final class Native {
   private Native() {}
 
-  static final int OP_BARRIER = 1, OP_BROADCAST = 2, OP_REDUCE = 3, OP_GATHER = 4, OP_SCATTER = 5,
-      OP_ALLGATHER = 6, OP_ALLREDUCE = 7, OP_REDUCE_SCATTER = 8, OP_REGROUP = 9, OP_PUSH = 10,
-      OP_PULL = 11, OP_ROTATE = 12;
-
   static {
     load();
+  }
+
+  /** Loads the library if it is not yet loaded (classes with natives call it first). */
+  static void ensureLoaded() {
+    // The static initializer did the work.
   }
 
   private static void load() {
@@ -63,46 +65,26 @@ public final class Native {
 
   static native int listenerPort(long listener);
 
-  /** Connects, authenticates and handshakes; consumes the listener; returns a worker handle. */
+  /**
+   * Connects, authenticates and handshakes; consumes the listener; returns a worker handle (wrap
+   * it in a {@link Worker}).
+   */
   static native long start(long listener, String hosts, int rank, String job, byte[] secret,
       String options, String log);
 
-  static native void close(long worker);
+  /**
+   * The engine's names of one vocabulary, one per line: {@code dtype}, {@code combiner},
+   * {@code broadcast}, {@code allreduce}, {@code reduce} (the algorithms offered to Java),
+   * {@code error-kind}, {@code collective}.
+   */
+  static native String names(String vocabulary);
 
-  static native void abort(long worker, String reason);
-
-  static native int rank(long worker);
-
-  static native int size(long worker);
-
-  static native long poolStats(long worker);
-
-  static native long tableNew(long worker, int combiner);
-
-  static native ByteBuffer tableCreate(long table, int pid, int dtype, int length);
-
-  static native ByteBuffer tableGet(long table, int pid);
-
-  static native int tableType(long table, int pid);
-
-  static native int[] tableIds(long table);
-
-  static native boolean tableRemove(long table, int pid);
-
-  static native void tableClear(long table);
-
-  static native void tableFree(long table);
-
-  static native void collective(long worker, int op, String label, long table, long table2, int root,
-      int algo, int total, int[] ids, int[] owners);
+  /** {@code name} read by the engine's parser for {@code vocabulary} and printed back by the engine. */
+  static native String canonicalName(String vocabulary, String name);
 
   /**
-   * Runs the engine's K-means loop on {@code worker} as described by {@code spec} ({@code key=value}
-   * lines, see {@link KMeans}); {@code progress} (may be null) gets {@code iteration(int, double,
-   * double, double)} after every iteration. Returns the encoded outcome (see {@link KMeans.Result}).
+   * For tests of the error mapping: 0 an engine error, 1 a panic, 2 returns 2, 3 a communication
+   * error of rank 3 in {@code allreduce #12 'sums'}.
    */
-  static native double[] kmeans(long worker, String spec, Object progress);
-
-  /** For tests of the error mapping: 0 engine error, 1 panic, 2 returns 2. */
   static native int selfTest(int kind);
 }

@@ -7,28 +7,42 @@ import java.nio.ByteOrder;
  * A table of partitions (id → typed array) whose arrays live in native memory owned by the
  * engine's memory pool. Views ({@link Partition}) are direct buffers over that memory: no copy
  * between Java and the engine. Obtain tables from {@link CollectiveMapper#newTable}; close them
- * (or let the mapper close them at the end of its run).
+ * when done (those still open are closed with their worker at the end of the mapper's run).
  *
  * <p>A view is valid until the table changes (a collective on it, {@code create}, {@code remove},
  * {@code clear}, {@code close}); using a stale {@link Partition} throws
  * {@link IllegalStateException}. Raw buffers obtained from a view must not be used after that.
- * A table is not thread-safe: use it from one thread at a time.
+ * A table is not thread-safe: use it from one thread at a time. The natives are in
+ * {@code rust/harp-jni/src/table.rs}.
  */
 public final class Table implements AutoCloseable {
+  static {
+    Native.ensureLoaded();
+  }
+
+  private final Worker worker;
   private long handle;
   private final Combiner combiner;
   private int generation;
 
-  Table(long worker, Combiner combiner) {
+  Table(Worker worker, Combiner combiner) {
+    this.worker = worker;
     this.combiner = combiner;
-    this.handle = Native.tableNew(worker, combiner.code);
+    this.handle = open(worker.handle(), combiner.wireName());
   }
 
   long handle() {
     if (handle == 0) {
-      throw new IllegalStateException("table is closed");
+      throw new HarpException(HarpException.Kind.CLOSED, "table is closed");
     }
     return handle;
+  }
+
+  /** Marks every existing view stale and returns the handle (a collective is about to run). */
+  long changing() {
+    long h = handle();
+    changed();
+    return h;
   }
 
   /** Marks every existing view stale. */
@@ -49,9 +63,8 @@ public final class Table implements AutoCloseable {
     if (id < 0 || length < 0) {
       throw new IllegalArgumentException("partition id and length must be >= 0, got " + id + ", " + length);
     }
-    long h = handle();
-    changed();
-    ByteBuffer b = Native.tableCreate(h, id, type.code, length);
+    long h = changing();
+    ByteBuffer b = create(h, id, type.wireName(), length);
     return new Partition(this, id, type, b.order(ByteOrder.nativeOrder()));
   }
 
@@ -83,17 +96,17 @@ public final class Table implements AutoCloseable {
   /** The partition with this id, or null. */
   public Partition get(int id) {
     long h = handle();
-    int t = Native.tableType(h, id);
-    if (t < 0) {
+    String t = type(h, id);
+    if (t == null) {
       return null;
     }
-    ByteBuffer b = Native.tableGet(h, id);
-    return new Partition(this, id, DType.of(t), b.order(ByteOrder.nativeOrder()));
+    ByteBuffer b = get(h, id);
+    return new Partition(this, id, DType.fromWireName(t), b.order(ByteOrder.nativeOrder()));
   }
 
   /** Partition ids in ascending order. */
   public int[] ids() {
-    return Native.tableIds(handle());
+    return ids(handle());
   }
 
   public int size() {
@@ -101,28 +114,47 @@ public final class Table implements AutoCloseable {
   }
 
   public boolean remove(int id) {
-    changed();
-    return Native.tableRemove(handle(), id);
+    return remove(changing(), id);
   }
 
   public void clear() {
-    changed();
-    Native.tableClear(handle());
+    clear(changing());
   }
 
-  /** Frees the native memory (back to the pool). Closing twice is an error. */
+  /**
+   * Frees the native memory (back to the pool). Closing again does nothing; any other use of a
+   * closed table is a {@link HarpException} of kind {@link HarpException.Kind#CLOSED}.
+   */
   @Override
   public void close() {
     if (handle == 0) {
-      throw new IllegalStateException("table is already closed");
+      return;
     }
     changed();
     long h = handle;
     handle = 0;
-    Native.tableFree(h);
+    worker.forget(this);
+    free(h);
   }
 
   boolean isOpen() {
     return handle != 0;
   }
+
+  static native long open(long worker, String combiner);
+
+  static native ByteBuffer create(long table, int pid, String dtype, int length);
+
+  static native ByteBuffer get(long table, int pid);
+
+  /** The element type's name, or null when absent. */
+  static native String type(long table, int pid);
+
+  static native int[] ids(long table);
+
+  static native boolean remove(long table, int pid);
+
+  static native void clear(long table);
+
+  static native void free(long table);
 }

@@ -11,23 +11,34 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** The JNI boundary without Hadoop: error mapping, handles, tables over native memory. */
+/** The JNI boundary without Hadoop: engine options, tables over native memory, collectives. */
 class NativeTest {
-  private long worker;
+  private Worker worker;
 
-  @BeforeEach
-  void startSingleWorker() {
+  /** A one-worker job on loopback. */
+  static Worker startSingleWorker(String job) {
     String options = "op_timeout_ms=10000\nconnect_timeout_ms=10000\nsocket_buffer=262144\n";
     long l = Native.listen("127.0.0.1", options);
     int port = Native.listenerPort(l);
-    worker = Native.start(l, "127.0.0.1:" + port + "\n", 0, "native-test", "s".getBytes(StandardCharsets.UTF_8),
-        options, "warn|native-test");
+    return new Worker(Native.start(l, "127.0.0.1:" + port + "\n", 0, job, "s".getBytes(StandardCharsets.UTF_8),
+        options, "warn|" + job));
+  }
+
+  @BeforeEach
+  void start() {
+    worker = startSingleWorker("native-test");
+  }
+
+  @AfterEach
+  void stop() {
+    worker.close();
   }
 
   @Test
   void badEngineOptionsAreExceptionsNamingTheOption() {
     HarpException e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "chunk=lots"));
     assertTrue(e.getMessage().contains("option chunk") && e.getMessage().contains("lots"), e.getMessage());
+    assertEquals(HarpException.Kind.CONFIG, e.getKind());
     e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "tcp_congestion=nosuchcc"));
     assertTrue(e.getMessage().contains("nosuchcc") && e.getMessage().contains("allowed here"), e.getMessage());
     e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", "socket_bufer=1"));
@@ -56,53 +67,16 @@ class NativeTest {
         e.getMessage());
   }
 
-  @AfterEach
-  void stop() {
-    if (worker != 0) {
-      Native.close(worker);
-    }
-  }
-
-  @Test
-  void rustErrorsBecomeHarpExceptionsWithTheirMessage() {
-    HarpException e = assertThrows(HarpException.class, () -> Native.selfTest(0));
-    assertEquals("engine error number 42", e.getMessage());
-    assertEquals(-1, e.getRank());
-    assertEquals(2, Native.selfTest(2));
-  }
-
-  @Test
-  void rustPanicsBecomeHarpExceptionsAndKeepTheFormattedMessage() {
-    HarpException e = assertThrows(HarpException.class, () -> Native.selfTest(1));
-    assertTrue(e.getMessage().contains("deliberate panic number 7"), e.getMessage());
-    // The JVM is fine afterwards.
-    assertEquals(2, Native.selfTest(2));
-  }
-
-  @Test
-  void closedAndStaleHandlesAreExceptionsNotCrashes() {
-    long t = Native.tableNew(worker, Combiner.SUM.code);
-    Native.tableFree(t);
-    HarpException e = assertThrows(HarpException.class, () -> Native.tableFree(t));
-    assertTrue(e.getMessage().contains("closed"), e.getMessage());
-    assertThrows(HarpException.class, () -> Native.tableIds(t));
-    assertThrows(HarpException.class, () -> Native.rank(123456789L));
-    long w = worker;
-    Native.close(w);
-    worker = 0;
-    assertThrows(HarpException.class, () -> Native.close(w));
-    assertThrows(HarpException.class, () -> Native.tableNew(w, 0));
-  }
-
   @Test
   void tablesAreViewsOfNativeMemory() {
-    Table t = new Table(worker, Combiner.SUM);
+    Table t = worker.newTable(Combiner.SUM);
     Partition p = t.create(3, DType.F64, 4);
     p.doubles().put(new double[] {1, 2, 3, 4});
     assertArrayEquals(new double[] {1, 2, 3, 4}, t.get(3).toDoubleArray());
     t.put(1, new int[] {7, 8});
     assertArrayEquals(new int[] {1, 3}, t.ids());
     assertEquals(DType.I32, t.get(1).type());
+    assertEquals(DType.F64, t.get(3).type());
     assertNull(t.get(99));
     // A view is stale once the table changes.
     Partition old = t.get(3);
@@ -111,21 +85,46 @@ class NativeTest {
     assertTrue(stale.getMessage().contains("stale"));
     assertThrows(IllegalStateException.class, () -> t.get(3).ints());
     t.close();
-    assertThrows(IllegalStateException.class, t::close);
-    assertThrows(IllegalStateException.class, () -> t.get(3));
+  }
+
+  @Test
+  void everyElementTypeReadsBackAsItself() {
+    try (Table t = worker.newTable(Combiner.MAX)) {
+      for (DType d : DType.values()) {
+        Partition p = t.create(d.ordinal(), d, 3);
+        assertEquals(3 * d.size(), p.bytes().capacity());
+        assertEquals(d, t.get(d.ordinal()).type());
+      }
+    }
   }
 
   @Test
   void aSingleWorkerRunsEveryCollective() {
-    Table t = new Table(worker, Combiner.SUM);
+    Table t = worker.newTable(Combiner.SUM);
     t.put(0, new double[] {1.5, 2.5});
-    Native.collective(worker, Native.OP_ALLREDUCE, "one", t.handle(), 0, 0, 0, 0, null, null);
-    Native.collective(worker, Native.OP_BROADCAST, "one", t.handle(), 0, 0, 1, 0, null, null);
-    Native.collective(worker, Native.OP_BARRIER, "one", 0, 0, 0, 0, 0, null, null);
-    assertArrayEquals(new double[] {1.5, 2.5}, t.get(0).toDoubleArray());
-    HarpException e = assertThrows(HarpException.class,
-        () -> Native.collective(worker, Native.OP_BROADCAST, "bad-root", t.handle(), 0, 5, 1, 0, null, null));
-    assertTrue(e.getMessage().contains("root 5"), e.getMessage());
+    worker.allreduce("one", t, Algorithm.Allreduce.AUTO);
+    for (Algorithm.Broadcast a : Algorithm.Broadcast.values()) {
+      worker.broadcast("one", t, 0, a);
+    }
+    for (Algorithm.Reduce a : Algorithm.Reduce.values()) {
+      worker.reduce("one", t, 0, a);
+    }
+    worker.gather("one", t, 0);
+    worker.scatter("one", t, 0, null);
+    worker.allgather("one", t, 0);
+    worker.allgather("one", t, 1);
+    worker.reduceScatter("one", t, (id, n) -> 0);
+    worker.regroup("one", t, null);
+    worker.regroupPlanned("one", t);
+    worker.rotate("one", t, null);
+    worker.barrier("one");
+    try (Table global = worker.newTable(Combiner.SUM)) {
+      global.put(0, new double[] {10, 20});
+      worker.push("one", t, global, null);
+      assertArrayEquals(new double[] {11.5, 22.5}, global.get(0).toDoubleArray());
+      worker.pull("one", t, global, null);
+    }
+    assertArrayEquals(new double[] {11.5, 22.5}, t.get(0).toDoubleArray());
     t.close();
   }
 }

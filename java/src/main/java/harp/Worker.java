@@ -1,0 +1,214 @@
+package harp;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A started native worker (one per map task): its rank, the job's size, its memory pool, the
+ * collectives, and the tables it made. {@link CollectiveMapper} owns one; the natives are in
+ * {@code rust/harp-jni/src/worker.rs}.
+ *
+ * <p>{@link #close} (orderly) and {@link #abort} (failure) free the tables still open and end
+ * the worker; either is idempotent, and any use afterwards is a {@link HarpException} of kind
+ * {@link HarpException.Kind#CLOSED}. The worker remembers only its open tables: a table closed
+ * by its user is forgotten at once.
+ */
+final class Worker implements AutoCloseable {
+  static {
+    Native.ensureLoaded();
+  }
+
+  private volatile long handle;
+  private final int rank;
+  private final int size;
+  private final Set<Table> open = Collections.newSetFromMap(new ConcurrentHashMap<>());
+
+  /** Takes ownership of a worker handle from {@link Native#start}. */
+  Worker(long handle) {
+    this.handle = handle;
+    this.rank = rank(handle);
+    this.size = size(handle);
+  }
+
+  long handle() {
+    long h = handle;
+    if (h == 0) {
+      throw new HarpException(HarpException.Kind.CLOSED, "worker " + rank + " is closed");
+    }
+    return h;
+  }
+
+  boolean isOpen() {
+    return handle != 0;
+  }
+
+  int rank() {
+    return rank;
+  }
+
+  int size() {
+    return size;
+  }
+
+  PoolStats poolStats() {
+    return new PoolStats(poolStats(handle()));
+  }
+
+  /** A new empty table whose buffers come from this worker's pool. */
+  Table newTable(Combiner combiner) {
+    Table t = new Table(this, combiner);
+    open.add(t);
+    return t;
+  }
+
+  /** Called by {@link Table#close}. */
+  void forget(Table t) {
+    open.remove(t);
+  }
+
+  /** How many tables of this worker are open. */
+  int openTables() {
+    return open.size();
+  }
+
+  private void closeTables() {
+    List<Table> tables = new ArrayList<>(open);
+    for (Table t : tables) {
+      t.close();
+    }
+  }
+
+  /** Orderly end: the peers are told this worker leaves. A second call does nothing. */
+  @Override
+  public void close() {
+    long h = handle;
+    if (h == 0) {
+      return;
+    }
+    closeTables();
+    close(h);
+    handle = 0;
+  }
+
+  /** Failure end: every peer's collectives fail quoting {@code reason}. Does nothing once closed. */
+  void abort(String reason) {
+    long h = handle;
+    if (h == 0) {
+      return;
+    }
+    handle = 0;
+    closeTables();
+    abort(h, reason);
+  }
+
+  /** The table's own ids mapped by {@code p} (null partitioner: modulo). */
+  private int[][] map(Table t, Partitioner p) {
+    if (p == null) {
+      return new int[][] {null, null};
+    }
+    int[] ids = t.ids();
+    int[] owners = new int[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      owners[i] = p.owner(ids[i], size);
+    }
+    return new int[][] {ids, owners};
+  }
+
+  void barrier(String label) {
+    barrier(handle(), label);
+  }
+
+  void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
+    broadcast(handle(), label, t.changing(), root, algorithm.wireName());
+  }
+
+  void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
+    reduce(handle(), label, t.changing(), root, algorithm.wireName());
+  }
+
+  void gather(String label, Table t, int root) {
+    gather(handle(), label, t.changing(), root);
+  }
+
+  void scatter(String label, Table t, int root, Partitioner p) {
+    int[][] m = map(t, p); // only the root's mapping is used
+    scatter(handle(), label, t.changing(), root, m[0], m[1]);
+  }
+
+  /** {@code totalPartitions} 0: unknown. */
+  void allgather(String label, Table t, int totalPartitions) {
+    allgather(handle(), label, t.changing(), totalPartitions);
+  }
+
+  void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
+    allreduce(handle(), label, t.changing(), algorithm.wireName());
+  }
+
+  void reduceScatter(String label, Table t, Partitioner p) {
+    int[][] m = map(t, p);
+    reduceScatter(handle(), label, t.changing(), m[0], m[1]);
+  }
+
+  void regroup(String label, Table t, Partitioner p) {
+    int[][] m = map(t, p);
+    regroup(handle(), label, t.changing(), false, m[0], m[1]);
+  }
+
+  void regroupPlanned(String label, Table t) {
+    regroup(handle(), label, t.changing(), true, null, null);
+  }
+
+  void push(String label, Table local, Table global, Partitioner p) {
+    int[][] m = map(local, p);
+    push(handle(), label, local.changing(), global.changing(), m[0], m[1]);
+  }
+
+  void pull(String label, Table local, Table global, Partitioner p) {
+    int[][] m = map(local, p);
+    pull(handle(), label, local.changing(), global.changing(), m[0], m[1]);
+  }
+
+  void rotate(String label, Table t, int[] map) {
+    rotate(handle(), label, t.changing(), map == null ? null : Arrays.copyOf(map, map.length));
+  }
+
+  static native int rank(long worker);
+
+  static native int size(long worker);
+
+  /** {@code [allocations, reuses, releases kept, releases freed, bytes held, bytes in use]}. */
+  static native long[] poolStats(long worker);
+
+  static native void close(long worker);
+
+  static native void abort(long worker, String reason);
+
+  static native void barrier(long worker, String label);
+
+  static native void broadcast(long worker, String label, long table, int root, String algorithm);
+
+  static native void reduce(long worker, String label, long table, int root, String algorithm);
+
+  static native void gather(long worker, String label, long table, int root);
+
+  static native void scatter(long worker, String label, long table, int root, int[] ids, int[] owners);
+
+  static native void allgather(long worker, String label, long table, int totalPartitions);
+
+  static native void allreduce(long worker, String label, long table, String algorithm);
+
+  static native void reduceScatter(long worker, String label, long table, int[] ids, int[] owners);
+
+  static native void regroup(long worker, String label, long table, boolean planned, int[] ids,
+      int[] owners);
+
+  static native void push(long worker, String label, long local, long global, int[] ids, int[] owners);
+
+  static native void pull(long worker, String label, long local, long global, int[] ids, int[] owners);
+
+  static native void rotate(long worker, String label, long table, int[] map);
+}

@@ -1,0 +1,149 @@
+//! Native objects seen from Java: `long` handles into one process-wide registry. Ids start at
+//! 1 and are never reused, so a handle below the next id that is no longer registered was
+//! closed (closing it again is a no-op), and any other unknown handle was never valid; neither
+//! can crash the JVM.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use harp::{Listener, Pool, Table, Worker};
+
+use crate::errors::{closed, Failure};
+
+/// A started worker and the log tag of the task that owns it.
+pub struct WorkerEntry {
+    pub worker: Worker,
+    pub tag: String,
+}
+
+/// A table and the pool its buffers come from (its worker's).
+pub struct TableEntry {
+    pub pool: Pool,
+    pub table: Mutex<Table>,
+}
+
+impl TableEntry {
+    /// The table, locked for the duration of a call (a poisoned lock is still usable: a
+    /// failed call leaves the table valid).
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub enum Obj {
+    /// Consumed (taken out) by `start`.
+    Listener(Listener),
+    Worker(Arc<WorkerEntry>),
+    Table(Arc<TableEntry>),
+}
+
+impl Obj {
+    fn what(&self) -> &'static str {
+        match self {
+            Obj::Listener(_) => "listener",
+            Obj::Worker(_) => "worker",
+            Obj::Table(_) => "table",
+        }
+    }
+}
+
+static NEXT: AtomicI64 = AtomicI64::new(1);
+
+fn registry() -> MutexGuard<'static, HashMap<i64, Obj>> {
+    static R: OnceLock<Mutex<HashMap<i64, Obj>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers `o` under a fresh handle.
+pub fn insert(o: Obj) -> i64 {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    registry().insert(id, o);
+    id
+}
+
+fn was_issued(h: i64) -> bool {
+    h > 0 && h < NEXT.load(Ordering::Relaxed)
+}
+
+/// The error for handle `h` that is not a live `what`.
+fn unusable(what: &str, h: i64, found: Option<&Obj>) -> Failure {
+    match found {
+        Some(o) => closed(format!("handle {h} is a {}, not a {what}", o.what())),
+        None if was_issued(h) => closed(format!("{what} handle {h} is closed")),
+        None => closed(format!("{what} handle {h} was never valid")),
+    }
+}
+
+pub fn worker(h: i64) -> Result<Arc<WorkerEntry>, Failure> {
+    match registry().get(&h) {
+        Some(Obj::Worker(w)) => Ok(w.clone()),
+        other => Err(unusable("worker", h, other)),
+    }
+}
+
+pub fn table(h: i64) -> Result<Arc<TableEntry>, Failure> {
+    match registry().get(&h) {
+        Some(Obj::Table(t)) => Ok(t.clone()),
+        other => Err(unusable("table", h, other)),
+    }
+}
+
+pub fn listener_port(h: i64) -> Result<u16, Failure> {
+    match registry().get(&h) {
+        Some(Obj::Listener(l)) => Ok(l.addr.port()),
+        other => Err(unusable("listener", h, other)),
+    }
+}
+
+/// Takes listener `h` out of the registry (a worker consumes it).
+pub fn take_listener(h: i64) -> Result<Listener, Failure> {
+    let mut r = registry();
+    match r.remove(&h) {
+        Some(Obj::Listener(l)) => Ok(l),
+        Some(other) => {
+            let e = unusable("listener", h, Some(&other));
+            r.insert(h, other);
+            Err(e)
+        }
+        None => Err(unusable("listener", h, None)),
+    }
+}
+
+/// Takes worker `h` out of the registry; `None` when it was closed already.
+pub fn take_worker(h: i64) -> Result<Option<Arc<WorkerEntry>>, Failure> {
+    let mut r = registry();
+    match r.remove(&h) {
+        Some(Obj::Worker(w)) => Ok(Some(w)),
+        Some(other) => {
+            let e = unusable("worker", h, Some(&other));
+            r.insert(h, other);
+            Err(e)
+        }
+        None if was_issued(h) => Ok(None),
+        None => Err(unusable("worker", h, None)),
+    }
+}
+
+/// Puts back a worker taken by [`take_worker`] (it could not be closed yet).
+pub fn restore_worker(h: i64, w: Arc<WorkerEntry>) {
+    registry().insert(h, Obj::Worker(w));
+}
+
+/// Removes table `h` (its buffers go back to the pool once no call uses it); a table closed
+/// already is a no-op.
+pub fn free_table(h: i64) -> Result<(), Failure> {
+    let mut r = registry();
+    match r.remove(&h) {
+        Some(Obj::Table(_)) => Ok(()),
+        Some(other) => {
+            let e = unusable("table", h, Some(&other));
+            r.insert(h, other);
+            Err(e)
+        }
+        None if was_issued(h) => Ok(()),
+        None => Err(unusable("table", h, None)),
+    }
+}

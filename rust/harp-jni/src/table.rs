@@ -1,0 +1,159 @@
+//! `harp.Table`: tables of partitions whose buffers live in their worker's pool. Java reads
+//! and writes a partition through a direct `ByteBuffer` over its bytes (no copy).
+
+use std::sync::{Arc, Mutex};
+
+use harp::{Array, Combiner, DType, Table};
+use jni::objects::{JByteBuffer, JClass, JIntArray, JString};
+use jni::sys::{jboolean, jint, jlong};
+use jni::{Env, EnvUnowned};
+
+use crate::convert::{jstr, new_array, new_jstring};
+use crate::errors::{call, fail, Failure};
+use crate::handles::{free_table, insert, table, worker, Obj, TableEntry};
+
+/// Runs `f` on partition `pid` of table `t`; `None` when the table has no such partition.
+fn with_partition<R>(
+    t: jlong,
+    pid: jint,
+    f: impl FnOnce(&mut Array) -> R,
+) -> Result<Option<R>, Failure> {
+    let e = table(t)?;
+    let mut tb = e.lock();
+    Ok(u32::try_from(pid).ok().and_then(|p| tb.get_mut(p)).map(f))
+}
+
+fn view<'l>(env: &mut Env<'l>, a: &mut Array) -> Result<JByteBuffer<'l>, Failure> {
+    let len = a.bytes().len();
+    // Never null, even for an empty partition (pool buffers give an aligned dangling pointer).
+    let ptr = a.bytes_mut().as_mut_ptr();
+    // SAFETY: the buffer lives as long as the partition stays in its table; the Java side
+    // invalidates its views (generation check) whenever the table changes.
+    Ok(unsafe { env.new_direct_byte_buffer(ptr, len) }?)
+}
+
+/// A new empty table of worker `w` whose buffers come from the worker's pool; `combiner` is a
+/// combiner name (`sum`, `min`, `max`, `keep-first`, `reject`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_open<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    combiner: JString<'l>,
+) -> jlong {
+    call(&mut env, |env, scope| {
+        let we = worker(w)?;
+        scope.worker(we.worker.rank());
+        let c = Combiner::parse(&jstr(env, &combiner)?)?;
+        Ok(insert(Obj::Table(Arc::new(TableEntry {
+            pool: we.worker.pool().clone(),
+            table: Mutex::new(Table::new(c)),
+        }))))
+    })
+}
+
+/// Creates (or replaces) partition `pid` with `length` zeroed elements of element type `dtype`
+/// (a name: `f64`, …) and returns a direct buffer over its bytes (native byte order).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_create<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    pid: jint,
+    dtype: JString<'l>,
+    length: jint,
+) -> JByteBuffer<'l> {
+    call(&mut env, |env, _| {
+        let dt = DType::parse(&jstr(env, &dtype)?)?;
+        let e = table(t)?;
+        let pid = u32::try_from(pid)
+            .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
+        let n = usize::try_from(length).map_err(|_| fail(format!("bad length {length}")))?;
+        let mut tb = e.lock();
+        tb.put(pid, Array::zeros(&e.pool, dt, n));
+        let a = tb.get_mut(pid).expect("just inserted");
+        view(env, a)
+    })
+}
+
+/// A direct buffer over partition `pid`, or null when the table has no such partition.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_get<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    pid: jint,
+) -> JByteBuffer<'l> {
+    call(&mut env, |env, _| {
+        with_partition(t, pid, |a| view(env, a))?.unwrap_or_else(|| Ok(JByteBuffer::default()))
+    })
+}
+
+/// The element type name of partition `pid` (`f64`, …), or null when absent.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_type<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    pid: jint,
+) -> JString<'l> {
+    call(&mut env, |env, _| {
+        match with_partition(t, pid, |a| a.dtype())? {
+            Some(d) => new_jstring(env, d.name()),
+            None => Ok(JString::default()),
+        }
+    })
+}
+
+/// Partition ids in ascending order.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_ids<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+) -> JIntArray<'l> {
+    call(&mut env, |env, _| {
+        let ids: Vec<i32> = table(t)?
+            .lock()
+            .ids()
+            .into_iter()
+            .map(|i| i as i32)
+            .collect();
+        new_array(env, &ids)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_remove<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    pid: jint,
+) -> jboolean {
+    call(&mut env, |_, _| {
+        let e = table(t)?;
+        let removed = u32::try_from(pid)
+            .ok()
+            .and_then(|p| e.lock().remove(p))
+            .is_some();
+        Ok(removed)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_clear<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+) {
+    call(&mut env, |_, _| {
+        table(t)?.lock().clear();
+        Ok(())
+    })
+}
+
+/// Frees a table (its buffers go back to the pool). Freeing it again is a no-op.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_free<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>, t: jlong) {
+    call(&mut env, |_, _| free_table(t))
+}

@@ -1,0 +1,110 @@
+//! The vocabularies shared with Java: element types, combiners, the algorithms offered to Java,
+//! error kinds and collectives, each listed by the engine's own names (`harp.Native.names`) and
+//! parsed by the engine's own parsers (`harp.Native.canonicalName`). Java's enums are checked
+//! against these lists in both directions (`VocabularyTest`).
+
+use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
+use harp::wire::Op;
+use harp::{Combiner, DType, Error};
+
+use crate::errors::{fail, Failure, JNI_KINDS};
+
+/// The algorithms offered to Java. The exhaustive `match` breaks the build when the engine
+/// gains a variant, so this list cannot silently fall behind.
+fn broadcast_algorithms() -> Vec<&'static str> {
+    use BroadcastAlgorithm::*;
+    let offered = [Auto, Chain, Binomial, OneByOne];
+    for a in offered {
+        match a {
+            // A seeded random chain is a benchmark baseline of the CLI, not offered to Java.
+            Auto | Chain | Binomial | OneByOne | ChainRandom(_) => {}
+        }
+    }
+    offered.into_iter().map(BroadcastAlgorithm::name).collect()
+}
+
+fn allreduce_algorithms() -> Vec<&'static str> {
+    use AllreduceAlgorithm::*;
+    let offered = [Auto, BidirectionalExchange, RegroupAllgather];
+    for a in offered {
+        match a {
+            Auto | BidirectionalExchange | RegroupAllgather => {}
+        }
+    }
+    offered.into_iter().map(AllreduceAlgorithm::name).collect()
+}
+
+fn reduce_algorithms() -> Vec<&'static str> {
+    use ReduceAlgorithm::*;
+    let offered = [Binomial, ScatterGather];
+    for a in offered {
+        match a {
+            Binomial | ScatterGather => {}
+        }
+    }
+    offered.into_iter().map(ReduceAlgorithm::name).collect()
+}
+
+fn combiners() -> Vec<String> {
+    use Combiner::*;
+    let offered = [Sum, Min, Max, KeepFirst, Reject];
+    for c in &offered {
+        match c {
+            // User-defined combiners are Rust code: Java cannot name one.
+            Sum | Min | Max | KeepFirst | Reject | Custom(_) => {}
+        }
+    }
+    offered.iter().map(|c| c.name().to_string()).collect()
+}
+
+fn error_kinds() -> Vec<&'static str> {
+    Error::KINDS.iter().chain(&JNI_KINDS).copied().collect()
+}
+
+/// Every operation but the start-up handshake.
+fn collectives() -> Vec<&'static str> {
+    (0..=u8::MAX)
+        .map_while(|v| Op::from_u8(v).ok())
+        .filter(|o| !matches!(o, Op::Handshake))
+        .map(Op::name)
+        .collect()
+}
+
+fn unknown_vocabulary(v: &str) -> Failure {
+    fail(format!(
+        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective)"
+    ))
+}
+
+fn owned(v: Vec<&str>) -> Vec<String> {
+    v.into_iter().map(str::to_string).collect()
+}
+
+/// The names of one vocabulary, in the engine's order.
+pub fn names(vocabulary: &str) -> Result<Vec<String>, Failure> {
+    Ok(match vocabulary {
+        "dtype" => owned(DType::ALL.into_iter().map(DType::name).collect()),
+        "combiner" => combiners(),
+        "broadcast" => owned(broadcast_algorithms()),
+        "allreduce" => owned(allreduce_algorithms()),
+        "reduce" => owned(reduce_algorithms()),
+        "error-kind" => owned(error_kinds()),
+        "collective" => owned(collectives()),
+        _ => return Err(unknown_vocabulary(vocabulary)),
+    })
+}
+
+/// The engine's own name for `name` in `vocabulary`, as its parser reads it.
+pub fn canonical(vocabulary: &str, name: &str) -> Result<String, Failure> {
+    Ok(match vocabulary {
+        "dtype" => DType::parse(name)?.name().to_string(),
+        "combiner" => Combiner::parse(name)?.name().to_string(),
+        "broadcast" => BroadcastAlgorithm::parse(name)?.name().to_string(),
+        "allreduce" => AllreduceAlgorithm::parse(name)?.name().to_string(),
+        "reduce" => ReduceAlgorithm::parse(name)?.name().to_string(),
+        "collective" => Op::parse(name)?.name().to_string(),
+        "error-kind" if error_kinds().contains(&name) => name.to_string(),
+        "error-kind" => return Err(fail(format!("unknown error kind {name:?}"))),
+        _ => return Err(unknown_vocabulary(vocabulary)),
+    })
+}

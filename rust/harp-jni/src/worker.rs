@@ -1,0 +1,381 @@
+//! `harp.Worker`: a started worker (rank, size, pool counters, close, abort) and one export per
+//! collective. Algorithms are passed by name and parsed by the engine.
+
+use std::sync::Arc;
+
+use harp::collective::{
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+};
+use harp::wire::Op;
+use harp::{Partitioner, Table, Worker};
+use jni::objects::{JClass, JIntArray, JLongArray, JString};
+use jni::sys::{jboolean, jint, jlong};
+use jni::{Env, EnvUnowned};
+
+use crate::convert::{ints, jstr, new_array};
+use crate::errors::{call, fail, Failure};
+use crate::handles::{restore_worker, table, take_worker, worker, TableEntry};
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_rank<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+) -> jint {
+    call(&mut env, |_, _| Ok(worker(h)?.worker.rank() as jint))
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_size<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+) -> jint {
+    call(&mut env, |_, _| Ok(worker(h)?.worker.size() as jint))
+}
+
+/// The worker's pool counters: `[allocations, reuses, releases kept, releases freed, bytes
+/// held, bytes in use]` (`harp::PoolStats`, decoded by `harp.PoolStats`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_poolStats<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+) -> JLongArray<'l> {
+    call(&mut env, |env, _| {
+        let s = worker(h)?.worker.pool().stats();
+        let v = [
+            s.allocations,
+            s.reuses,
+            s.releases_kept,
+            s.releases_freed,
+            s.bytes_held,
+            s.bytes_in_use,
+        ]
+        .map(|x| i64::try_from(x).unwrap_or(i64::MAX));
+        new_array(env, &v)
+    })
+}
+
+/// Orderly shutdown (tells the peers the worker is leaving). Closing again is a no-op; closing
+/// while a collective runs on another thread is an error and leaves the worker usable.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_close<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+) {
+    call(&mut env, |_, scope| {
+        let Some(w) = take_worker(h)? else {
+            return Ok(());
+        };
+        scope.worker(w.worker.rank());
+        match Arc::try_unwrap(w) {
+            Ok(entry) => {
+                entry.worker.close();
+                Ok(())
+            }
+            Err(w) => {
+                restore_worker(h, w);
+                Err(fail("worker is still in a collective on another thread"))
+            }
+        }
+    })
+}
+
+/// Failure shutdown: every peer's pending and later collectives fail quoting `reason` (the user
+/// code's exception, say). A no-op on a closed worker.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_abort<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+    reason: JString<'l>,
+) {
+    call(&mut env, |env, _| {
+        let reason = jstr(env, &reason)?;
+        // Still in use on another thread: dropping our reference is all we can do.
+        if let Some(Ok(entry)) = take_worker(h)?.map(Arc::try_unwrap) {
+            entry.worker.abort(&reason);
+        }
+        Ok(())
+    })
+}
+
+/// Runs collective `op` labelled `label` on worker `w`: the scope names them in any failure,
+/// and the engine's log lines carry the worker's tag.
+fn collective<'l>(
+    mut env: EnvUnowned<'l>,
+    w: jlong,
+    op: Op,
+    label: JString<'l>,
+    body: impl FnOnce(&mut Env<'l>, &Worker, &str) -> Result<(), Failure>,
+) {
+    call(&mut env, |env, scope| {
+        let label = jstr(env, &label)?;
+        scope.op(op, &label);
+        let we = worker(w)?;
+        scope.worker(we.worker.rank());
+        let span = tracing::info_span!("harp", worker = %we.tag);
+        let _g = span.enter();
+        body(env, &we.worker, &label)
+    })
+}
+
+/// Runs `f` on table `t`, locked for the duration of the collective.
+fn in_table(t: jlong, f: impl FnOnce(&mut Table) -> harp::Result<()>) -> Result<(), Failure> {
+    Ok(f(&mut table(t)?.lock())?)
+}
+
+fn root(r: jint) -> Result<usize, Failure> {
+    usize::try_from(r).map_err(|_| fail(format!("bad root {r}")))
+}
+
+/// An explicit partition → worker map (`ids[i]` goes to `owners[i]`), or modulo when both are
+/// null.
+fn partitioner(
+    env: &Env<'_>,
+    ids: &JIntArray<'_>,
+    owners: &JIntArray<'_>,
+) -> Result<Partitioner, Failure> {
+    match (ints(env, ids)?, ints(env, owners)?) {
+        (Some(i), Some(o)) if i.len() == o.len() => Ok(Partitioner::Map(Arc::new(
+            // A negative owner becomes an out-of-range one, which the engine reports.
+            i.into_iter()
+                .zip(o)
+                .map(|(a, b)| (a as u32, usize::try_from(b).unwrap_or(usize::MAX)))
+                .collect(),
+        ))),
+        (None, None) => Ok(Partitioner::Modulo),
+        _ => Err(fail(
+            "partition map: ids and owners must have the same length",
+        )),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_barrier<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+) {
+    collective(env, w, Op::Barrier, label, |_, wk, label| {
+        Ok(wk.barrier(label)?)
+    })
+}
+
+/// `algorithm`: `auto`, `chain`, `binomial`, `one-by-one`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_broadcast<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    root_rank: jint,
+    algorithm: JString<'l>,
+) {
+    collective(env, w, Op::Broadcast, label, |env, wk, label| {
+        let a = BroadcastAlgorithm::parse(&jstr(env, &algorithm)?)?;
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.broadcast(label, tb, r, a))
+    })
+}
+
+/// `algorithm`: `binomial`, `scatter-gather`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_reduce<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    root_rank: jint,
+    algorithm: JString<'l>,
+) {
+    collective(env, w, Op::Reduce, label, |env, wk, label| {
+        let a = ReduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.reduce(label, tb, r, a))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_gather<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    root_rank: jint,
+) {
+    collective(env, w, Op::Gather, label, |_, wk, label| {
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.gather(label, tb, r))
+    })
+}
+
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_harp_Worker_scatter<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    root_rank: jint,
+    ids: JIntArray<'l>,
+    owners: JIntArray<'l>,
+) {
+    collective(env, w, Op::Scatter, label, |env, wk, label| {
+        let p = partitioner(env, &ids, &owners)?;
+        let r = root(root_rank)?;
+        in_table(t, |tb| wk.scatter(label, tb, r, &p))
+    })
+}
+
+/// `total` > 0: the known number of partitions on all workers together (pipelined per
+/// partition); 0: unknown (ring).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_allgather<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    total: jint,
+) {
+    collective(env, w, Op::Allgather, label, |_, wk, label| {
+        let a = match usize::try_from(total) {
+            Ok(0) => AllgatherAlgorithm::Ring,
+            Ok(n) => AllgatherAlgorithm::KnownTotal(n),
+            Err(_) => return Err(fail(format!("bad total partition count {total}"))),
+        };
+        in_table(t, |tb| wk.allgather(label, tb, a))
+    })
+}
+
+/// `algorithm`: `auto`, `bidirectional-exchange`, `regroup-allgather`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_allreduce<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    algorithm: JString<'l>,
+) {
+    collective(env, w, Op::Allreduce, label, |env, wk, label| {
+        let a = AllreduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
+        in_table(t, |tb| wk.allreduce(label, tb, a))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_reduceScatter<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    ids: JIntArray<'l>,
+    owners: JIntArray<'l>,
+) {
+    collective(env, w, Op::ReduceScatter, label, |env, wk, label| {
+        let p = partitioner(env, &ids, &owners)?;
+        in_table(t, |tb| wk.reduce_scatter(label, tb, &p))
+    })
+}
+
+/// `planned`: the master decides the owners from the actual distribution (`ids`/`owners` are
+/// ignored); otherwise the explicit map or modulo.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_harp_Worker_regroup<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    planned: jboolean,
+    ids: JIntArray<'l>,
+    owners: JIntArray<'l>,
+) {
+    collective(env, w, Op::Regroup, label, |env, wk, label| {
+        let p = if planned {
+            None
+        } else {
+            Some(partitioner(env, &ids, &owners)?)
+        };
+        in_table(t, |tb| wk.regroup(label, tb, p.as_ref()))
+    })
+}
+
+/// The two tables of push and pull: the local one and the global one (never the same).
+fn two_tables(local: jlong, global: jlong) -> Result<(Arc<TableEntry>, Arc<TableEntry>), Failure> {
+    if local == global {
+        return Err(fail("push/pull need two different tables"));
+    }
+    Ok((table(local)?, table(global)?))
+}
+
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_harp_Worker_push<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    local: jlong,
+    global: jlong,
+    ids: JIntArray<'l>,
+    owners: JIntArray<'l>,
+) {
+    collective(env, w, Op::Push, label, |env, wk, label| {
+        let p = partitioner(env, &ids, &owners)?;
+        let (l, g) = two_tables(local, global)?;
+        wk.push(label, &l.lock(), &mut g.lock(), &p)?;
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_harp_Worker_pull<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    local: jlong,
+    global: jlong,
+    ids: JIntArray<'l>,
+    owners: JIntArray<'l>,
+) {
+    collective(env, w, Op::Pull, label, |env, wk, label| {
+        let p = partitioner(env, &ids, &owners)?;
+        let (l, g) = two_tables(local, global)?;
+        wk.pull(label, &mut l.lock(), &g.lock(), &p)?;
+        Ok(())
+    })
+}
+
+/// `map` null: every table moves to the next worker; otherwise worker r's goes to `map[r]`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_rotate<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    map: JIntArray<'l>,
+) {
+    collective(env, w, Op::Rotate, label, |env, wk, label| {
+        let map: Option<Vec<usize>> = ints(env, &map)?.map(|o| {
+            o.into_iter()
+                .map(|x| usize::try_from(x).unwrap_or(usize::MAX))
+                .collect()
+        });
+        in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
+    })
+}
