@@ -80,7 +80,7 @@ final class Session {
     try {
       hosts = rendezvous.meet(rank, host + ":" + port);
     } catch (RendezvousException e) {
-      throw new HarpException(e.getMessage(), rank, "start-up");
+      throw new HarpException(HarpException.Kind.STARTUP, rank, "start-up", e.getMessage());
     }
     String job = ctx.getJobID().toString();
     String tag = job + " task " + ctx.getTaskAttemptID() + " rank " + rank;
@@ -103,7 +103,8 @@ final class Session {
     }
     String base = conf.get(RENDEZVOUS_DIR, conf.get("mapreduce.job.dir"));
     if (base == null) {
-      throw new HarpException("no staging directory to meet in (mapreduce.job.dir)", rank, "start-up");
+      throw new HarpException(HarpException.Kind.STARTUP, rank, "start-up",
+          "no staging directory to meet in (mapreduce.job.dir)");
     }
     Path dir = new Path(base, "_harp");
     return new StagingDirRendezvous(dir.getFileSystem(conf), dir, conf.getInt("mapreduce.job.maps", 1),
@@ -114,8 +115,9 @@ final class Session {
   static byte[] secret(TaskAttemptContext ctx, int rank) {
     byte[] secret = JobSecret.of(ctx.getCredentials(), ctx.getJobID().toString());
     if (secret == null) {
-      throw new HarpException("no job secret in the job's credentials (" + JobSecret.KEY + "): submit "
-          + "map-collective jobs with -Dmapreduce.framework.name=map-collective, which adds one", rank, "start-up");
+      throw new HarpException(HarpException.Kind.STARTUP, rank, "start-up",
+          "no job secret in the job's credentials (" + JobSecret.KEY + "): submit "
+          + "map-collective jobs with -Dmapreduce.framework.name=map-collective, which adds one");
     }
     return secret;
   }
