@@ -60,7 +60,7 @@ class NativeTest {
     long l = Native.listen("127.0.0.1", o);
     long w = Native.start(l, "127.0.0.1:" + Native.listenerPort(l) + "\n", 0, "options-test",
         "s".getBytes(StandardCharsets.UTF_8), o, "warn|options-test");
-    Native.close(w);
+    new Worker(w).close();
     conf.set("harp.broadcast.chunk.bytes", "lots");
     HarpException e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", Session.options(conf)));
     assertTrue(e.getMessage().contains("harp.broadcast.chunk.bytes") && e.getMessage().contains("lots"),
