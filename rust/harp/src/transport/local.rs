@@ -21,7 +21,8 @@ use crate::wire::{Header, Kind};
 struct Hub {
     mailboxes: Vec<Arc<Mailbox>>,
     pools: Vec<Pool>,
-    /// Whether each worker has left (closed, aborted or dropped).
+    /// Whether each worker has left (closed, aborted or dropped). A sender learns it from its
+    /// own mailbox, where the reason is filed first (as a TCP reader marks a peer gone).
     left: Vec<AtomicBool>,
 }
 
@@ -60,7 +61,7 @@ impl Link for Local {
                 std::io::ErrorKind::NotConnected,
                 "connection already closed",
             ))
-        } else if hub.left[dst].load(Ordering::SeqCst) {
+        } else if hub.mailboxes[self.rank].is_gone(dst) {
             Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
                 "the peer has left",

@@ -165,6 +165,11 @@ impl Mailbox {
         self.lock().gone[peer].clone()
     }
 
+    /// Whether `peer` is gone.
+    pub fn is_gone(&self, peer: usize) -> bool {
+        self.lock().gone[peer].is_some()
+    }
+
     /// Files a frame from `frame.hdr.src` and wakes the waiters of its spot.
     pub fn push(&self, lane: Lane, frame: Frame) {
         let src = frame.hdr.src as usize;
