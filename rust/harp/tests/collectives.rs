@@ -84,11 +84,10 @@ fn uneven_table(pool: &Pool, r: usize, len: usize) -> Table {
 
 /// Table sizes per rank: big (above every crossover) and small (below), and empty.
 fn uneven_len(p: usize, r: usize) -> usize {
-    match (p + r) % 3 {
-        0 => 100_000,
-        1 => 10,
-        _ if r % 2 == 0 => 0,
-        _ => 10,
+    match ((p + r) % 3, r % 2) {
+        (0, _) => 100_000,
+        (1, _) | (_, 1) => 10,
+        _ => 0,
     }
 }
 
