@@ -44,29 +44,27 @@ fn fail_rank_2(exit: Exit) -> Vec<String> {
     })
 }
 
+/// Asserts that the error of every rank in `ranks` contains `text`.
+fn all_say(errors: &[String], ranks: &[usize], text: &str) {
+    for &r in ranks {
+        let e = &errors[r];
+        assert!(e.contains(text), "rank {r}: {e}");
+    }
+}
+
 #[test]
 fn an_aborted_worker_fails_every_worker_naming_it() {
     let errors = fail_rank_2(Exit::Abort);
     assert_eq!(errors[2], "fault injection at operation 5");
-    for r in [0, 1, 3] {
-        let e = &errors[r];
-        assert!(
-            e.contains("rank 2 is gone: it failed: rank 2: fault injection at operation 5"),
-            "rank {r}: {e}"
-        );
-    }
+    let cause = "rank 2 is gone: it failed: rank 2: fault injection at operation 5";
+    all_say(&errors, &[0, 1, 3], cause);
 }
 
 #[test]
 fn a_dropped_worker_fails_every_worker_naming_it() {
     let errors = fail_rank_2(Exit::Drop);
-    for r in [0, 1, 3] {
-        let e = &errors[r];
-        assert!(
-            e.contains("rank 2 is gone: connection closed (the worker was dropped"),
-            "rank {r}: {e}"
-        );
-    }
+    let cause = "rank 2 is gone: connection closed (the worker was dropped";
+    all_say(&errors, &[0, 1, 3], cause);
 }
 
 /// A worker that stays alive but never calls the collective is reported by the others'
@@ -87,13 +85,7 @@ fn a_worker_that_does_not_call_the_collective_times_the_others_out() {
         done_tx.send(()).unwrap();
         e.to_string()
     });
-    for r in [0, 1] {
-        let e = &errors[r];
-        assert!(
-            e.contains("timed out after 3.0 s waiting for rank 2"),
-            "rank {r}: {e}"
-        );
-    }
+    all_say(&errors, &[0, 1], "timed out after 3.0 s waiting for rank 2");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::data::{Array, Combiner, DType, Table};
+use crate::data::{Array, Combiner, DType, Elem, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -84,37 +84,18 @@ pub fn fill(a: &mut Array, key: &[u64]) {
     let base = h(key);
     let v = |i: usize| (mix(base ^ i as u64) % 201) as i64 - 100;
     match a.dtype() {
-        DType::F64 => a
-            .as_mut_slice::<f64>()
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = v(i) as f64),
-        DType::F32 => a
-            .as_mut_slice::<f32>()
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = v(i) as f32),
-        DType::I64 => a
-            .as_mut_slice::<i64>()
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = v(i)),
-        DType::I32 => a
-            .as_mut_slice::<i32>()
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = v(i) as i32),
-        DType::U8 => a
-            .as_mut_slice::<u8>()
-            .unwrap()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, x)| *x = v(i) as u8),
+        DType::F64 => set(a, |i| v(i) as f64),
+        DType::F32 => set(a, |i| v(i) as f32),
+        DType::I64 => set(a, v),
+        DType::I32 => set(a, |i| v(i) as i32),
+        DType::U8 => set(a, |i| v(i) as u8),
     }
+}
+
+/// Sets element i of `a` (of element type T) to `f(i)`.
+fn set<T: Elem>(a: &mut Array, f: impl Fn(usize) -> T) {
+    let xs = a.as_mut_slice::<T>().expect("the array's element type");
+    xs.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));
 }
 
 /// A deep copy of `t`.

@@ -26,49 +26,34 @@ struct Proof {
     mac: Vec<u8>,
 }
 
-fn keyed(
-    secret: &[u8],
-    role: &[u8],
+/// What both sides of one connection prove: the job secret, bound to the job and both ranks.
+struct Pair<'s> {
+    secret: &'s [u8],
     job: u64,
-    nonce: &[u8; 16],
     dialer: u32,
     acceptor: u32,
-) -> Hmac<Sha256> {
-    let mut m = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    m.update(role);
-    m.update(&job.to_le_bytes());
-    m.update(nonce);
-    m.update(&dialer.to_le_bytes());
-    m.update(&acceptor.to_le_bytes());
-    m
 }
 
-fn mac(
-    secret: &[u8],
-    role: &[u8],
-    job: u64,
-    nonce: &[u8; 16],
-    dialer: u32,
-    acceptor: u32,
-) -> Vec<u8> {
-    keyed(secret, role, job, nonce, dialer, acceptor)
-        .finalize()
-        .into_bytes()
-        .to_vec()
-}
+impl Pair<'_> {
+    fn keyed(&self, role: &[u8], nonce: &[u8; 16]) -> Hmac<Sha256> {
+        let mut m = Hmac::<Sha256>::new_from_slice(self.secret).expect("HMAC takes any key length");
+        m.update(role);
+        m.update(&self.job.to_le_bytes());
+        m.update(nonce);
+        m.update(&self.dialer.to_le_bytes());
+        m.update(&self.acceptor.to_le_bytes());
+        m
+    }
 
-fn verify(
-    secret: &[u8],
-    role: &[u8],
-    job: u64,
-    nonce: &[u8; 16],
-    dialer: u32,
-    acceptor: u32,
-    tag: &[u8],
-) -> bool {
-    keyed(secret, role, job, nonce, dialer, acceptor)
-        .verify_slice(tag)
-        .is_ok()
+    /// The proof of `role` (`harp-dialer` or `harp-acceptor`) for the other side's `nonce`.
+    fn mac(&self, role: &[u8], nonce: &[u8; 16]) -> Vec<u8> {
+        self.keyed(role, nonce).finalize().into_bytes().to_vec()
+    }
+
+    /// Whether `tag` is `role`'s proof for `nonce` (constant-time comparison).
+    fn verify(&self, role: &[u8], nonce: &[u8; 16], tag: &[u8]) -> bool {
+        self.keyed(role, nonce).verify_slice(tag).is_ok()
+    }
 }
 
 fn nonce() -> [u8; 16] {
@@ -141,32 +126,23 @@ pub(super) async fn accept_auth(
             "unexpected rank {d} dialed rank {rank}"
         )));
     }
+    let pair = Pair {
+        secret,
+        job,
+        dialer: d as u32,
+        acceptor: rank as u32,
+    };
     let my_nonce = nonce();
     let ch = Challenge {
         rank: rank as u32,
         nonce: my_nonce,
-        mac: mac(
-            secret,
-            b"harp-acceptor",
-            job,
-            &hello.nonce,
-            d as u32,
-            rank as u32,
-        ),
+        mac: pair.mac(b"harp-acceptor", &hello.nonce),
     };
     write_msg(s, Kind::Challenge, rank, job, &ch)
         .await
         .map_err(|e| Error::io("writing challenge", e))?;
     let (_, proof): (_, Proof) = read_msg(s, Kind::Proof, job).await?;
-    if !verify(
-        secret,
-        b"harp-dialer",
-        job,
-        &my_nonce,
-        d as u32,
-        rank as u32,
-        &proof.mac,
-    ) {
+    if !pair.verify(b"harp-dialer", &my_nonce, &proof.mac) {
         return Err(Error::Protocol(format!(
             "peer claiming rank {d} failed to prove the job secret"
         )));
@@ -182,46 +158,59 @@ pub(super) async fn dial_auth(
     job: u64,
     secret: &[u8],
 ) -> Result<()> {
-    let my_nonce = nonce();
-    write_msg(
-        s,
-        Kind::Hello,
-        rank,
+    let pair = Pair {
+        secret,
         job,
-        &Hello {
-            rank: rank as u32,
-            nonce: my_nonce,
-        },
-    )
-    .await
-    .map_err(|e| Error::io("writing hello", e))?;
+        dialer: rank as u32,
+        acceptor: peer as u32,
+    };
+    let my_nonce = nonce();
+    let hello = Hello {
+        rank: rank as u32,
+        nonce: my_nonce,
+    };
+    write_msg(s, Kind::Hello, rank, job, &hello)
+        .await
+        .map_err(|e| Error::io("writing hello", e))?;
     let (_, ch): (_, Challenge) = read_msg(s, Kind::Challenge, job).await?;
-    if ch.rank as usize != peer
-        || !verify(
-            secret,
-            b"harp-acceptor",
-            job,
-            &my_nonce,
-            rank as u32,
-            peer as u32,
-            &ch.mac,
-        )
-    {
+    if ch.rank as usize != peer || !pair.verify(b"harp-acceptor", &my_nonce, &ch.mac) {
         return Err(Error::Protocol(format!(
             "the process at rank {peer}'s address failed to prove the job secret"
         )));
     }
     let proof = Proof {
-        mac: mac(
-            secret,
-            b"harp-dialer",
-            job,
-            &ch.nonce,
-            rank as u32,
-            peer as u32,
-        ),
+        mac: pair.mac(b"harp-dialer", &ch.nonce),
     };
     write_msg(s, Kind::Proof, rank, job, &proof)
         .await
         .map_err(|e| Error::io("writing proof", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proof_binds_the_secret_the_role_the_job_and_both_ranks() {
+        let pair = |secret: &'static [u8], job, dialer, acceptor| Pair {
+            secret,
+            job,
+            dialer,
+            acceptor,
+        };
+        let n = [7u8; 16];
+        let good = pair(b"s3cret", 1, 2, 0);
+        let tag = good.mac(b"harp-dialer", &n);
+        assert!(good.verify(b"harp-dialer", &n, &tag));
+        assert!(!good.verify(b"harp-acceptor", &n, &tag), "role");
+        assert!(!good.verify(b"harp-dialer", &[8u8; 16], &tag), "nonce");
+        for other in [
+            pair(b"guess", 1, 2, 0),
+            pair(b"s3cret", 9, 2, 0),
+            pair(b"s3cret", 1, 3, 0),
+            pair(b"s3cret", 1, 2, 1),
+        ] {
+            assert!(!other.verify(b"harp-dialer", &n, &tag));
+        }
+    }
 }

@@ -168,41 +168,23 @@ impl Endpoint<'_> {
     /// gone, when it has sent nothing at all for half the timeout (silent: hung or cut off), or
     /// when the frame has not come within the timeout.
     pub async fn recv_frame(&self, src: usize, tag: u32) -> Result<Frame> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let silent_limit = self.timeout / 2;
-        let slice = heartbeat_interval(self.timeout);
-        let mb = &self.t.mailbox;
-        let watch = mb.watch_op(self.seq, &[src]);
-        loop {
-            let notified = watch.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let got = mb.take(self.seq, src, tag, self.op, self.algo);
-            if let Some(r) = self.taken(got) {
-                return r;
-            }
-            let wake = deadline.min(tokio::time::Instant::now() + slice);
-            if tokio::time::timeout_at(wake, notified).await.is_err() {
-                let quiet = mb.silence(src);
-                if quiet >= silent_limit {
-                    return Err(Error::Silent {
-                        ctx: self.ctx.clone(),
-                        peer: src,
-                        secs: quiet.as_secs_f64(),
-                    });
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(self.timed_out(src));
-                }
-            }
-        }
+        self.wait(&[src], tag, true).await
     }
 
     /// Waits for the first frame with `tag` in this operation from any of `from` (used when only
     /// the sender knows what comes next, e.g. the automatically chosen broadcast tree). Fails
     /// when every candidate is gone, or at the timeout.
     pub async fn recv_frame_from_any(&self, from: &[usize], tag: u32) -> Result<Frame> {
+        self.wait(from, tag, false).await
+    }
+
+    /// Waits for a frame with `tag` from the first of `from` that has one. With `silence`, also
+    /// wakes every heartbeat interval to fail when the (single) sender has gone silent.
+    async fn wait(&self, from: &[usize], tag: u32, silence: bool) -> Result<Frame> {
         let deadline = tokio::time::Instant::now() + self.timeout;
+        let silent_limit = self.timeout / 2;
+        let slice = heartbeat_interval(self.timeout);
+        let first = from.first().copied().unwrap_or(0);
         let mb = &self.t.mailbox;
         let watch = mb.watch_op(self.seq, from);
         loop {
@@ -213,8 +195,22 @@ impl Endpoint<'_> {
             if let Some(r) = self.taken(got) {
                 return r;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(self.timed_out(from.first().copied().unwrap_or(0)));
+            let wake = match silence {
+                true => deadline.min(tokio::time::Instant::now() + slice),
+                false => deadline,
+            };
+            if tokio::time::timeout_at(wake, notified).await.is_err() {
+                let quiet = mb.silence(first);
+                if silence && quiet >= silent_limit {
+                    return Err(Error::Silent {
+                        ctx: self.ctx.clone(),
+                        peer: first,
+                        secs: quiet.as_secs_f64(),
+                    });
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(self.timed_out(first));
+                }
             }
         }
     }

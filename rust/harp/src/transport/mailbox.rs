@@ -233,14 +233,9 @@ impl Mailbox {
         self.watch(from.iter().map(|&src| Spot::Event { src }).collect())
     }
 
-    /// Takes the next frame of operation `seq` from `src` with `tag`. Frames from `src` at this
-    /// position for another operation or algorithm are a mismatch.
-    pub fn take(&self, seq: u64, src: usize, tag: u32, op: Op, algo: u8) -> Take {
-        self.take_any(seq, &[src], tag, op, algo)
-    }
-
     /// Takes the next frame of operation `seq` with `tag` from the first of `from` that has one.
-    /// Gone only when every candidate is gone (naming the first).
+    /// Frames from a candidate at this position for another operation or algorithm are a
+    /// mismatch. Gone only when every candidate is gone (naming the first).
     pub fn take_any(&self, seq: u64, from: &[usize], tag: u32, op: Op, algo: u8) -> Take {
         let mut st = self.lock();
         for &src in from {
@@ -332,11 +327,17 @@ mod tests {
         mb.push(Lane::Collective, frame(&pool, 1, 8, 0, Op::Barrier, 2));
         mb.push(Lane::Collective, frame(&pool, 1, 7, 0, Op::Barrier, 3));
         mb.push(Lane::Collective, frame(&pool, 2, 7, 5, Op::Barrier, 4));
-        assert!(matches!(mb.take(7, 2, 0, Op::Barrier, 0), Take::Empty));
-        assert_eq!(body(mb.take(7, 1, 0, Op::Barrier, 0)), 1);
-        assert_eq!(body(mb.take(7, 1, 0, Op::Barrier, 0)), 3);
-        assert!(matches!(mb.take(7, 1, 0, Op::Barrier, 0), Take::Empty));
-        assert_eq!(body(mb.take(8, 1, 0, Op::Barrier, 0)), 2);
+        assert!(matches!(
+            mb.take_any(7, &[2], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 1);
+        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 3);
+        assert!(matches!(
+            mb.take_any(7, &[1], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any(8, &[1], 0, Op::Barrier, 0)), 2);
         assert_eq!(body(mb.take_any(7, &[1, 2], 5, Op::Barrier, 0)), 4);
         let st = mb.lock();
         assert!(st.ops.is_empty(), "drained positions are removed");
@@ -347,13 +348,16 @@ mod tests {
         let pool = Pool::new(PoolConfig::default());
         let mb = Mailbox::new(2);
         mb.push(Lane::Collective, frame(&pool, 1, 3, 9, Op::Allreduce, 1));
-        match mb.take(3, 1, 0, Op::Broadcast, 0) {
+        match mb.take_any(3, &[1], 0, Op::Broadcast, 0) {
             Take::Mismatch { peer, op, algo } => {
                 assert_eq!((peer, op, algo), (1, Op::Allreduce, 0))
             }
             other => panic!("expected a mismatch, got {other:?}"),
         }
-        assert!(matches!(mb.take(4, 1, 0, Op::Broadcast, 0), Take::Empty));
+        assert!(matches!(
+            mb.take_any(4, &[1], 0, Op::Broadcast, 0),
+            Take::Empty
+        ));
     }
 
     #[test]
@@ -363,8 +367,8 @@ mod tests {
         mb.push(Lane::Collective, frame(&pool, 1, 1, 0, Op::Barrier, 1));
         mb.mark_gone(1, "it failed: boom".into());
         mb.mark_gone(1, "second reason".into());
-        assert_eq!(body(mb.take(1, 1, 0, Op::Barrier, 0)), 1);
-        match mb.take(1, 1, 0, Op::Barrier, 0) {
+        assert_eq!(body(mb.take_any(1, &[1], 0, Op::Barrier, 0)), 1);
+        match mb.take_any(1, &[1], 0, Op::Barrier, 0) {
             Take::Gone { peer, reason } => {
                 assert_eq!((peer, reason.as_str()), (1, "it failed: boom"))
             }
@@ -396,7 +400,7 @@ mod tests {
         assert_eq!(body(mb.take_event(&[1, 2])), 3);
         assert!(matches!(mb.take_event(&[1, 2]), Take::Empty));
         assert_eq!(
-            body(mb.take(0, 2, 0, Op::Handshake, 0)),
+            body(mb.take_any(0, &[2], 0, Op::Handshake, 0)),
             4,
             "the collective lane is separate"
         );
