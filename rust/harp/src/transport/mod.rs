@@ -1,24 +1,25 @@
 //! Transport: how one worker's frames reach its peers and wait for the operation that takes
-//! them. The [`Endpoint`] (one operation's view) sends through a [`Link`] and receives from
+//! them. The [`Endpoint`] (one operation's view) sends through a `Link` and receives from
 //! the worker's mailbox; two links exist:
 //!
-//! * [`mesh`] (TCP): one authenticated connection per pair of workers, a reader task per
+//! * `mesh` (TCP): one authenticated connection per pair of workers, a reader task per
 //!   connection, timed and locked writers, heartbeats on idle connections;
-//! * [`local`] (in-process): the workers of one job in one process (tests, and Hadoop's local
-//!   mode), frames copied straight into the receiver's mailbox.
+//! * `local` (in-process): the workers of one job as threads of one process
+//!   ([`Transport::in_process`], used by the tests), frames copied straight into the
+//!   receiver's mailbox.
 //!
 //! TCP start-up ([`Transport::connect`]):
-//! 1. Every worker listens ([`socket`]); rank r dials every rank below it and accepts every rank
+//! 1. Every worker listens (`socket`); rank r dials every rank below it and accepts every rank
 //!    above it.
 //! 2. Each new connection is authenticated with the job secret by a mutual HMAC-SHA256
-//!    challenge-response ([`auth`]: `Hello` → `Challenge` → `Proof`). A peer that cannot prove
+//!    challenge-response (`auth`: `Hello` → `Challenge` → `Proof`). A peer that cannot prove
 //!    the secret, names another job or a rank that is not expected is logged and dropped; the
 //!    real peer can still connect afterwards.
-//! 3. The three-step handshake of the Harp paper ([`handshake`]): the master pings every
+//! 3. The three-step handshake of the Harp paper (`handshake`): the master pings every
 //!    worker, each answers, then the master tells everyone the job is initialised.
 //!
 //! Failure handling: a link that sees a peer end (end-of-file, a reset or an `Abort` frame
-//! over TCP; an abort, close or drop in process) marks the peer gone in the [`mailbox`] and
+//! over TCP; an abort, close or drop in process) marks the peer gone in the `mailbox` and
 //! wakes every waiter on it; a waiter whose peer is gone (and has nothing queued) fails at
 //! once, and every wait has a deadline. A failing worker sends `Abort` with its error to all
 //! peers and closes its connections, so a failure spreads to every worker quickly and with the
