@@ -67,14 +67,14 @@ fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
     );
 }
 
-/// Rank `r`'s table of `len_of(r)` f64 elements in partition 0 plus a rank-specific partition
-/// (none when the length is 0).
+/// Rank `r`'s table of f64 partitions of `len` elements: one of its own and one shared by every
+/// rank whose table has the same length (none when the length is 0).
 fn uneven_table(pool: &Pool, r: usize, len: usize) -> Table {
     let mut t = Table::new(Combiner::Sum);
     if len == 0 {
         return t;
     }
-    for pid in [0, 1 + r as u32] {
+    for pid in [len as u32, r as u32] {
         let mut a = Array::zeros(pool, DType::F64, len);
         fill(&mut a, &[99, r as u64, pid as u64]);
         t.put(pid, a);
