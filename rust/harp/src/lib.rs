@@ -8,6 +8,7 @@
 //! * [`apps`]: applications written against the worker API (K-means).
 
 pub mod apps;
+pub mod check;
 pub mod data;
 pub mod error;
 pub mod pool;

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::net::TcpListener;
@@ -65,6 +65,9 @@ pub struct Worker {
     transport: Transport,
     seq: AtomicU64,
     poisoned: Mutex<Option<String>>,
+    /// The runtime of in-process workers, kept alive by the workers that share it (dropped
+    /// last).
+    _runtime: Option<Arc<Runtime>>,
 }
 
 impl Worker {
@@ -110,7 +113,46 @@ impl Worker {
             transport,
             seq: AtomicU64::new(0),
             poisoned: Mutex::new(None),
+            _runtime: None,
         })
+    }
+
+    /// `n` workers of one job connected in memory, for tests and for running every worker of a
+    /// job as a thread of one process. Move each worker to its own thread and call the same
+    /// collectives in the same order, exactly as with [`Worker::start`]; collectives, timeouts
+    /// and failures behave as over TCP (a worker that aborts, or is dropped without closing, is
+    /// reported gone by every peer with the reason). The workers share a tokio runtime of two
+    /// I/O threads, which lives until the last of them is dropped (drop them outside async
+    /// code).
+    pub fn in_process(n: usize, cfg: Config) -> Result<Vec<Worker>> {
+        if n == 0 {
+            return Err(Error::config("an in-process job needs at least one worker"));
+        }
+        let rt = Arc::new(runtime(2)?);
+        let job = transport::job_id("in-process");
+        let pools: Vec<Pool> = (0..n).map(|_| Pool::new(cfg.pool)).collect();
+        let transports = {
+            let _guard = rt.enter();
+            Transport::in_process(job, cfg.op_timeout, &pools)
+        };
+        let topo = Topology::flat((0..n).map(|r| format!("in-process:{r}")).collect());
+        Ok(transports
+            .into_iter()
+            .zip(pools)
+            .enumerate()
+            .map(|(rank, (transport, pool))| Worker {
+                rank,
+                size: n,
+                rt: rt.handle().clone(),
+                cfg: cfg.clone(),
+                topo: topo.clone(),
+                pool,
+                transport,
+                seq: AtomicU64::new(0),
+                poisoned: Mutex::new(None),
+                _runtime: Some(rt.clone()),
+            })
+            .collect())
     }
 
     pub fn rank(&self) -> usize {

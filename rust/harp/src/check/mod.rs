@@ -1,0 +1,257 @@
+//! Checking the collectives against a sequential model: [`run`] calls every collective with
+//! every algorithm on random tables of different shapes on each worker and compares each
+//! worker's result with the [`model`]. Every worker regenerates every other worker's input from
+//! the seed, so each computes the expected result on its own. Used by `harp check` (over TCP,
+//! with process-level [`faults`]) and by the in-process tests of this crate.
+
+pub mod faults;
+pub mod model;
+
+pub use faults::{Fault, Faults};
+
+use crate::collective::{
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+};
+use crate::data::{Combiner, Partitioner, Table};
+use crate::error::{Error, Result};
+use crate::worker::Worker;
+use model::{combine_all, copy, fill, gen, h, owned, same, shape};
+
+/// What to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub seed: u64,
+    /// Random table shapes, each run through every collective.
+    pub rounds: u64,
+    /// Largest partition in elements (some partitions are this big, to exercise chunking and
+    /// segmenting).
+    pub max_elems: usize,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Spec {
+            seed: 1,
+            rounds: 3,
+            max_elems: 40_000,
+        }
+    }
+}
+
+/// How many results one worker verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    pub verified: usize,
+}
+
+/// Runs the check on `w`. Before each operation (numbered from 1) the faults of `faults` due
+/// at this rank are passed to `inject`; an error from `inject` ends the run with that error.
+pub fn run(
+    w: &Worker,
+    spec: &Spec,
+    faults: &Faults,
+    inject: &mut dyn FnMut(Fault, usize) -> Result<()>,
+) -> Result<Report> {
+    let (r, p, pool) = (w.rank(), w.size(), w.pool());
+    let mut count = 0usize;
+    let mut tick = || -> Result<()> {
+        count += 1;
+        for f in faults.due(r, count) {
+            inject(f, count)?;
+        }
+        Ok(())
+    };
+    let mut verified = 0usize;
+    let m = Partitioner::Modulo;
+    let seed = spec.seed;
+    for round in 0..spec.rounds {
+        let s = shape(seed, round, spec.max_elems);
+        let inputs: Vec<Table> = (0..p)
+            .map(|k| gen(pool, &s, seed, round, 0, k, None))
+            .collect();
+        let all = combine_all(pool, &inputs);
+        let mine = || copy(pool, &inputs[r]);
+        let root = (h(&[seed, round, 9]) % p as u64) as usize;
+        let tag = |op: &str| {
+            format!(
+                "{op} [round {round}, {} {}, root {root}]",
+                s.dtype.name(),
+                s.combiner.name()
+            )
+        };
+        let mut check = |name: String, got: &Table, want: &Table| -> Result<()> {
+            same(&name, got, want)?;
+            verified += 1;
+            Ok(())
+        };
+
+        tick()?;
+        w.barrier("check")?;
+
+        for algo in [
+            AllreduceAlgorithm::BidirectionalExchange,
+            AllreduceAlgorithm::RegroupAllgather,
+        ] {
+            tick()?;
+            let mut t = mine();
+            w.allreduce("check", &mut t, algo)?;
+            check(tag(&format!("allreduce/{}", algo.name())), &t, &all)?;
+        }
+        {
+            // Auto decides from the local table's size, so it is used (as documented) with
+            // tables of the same shape on every worker.
+            let uniform: Vec<Table> = (0..p)
+                .map(|k| {
+                    let mut u = copy(pool, &all);
+                    for (id, x) in u.iter_mut() {
+                        fill(x, &[seed, round, 13, k as u64, id as u64]);
+                    }
+                    u
+                })
+                .collect();
+            let want = combine_all(pool, &uniform);
+            tick()?;
+            let mut t = copy(pool, &uniform[r]);
+            w.allreduce("check", &mut t, AllreduceAlgorithm::Auto)?;
+            check(tag("allreduce/auto"), &t, &want)?;
+        }
+        for algo in [
+            BroadcastAlgorithm::Auto,
+            BroadcastAlgorithm::Chain,
+            BroadcastAlgorithm::ChainRandom(round),
+            BroadcastAlgorithm::Binomial,
+            BroadcastAlgorithm::OneByOne,
+        ] {
+            tick()?;
+            let mut t = mine();
+            w.broadcast("check", &mut t, root, algo)?;
+            check(
+                tag(&format!("broadcast/{}", algo.name())),
+                &t,
+                &inputs[root],
+            )?;
+        }
+        {
+            tick()?;
+            let mut t = mine();
+            w.allgather("check", &mut t, AllgatherAlgorithm::Ring)?;
+            check(tag("allgather/ring"), &t, &all)?;
+            tick()?;
+            let total: usize = inputs.iter().map(|t| t.len()).sum();
+            let mut t = mine();
+            w.allgather("check", &mut t, AllgatherAlgorithm::KnownTotal(total))?;
+            check(tag("allgather/known-total"), &t, &all)?;
+        }
+        for algo in [ReduceAlgorithm::Binomial, ReduceAlgorithm::ScatterGather] {
+            tick()?;
+            let mut t = mine();
+            w.reduce("check", &mut t, root, algo)?;
+            let empty = Table::new(s.combiner.clone());
+            check(
+                tag(&format!("reduce/{}", algo.name())),
+                &t,
+                if r == root { &all } else { &empty },
+            )?;
+        }
+        {
+            tick()?;
+            let mut t = mine();
+            w.gather("check", &mut t, root)?;
+            check(tag("gather"), &t, if r == root { &all } else { &inputs[r] })?;
+
+            tick()?;
+            let mut t = mine();
+            w.scatter("check", &mut t, root, &m)?;
+            check(tag("scatter"), &t, &owned(pool, &inputs[root], r, p))?;
+
+            tick()?;
+            let mut t = mine();
+            w.reduce_scatter("check", &mut t, &m)?;
+            check(tag("reduce-scatter"), &t, &owned(pool, &all, r, p))?;
+
+            tick()?;
+            let mut t = mine();
+            w.regroup("check", &mut t, Some(&m))?;
+            check(tag("regroup/modulo"), &t, &owned(pool, &all, r, p))?;
+
+            // Master-decided plan: each worker gets some of the combined partitions; together
+            // they hold every partition exactly once (checked by gathering with Reject).
+            tick()?;
+            let mut t = mine();
+            w.regroup("check", &mut t, None)?;
+            for (id, x) in t.iter() {
+                let want = all.get(id).ok_or_else(|| {
+                    Error::data(format!("regroup/planned: unexpected partition {id}"))
+                })?;
+                if x.bytes() != want.bytes() {
+                    return Err(Error::data(format!(
+                        "regroup/planned: partition {id} differs"
+                    )));
+                }
+            }
+            let mut u = Table::new(Combiner::Reject);
+            for (id, x) in t.iter() {
+                u.put(id, x.duplicate(pool));
+            }
+            tick()?;
+            w.allgather("check", &mut u, AllgatherAlgorithm::Ring)?;
+            check(tag("regroup/planned"), &u, &all)?;
+
+            // Push: local partitions combine into the owners' global tables.
+            tick()?;
+            let globals: Vec<Table> = (0..p)
+                .map(|k| {
+                    let only = |pid: u32| pid as usize % p == k;
+                    gen(pool, &s, seed, round, 7, k, Some(&only))
+                })
+                .collect();
+            let mut global = copy(pool, &globals[r]);
+            let local = mine();
+            w.push("check", &local, &mut global, &m)?;
+            let mut want = copy(pool, &globals[r]);
+            for t in &inputs {
+                for (id, x) in t.iter() {
+                    if id as usize % p == r {
+                        want.add(id, x.duplicate(pool))?;
+                    }
+                }
+            }
+            check(tag("push"), &global, &want)?;
+
+            // Pull: ask for ids that exist in the owners' global tables.
+            tick()?;
+            let global_all = combine_all(pool, &globals);
+            let mut local = Table::new(s.combiner.clone());
+            for (id, x) in inputs[r].iter() {
+                if global_all.contains(id) {
+                    local.put(id, x.duplicate(pool));
+                }
+            }
+            w.pull("check", &mut local, &globals[r], &m)?;
+            let mut want = Table::new(s.combiner.clone());
+            for id in local.ids() {
+                want.put(id, global_all.get(id).expect("exists").duplicate(pool));
+            }
+            check(tag("pull"), &local, &want)?;
+
+            tick()?;
+            let mut t = mine();
+            w.rotate("check", &mut t, None)?;
+            check(tag("rotate/next"), &t, &inputs[(r + p - 1) % p])?;
+
+            tick()?;
+            let mut perm: Vec<usize> = (0..p).collect();
+            for i in (1..p).rev() {
+                perm.swap(
+                    i,
+                    (h(&[seed, round, 11, i as u64]) % (i as u64 + 1)) as usize,
+                );
+            }
+            let src = perm.iter().position(|&d| d == r).expect("permutation");
+            let mut t = mine();
+            w.rotate("check", &mut t, Some(&perm))?;
+            check(tag("rotate/map"), &t, &inputs[src])?;
+        }
+    }
+    Ok(Report { verified })
+}

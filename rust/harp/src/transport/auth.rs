@@ -1,0 +1,216 @@
+//! Connection authentication: a mutual HMAC-SHA256 challenge-response over the job secret
+//! (`Hello` → `Challenge` → `Proof`). Each side proves the secret bound to the job, both nonces'
+//! owners and both ranks, so a recorded exchange cannot be replayed on another connection.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::error::{Error, Result};
+use crate::wire::{self, Header, Kind, HEADER_LEN};
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Hello {
+    rank: u32,
+    nonce: [u8; 16],
+}
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Challenge {
+    rank: u32,
+    nonce: [u8; 16],
+    mac: Vec<u8>,
+}
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Proof {
+    mac: Vec<u8>,
+}
+
+/// What both sides of one connection prove: the job secret, bound to the job and both ranks.
+struct Pair<'s> {
+    secret: &'s [u8],
+    job: u64,
+    dialer: u32,
+    acceptor: u32,
+}
+
+impl Pair<'_> {
+    fn keyed(&self, role: &[u8], nonce: &[u8; 16]) -> Hmac<Sha256> {
+        let mut m = Hmac::<Sha256>::new_from_slice(self.secret).expect("HMAC takes any key length");
+        m.update(role);
+        m.update(&self.job.to_le_bytes());
+        m.update(nonce);
+        m.update(&self.dialer.to_le_bytes());
+        m.update(&self.acceptor.to_le_bytes());
+        m
+    }
+
+    /// The proof of `role` (`harp-dialer` or `harp-acceptor`) for the other side's `nonce`.
+    fn mac(&self, role: &[u8], nonce: &[u8; 16]) -> Vec<u8> {
+        self.keyed(role, nonce).finalize().into_bytes().to_vec()
+    }
+
+    /// Whether `tag` is `role`'s proof for `nonce` (constant-time comparison).
+    fn verify(&self, role: &[u8], nonce: &[u8; 16], tag: &[u8]) -> bool {
+        self.keyed(role, nonce).verify_slice(tag).is_ok()
+    }
+}
+
+fn nonce() -> [u8; 16] {
+    let mut n = [0u8; 16];
+    getrandom::getrandom(&mut n).expect("the OS random source works");
+    n
+}
+
+async fn write_msg<T: serde::Serialize>(
+    s: &mut TcpStream,
+    kind: Kind,
+    src: usize,
+    job: u64,
+    v: &T,
+) -> std::io::Result<()> {
+    let body = wire::encode(v);
+    s.write_all(&Header::control(kind, src, job, body.len()).encode())
+        .await?;
+    s.write_all(&body).await?;
+    s.flush().await
+}
+
+async fn read_msg<T: serde::de::DeserializeOwned>(
+    s: &mut TcpStream,
+    kind: Kind,
+    job: u64,
+) -> Result<(Header, T)> {
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb)
+        .await
+        .map_err(|e| Error::io("reading handshake", e))?;
+    let h = Header::decode(&hb)?;
+    if h.kind != kind {
+        return Err(Error::Protocol(format!(
+            "expected {kind:?}, got {:?}",
+            h.kind
+        )));
+    }
+    if h.job != job {
+        return Err(Error::Protocol(format!(
+            "peer belongs to another job ({:#x})",
+            h.job
+        )));
+    }
+    if h.len > 4096 {
+        return Err(Error::Protocol(format!(
+            "handshake message of {} bytes is too long",
+            h.len
+        )));
+    }
+    let mut body = vec![0u8; h.len as usize];
+    s.read_exact(&mut body)
+        .await
+        .map_err(|e| Error::io("reading handshake", e))?;
+    Ok((h, wire::decode(&body)?))
+}
+
+/// Acceptor side of the authentication; returns the authenticated dialer's rank.
+pub(super) async fn accept_auth(
+    s: &mut TcpStream,
+    rank: usize,
+    size: usize,
+    job: u64,
+    secret: &[u8],
+) -> Result<usize> {
+    let (_, hello): (_, Hello) = read_msg(s, Kind::Hello, job).await?;
+    let d = hello.rank as usize;
+    if d <= rank || d >= size {
+        return Err(Error::Protocol(format!(
+            "unexpected rank {d} dialed rank {rank}"
+        )));
+    }
+    let pair = Pair {
+        secret,
+        job,
+        dialer: d as u32,
+        acceptor: rank as u32,
+    };
+    let my_nonce = nonce();
+    let ch = Challenge {
+        rank: rank as u32,
+        nonce: my_nonce,
+        mac: pair.mac(b"harp-acceptor", &hello.nonce),
+    };
+    write_msg(s, Kind::Challenge, rank, job, &ch)
+        .await
+        .map_err(|e| Error::io("writing challenge", e))?;
+    let (_, proof): (_, Proof) = read_msg(s, Kind::Proof, job).await?;
+    if !pair.verify(b"harp-dialer", &my_nonce, &proof.mac) {
+        return Err(Error::Protocol(format!(
+            "peer claiming rank {d} failed to prove the job secret"
+        )));
+    }
+    Ok(d)
+}
+
+/// Dialer side of the authentication.
+pub(super) async fn dial_auth(
+    s: &mut TcpStream,
+    rank: usize,
+    peer: usize,
+    job: u64,
+    secret: &[u8],
+) -> Result<()> {
+    let pair = Pair {
+        secret,
+        job,
+        dialer: rank as u32,
+        acceptor: peer as u32,
+    };
+    let my_nonce = nonce();
+    let hello = Hello {
+        rank: rank as u32,
+        nonce: my_nonce,
+    };
+    write_msg(s, Kind::Hello, rank, job, &hello)
+        .await
+        .map_err(|e| Error::io("writing hello", e))?;
+    let (_, ch): (_, Challenge) = read_msg(s, Kind::Challenge, job).await?;
+    if ch.rank as usize != peer || !pair.verify(b"harp-acceptor", &my_nonce, &ch.mac) {
+        return Err(Error::Protocol(format!(
+            "the process at rank {peer}'s address failed to prove the job secret"
+        )));
+    }
+    let proof = Proof {
+        mac: pair.mac(b"harp-dialer", &ch.nonce),
+    };
+    write_msg(s, Kind::Proof, rank, job, &proof)
+        .await
+        .map_err(|e| Error::io("writing proof", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proof_binds_the_secret_the_role_the_job_and_both_ranks() {
+        let pair = |secret: &'static [u8], job, dialer, acceptor| Pair {
+            secret,
+            job,
+            dialer,
+            acceptor,
+        };
+        let n = [7u8; 16];
+        let good = pair(b"s3cret", 1, 2, 0);
+        let tag = good.mac(b"harp-dialer", &n);
+        assert!(good.verify(b"harp-dialer", &n, &tag));
+        assert!(!good.verify(b"harp-acceptor", &n, &tag), "role");
+        assert!(!good.verify(b"harp-dialer", &[8u8; 16], &tag), "nonce");
+        for other in [
+            pair(b"guess", 1, 2, 0),
+            pair(b"s3cret", 9, 2, 0),
+            pair(b"s3cret", 1, 3, 0),
+            pair(b"s3cret", 1, 2, 1),
+        ] {
+            assert!(!other.verify(b"harp-dialer", &n, &tag));
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The in-process implementation of [`Link`]: the workers of one job live in one process and a
+//! frame is copied straight into the receiver's mailbox (into a buffer of the receiver's pool,
+//! as the TCP reader would). Failure behaves as over TCP: a worker that aborts, closes or is
+//! dropped is marked gone in every peer's mailbox with the reason, after every frame it sent;
+//! a send to a worker that has left fails. A heartbeat task keeps each worker visibly alive, so
+//! a worker whose thread is stuck in user code is reported by the peers' timeouts, not as
+//! silent.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::mailbox::{lane_of, Frame, Mailbox};
+use super::{heartbeat_interval, Io, Link, Transport};
+use crate::pool::Pool;
+use crate::wire::{Header, Kind};
+
+/// What the workers of one in-process job share.
+struct Hub {
+    mailboxes: Vec<Arc<Mailbox>>,
+    pools: Vec<Pool>,
+    /// Whether each worker has left (closed, aborted or dropped). A sender learns it from its
+    /// own mailbox, where the reason is filed first (as a TCP reader marks a peer gone).
+    left: Vec<AtomicBool>,
+}
+
+/// One worker's link to the other workers of its process.
+struct Local {
+    rank: usize,
+    hub: Arc<Hub>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl Local {
+    /// Leaves the job once: every peer sees this worker gone for `reason`.
+    fn leave(&self, reason: impl Fn() -> String) {
+        if self.hub.left[self.rank].swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.heartbeat.abort();
+        for (peer, mb) in self.hub.mailboxes.iter().enumerate() {
+            if peer != self.rank {
+                mb.mark_gone(self.rank, reason());
+            }
+        }
+    }
+}
+
+impl Link for Local {
+    fn send<'a>(
+        &'a self,
+        dst: usize,
+        hdr: Header,
+        parts: &'a [&'a [u8]],
+    ) -> Io<'a, std::io::Result<()>> {
+        let hub = &self.hub;
+        let res = if hub.left[self.rank].load(Ordering::SeqCst) {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "connection already closed",
+            ))
+        } else if hub.mailboxes[self.rank].is_gone(dst) {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the peer has left",
+            ))
+        } else {
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            let mut body = hub.pools[dst].get(len);
+            let mut at = 0;
+            for p in parts {
+                body[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            hub.mailboxes[dst].seen(self.rank);
+            hub.mailboxes[dst].push(lane_of(&hdr), Frame { hdr, body });
+            Ok(())
+        };
+        Box::pin(std::future::ready(res))
+    }
+
+    fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()> {
+        let reason = match last.kind {
+            Kind::Abort => format!("it failed: {}", String::from_utf8_lossy(body)),
+            _ => "it left the job (finished its work)".to_string(),
+        };
+        self.leave(|| reason.clone());
+        Box::pin(std::future::ready(()))
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.leave(|| {
+            "connection closed (the worker was dropped without closing: its thread ended or \
+             panicked)"
+                .to_string()
+        });
+    }
+}
+
+/// Marks every live peer of `rank` as seen, `every` interval, until aborted.
+async fn heartbeats(hub: Arc<Hub>, rank: usize, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (peer, mb) in hub.mailboxes.iter().enumerate() {
+            if peer != rank && !hub.left[peer].load(Ordering::Relaxed) {
+                mb.seen(rank);
+            }
+        }
+    }
+}
+
+impl Transport {
+    /// The transports of `pools.len()` workers of job `job` connected in memory (`pools[r]` is
+    /// rank r's pool; received frames are allocated from it). Must run inside the tokio runtime
+    /// (each worker has a heartbeat task).
+    pub fn in_process(job: u64, op_timeout: Duration, pools: &[Pool]) -> Vec<Transport> {
+        let n = pools.len();
+        let hub = Arc::new(Hub {
+            mailboxes: (0..n).map(|_| Arc::new(Mailbox::new(n))).collect(),
+            pools: pools.to_vec(),
+            left: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        });
+        let every = heartbeat_interval(op_timeout);
+        (0..n)
+            .map(|rank| {
+                let link = Local {
+                    rank,
+                    hub: hub.clone(),
+                    heartbeat: tokio::spawn(heartbeats(hub.clone(), rank, every)),
+                };
+                let mb = hub.mailboxes[rank].clone();
+                Transport::new(rank, n, job, op_timeout, mb, Box::new(link))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,447 @@
+//! The mailbox: where a worker's received frames wait until an operation takes them.
+//!
+//! Two lanes:
+//! * the **collective lane**, keyed by (operation sequence, sender, tag): an operation takes the
+//!   frames of its own sequence number, so a fast peer may already be sending the next
+//!   operation's frames;
+//! * the **event lane**, one FIFO per sender in arrival order, for messages between workers
+//!   outside collectives (not keyed by any sequence; used by the events issue, no public API
+//!   yet).
+//!
+//! Waiters register the spots they wait on (a collective position (sequence, sender), or a
+//! sender's event FIFO); an arriving frame wakes only the waiters of its spot, and a peer that is
+//! gone wakes every waiter on that peer. A receive never scans unrelated queues.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+use crate::pool::Buf;
+use crate::wire::{Header, Op};
+
+/// A received frame.
+#[derive(Debug)]
+pub struct Frame {
+    pub hdr: Header,
+    pub body: Buf,
+}
+
+/// Which queue of the mailbox a frame goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Frames of a collective, matched by (operation sequence, sender, tag).
+    Collective,
+    /// Events outside collectives: one FIFO per sender.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Event,
+}
+
+/// The lane of a frame received from a peer. Every frame kind a peer sends today belongs to a
+/// collective; the events issue adds its kind here.
+pub(crate) fn lane_of(_hdr: &Header) -> Lane {
+    Lane::Collective
+}
+
+/// What a waiter waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Spot {
+    Op { seq: u64, src: usize },
+    Event { src: usize },
+}
+
+impl Spot {
+    fn src(self) -> usize {
+        match self {
+            Spot::Op { src, .. } | Spot::Event { src } => src,
+        }
+    }
+}
+
+/// The frames queued at one position (sequence, sender) of the collective lane. They all come
+/// from one operation of the sender, so the first frame's operation and algorithm stand for all.
+struct Position {
+    op: Op,
+    algo: u8,
+    tags: HashMap<u32, VecDeque<Frame>>,
+}
+
+struct State {
+    ops: HashMap<(u64, usize), Position>,
+    events: Vec<VecDeque<Frame>>,
+    gone: Vec<Option<String>>,
+    watchers: HashMap<Spot, Vec<Arc<Notify>>>,
+}
+
+/// The outcome of one attempt to take a frame.
+#[derive(Debug)]
+pub(crate) enum Take {
+    Frame(Frame),
+    /// `peer` sent frames at this position for another operation or algorithm.
+    Mismatch {
+        peer: usize,
+        op: Op,
+        algo: u8,
+    },
+    /// `peer` is gone and nothing from it is queued.
+    Gone {
+        peer: usize,
+        reason: String,
+    },
+    /// Nothing yet: wait and try again.
+    Empty,
+}
+
+pub(crate) struct Mailbox {
+    state: Mutex<State>,
+    /// When each peer last sent anything (milliseconds since `epoch`).
+    last_seen: Vec<AtomicU64>,
+    epoch: Instant,
+}
+
+/// A registered waiter; it is woken by frames for its spots and by their senders going away.
+/// Dropping it unregisters it.
+pub(crate) struct Watch<'m> {
+    mb: &'m Mailbox,
+    notify: Arc<Notify>,
+    spots: Vec<Spot>,
+}
+
+impl Watch<'_> {
+    /// A wake-up to `enable()` before checking the mailbox and to await after.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let mut st = self.mb.lock();
+        for spot in &self.spots {
+            if let Some(ws) = st.watchers.get_mut(spot) {
+                ws.retain(|w| !Arc::ptr_eq(w, &self.notify));
+                if ws.is_empty() {
+                    st.watchers.remove(spot);
+                }
+            }
+        }
+    }
+}
+
+impl Mailbox {
+    pub fn new(size: usize) -> Mailbox {
+        Mailbox {
+            state: Mutex::new(State {
+                ops: HashMap::new(),
+                events: (0..size).map(|_| VecDeque::new()).collect(),
+                gone: vec![None; size],
+                watchers: HashMap::new(),
+            }),
+            last_seen: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a sign of life from `peer`.
+    pub fn seen(&self, peer: usize) {
+        self.last_seen[peer].store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// How long `peer` has sent nothing at all.
+    pub fn silence(&self, peer: usize) -> Duration {
+        let last = Duration::from_millis(self.last_seen[peer].load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Why `peer` is gone, if it is.
+    pub fn gone(&self, peer: usize) -> Option<String> {
+        self.lock().gone[peer].clone()
+    }
+
+    /// Whether `peer` is gone.
+    pub fn is_gone(&self, peer: usize) -> bool {
+        self.lock().gone[peer].is_some()
+    }
+
+    /// Files a frame from `frame.hdr.src` and wakes the waiters of its spot.
+    pub fn push(&self, lane: Lane, frame: Frame) {
+        let src = frame.hdr.src as usize;
+        let mut st = self.lock();
+        let spot = match lane {
+            Lane::Collective => {
+                let (seq, tag) = (frame.hdr.seq, frame.hdr.tag);
+                let pos = st.ops.entry((seq, src)).or_insert_with(|| Position {
+                    op: frame.hdr.op,
+                    algo: frame.hdr.algo,
+                    tags: HashMap::new(),
+                });
+                pos.tags.entry(tag).or_default().push_back(frame);
+                Spot::Op { seq, src }
+            }
+            Lane::Event => {
+                st.events[src].push_back(frame);
+                Spot::Event { src }
+            }
+        };
+        if let Some(ws) = st.watchers.get(&spot) {
+            ws.iter().for_each(|w| w.notify_waiters());
+        }
+    }
+
+    /// Marks `src` gone (the first reason wins) and wakes every waiter on it.
+    pub fn mark_gone(&self, src: usize, reason: String) {
+        let mut st = self.lock();
+        if st.gone[src].is_none() {
+            st.gone[src] = Some(reason);
+        }
+        for (spot, ws) in &st.watchers {
+            if spot.src() == src {
+                ws.iter().for_each(|w| w.notify_waiters());
+            }
+        }
+    }
+
+    fn watch(&self, spots: Vec<Spot>) -> Watch<'_> {
+        let notify = Arc::new(Notify::new());
+        let mut st = self.lock();
+        for &spot in &spots {
+            st.watchers.entry(spot).or_default().push(notify.clone());
+        }
+        drop(st);
+        Watch {
+            mb: self,
+            notify,
+            spots,
+        }
+    }
+
+    /// A waiter for collective frames of operation `seq` from any of `from`.
+    pub fn watch_op(&self, seq: u64, from: &[usize]) -> Watch<'_> {
+        self.watch(from.iter().map(|&src| Spot::Op { seq, src }).collect())
+    }
+
+    /// A waiter for events from any of `from`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn watch_events(&self, from: &[usize]) -> Watch<'_> {
+        self.watch(from.iter().map(|&src| Spot::Event { src }).collect())
+    }
+
+    /// Takes the next frame of operation `seq` with `tag` from the first of `from` that has one.
+    /// Frames from a candidate at this position for another operation or algorithm are a
+    /// mismatch. Gone only when every candidate is gone (naming the first).
+    pub fn take_any(&self, seq: u64, from: &[usize], tag: u32, op: Op, algo: u8) -> Take {
+        let mut st = self.lock();
+        for &src in from {
+            let Some(pos) = st.ops.get_mut(&(seq, src)) else {
+                continue;
+            };
+            if pos.op != op || pos.algo != algo {
+                return Take::Mismatch {
+                    peer: src,
+                    op: pos.op,
+                    algo: pos.algo,
+                };
+            }
+            let Some(q) = pos.tags.get_mut(&tag) else {
+                continue;
+            };
+            let f = q.pop_front().expect("empty tag queues are removed");
+            if q.is_empty() {
+                pos.tags.remove(&tag);
+                if pos.tags.is_empty() {
+                    st.ops.remove(&(seq, src));
+                }
+            }
+            return Take::Frame(f);
+        }
+        all_gone(&st, from)
+    }
+
+    /// Takes the oldest event from the first of `from` that has one (callers rotate `from` for
+    /// fairness). Gone only when every candidate is gone and has nothing queued.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn take_event(&self, from: &[usize]) -> Take {
+        let mut st = self.lock();
+        for &src in from {
+            if let Some(f) = st.events[src].pop_front() {
+                return Take::Frame(f);
+            }
+        }
+        all_gone(&st, from)
+    }
+}
+
+fn all_gone(st: &State, from: &[usize]) -> Take {
+    match from.first() {
+        Some(&first) if from.iter().all(|&s| st.gone[s].is_some()) => Take::Gone {
+            peer: first,
+            reason: st.gone[first].clone().unwrap_or_default(),
+        },
+        _ => Take::Empty,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolConfig};
+    use crate::wire::Kind;
+
+    fn frame(pool: &Pool, src: u32, seq: u64, tag: u32, op: Op, byte: u8) -> Frame {
+        let hdr = Header {
+            kind: Kind::Ctrl,
+            op,
+            algo: 0,
+            src,
+            job: 1,
+            seq,
+            tag,
+            aux: 0,
+            len: 1,
+        };
+        Frame {
+            hdr,
+            body: pool.copy_of(&[byte]),
+        }
+    }
+
+    fn body(t: Take) -> u8 {
+        match t {
+            Take::Frame(f) => f.body[0],
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn collective_lane_matches_sequence_sender_and_tag_in_order() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        mb.push(Lane::Collective, frame(&pool, 1, 7, 0, Op::Barrier, 1));
+        mb.push(Lane::Collective, frame(&pool, 1, 8, 0, Op::Barrier, 2));
+        mb.push(Lane::Collective, frame(&pool, 1, 7, 0, Op::Barrier, 3));
+        mb.push(Lane::Collective, frame(&pool, 2, 7, 5, Op::Barrier, 4));
+        assert!(matches!(
+            mb.take_any(7, &[2], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 1);
+        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 3);
+        assert!(matches!(
+            mb.take_any(7, &[1], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any(8, &[1], 0, Op::Barrier, 0)), 2);
+        assert_eq!(body(mb.take_any(7, &[1, 2], 5, Op::Barrier, 0)), 4);
+        let st = mb.lock();
+        assert!(st.ops.is_empty(), "drained positions are removed");
+    }
+
+    #[test]
+    fn another_operation_at_the_same_position_is_a_mismatch() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(2);
+        mb.push(Lane::Collective, frame(&pool, 1, 3, 9, Op::Allreduce, 1));
+        match mb.take_any(3, &[1], 0, Op::Broadcast, 0) {
+            Take::Mismatch { peer, op, algo } => {
+                assert_eq!((peer, op, algo), (1, Op::Allreduce, 0))
+            }
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        assert!(matches!(
+            mb.take_any(4, &[1], 0, Op::Broadcast, 0),
+            Take::Empty
+        ));
+    }
+
+    #[test]
+    fn queued_frames_come_before_gone_and_gone_needs_every_candidate() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        mb.push(Lane::Collective, frame(&pool, 1, 1, 0, Op::Barrier, 1));
+        mb.mark_gone(1, "it failed: boom".into());
+        mb.mark_gone(1, "second reason".into());
+        assert_eq!(body(mb.take_any(1, &[1], 0, Op::Barrier, 0)), 1);
+        match mb.take_any(1, &[1], 0, Op::Barrier, 0) {
+            Take::Gone { peer, reason } => {
+                assert_eq!((peer, reason.as_str()), (1, "it failed: boom"))
+            }
+            other => panic!("expected gone, got {other:?}"),
+        }
+        assert!(matches!(
+            mb.take_any(1, &[1, 2], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        mb.mark_gone(2, "it left".into());
+        assert!(matches!(
+            mb.take_any(1, &[1, 2], 0, Op::Barrier, 0),
+            Take::Gone { peer: 1, .. }
+        ));
+        assert_eq!(mb.gone(2).as_deref(), Some("it left"));
+        assert_eq!(mb.gone(0), None);
+    }
+
+    #[test]
+    fn event_lane_is_a_fifo_per_sender_apart_from_collectives() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        mb.push(Lane::Event, frame(&pool, 2, 0, 0, Op::Handshake, 1));
+        mb.push(Lane::Event, frame(&pool, 1, 0, 0, Op::Handshake, 2));
+        mb.push(Lane::Event, frame(&pool, 2, 0, 0, Op::Handshake, 3));
+        mb.push(Lane::Collective, frame(&pool, 2, 0, 0, Op::Handshake, 4));
+        assert_eq!(body(mb.take_event(&[2])), 1);
+        assert_eq!(body(mb.take_event(&[1, 2])), 2);
+        assert_eq!(body(mb.take_event(&[1, 2])), 3);
+        assert!(matches!(mb.take_event(&[1, 2]), Take::Empty));
+        assert_eq!(
+            body(mb.take_any(0, &[2], 0, Op::Handshake, 0)),
+            4,
+            "the collective lane is separate"
+        );
+        mb.mark_gone(1, "gone".into());
+        assert!(matches!(mb.take_event(&[1]), Take::Gone { peer: 1, .. }));
+    }
+
+    /// Whether the waiter has been woken since `n` was enabled.
+    fn woken(n: &mut std::pin::Pin<&mut Notified<'_>>) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        std::future::Future::poll(n.as_mut(), &mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_frame_wakes_only_the_waiters_of_its_spot_and_gone_wakes_all_on_that_peer() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        let w_op = mb.watch_op(5, &[1]);
+        let w_other = mb.watch_op(6, &[1]);
+        let w_ev = mb.watch_events(&[1, 2]);
+        {
+            let mut n_op = std::pin::pin!(w_op.notified());
+            let mut n_other = std::pin::pin!(w_other.notified());
+            let mut n_ev = std::pin::pin!(w_ev.notified());
+            n_op.as_mut().enable();
+            n_other.as_mut().enable();
+            n_ev.as_mut().enable();
+            mb.push(Lane::Collective, frame(&pool, 1, 5, 3, Op::Barrier, 1));
+            assert!(woken(&mut n_op));
+            assert!(!woken(&mut n_other), "another position is not woken");
+            assert!(!woken(&mut n_ev), "the event lane is not woken");
+            mb.push(Lane::Event, frame(&pool, 2, 0, 0, Op::Handshake, 2));
+            assert!(woken(&mut n_ev));
+            assert!(!woken(&mut n_other));
+            mb.mark_gone(1, "gone".into());
+            assert!(woken(&mut n_other));
+        }
+        drop((w_op, w_other));
+        assert_eq!(mb.lock().watchers.len(), 2, "dropped waiters unregister");
+        drop(w_ev);
+        assert!(mb.lock().watchers.is_empty());
+    }
+}

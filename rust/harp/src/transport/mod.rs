@@ -1,0 +1,95 @@
+//! Transport: how one worker's frames reach its peers and wait for the operation that takes
+//! them. The [`Endpoint`] (one operation's view) sends through a `Link` and receives from
+//! the worker's mailbox; two links exist:
+//!
+//! * `mesh` (TCP): one authenticated connection per pair of workers, a reader task per
+//!   connection, timed and locked writers, heartbeats on idle connections;
+//! * `local` (in-process): the workers of one job as threads of one process
+//!   ([`Transport::in_process`], used by the tests), frames copied straight into the
+//!   receiver's mailbox.
+//!
+//! TCP start-up ([`Transport::connect`]):
+//! 1. Every worker listens (`socket`); rank r dials every rank below it and accepts every rank
+//!    above it.
+//! 2. Each new connection is authenticated with the job secret by a mutual HMAC-SHA256
+//!    challenge-response (`auth`: `Hello` → `Challenge` → `Proof`). A peer that cannot prove
+//!    the secret, names another job or a rank that is not expected is logged and dropped; the
+//!    real peer can still connect afterwards.
+//! 3. The three-step handshake of the Harp paper (`handshake`): the master pings every
+//!    worker, each answers, then the master tells everyone the job is initialised.
+//!
+//! Failure handling: a link that sees a peer end (end-of-file, a reset or an `Abort` frame
+//! over TCP; an abort, close or drop in process) marks the peer gone in the `mailbox` and
+//! wakes every waiter on it; a waiter whose peer is gone (and has nothing queued) fails at
+//! once, and every wait has a deadline. A failing worker sends `Abort` with its error to all
+//! peers and closes its connections, so a failure spreads to every worker quickly and with the
+//! original cause in the message.
+
+mod auth;
+mod endpoint;
+mod handshake;
+mod local;
+mod mailbox;
+mod mesh;
+mod reader;
+mod socket;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use endpoint::{Endpoint, Transport};
+pub use mailbox::Frame;
+#[cfg(target_os = "linux")]
+pub use socket::congestion_of;
+pub use socket::listen;
+
+use crate::wire::Header;
+
+/// Job id on the wire: FNV-1a of the job name.
+pub fn job_id(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// A boxed future borrowing the link (what a [`Link`] method returns).
+pub(crate) type Io<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a link from one worker to its peers must do. Received frames and gone peers are
+/// reported into the worker's mailbox, which the link shares with the [`Endpoint`]: a link
+/// files each frame from a peer in order, and marks the peer gone (with a reason naming the
+/// cause) after its last frame. Dropping a link closes it; the peers then see this worker gone.
+pub(crate) trait Link: Send + Sync {
+    /// Writes one frame to `dst`: `hdr` followed by the concatenation of `parts`. An error
+    /// means the connection to `dst` is closed or broken.
+    fn send<'a>(
+        &'a self,
+        dst: usize,
+        hdr: Header,
+        parts: &'a [&'a [u8]],
+    ) -> Io<'a, std::io::Result<()>>;
+
+    /// Sends `last` (an `Abort` or `Bye` frame with `body`) to every peer, best effort and
+    /// briefly, then closes every connection; later sends fail.
+    fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()>;
+}
+
+/// Heartbeats go out four times per silence limit (half the operation timeout).
+fn heartbeat_interval(op_timeout: Duration) -> Duration {
+    (op_timeout / 8).clamp(Duration::from_millis(20), Duration::from_secs(5))
+}
+
+/// Runs futures concurrently and waits for all (small helper to avoid a futures dependency).
+pub(crate) async fn futures_join_all<F: Future<Output = ()>>(futs: impl IntoIterator<Item = F>) {
+    let mut set: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if set.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}

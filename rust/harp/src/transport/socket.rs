@@ -1,0 +1,170 @@
+//! Sockets: listening, dialing with retries until a deadline, buffer sizes and TCP congestion
+//! control (Linux `TCP_CONGESTION`).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Binds a listening socket with the configured buffer sizes (they are inherited by accepted
+/// connections). Must run inside the runtime.
+pub fn listen(addr: SocketAddr, cfg: &Config) -> Result<TcpListener> {
+    let sock = new_socket(addr, cfg).map_err(|e| Error::io(format!("socket for {addr}"), e))?;
+    sock.set_reuseaddr(true)
+        .map_err(|e| Error::io("SO_REUSEADDR", e))?;
+    sock.bind(addr)
+        .map_err(|e| Error::io(format!("cannot listen on {addr}"), e))?;
+    sock.listen(1024)
+        .map_err(|e| Error::io(format!("cannot listen on {addr}"), e))
+}
+
+fn new_socket(addr: SocketAddr, cfg: &Config) -> std::io::Result<TcpSocket> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(n) = cfg.send_buffer {
+        sock.set_send_buffer_size(n)?;
+    }
+    if let Some(n) = cfg.recv_buffer {
+        sock.set_recv_buffer_size(n)?;
+    }
+    if let Some(cc) = &cfg.tcp_congestion {
+        set_congestion(&sock, cc)?;
+    }
+    Ok(sock)
+}
+
+/// Connects to `addr`, retrying every 50 ms (the peer may not listen yet) until `deadline`.
+pub(super) async fn dial(addr: SocketAddr, cfg: &Config, deadline: Instant) -> Result<TcpStream> {
+    loop {
+        let sock = new_socket(addr, cfg).map_err(|e| Error::io(format!("socket for {addr}"), e))?;
+        match tokio::time::timeout_at(deadline.into(), sock.connect(addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) if Instant::now() + Duration::from_millis(50) < deadline => {
+                tracing::trace!("connect to {addr}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Err(e)) => return Err(Error::io(format!("cannot connect to {addr}"), e)),
+            Err(_) => {
+                return Err(Error::io(
+                    format!("cannot connect to {addr}"),
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"),
+                ))
+            }
+        }
+    }
+}
+
+/// Sets the socket's TCP congestion control (Linux `TCP_CONGESTION`). Accepted connections
+/// inherit it from their listener.
+#[cfg(target_os = "linux")]
+fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Result<()> {
+    // SAFETY: the pointer and length describe `name`'s bytes, which outlive the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        .unwrap_or_default();
+    Err(std::io::Error::new(
+        e.kind(),
+        format!(
+            "cannot use TCP congestion control {name:?} ({e}); allowed here: {}",
+            allowed.trim()
+        ),
+    ))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_congestion(_sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!("TCP congestion control {name:?}: only supported on Linux"),
+    ))
+}
+
+/// The socket's TCP congestion control (Linux), for tests and diagnostics.
+#[cfg(target_os = "linux")]
+pub fn congestion_of(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf and len describe a writable buffer of len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let b = &buf[..len as usize];
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A congestion control other than the system default when one is allowed (so inheritance
+    /// by the accepted socket is visible), else reno, which every Linux kernel has.
+    fn non_default_cc() -> String {
+        let read = |f: &str| std::fs::read_to_string(f).unwrap_or_default();
+        let default = read("/proc/sys/net/ipv4/tcp_congestion_control");
+        let allowed = read("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+        allowed
+            .split_whitespace()
+            .find(|c| *c != default.trim())
+            .unwrap_or("reno")
+            .to_string()
+    }
+
+    #[test]
+    fn congestion_control_applies_to_both_ends() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let cc = non_default_cc();
+            let cfg = Config {
+                tcp_congestion: Some(cc.clone()),
+                ..Config::default()
+            };
+            let l = listen("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+            let addr = l.local_addr().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let (dialed, accepted) = tokio::join!(dial(addr, &cfg, deadline), l.accept());
+            let (dialed, (accepted, _)) = (dialed.unwrap(), accepted.unwrap());
+            assert_eq!(congestion_of(&dialed).unwrap(), cc);
+            assert_eq!(congestion_of(&accepted).unwrap(), cc);
+
+            let bad = Config {
+                tcp_congestion: Some("nosuchcc".into()),
+                ..Config::default()
+            };
+            let e = listen("127.0.0.1:0".parse().unwrap(), &bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("nosuchcc") && e.contains("allowed here"), "{e}");
+        });
+    }
+}

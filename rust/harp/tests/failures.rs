@@ -1,0 +1,139 @@
+//! Failures on in-process workers: a worker that aborts, is dropped or stops calling
+//! collectives makes every other worker fail with an error naming it, and nobody hangs.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use harp::check::{self, Fault, Faults, Spec};
+use harp::{Error, Table, Worker};
+
+use common::{config, on_workers};
+
+/// What the failing worker does with itself.
+#[derive(Clone, Copy)]
+enum Exit {
+    Abort,
+    Drop,
+}
+
+/// Runs the check on 4 workers; rank 2 fails at its 5th operation and leaves by `exit`.
+/// Returns every worker's error message.
+fn fail_rank_2(exit: Exit) -> Vec<String> {
+    let faults = Faults {
+        die: Some((2, 5)),
+        ..Faults::default()
+    };
+    let spec = Spec {
+        max_elems: 2_000,
+        ..Spec::default()
+    };
+    on_workers(4, config(Duration::from_secs(20)), |w: Worker| {
+        let mut inject = |f: Fault, op: usize| {
+            assert_eq!(f, Fault::Die);
+            Err(Error::config(format!("fault injection at operation {op}")))
+        };
+        let e = check::run(&w, &spec, &faults, &mut inject).expect_err("every worker fails");
+        match (w.rank(), exit) {
+            (2, Exit::Abort) => w.abort(&e.to_string()),
+            (2, Exit::Drop) => drop(w),
+            _ => assert_eq!(e.kind(), "peer-lost", "rank {}: {e}", w.rank()),
+        }
+        e.to_string()
+    })
+}
+
+/// Asserts that the error of every rank in `ranks` contains `text`.
+fn all_say(errors: &[String], ranks: &[usize], text: &str) {
+    for &r in ranks {
+        let e = &errors[r];
+        assert!(e.contains(text), "rank {r}: {e}");
+    }
+}
+
+#[test]
+fn an_aborted_worker_fails_every_worker_naming_it() {
+    let errors = fail_rank_2(Exit::Abort);
+    assert_eq!(errors[2], "fault injection at operation 5");
+    let cause = "rank 2 is gone: it failed: rank 2: fault injection at operation 5";
+    all_say(&errors, &[0, 1, 3], cause);
+}
+
+#[test]
+fn a_dropped_worker_fails_every_worker_naming_it() {
+    let errors = fail_rank_2(Exit::Drop);
+    let cause = "rank 2 is gone: connection closed (the worker was dropped";
+    all_say(&errors, &[0, 1, 3], cause);
+}
+
+/// A worker that stays alive but never calls the collective is reported by the others'
+/// timeouts (it is not silent: its heartbeats go on), and the failure spreads.
+#[test]
+fn a_worker_that_does_not_call_the_collective_times_the_others_out() {
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let done_rx = std::sync::Mutex::new(done_rx);
+    let errors = on_workers(3, config(Duration::from_secs(3)), |w: Worker| {
+        if w.rank() == 2 {
+            // Stuck in user code until both others have failed.
+            let rx = done_rx.lock().unwrap();
+            rx.recv().unwrap();
+            rx.recv().unwrap();
+            return String::new();
+        }
+        let e = w.barrier("stuck").expect_err("rank 2 never arrives");
+        done_tx.send(()).unwrap();
+        e.to_string()
+    });
+    all_say(&errors, &[0, 1], "timed out after 3.0 s waiting for rank 2");
+}
+
+#[test]
+fn different_collectives_at_the_same_position_are_a_mismatch_not_a_hang() {
+    let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
+        let mut t = Table::default();
+        let e = if w.rank() == 0 {
+            w.barrier("mine").unwrap_err()
+        } else {
+            let algo = harp::collective::AllreduceAlgorithm::BidirectionalExchange;
+            w.allreduce("theirs", &mut t, algo).unwrap_err()
+        };
+        (e.kind(), e.to_string())
+    });
+    assert!(
+        errors
+            .iter()
+            .any(|(k, e)| *k == "op-mismatch" && e.contains("operation mismatch")),
+        "{errors:?}"
+    );
+    for (_, e) in &errors {
+        assert!(e.contains("rank 0") && e.contains("rank 1"), "{e}");
+    }
+}
+
+#[test]
+fn a_poisoned_worker_refuses_further_collectives_and_in_process_needs_a_worker() {
+    let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
+        if w.rank() == 1 {
+            w.abort("leaving early");
+            return String::new();
+        }
+        let first = w.barrier("one").unwrap_err();
+        assert!(
+            first
+                .to_string()
+                .contains("it failed: rank 1: leaving early"),
+            "{first}"
+        );
+        w.barrier("two").unwrap_err().to_string()
+    });
+    assert!(
+        errors[0].contains("unusable after an earlier failure"),
+        "{}",
+        errors[0]
+    );
+    let e = Worker::in_process(0, harp::Config::default())
+        .err()
+        .expect("no workers");
+    assert!(e.to_string().contains("at least one worker"), "{e}");
+}
