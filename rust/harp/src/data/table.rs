@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::array::Array;
 use super::combiner::Combiner;
 use crate::error::Result;
+use crate::pool::Pool;
 
 /// A partition: an id and its array.
 #[derive(Debug)]
@@ -93,6 +94,17 @@ impl Table {
     pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
         self.parts.retain(|id, _| keep(*id));
     }
+    /// A copy of every partition in buffers of `pool`, with the same combiner.
+    pub fn duplicate(&self, pool: &Pool) -> Table {
+        Table {
+            combiner: self.combiner.clone(),
+            parts: self
+                .parts
+                .iter()
+                .map(|(id, a)| (*id, a.duplicate(pool)))
+                .collect(),
+        }
+    }
     /// Folds every partition of `other` into this table.
     pub fn merge(&mut self, other: Table) -> Result<()> {
         for (id, data) in other.parts {
@@ -132,7 +144,6 @@ mod tests {
     use super::*;
     use crate::data::CustomCombiner;
     use crate::error::Result;
-    use crate::pool::Pool;
 
     #[test]
     fn combiners_for_every_type() {

@@ -1,0 +1,131 @@
+//! Automatic algorithm choices with tables of different sizes on different workers (the normal
+//! case for tables of partitions): every worker must run the same algorithm. Workers run in
+//! this process, one thread each, over loopback TCP; results are compared with a sequential
+//! computation and must be bit-identical on every worker.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::{Array, Combiner, Config, Listener, Pool, Table, Topology, Worker};
+
+/// Runs `f` on `p` workers (one thread each) and returns their results in rank order.
+fn in_process<T: Send + 'static>(
+    p: usize,
+    f: impl Fn(&Worker) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let rt = harp::worker::runtime(2).unwrap();
+    let cfg = Config::default();
+    let listeners: Vec<Listener> = (0..p)
+        .map(|_| Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap())
+        .collect();
+    let topo = Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
+    let f = Arc::new(f);
+    let handles: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(rank, l)| {
+            let (h, cfg, topo, f) = (rt.handle().clone(), cfg.clone(), topo.clone(), f.clone());
+            std::thread::spawn(move || {
+                let w = Worker::start(h, cfg, topo, rank, "uneven", b"secret", l).unwrap();
+                let r = f(&w);
+                w.close();
+                r
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+const BIG: usize = 100_000;
+const SMALL: usize = 10;
+
+/// Rank `r`'s input in a case where the ranks in `heavy` hold `BIG` doubles: a shared
+/// partition 0 of `SMALL` values on every rank and a partition 100 + r of its own. Values are
+/// small integers, so sums are exact in any order.
+fn input(pool: &Pool, r: usize, heavy: &[usize]) -> Table {
+    let mut t = Table::new(Combiner::Sum);
+    let shared: Vec<f64> = (0..SMALL).map(|i| (r * 7 + i) as f64).collect();
+    t.add(0, Array::from_slice(pool, &shared)).unwrap();
+    let n = if heavy.contains(&r) { BIG } else { SMALL };
+    let own: Vec<f64> = (0..n).map(|i| ((i + r) % 1000) as f64).collect();
+    t.add(100 + r as u32, Array::from_slice(pool, &own))
+        .unwrap();
+    t
+}
+
+fn contents(t: &Table) -> BTreeMap<u32, Vec<u64>> {
+    t.iter()
+        .map(|(id, a)| {
+            let v = a.as_slice::<f64>().unwrap().iter().map(|x| x.to_bits());
+            (id, v.collect())
+        })
+        .collect()
+}
+
+/// The sequential allreduce of every rank's input.
+fn combined(pool: &Pool, p: usize, heavy: &[usize]) -> BTreeMap<u32, Vec<u64>> {
+    let mut all = Table::new(Combiner::Sum);
+    for r in 0..p {
+        all.merge(input(pool, r, heavy)).unwrap();
+    }
+    contents(&all)
+}
+
+/// Which ranks hold a large table, for p workers: none, the first, the last (the folded
+/// extra rank when p is not a power of two), all but one, all.
+fn cases(p: usize) -> Vec<Vec<usize>> {
+    vec![
+        vec![],
+        vec![0],
+        vec![p - 1],
+        (1..p).collect(),
+        (0..p).collect(),
+    ]
+}
+
+#[test]
+fn auto_allreduce_agrees_with_uneven_tables() {
+    for p in 2..=5 {
+        let got = in_process(p, move |w| {
+            let pool = w.pool();
+            let mut out = Vec::new();
+            for heavy in cases(p) {
+                let mut t = input(pool, w.rank(), &heavy);
+                w.allreduce("uneven", &mut t, AllreduceAlgorithm::Auto)
+                    .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?}: {e}"));
+                assert_eq!(
+                    contents(&t),
+                    combined(pool, p, &heavy),
+                    "p={p} heavy={heavy:?} rank {}",
+                    w.rank()
+                );
+                out.push(contents(&t));
+            }
+            out
+        });
+        assert!(got.iter().all(|g| *g == got[0]), "p={p}: results differ");
+    }
+}
+
+#[test]
+fn auto_broadcast_agrees_with_uneven_tables() {
+    for p in 2..=5 {
+        in_process(p, move |w| {
+            let pool = w.pool();
+            for heavy in cases(p) {
+                for root in [0, p - 1] {
+                    let mut t = input(pool, w.rank(), &heavy);
+                    w.broadcast("uneven", &mut t, root, BroadcastAlgorithm::Auto)
+                        .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?} root={root}: {e}"));
+                    assert_eq!(
+                        contents(&t),
+                        contents(&input(pool, root, &heavy)),
+                        "p={p} heavy={heavy:?} root={root} rank {}",
+                        w.rank()
+                    );
+                }
+            }
+        });
+    }
+}
