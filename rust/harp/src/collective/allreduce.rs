@@ -194,7 +194,7 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
     let combiner: Combiner = table.combiner().clone();
     let mut have: HashSet<(u32, u64)> = HashSet::new();
     for (pid, a) in table.iter() {
-        for (o, _, _) in seg.segments(pid, a.bytes().len() as u64, a.dtype())? {
+        for (o, _, _) in seg.segments(pid, a.bytes().len() as u64, a.layout())? {
             have.insert((pid, o));
         }
     }
@@ -211,7 +211,7 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
         drop(pieces);
         for piece in got?.1 {
             let m = piece.meta;
-            if seg.owner_of(m.pid, m.total, m.dtype, m.offset)? != recv_b {
+            if seg.owner_of(m.pid, m.total, m.layout, m.offset)? != recv_b {
                 return Err(Error::Protocol(format!(
                     "{}: segment of partition {} arrived at the wrong step",
                     cx.ep.ctx, m.pid
@@ -219,13 +219,14 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
             }
             if have.contains(&(m.pid, m.offset)) {
                 let a = table.get_mut(m.pid).expect("have implies present");
-                check_shape(m.pid, a.dtype(), a.bytes().len() as u64, &piece)?;
+                check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
                 let range = m.offset as usize..(m.offset + m.len) as usize;
+                let dtype = a.dtype();
                 combiner.combine_bytes(
                     m.pid,
-                    a.dtype(),
+                    dtype,
                     &mut a.bytes_mut()[range],
-                    m.dtype,
+                    dtype,
                     &piece.buf,
                 )?;
             } else {

@@ -2,7 +2,7 @@
 //! partial pieces are written into their partition's byte range.
 
 use super::framing::In;
-use crate::data::{Array, DType, Table};
+use crate::data::{Array, Layout, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -26,19 +26,13 @@ pub struct Assembler {
 impl Assembler {
     pub fn add(&mut self, table: &mut Table, pool: &Pool, p: In) -> Result<()> {
         if p.meta.whole() {
-            return table.add(p.meta.pid, Array::from_buf(p.meta.dtype, p.buf)?);
+            return table.add(p.meta.pid, Array::from_layout(p.meta.layout, p.buf)?);
         }
-        let (arr, got) = self.partial.entry(p.meta.pid).or_insert_with(|| {
-            (
-                Array::uninit(
-                    pool,
-                    p.meta.dtype,
-                    (p.meta.total / p.meta.dtype.size() as u64) as usize,
-                ),
-                0,
-            )
-        });
-        if arr.dtype() != p.meta.dtype || arr.bytes().len() as u64 != p.meta.total {
+        let (arr, got) = self
+            .partial
+            .entry(p.meta.pid)
+            .or_insert_with(|| (Array::uninit_layout(pool, p.meta.layout, p.meta.total), 0));
+        if arr.layout() != p.meta.layout || arr.bytes().len() as u64 != p.meta.total {
             return Err(Error::Protocol(format!(
                 "pieces of partition {} disagree on its size",
                 p.meta.pid
@@ -63,33 +57,24 @@ impl Assembler {
     }
 }
 
-/// Fails unless `piece` is a range of a partition shaped like the local one.
-pub fn check_shape(pid: u32, dtype: DType, total: u64, piece: &In) -> Result<()> {
-    if dtype != piece.meta.dtype || total != piece.meta.total {
-        return Err(Error::data(format!(
-            "partition {pid}: this worker holds {} {} elements, a peer sent a piece of a {}-element {} partition",
-            total / dtype.size() as u64,
-            dtype.name(),
-            piece.meta.total / piece.meta.dtype.size() as u64,
-            piece.meta.dtype.name()
-        )));
-    }
-    Ok(())
+/// Fails unless `piece` is a range of a partition shaped like the local one (`layout`,
+/// `total` bytes).
+pub fn check_shape(pid: u32, layout: Layout, total: u64, piece: &In) -> Result<()> {
+    layout.check_same(pid, total, piece.meta.layout, piece.meta.total)
 }
 
 /// Copies a piece into its partition's byte range, creating the partition if absent.
 pub fn write_piece(table: &mut Table, pool: &Pool, piece: In) -> Result<()> {
     let m = piece.meta;
     if m.whole() {
-        table.put(m.pid, Array::from_buf(m.dtype, piece.buf)?);
+        table.put(m.pid, Array::from_layout(m.layout, piece.buf)?);
         return Ok(());
     }
     if !table.contains(m.pid) {
-        let elems = (m.total / m.dtype.size() as u64) as usize;
-        table.put(m.pid, Array::uninit(pool, m.dtype, elems));
+        table.put(m.pid, Array::uninit_layout(pool, m.layout, m.total));
     }
     let a = table.get_mut(m.pid).expect("present");
-    check_shape(m.pid, a.dtype(), a.bytes().len() as u64, &piece)?;
+    check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
     a.bytes_mut()[m.offset as usize..(m.offset + m.len) as usize].copy_from_slice(&piece.buf);
     Ok(())
 }

@@ -24,7 +24,7 @@ impl<'b> Out<'b> {
         Out {
             meta: PieceMeta {
                 pid,
-                dtype: a.dtype(),
+                layout: a.layout(),
                 total: len,
                 offset: 0,
                 len,
@@ -38,7 +38,7 @@ impl<'b> Out<'b> {
         Out {
             meta: PieceMeta {
                 pid,
-                dtype: a.dtype(),
+                layout: a.layout(),
                 total: a.bytes().len() as u64,
                 offset: off,
                 len,
@@ -247,18 +247,7 @@ where
 }
 
 fn check_piece(m: &PieceMeta) -> Result<()> {
-    let es = m.dtype.size() as u64;
-    if m.offset + m.len > m.total
-        || !m.total.is_multiple_of(es)
-        || !m.offset.is_multiple_of(es)
-        || !m.len.is_multiple_of(es)
-    {
-        return Err(Error::Protocol(format!(
-            "piece of partition {} has inconsistent bounds",
-            m.pid
-        )));
-    }
-    Ok(())
+    m.layout.check_piece(m.pid, m.total, m.offset, m.len)
 }
 
 /// Receives a whole batch.

@@ -5,12 +5,11 @@ use std::collections::HashSet;
 
 use super::framing::Out;
 use super::Ctx;
-use crate::data::{DType, Partitioner, Table};
+use crate::data::{Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 
-/// Splits `total` bytes of `dtype` elements into `n` nearly equal element-aligned ranges.
-pub fn split_ranges(total: u64, dtype: DType, n: usize) -> Vec<(u64, u64)> {
-    let es = dtype.size() as u64;
+/// Splits `total` bytes into `n` nearly equal ranges of whole `es`-byte units.
+pub fn split_ranges(total: u64, es: u64, n: usize) -> Vec<(u64, u64)> {
     let elems = total / es;
     let n = (n as u64).max(1).min(elems.max(1));
     (0..n)
@@ -79,28 +78,28 @@ impl Segmenter {
             part,
         }
     }
-    fn ranges(&self, total: u64, dtype: DType) -> Vec<(u64, u64)> {
+    fn ranges(&self, total: u64, layout: Layout) -> Vec<(u64, u64)> {
         let n = if self.split && total >= self.min && self.p > 1 {
             self.p
         } else {
             1
         };
-        split_ranges(total, dtype, n)
+        split_ranges(total, layout.unit(), n)
     }
     fn owner(&self, pid: u32, seg: usize) -> Result<usize> {
         Ok((self.part.owner(pid, self.p)? + seg) % self.p)
     }
     /// (offset, len, owner) of every segment of a partition.
-    pub fn segments(&self, pid: u32, total: u64, dtype: DType) -> Result<Vec<(u64, u64, usize)>> {
-        self.ranges(total, dtype)
+    pub fn segments(&self, pid: u32, total: u64, layout: Layout) -> Result<Vec<(u64, u64, usize)>> {
+        self.ranges(total, layout)
             .into_iter()
             .enumerate()
             .map(|(s, (o, l))| Ok((o, l, self.owner(pid, s)?)))
             .collect()
     }
     /// The owner of the segment of `pid` starting at `offset`.
-    pub fn owner_of(&self, pid: u32, total: u64, dtype: DType, offset: u64) -> Result<usize> {
-        let ranges = self.ranges(total, dtype);
+    pub fn owner_of(&self, pid: u32, total: u64, layout: Layout, offset: u64) -> Result<usize> {
+        let ranges = self.ranges(total, layout);
         let s = ranges.iter().position(|(o, _)| *o == offset).ok_or_else(|| {
             Error::Protocol(format!("partition {pid}: no segment starts at byte {offset} (partition sizes differ between workers?)"))
         })?;
@@ -115,7 +114,7 @@ impl Segmenter {
     ) -> Result<Vec<Out<'t>>> {
         let mut out = Vec::new();
         for (pid, a) in table.iter() {
-            for (o, l, w) in self.segments(pid, a.bytes().len() as u64, a.dtype())? {
+            for (o, l, w) in self.segments(pid, a.bytes().len() as u64, a.layout())? {
                 if w == owner && have.is_none_or(|h| h.contains(&(pid, o))) {
                     out.push(Out::range(pid, a, o, l));
                 }
@@ -132,7 +131,7 @@ impl Segmenter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Array, Combiner};
+    use crate::data::{Array, Combiner, DType};
     use crate::pool::Pool;
 
     /// Ranges are element aligned, contiguous, cover everything, and differ by at most one
@@ -143,7 +142,7 @@ mod tests {
             let es = dtype.size() as u64;
             for elems in [0u64, 1, 2, 7, 64, 1001] {
                 for n in 0..12 {
-                    let r = split_ranges(elems * es, dtype, n);
+                    let r = split_ranges(elems * es, es, n);
                     assert_eq!(r.len() as u64, (n as u64).max(1).min(elems.max(1)));
                     let mut at = 0;
                     for &(o, l) in &r {
@@ -203,22 +202,23 @@ mod tests {
     /// ones and non-element-wise combiners stay whole.
     #[test]
     fn segments_and_owners() {
+        const F64: Layout = Layout::Dense { dtype: DType::F64 };
         let pool = Pool::default();
         for p in 1..=8 {
             let seg = Segmenter::split(p, true, 1024);
             let mut t = Table::new(Combiner::Sum);
             t.add(3, Array::zeros(&pool, DType::F64, 1000)).unwrap();
             t.add(4, Array::zeros(&pool, DType::F32, 10)).unwrap();
-            let segs = seg.segments(3, 8000, DType::F64).unwrap();
+            let segs = seg.segments(3, 8000, F64).unwrap();
             assert_eq!(segs.len(), p);
             let mut owners: Vec<usize> = segs.iter().map(|s| s.2).collect();
             owners.sort();
             assert_eq!(owners, (0..p).collect::<Vec<_>>());
             for &(o, _, w) in &segs {
-                assert_eq!(seg.owner_of(3, 8000, DType::F64, o).unwrap(), w);
+                assert_eq!(seg.owner_of(3, 8000, F64, o).unwrap(), w);
             }
             assert_eq!(
-                seg.segments(4, 40, DType::F32).unwrap(),
+                seg.segments(4, 40, Layout::dense(DType::F32)).unwrap(),
                 vec![(0, 40, 4 % p)]
             );
             let mut bytes = 0;
@@ -230,9 +230,9 @@ mod tests {
                     .sum::<usize>();
             }
             assert_eq!(bytes as u64, t.bytes());
-            assert!(seg.owner_of(3, 8000, DType::F64, 4).is_err() || p == 1);
+            assert!(seg.owner_of(3, 8000, F64, 4).is_err() || p == 1);
             let whole = Segmenter::split(p, false, 0);
-            assert_eq!(whole.segments(3, 8000, DType::F64).unwrap().len(), 1);
+            assert_eq!(whole.segments(3, 8000, F64).unwrap().len(), 1);
         }
     }
 }

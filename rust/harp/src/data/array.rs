@@ -2,6 +2,7 @@
 //! pooled, 64-byte aligned buffer whose bytes are little-endian native values (they go on the
 //! wire and across JNI without any encoding).
 
+use super::layout::Layout;
 use crate::error::{Error, Result};
 use crate::pool::{Buf, Pool};
 
@@ -125,8 +126,24 @@ impl Array {
         }
         Ok(Array { dtype, buf })
     }
+    /// Wraps a buffer holding a partition of `layout`.
+    pub fn from_layout(layout: Layout, buf: Buf) -> Result<Array> {
+        match layout {
+            Layout::Dense { dtype } => Array::from_buf(dtype, buf),
+        }
+    }
+    /// A partition of `layout` and `bytes` bytes whose values are unspecified.
+    pub fn uninit_layout(pool: &Pool, layout: Layout, bytes: u64) -> Array {
+        match layout {
+            Layout::Dense { dtype } => Array::uninit(pool, dtype, (bytes / layout.unit()) as usize),
+        }
+    }
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+    /// How this array's bytes are arranged (on the wire).
+    pub fn layout(&self) -> Layout {
+        Layout::dense(self.dtype)
     }
     /// Number of elements.
     pub fn len(&self) -> usize {

@@ -3,6 +3,8 @@
 //! * [`array`]: an [`Array`] is a typed vector (f64, f32, i64, i32 or u8) held in a pooled,
 //!   64-byte aligned [`Buf`](crate::pool::Buf). Its bytes are little-endian native values, so
 //!   they go on the wire and across JNI without any encoding.
+//! * [`layout`]: how a partition's bytes are arranged ([`Layout`]); every piece on the wire
+//!   carries one, so receivers validate and combine without guessing.
 //! * [`combiner`]: what happens when two partitions with the same id meet.
 //! * [`partitioner`]: which worker owns a partition id.
 //! * [`table`]: a partition is an id (`u32`) plus an array; a [`Table`] maps partition ids to
@@ -14,10 +16,12 @@
 
 pub mod array;
 pub mod combiner;
+pub mod layout;
 pub mod partitioner;
 pub mod table;
 
 pub use array::{Array, DType, Elem};
 pub use combiner::{Combiner, CustomCombiner};
+pub use layout::Layout;
 pub use partitioner::Partitioner;
 pub use table::{aggregate, Partition, Table};
