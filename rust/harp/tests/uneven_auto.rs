@@ -4,37 +4,35 @@
 //! computation and must be bit-identical on every worker.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use harp::{Array, Combiner, Config, Listener, Pool, Table, Topology, Worker};
 
-/// Runs `f` on `p` workers (one thread each) and returns their results in rank order.
-fn in_process<T: Send + 'static>(
-    p: usize,
-    f: impl Fn(&Worker) -> T + Send + Sync + 'static,
-) -> Vec<T> {
+/// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
+/// order.
+fn on_workers<T: Send>(p: usize, f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
     let rt = harp::worker::runtime(2).unwrap();
     let cfg = Config::default();
-    let listeners: Vec<Listener> = (0..p)
-        .map(|_| Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap())
-        .collect();
+    let bind = || Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+    let listeners: Vec<Listener> = (0..p).map(|_| bind()).collect();
     let topo = Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
-    let f = Arc::new(f);
-    let handles: Vec<_> = listeners
-        .into_iter()
-        .enumerate()
-        .map(|(rank, l)| {
-            let (h, cfg, topo, f) = (rt.handle().clone(), cfg.clone(), topo.clone(), f.clone());
-            std::thread::spawn(move || {
-                let w = Worker::start(h, cfg, topo, rank, "uneven", b"secret", l).unwrap();
-                let r = f(&w);
-                w.close();
-                r
+    std::thread::scope(|s| {
+        let running: Vec<_> = (0..p)
+            .zip(listeners)
+            .map(|(rank, l)| {
+                let (f, topo, cfg, rt) = (&f, &topo, &cfg, &rt);
+                s.spawn(move || {
+                    let h = rt.handle().clone();
+                    let w = Worker::start(h, cfg.clone(), topo.clone(), rank, "uneven", b"k", l);
+                    let w = w.unwrap();
+                    let out = f(&w);
+                    w.close();
+                    out
+                })
             })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+            .collect();
+        running.into_iter().map(|t| t.join().unwrap()).collect()
+    })
 }
 
 const BIG: usize = 100_000;
@@ -87,7 +85,7 @@ fn cases(p: usize) -> Vec<Vec<usize>> {
 #[test]
 fn auto_allreduce_agrees_with_uneven_tables() {
     for p in 2..=5 {
-        let got = in_process(p, move |w| {
+        let got = on_workers(p, |w| {
             let pool = w.pool();
             let mut out = Vec::new();
             for heavy in cases(p) {
@@ -111,7 +109,7 @@ fn auto_allreduce_agrees_with_uneven_tables() {
 #[test]
 fn auto_broadcast_agrees_with_uneven_tables() {
     for p in 2..=5 {
-        in_process(p, move |w| {
+        on_workers(p, |w| {
             let pool = w.pool();
             for heavy in cases(p) {
                 for root in [0, p - 1] {
