@@ -101,9 +101,12 @@ async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool>) -> Resul
         let pieces = if large { vec![] } else { table_pieces(table) };
         send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), large as u32, &pieces).await?;
         drop(pieces);
+        if agree.is_none() {
+            table.clear(); // its buffers can take the result
+        }
         let (hdr, got) = recv_batch(&cx.ep, cx.pool, partner, tags::FOLD_OUT.tag()).await?;
         if flag(&hdr)? {
-            return Ok(true);
+            return Ok(true); // the table is still whole: regroup-allgather starts from it
         }
         table.clear();
         absorb(table, cx.pool, got)?;
