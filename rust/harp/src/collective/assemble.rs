@@ -86,3 +86,67 @@ pub fn write_pieces(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{Combiner, DType};
+    use crate::wire::PieceMeta;
+
+    fn piece(pool: &Pool, pid: u32, total: u64, offset: u64, bytes: &[u8]) -> In {
+        In {
+            meta: PieceMeta {
+                pid,
+                layout: Layout::dense(DType::U8),
+                total,
+                offset,
+                len: bytes.len() as u64,
+                inline: false,
+            },
+            buf: pool.copy_of(bytes),
+        }
+    }
+
+    #[test]
+    fn pieces_assemble_into_partitions() {
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        t.add(9, Array::from_slice(&pool, &[1u8, 1])).unwrap();
+        let pieces = vec![
+            piece(&pool, 7, 5, 3, &[4, 5]),
+            piece(&pool, 9, 2, 0, &[10, 20]),
+            piece(&pool, 7, 5, 0, &[1, 2, 3]),
+        ];
+        absorb(&mut t, &pool, pieces).unwrap();
+        assert_eq!(
+            t.get(7).unwrap().as_slice::<u8>().unwrap(),
+            &[1, 2, 3, 4, 5]
+        );
+        assert_eq!(t.get(9).unwrap().as_slice::<u8>().unwrap(), &[11, 21]);
+
+        let e = absorb(&mut t, &pool, vec![piece(&pool, 3, 4, 0, &[1])]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "protocol error: partition 3 arrived incomplete"
+        );
+        let e = absorb(
+            &mut t,
+            &pool,
+            vec![piece(&pool, 3, 4, 0, &[1]), piece(&pool, 3, 6, 1, &[1])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("disagree on its size"), "{e}");
+    }
+
+    #[test]
+    fn written_pieces_must_match_the_local_shape() {
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        write_pieces(&mut t, &pool, vec![piece(&pool, 2, 4, 2, &[7, 8])]).unwrap();
+        write_pieces(&mut t, &pool, vec![piece(&pool, 2, 4, 0, &[5, 6])]).unwrap();
+        assert_eq!(t.get(2).unwrap().as_slice::<u8>().unwrap(), &[5, 6, 7, 8]);
+        let e = write_pieces(&mut t, &pool, vec![piece(&pool, 2, 6, 0, &[1])]).unwrap_err();
+        assert_eq!(e.kind(), "data");
+        assert!(e.to_string().contains("4 u8 elements"), "{e}");
+    }
+}

@@ -1,12 +1,13 @@
-//! Automatic algorithm choices with tables of different sizes on different workers (the normal
-//! case for tables of partitions): every worker must run the same algorithm. Workers run in
-//! this process, one thread each, over loopback TCP; results are compared with a sequential
-//! computation and must be bit-identical on every worker.
+//! Tables of different sizes on different workers (the normal case for tables of partitions).
+//! Automatic algorithm choices must be the same on every worker; partitions whose layouts
+//! differ between workers are clear data errors. Workers run in this process, one thread each,
+//! over loopback TCP; results are compared with a sequential computation and must be
+//! bit-identical on every worker.
 
 use std::collections::BTreeMap;
 
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
-use harp::{Array, Combiner, Config, Listener, Pool, Table, Topology, Worker};
+use harp::{Array, Combiner, Config, DType, Listener, Pool, Table, Topology, Worker};
 
 /// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
 /// order.
@@ -84,7 +85,7 @@ fn cases(p: usize) -> Vec<Vec<usize>> {
 
 #[test]
 fn auto_allreduce_agrees_with_uneven_tables() {
-    for p in 2..=5 {
+    for p in 1..=8 {
         let got = on_workers(p, |w| {
             let pool = w.pool();
             let mut out = Vec::new();
@@ -108,7 +109,7 @@ fn auto_allreduce_agrees_with_uneven_tables() {
 
 #[test]
 fn auto_broadcast_agrees_with_uneven_tables() {
-    for p in 2..=5 {
+    for p in 1..=8 {
         on_workers(p, |w| {
             let pool = w.pool();
             for heavy in cases(p) {
@@ -125,5 +126,41 @@ fn auto_broadcast_agrees_with_uneven_tables() {
                 }
             }
         });
+    }
+}
+
+/// Partition 1 has another size or element type on rank 1: whichever worker meets the other's
+/// piece reports a data error naming the partition and both shapes; the other fails too.
+#[test]
+fn partitions_shaped_differently_are_data_errors() {
+    let theirs = [
+        (DType::F64, 50_000usize, "50000 f64 elements"),
+        (DType::F32, 200_000, "200000 f32 elements"),
+    ];
+    for (dtype, n, want) in theirs {
+        for algo in [
+            AllreduceAlgorithm::RegroupAllgather,
+            AllreduceAlgorithm::Auto,
+        ] {
+            let errors = on_workers(2, |w| {
+                let mut t = Table::new(Combiner::Sum);
+                let a = match w.rank() {
+                    0 => Array::zeros(w.pool(), DType::F64, 100_000),
+                    _ => Array::zeros(w.pool(), dtype, n),
+                };
+                t.add(1, a).unwrap();
+                w.allreduce("shapes", &mut t, algo).unwrap_err()
+            });
+            let data: Vec<String> = errors
+                .iter()
+                .filter(|e| e.kind() == "data")
+                .map(|e| e.to_string())
+                .collect();
+            assert!(!data.is_empty(), "{algo:?}: {errors:?}");
+            for e in &data {
+                assert!(e.contains("partition 1: this worker holds "), "{e}");
+                assert!(e.contains(want) && e.contains("100000 f64 elements"), "{e}");
+            }
+        }
     }
 }
