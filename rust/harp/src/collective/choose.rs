@@ -14,8 +14,9 @@
 //!   reported by an earlier partner. Tables travel only between workers that have not; after
 //!   the ⌈log2 p⌉ rounds (+2 when p is not a power of two) every worker knows the answer.
 //!   *Cost*: when every table is small, none beyond bidirectional exchange itself: no extra
-//!   message, one extra bit per message, and one local copy of the worker's table (less than
-//!   the crossover, 16 KiB by default) so that it can still start over; when some table is
+//!   message and no extra byte (the flag rides in the header's `aux`), only one local copy of
+//!   the worker's table (less than the crossover, 16 KiB by default) so that it can still start
+//!   over; when some table is
 //!   large, the ⌈log2 p⌉ (+2) rounds are pure latency, ⌈log2 p⌉α (+2α), before
 //!   regroup-allgather (plus at most the small tables sent before the news arrived).
 //! * Reduce, allgather, regroup and the others have no automatic choice; regroup without a
