@@ -50,7 +50,7 @@ pub enum Error {
         reason: String,
     },
     /// Two workers called different collectives (or algorithms) at the same position.
-    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position (every worker must call the same collectives in the same order; an automatic algorithm choice differs when tables differ in size: then pass an explicit algorithm)")]
+    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position (every worker must call the same collectives in the same order, with the same algorithm)")]
     OpMismatch {
         ctx: OpContext,
         peer: usize,

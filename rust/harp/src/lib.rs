@@ -1,29 +1,39 @@
 //! Harp-RS engine: the Map-Collective model in Rust.
 //!
-//! Layers, bottom to top (each uses only the ones above it in this list):
+//! Modules, bottom to top (each uses only the ones listed before it):
 //! * [`error`]: one error type, every message names the rank, the operation and the peer.
 //! * [`pool`]: size-classed, aligned, reusable buffers with statistics.
-//! * [`data`]: typed arrays → partitions → tables, combiners, partitioners, local aggregation.
-//! * [`storage`]: local files (and later `hdfs://`) behind one trait.
+//! * [`data`]: typed arrays → partitions → tables, layouts, combiners, partitioners, local
+//!   aggregation.
+//! * [`wire`]: the frame header, batch metadata (pieces with their layouts), op codes.
+//! * [`config`]: timeouts, socket options, crossovers of the automatic algorithms.
+//! * [`transport`]: authenticated connections, the mailbox, heartbeats, timeouts, aborts.
+//! * [`topology`]: hosts, racks, rack-ordered chains.
+//! * [`collective`]: the collective algorithms, their automatic choices and the piece machinery.
+//! * [`worker`]: a running worker and its synchronous collective API.
+//! * [`storage`]: local files and `hdfs://` behind one trait.
+//! * [`io`]: Hadoop-style input splitting and reading of a worker's share (lines, records).
+//! * [`check`]: the sequential model of every collective and fault injection, for tests and
+//!   `harp check`.
 //! * [`apps`]: applications written against the worker API (K-means).
 
 pub mod apps;
 pub mod check;
-pub mod data;
-pub mod error;
-pub mod pool;
-pub mod storage;
-
-pub use data::{Array, Combiner, DType, Partition, Partitioner, Table};
-pub use error::{Error, Result};
-pub use pool::{Buf, Pool, PoolConfig, PoolStats};
 pub mod collective;
 pub mod config;
+pub mod data;
+pub mod error;
+pub mod io;
+pub mod pool;
+pub mod storage;
 pub mod topology;
 pub mod transport;
 pub mod wire;
 pub mod worker;
 
 pub use config::Config;
+pub use data::{Array, Combiner, DType, Layout, Partition, Partitioner, Table};
+pub use error::{Error, Result};
+pub use pool::{Buf, Pool, PoolConfig, PoolStats};
 pub use topology::Topology;
 pub use worker::{Listener, Worker};

@@ -24,11 +24,11 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::data::DType;
+use crate::data::Layout;
 use crate::error::{Error, Result};
 
 pub const MAGIC: u32 = 0x4841_5250;
-pub const WIRE_VERSION: u16 = 1;
+pub const WIRE_VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 48;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
@@ -211,11 +211,12 @@ impl Header {
     }
 }
 
-/// A byte range `[offset, offset+len)` of partition `pid` whose whole size is `total` bytes.
+/// A byte range `[offset, offset+len)` of partition `pid`, which has `total` bytes arranged as
+/// `layout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PieceMeta {
     pub pid: u32,
-    pub dtype: DType,
+    pub layout: Layout,
     pub total: u64,
     pub offset: u64,
     pub len: u64,
@@ -297,7 +298,7 @@ mod tests {
         let m = BatchMeta {
             pieces: vec![PieceMeta {
                 pid: 4,
-                dtype: DType::F32,
+                layout: Layout::dense(crate::data::DType::F32),
                 total: 400,
                 offset: 100,
                 len: 200,

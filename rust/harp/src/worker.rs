@@ -300,13 +300,15 @@ impl Worker {
         table: &mut Table,
         algo: AllreduceAlgorithm,
     ) -> Result<()> {
-        let algo = algo.resolve(table.bytes(), self.cfg.allreduce_crossover);
         self.op(Op::Allreduce, algo.code(), label, |cx| async move {
             match algo {
+                AllreduceAlgorithm::Auto => collective::allreduce::auto(&cx, table).await,
                 AllreduceAlgorithm::RegroupAllgather => {
                     collective::allreduce::regroup_allgather(&cx, table).await
                 }
-                _ => collective::allreduce::bidirectional_exchange(&cx, table).await,
+                AllreduceAlgorithm::BidirectionalExchange => {
+                    collective::allreduce::bidirectional_exchange(&cx, table).await
+                }
             }
         })
     }

@@ -1,7 +1,7 @@
 //! Allgather: afterwards every worker's table is the union of all tables (equal ids combined
 //! with the table's combiner, in rank order of arrival).
 
-use super::{absorb, recv_batch, send_batch, table_pieces, Ctx, In, Out};
+use super::{absorb, recv_batch, send_batch, table_pieces, tags, Ctx, In, Out};
 use crate::data::Table;
 use crate::error::{Error, Result};
 
@@ -35,6 +35,7 @@ impl AllgatherAlgorithm {
 pub async fn ring(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     let (right, left) = ((r + 1) % p, (r + p - 1) % p);
+    tags::check_workers(p)?;
     let mut received: Vec<Vec<In>> = Vec::with_capacity(p - 1);
     for k in 0..p - 1 {
         let outs: Vec<Out<'_>> = match received.last() {
@@ -42,8 +43,8 @@ pub async fn ring(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
             Some(prev) => prev.iter().map(In::out).collect(),
         };
         let (sent, got) = tokio::join!(
-            send_batch(&cx.ep, right, k as u32, 0, &outs),
-            recv_batch(&cx.ep, cx.pool, left, k as u32)
+            send_batch(&cx.ep, right, tags::RING_GATHER.at(k), 0, &outs),
+            recv_batch(&cx.ep, cx.pool, left, tags::RING_GATHER.at(k))
         );
         sent?;
         drop(outs);
@@ -78,15 +79,22 @@ pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Resul
         };
     }
     for (pid, a) in table.iter() {
-        send_batch(&cx.ep, right, 0, r as u32, &[Out::whole(pid, a)]).await?;
+        send_batch(
+            &cx.ep,
+            right,
+            tags::MAIN.tag(),
+            r as u32,
+            &[Out::whole(pid, a)],
+        )
+        .await?;
     }
     let mut received = Vec::with_capacity(total - own);
     while received.len() < total - own {
-        let (hdr, pieces) = recv_batch(&cx.ep, cx.pool, left, 0).await?;
+        let (hdr, pieces) = recv_batch(&cx.ep, cx.pool, left, tags::MAIN.tag()).await?;
         let origin = hdr.aux as usize;
         if (r + 1) % p != origin {
             let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
-            send_batch(&cx.ep, right, 0, origin as u32, &outs).await?;
+            send_batch(&cx.ep, right, tags::MAIN.tag(), origin as u32, &outs).await?;
         }
         received.extend(pieces);
     }

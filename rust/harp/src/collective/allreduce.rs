@@ -3,14 +3,20 @@
 
 use std::collections::HashSet;
 
-use super::{absorb, recv_batch, send_batch, split_ranges, table_pieces, Ctx, In, Out};
-use crate::data::{Combiner, DType, Partitioner, Table};
+use super::assemble::{absorb, check_shape, write_piece, write_pieces};
+use super::framing::In;
+use super::framing::{recv_batch, send_batch, table_pieces};
+use super::segment::Segmenter;
+use super::{choose, tags, Ctx};
+use crate::data::{Combiner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::wire::Header;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
-    /// Bidirectional exchange for small tables, regroup-allgather for large ones.
+    /// Bidirectional exchange when every table is small, regroup-allgather when any is large
+    /// (agreed by all workers, see [`choose`]).
     Auto,
     /// Recursive doubling: whole tables swapped with a partner in each of log2 p rounds.
     BidirectionalExchange,
@@ -45,16 +51,11 @@ impl AllreduceAlgorithm {
             AllreduceAlgorithm::RegroupAllgather => "regroup-allgather",
         }
     }
-    /// The algorithm `Auto` picks for a table of `bytes`: bidirectional exchange below
-    /// `crossover` bytes, regroup-allgather from it on (`Config::allreduce_crossover`, 16 KiB by
-    /// default). Bidirectional exchange costs ⌈log2 p⌉(α + nβ) (+2(α + nβ) when p is not a power
-    /// of two), regroup-allgather 2(p−1)α + 2(p−1)/p·nβ; on the emulated 200 Mbit/s network
-    /// regroup-allgather wins from 16 KiB at every measured p and loses up to 8 KiB
-    /// (docs/benchmarks-netns.md).
+    /// The algorithm `Auto` runs when the largest table of any worker has `bytes`
+    /// (see [`choose::allreduce`]).
     pub fn resolve(self, bytes: u64, crossover: u64) -> AllreduceAlgorithm {
         match self {
-            AllreduceAlgorithm::Auto if bytes >= crossover => AllreduceAlgorithm::RegroupAllgather,
-            AllreduceAlgorithm::Auto => AllreduceAlgorithm::BidirectionalExchange,
+            AllreduceAlgorithm::Auto => choose::allreduce(bytes, crossover),
             a => a,
         }
     }
@@ -64,38 +65,114 @@ impl AllreduceAlgorithm {
 /// the first ones before and send the result back after.
 /// Cost: ⌈log2 p⌉ (α + nβ) (+ 2(α + nβ) when p is not a power of two).
 pub async fn bidirectional_exchange(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
+    doubling(cx, table, None).await.map(|_| ())
+}
+
+/// The automatic allreduce: bidirectional exchange that agrees on the way whether any
+/// worker's table reaches `Config::allreduce_crossover`, then regroup-allgather if one does
+/// (how and at what cost: [`choose`]).
+pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
+    let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
+    if doubling(cx, table, Some(large)).await? {
+        regroup_allgather(cx, table).await?;
+    }
+    Ok(())
+}
+
+/// Recursive doubling. With `agree = Some(large)` every message carries in `aux` whether its
+/// sender has seen a large table (`large` for its own), tables travel only between workers
+/// that have not, and the result says whether any worker's table was large: then every table
+/// is left as it was on entry. With `None` it is plain bidirectional exchange (`aux` 0).
+async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool>) -> Result<bool> {
     let (r, p) = (cx.rank(), cx.size());
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;
-    const BACK: u32 = u32::MAX;
+    let mut large = agree.unwrap_or(false);
+    let flag = |hdr: &Header| match hdr.aux {
+        0 => Ok(false),
+        1 if agree.is_some() => Ok(true),
+        x => Err(Error::Protocol(format!(
+            "{}: rank {} sent allreduce flag {x}",
+            cx.ep.ctx, hdr.src
+        ))),
+    };
     if r >= p2 {
-        send_batch(&cx.ep, r - p2, 0, 0, &table_pieces(table)).await?;
+        let partner = r - p2;
+        let pieces = if large { vec![] } else { table_pieces(table) };
+        send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), large as u32, &pieces).await?;
+        drop(pieces);
+        if agree.is_none() {
+            table.clear(); // its buffers can take the result
+        }
+        let (hdr, got) = recv_batch(&cx.ep, cx.pool, partner, tags::FOLD_OUT.tag()).await?;
+        if flag(&hdr)? {
+            return Ok(true); // the table is still whole: regroup-allgather starts from it
+        }
         table.clear();
-        let (_, got) = recv_batch(&cx.ep, cx.pool, r - p2, BACK).await?;
-        return absorb(table, cx.pool, got);
-    }
-    if r < extra {
-        let (_, got) = recv_batch(&cx.ep, cx.pool, r + p2, 0).await?;
         absorb(table, cx.pool, got)?;
+        return Ok(false);
     }
-    let (mut mask, mut round) = (1usize, 1u32);
+    // While the choice is open, partners' tables are combined into a copy (made before the
+    // first one arrives), so that `table` can still go to regroup-allgather unchanged.
+    let mut work: Option<Table> = None;
+    let copy = agree.is_some();
+    if r < extra {
+        let (hdr, got) = recv_batch(&cx.ep, cx.pool, r + p2, tags::FOLD_IN.tag()).await?;
+        let theirs = flag(&hdr)?;
+        if !large && !theirs {
+            take(table, &mut work, copy, cx.pool, got)?;
+        }
+        large |= theirs;
+    }
+    let (mut mask, mut round) = (1usize, 0usize);
     while mask < p2 {
         let partner = r ^ mask;
-        let pieces = table_pieces(table);
+        let tag = tags::ROUND.at(round);
+        let current = work.as_ref().unwrap_or(table);
+        let pieces = if large { vec![] } else { table_pieces(current) };
         let (sent, got) = tokio::join!(
-            send_batch(&cx.ep, partner, round, 0, &pieces),
-            recv_batch(&cx.ep, cx.pool, partner, round)
+            send_batch(&cx.ep, partner, tag, large as u32, &pieces),
+            recv_batch(&cx.ep, cx.pool, partner, tag)
         );
         sent?;
         drop(pieces);
-        absorb(table, cx.pool, got?.1)?;
+        let (hdr, got) = got?;
+        let theirs = flag(&hdr)?;
+        if !large && !theirs {
+            take(table, &mut work, copy, cx.pool, got)?;
+        }
+        large |= theirs;
         mask <<= 1;
         round += 1;
     }
     if r < extra {
-        send_batch(&cx.ep, r + p2, BACK, 0, &table_pieces(table)).await?;
+        let current = work.as_ref().unwrap_or(table);
+        let pieces = if large { vec![] } else { table_pieces(current) };
+        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), large as u32, &pieces).await?;
     }
-    Ok(())
+    if !large {
+        if let Some(w) = work {
+            *table = w;
+        }
+    }
+    Ok(large)
+}
+
+/// Combines `got` into `table`, or into `work` when `copy` (a copy of `table` made now if
+/// there is none yet).
+fn take(
+    table: &mut Table,
+    work: &mut Option<Table>,
+    copy: bool,
+    pool: &Pool,
+    got: Vec<In>,
+) -> Result<()> {
+    let acc = match work {
+        Some(w) => w,
+        None if copy => work.insert(table.duplicate(pool)),
+        None => table,
+    };
+    absorb(acc, pool, got)
 }
 
 /// Regroup-allgather: ring reduce-scatter of segments, then ring allgather of the reduced
@@ -107,84 +184,6 @@ pub async fn regroup_allgather(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
     ring_allgather_segments(cx, table, &seg).await
 }
 
-/// How partitions are cut into segments and which worker owns each segment. Every worker
-/// computes the same cut from a partition's size alone.
-pub struct Segmenter {
-    p: usize,
-    split: bool,
-    min: u64,
-    part: Partitioner,
-}
-
-impl Segmenter {
-    /// Segments for allreduce-style operations (split when the combiner allows it).
-    pub fn new(cx: &Ctx<'_>, table: &Table) -> Segmenter {
-        Segmenter {
-            p: cx.size(),
-            split: table.combiner().elementwise(),
-            min: cx.cfg.segment_min_bytes,
-            part: Partitioner::Modulo,
-        }
-    }
-    /// Whole partitions, owned by `part` (reduce-scatter).
-    pub fn whole(p: usize, part: Partitioner) -> Segmenter {
-        Segmenter {
-            p,
-            split: false,
-            min: u64::MAX,
-            part,
-        }
-    }
-    fn ranges(&self, total: u64, dtype: DType) -> Vec<(u64, u64)> {
-        let n = if self.split && total >= self.min && self.p > 1 {
-            self.p
-        } else {
-            1
-        };
-        split_ranges(total, dtype, n)
-    }
-    fn owner(&self, pid: u32, seg: usize) -> Result<usize> {
-        Ok((self.part.owner(pid, self.p)? + seg) % self.p)
-    }
-    /// (offset, len, owner) of every segment of a partition.
-    fn segments(&self, pid: u32, total: u64, dtype: DType) -> Result<Vec<(u64, u64, usize)>> {
-        self.ranges(total, dtype)
-            .into_iter()
-            .enumerate()
-            .map(|(s, (o, l))| Ok((o, l, self.owner(pid, s)?)))
-            .collect()
-    }
-    /// The owner of the segment of `pid` starting at `offset`.
-    fn owner_of(&self, pid: u32, total: u64, dtype: DType, offset: u64) -> Result<usize> {
-        let ranges = self.ranges(total, dtype);
-        let s = ranges.iter().position(|(o, _)| *o == offset).ok_or_else(|| {
-            Error::Protocol(format!("partition {pid}: no segment starts at byte {offset} (partition sizes differ between workers?)"))
-        })?;
-        self.owner(pid, s)
-    }
-    /// The table's segments owned by `owner`, restricted to `have` when given.
-    pub fn pieces<'t>(
-        &self,
-        table: &'t Table,
-        owner: usize,
-        have: Option<&HashSet<(u32, u64)>>,
-    ) -> Result<Vec<Out<'t>>> {
-        let mut out = Vec::new();
-        for (pid, a) in table.iter() {
-            for (o, l, w) in self.segments(pid, a.bytes().len() as u64, a.dtype())? {
-                if w == owner && have.is_none_or(|h| h.contains(&(pid, o))) {
-                    out.push(Out::range(pid, a, o, l));
-                }
-            }
-        }
-        Ok(out)
-    }
-    /// Segments owned by `owner` (after a reduce-scatter, all of them are valid there).
-    pub fn owned_pieces<'t>(&self, table: &'t Table, owner: usize) -> Vec<Out<'t>> {
-        self.pieces(table, owner, None).unwrap_or_default()
-    }
-}
-
 /// Ring reduce-scatter over segments: in step k worker r sends its partial of bucket r−k−1 to
 /// r+1 and folds bucket r−k−2 from r−1 into its own; after p−1 steps worker b holds the full
 /// reduction of every segment it owns. Partitions a worker lacks are created as needed.
@@ -194,10 +193,11 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
     if p == 1 {
         return Ok(());
     }
+    tags::check_workers(p)?;
     let combiner: Combiner = table.combiner().clone();
     let mut have: HashSet<(u32, u64)> = HashSet::new();
     for (pid, a) in table.iter() {
-        for (o, _, _) in seg.segments(pid, a.bytes().len() as u64, a.dtype())? {
+        for (o, _, _) in seg.segments(pid, a.bytes().len() as u64, a.layout())? {
             have.insert((pid, o));
         }
     }
@@ -207,14 +207,14 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
         let recv_b = (r + 2 * p - k - 2) % p;
         let pieces = seg.pieces(table, send_b, Some(&have))?;
         let (sent, got) = tokio::join!(
-            send_batch(&cx.ep, right, k as u32, 0, &pieces),
-            recv_batch(&cx.ep, cx.pool, left, k as u32)
+            send_batch(&cx.ep, right, tags::RING_REDUCE.at(k), 0, &pieces),
+            recv_batch(&cx.ep, cx.pool, left, tags::RING_REDUCE.at(k))
         );
         sent?;
         drop(pieces);
         for piece in got?.1 {
             let m = piece.meta;
-            if seg.owner_of(m.pid, m.total, m.dtype, m.offset)? != recv_b {
+            if seg.owner_of(m.pid, m.total, m.layout, m.offset)? != recv_b {
                 return Err(Error::Protocol(format!(
                     "{}: segment of partition {} arrived at the wrong step",
                     cx.ep.ctx, m.pid
@@ -222,13 +222,14 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
             }
             if have.contains(&(m.pid, m.offset)) {
                 let a = table.get_mut(m.pid).expect("have implies present");
-                check_shape(m.pid, a.dtype(), a.bytes().len() as u64, &piece)?;
+                check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
                 let range = m.offset as usize..(m.offset + m.len) as usize;
+                let dtype = a.dtype();
                 combiner.combine_bytes(
                     m.pid,
-                    a.dtype(),
+                    dtype,
                     &mut a.bytes_mut()[range],
-                    m.dtype,
+                    dtype,
                     &piece.buf,
                 )?;
             } else {
@@ -248,11 +249,12 @@ pub async fn ring_allgather_segments(
     seg: &Segmenter,
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
+    tags::check_workers(p)?;
     let (right, left) = ((r + 1) % p, (r + p - 1) % p);
     for k in 0..p.saturating_sub(1) {
         let send_b = (r + p - k) % p;
         let pieces = seg.pieces(table, send_b, None)?;
-        let tag = 10_000 + k as u32;
+        let tag = tags::RING_GATHER.at(k);
         let (sent, got) = tokio::join!(
             send_batch(&cx.ep, right, tag, 0, &pieces),
             recv_batch(&cx.ep, cx.pool, left, tag)
@@ -260,44 +262,6 @@ pub async fn ring_allgather_segments(
         sent?;
         drop(pieces);
         write_pieces(table, cx.pool, got?.1)?;
-    }
-    Ok(())
-}
-
-fn check_shape(pid: u32, dtype: DType, total: u64, piece: &In) -> Result<()> {
-    if dtype != piece.meta.dtype || total != piece.meta.total {
-        return Err(Error::data(format!(
-            "partition {pid}: this worker holds {} {} elements, a peer sent a piece of a {}-element {} partition",
-            total / dtype.size() as u64,
-            dtype.name(),
-            piece.meta.total / piece.meta.dtype.size() as u64,
-            piece.meta.dtype.name()
-        )));
-    }
-    Ok(())
-}
-
-/// Copies a piece into its partition's byte range, creating the partition if absent.
-fn write_piece(table: &mut Table, pool: &Pool, piece: In) -> Result<()> {
-    let m = piece.meta;
-    if m.whole() {
-        table.put(m.pid, crate::data::Array::from_buf(m.dtype, piece.buf)?);
-        return Ok(());
-    }
-    if !table.contains(m.pid) {
-        let elems = (m.total / m.dtype.size() as u64) as usize;
-        table.put(m.pid, crate::data::Array::uninit(pool, m.dtype, elems));
-    }
-    let a = table.get_mut(m.pid).expect("present");
-    check_shape(m.pid, a.dtype(), a.bytes().len() as u64, &piece)?;
-    a.bytes_mut()[m.offset as usize..(m.offset + m.len) as usize].copy_from_slice(&piece.buf);
-    Ok(())
-}
-
-/// Writes reduced segments into the table (replacing what was there).
-pub fn write_pieces(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
-    for piece in pieces {
-        write_piece(table, pool, piece)?;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Barrier.
 
-use super::Ctx;
+use super::{tags, Ctx};
 use crate::error::Result;
 use crate::wire::Kind;
 
@@ -9,12 +9,14 @@ use crate::wire::Kind;
 /// barrier was centralised, O(p) at the master).
 pub async fn dissemination(cx: &Ctx<'_>) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
-    let (mut d, mut round) = (1usize, 0u32);
+    let (mut d, mut round) = (1usize, 0usize);
     while d < p {
         cx.ep
-            .send_frame((r + d) % p, Kind::Ctrl, round, 0, &[])
+            .send_frame((r + d) % p, Kind::Ctrl, tags::ROUND.at(round), 0, &[])
             .await?;
-        cx.ep.recv_frame((r + p - d) % p, round).await?;
+        cx.ep
+            .recv_frame((r + p - d) % p, tags::ROUND.at(round))
+            .await?;
         d *= 2;
         round += 1;
     }

@@ -1,12 +1,15 @@
 //! Broadcast: after the call every worker's table holds exactly the root's partitions (the
 //! receivers' previous partitions are dropped; their combiner is kept).
 
-use super::{
-    parse_head, recv_head, recv_pieces, send_batch, send_batch_inline, table_pieces, Assembler,
-    Ctx, Out,
+use super::assemble::Assembler;
+use super::framing::{
+    parse_head, recv_head, recv_pieces, send_batch, send_batch_inline, table_pieces, Out,
 };
+use super::segment::chunks;
+use super::{choose, tags, Ctx};
 use crate::data::Table;
 use crate::error::{Error, Result};
+use crate::topology::Topology;
 use crate::wire::Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +52,11 @@ impl BroadcastAlgorithm {
             }
         })
     }
-    /// The concrete algorithm `Auto` picks for `bytes` (the root's table size).
+    /// The concrete algorithm `Auto` picks for `bytes` (the root's table size; see
+    /// [`choose::broadcast`]).
     pub fn resolve(self, bytes: u64, crossover: u64) -> BroadcastAlgorithm {
         match self {
-            BroadcastAlgorithm::Auto if bytes <= crossover => BroadcastAlgorithm::Binomial,
-            BroadcastAlgorithm::Auto => BroadcastAlgorithm::Chain,
+            BroadcastAlgorithm::Auto => choose::broadcast(bytes, crossover),
             a => a,
         }
     }
@@ -78,22 +81,19 @@ impl BroadcastAlgorithm {
     }
 }
 
-/// Pipeline chunk: small enough that the chain's fill time ((p−2)·c/B) stays near 0.5 % of n/B,
-/// large enough that per-frame costs vanish.
-pub fn auto_chunk(total: u64, p: usize) -> u64 {
-    let c = total / 200 / (p.saturating_sub(2).max(1) as u64);
-    // At least 8 KiB: above the inline piece limit, so every chunk is its own frame.
-    c.clamp(8 * 1024, 256 * 1024) / 64 * 64
-}
-
 /// A broadcast batch travels inline (one frame, store-and-forward) only up to this size.
 const BCAST_INLINE_MAX: u64 = 4 * 1024;
 
-/// Parent and children of `r` in the broadcast tree of `algo`.
-fn tree(cx: &Ctx<'_>, algo: BroadcastAlgorithm, root: usize) -> (Option<usize>, Vec<usize>) {
-    let (r, p) = (cx.rank(), cx.size());
+/// Parent and children of `r` of `p` workers in the broadcast tree of `algo` from `root`.
+pub fn tree(
+    algo: BroadcastAlgorithm,
+    topo: &Topology,
+    r: usize,
+    p: usize,
+    root: usize,
+) -> (Option<usize>, Vec<usize>) {
     let order: Vec<usize> = match algo {
-        BroadcastAlgorithm::Chain => cx.topo.chain_order(root),
+        BroadcastAlgorithm::Chain => topo.chain_order(root),
         BroadcastAlgorithm::ChainRandom(seed) => {
             let mut rest: Vec<usize> = (0..p).filter(|&x| x != root).collect();
             let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
@@ -160,59 +160,52 @@ pub async fn broadcast(
     let auto = algo == BroadcastAlgorithm::Auto;
     let mut algo = algo;
     if auto && cx.rank() == root {
-        algo = algo.resolve(table.bytes(), cx.cfg.broadcast_crossover);
+        algo = choose::broadcast(table.bytes(), cx.cfg.broadcast_crossover);
     }
     // The concrete algorithm travels in `aux` of every frame.
     let announce = algo.code() as u32;
     let (parent, children) = if auto && cx.rank() != root {
         (None, Vec::new())
     } else {
-        tree(cx, algo, root)
+        tree(algo, cx.topo, cx.rank(), cx.size(), root)
     };
-    let chunk = if cx.cfg.chunk_size > 0 {
-        cx.cfg.chunk_size as u64
-    } else {
-        auto_chunk(table.bytes(), cx.size())
-    };
+    let chunk = choose::chunk(cx.cfg, table.bytes(), cx.size());
+    let tag = tags::MAIN.tag();
     if cx.rank() == root {
         // Root: cut partitions into chunks, then stream them.
         let mut pieces: Vec<Out<'_>> = Vec::new();
         for (pid, a) in table.iter() {
             let n = a.bytes().len() as u64;
-            let es = a.dtype().size() as u64;
-            let c = (chunk / es).max(1) * es;
-            if n <= c {
-                pieces.push(Out::whole(pid, a));
-            } else {
-                let mut off = 0;
-                while off < n {
-                    let len = c.min(n - off);
-                    pieces.push(Out::range(pid, a, off, len));
-                    off += len;
-                }
+            for (off, len) in chunks(n, a.dtype().size() as u64, chunk) {
+                pieces.push(if len == n {
+                    Out::whole(pid, a)
+                } else {
+                    Out::range(pid, a, off, len)
+                });
             }
         }
         if algo == BroadcastAlgorithm::OneByOne {
             let whole = table_pieces(table);
             for &c in &children {
-                send_batch(&cx.ep, c, 0, announce, &whole).await?;
+                send_batch(&cx.ep, c, tag, announce, &whole).await?;
             }
             return Ok(());
         }
-        return send_batch_inline(&cx.ep, &children, 0, announce, &pieces, BCAST_INLINE_MAX).await;
+        return send_batch_inline(&cx.ep, &children, tag, announce, &pieces, BCAST_INLINE_MAX)
+            .await;
     }
     let (head, children) = if auto {
         // Learn the root's choice from the first frame, whoever sends it, then check that the
         // sender is this worker's parent in that tree.
         let others: Vec<usize> = (0..cx.size()).filter(|&x| x != cx.rank()).collect();
-        let f = cx.ep.recv_frame_from_any(&others, 0).await?;
+        let f = cx.ep.recv_frame_from_any(&others, tag).await?;
         let chosen = BroadcastAlgorithm::from_announced(f.hdr.aux).ok_or_else(|| {
             Error::Protocol(format!(
                 "{}: unknown broadcast algorithm {} announced",
                 cx.ep.ctx, f.hdr.aux
             ))
         })?;
-        let (parent, children) = tree(cx, chosen, root);
+        let (parent, children) = tree(chosen, cx.topo, cx.rank(), cx.size(), root);
         if parent != Some(f.hdr.src as usize) {
             return Err(Error::Protocol(format!(
                 "{}: rank {} sent the broadcast, but this worker's parent is {parent:?}",
@@ -222,7 +215,7 @@ pub async fn broadcast(
         (parse_head(&cx.ep, f)?, children)
     } else {
         (
-            recv_head(&cx.ep, parent.expect("non-root has a parent"), 0).await?,
+            recv_head(&cx.ep, parent.expect("non-root has a parent"), tag).await?,
             children,
         )
     };
@@ -230,7 +223,7 @@ pub async fn broadcast(
     let announce = head.hdr.aux;
     for &c in &children {
         cx.ep
-            .send_frame(c, Kind::Batch, 0, announce, &[head.raw()])
+            .send_frame(c, Kind::Batch, tag, announce, &[head.raw()])
             .await?;
     }
     table.clear();
@@ -245,7 +238,7 @@ pub async fn broadcast(
             if !piece.meta.inline {
                 for &c in children {
                     cx.ep
-                        .send_frame(c, Kind::Data, 0, announce, &[&piece.buf])
+                        .send_frame(c, Kind::Data, tag, announce, &[&piece.buf])
                         .await?;
                 }
             }
@@ -257,4 +250,64 @@ pub async fn broadcast(
     .await?;
     let table = tbl.into_inner();
     asm.finish(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rank is reached exactly once from the root, parents and children agree.
+    #[test]
+    fn trees_reach_every_rank_once() {
+        for p in 1..=33 {
+            let hosts: Vec<String> = (0..p).map(|i| format!("h{i}:1")).collect();
+            let racked: String = (0..p).map(|i| format!("h{i}:1 /r{}\n", i % 3)).collect();
+            for topo in [
+                Topology::flat(hosts),
+                Topology::parse(&racked, "t").unwrap(),
+            ] {
+                for root in 0..p {
+                    for algo in [
+                        BroadcastAlgorithm::Chain,
+                        BroadcastAlgorithm::ChainRandom(p as u64),
+                        BroadcastAlgorithm::Binomial,
+                        BroadcastAlgorithm::OneByOne,
+                    ] {
+                        let t: Vec<_> = (0..p).map(|r| tree(algo, &topo, r, p, root)).collect();
+                        let mut seen = vec![0; p];
+                        let mut todo = vec![root];
+                        seen[root] = 1;
+                        while let Some(r) = todo.pop() {
+                            for &c in &t[r].1 {
+                                assert_eq!(t[c].0, Some(r), "{algo:?} p={p} root={root}");
+                                seen[c] += 1;
+                                todo.push(c);
+                            }
+                        }
+                        assert_eq!(seen, vec![1; p], "{algo:?} p={p} root={root}");
+                        assert_eq!(t[root].0, None);
+                        let depth = |mut r: usize| {
+                            let mut d = 0;
+                            while let Some(q) = t[r].0 {
+                                r = q;
+                                d += 1;
+                            }
+                            d
+                        };
+                        let deepest = (0..p).map(depth).max().unwrap();
+                        let want = match algo {
+                            BroadcastAlgorithm::Binomial => p.ilog2() as usize,
+                            BroadcastAlgorithm::OneByOne => usize::from(p > 1),
+                            _ => p - 1,
+                        };
+                        assert_eq!(deepest, want, "{algo:?} p={p} root={root}");
+                        if algo == BroadcastAlgorithm::Binomial {
+                            let rounds = p.next_power_of_two().trailing_zeros() as usize;
+                            assert_eq!(t[root].1.len(), rounds, "p={p}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

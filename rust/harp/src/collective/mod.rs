@@ -1,33 +1,44 @@
 //! Collective operations. One file per family, one function per algorithm; the cost of each
 //! algorithm is in its doc comment with α the per-message latency, β the time per byte, n the
-//! bytes involved and p the number of workers. The automatic choice lives in [`choose`].
+//! bytes involved and p the number of workers. Every automatic choice lives in [`choose`].
 //!
 //! All algorithms move *pieces*: byte ranges of partitions (a whole partition is one piece).
 //! Large pieces are written straight from the partition's pooled buffer and received straight
 //! into a pooled buffer that becomes the partition (no copy) when the piece is whole.
-
-use std::future::Future;
-use std::pin::Pin;
+//!
+//! The machinery shared by the algorithms, one file each: [`framing`] (batches of pieces on
+//! the wire), [`assemble`] (received pieces into tables), [`segment`] (cutting partitions into
+//! ranges), [`tags`] (the tag range of every phase), [`join`] (concurrent sends and receives).
 
 use crate::config::Config;
-use crate::data::{Array, DType, Table};
-use crate::error::{Error, Result};
-use crate::pool::{Buf, Pool};
+use crate::pool::Pool;
 use crate::topology::Topology;
 use crate::transport::Endpoint;
-use crate::wire::{self, BatchMeta, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX};
 
 pub mod allgather;
 pub mod allreduce;
+pub mod assemble;
 pub mod barrier;
 pub mod broadcast;
+pub mod choose;
+pub mod framing;
+pub mod join;
 pub mod regroup;
 pub mod rooted;
+pub mod segment;
+pub mod tags;
 
 pub use allgather::AllgatherAlgorithm;
 pub use allreduce::AllreduceAlgorithm;
+pub use assemble::{absorb, write_pieces, Assembler};
 pub use broadcast::BroadcastAlgorithm;
+pub use framing::{
+    parse_head, recv_batch, recv_head, recv_pieces, send_batch, send_batch_inline, send_batch_many,
+    table_pieces, BatchHead, In, Out,
+};
+pub use join::{boxed, join_all};
 pub use rooted::ReduceAlgorithm;
+pub use segment::{split_ranges, Segmenter};
 
 /// Everything an algorithm needs for one operation.
 pub struct Ctx<'a> {
@@ -44,392 +55,4 @@ impl Ctx<'_> {
     pub fn size(&self) -> usize {
         self.ep.size()
     }
-}
-
-/// A piece to send, borrowing its bytes.
-#[derive(Clone, Copy)]
-pub struct Out<'b> {
-    pub meta: PieceMeta,
-    pub bytes: &'b [u8],
-}
-
-impl<'b> Out<'b> {
-    /// A whole partition.
-    pub fn whole(pid: u32, a: &'b Array) -> Out<'b> {
-        let len = a.bytes().len() as u64;
-        Out {
-            meta: PieceMeta {
-                pid,
-                dtype: a.dtype(),
-                total: len,
-                offset: 0,
-                len,
-                inline: false,
-            },
-            bytes: a.bytes(),
-        }
-    }
-    /// Bytes `[off, off+len)` of a partition.
-    pub fn range(pid: u32, a: &'b Array, off: u64, len: u64) -> Out<'b> {
-        Out {
-            meta: PieceMeta {
-                pid,
-                dtype: a.dtype(),
-                total: a.bytes().len() as u64,
-                offset: off,
-                len,
-                inline: false,
-            },
-            bytes: &a.bytes()[off as usize..(off + len) as usize],
-        }
-    }
-}
-
-/// A received piece owning its bytes.
-pub struct In {
-    pub meta: PieceMeta,
-    pub buf: Buf,
-}
-
-impl In {
-    pub fn out(&self) -> Out<'_> {
-        Out {
-            meta: self.meta,
-            bytes: &self.buf,
-        }
-    }
-}
-
-/// All partitions of a table as whole pieces.
-pub fn table_pieces(t: &Table) -> Vec<Out<'_>> {
-    t.iter().map(|(id, a)| Out::whole(id, a)).collect()
-}
-
-/// Marks which pieces travel inline and encodes the batch frame's head.
-fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
-    let total: u64 = pieces.iter().map(|p| p.len).sum();
-    for p in pieces.iter_mut() {
-        p.inline = total <= inline_max || p.len <= INLINE_PIECE_MAX;
-    }
-    let meta = wire::encode(&BatchMeta {
-        pieces: pieces.to_vec(),
-    });
-    let mut head = Vec::with_capacity(4 + meta.len());
-    head.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-    head.extend_from_slice(&meta);
-    head
-}
-
-/// Sends a batch of pieces: one `Batch` frame (with the small pieces inline), then one `Data`
-/// frame per remaining piece, written from the callers' buffers.
-pub async fn send_batch(
-    ep: &Endpoint<'_>,
-    dst: usize,
-    tag: u32,
-    aux: u32,
-    pieces: &[Out<'_>],
-) -> Result<()> {
-    send_batch_many(ep, &[dst], tag, aux, pieces).await
-}
-
-/// Sends the same batch to several workers, interleaved piece by piece so that each of them
-/// can start forwarding early.
-pub async fn send_batch_many(
-    ep: &Endpoint<'_>,
-    dsts: &[usize],
-    tag: u32,
-    aux: u32,
-    pieces: &[Out<'_>],
-) -> Result<()> {
-    send_batch_inline(ep, dsts, tag, aux, pieces, INLINE_MAX).await
-}
-
-/// [`send_batch_many`] where the whole batch travels inline only up to `inline_max` bytes.
-/// Pipelined algorithms pass a small value: an inline batch is forwarded only once it has
-/// arrived whole, which would turn a pipeline into store-and-forward.
-pub async fn send_batch_inline(
-    ep: &Endpoint<'_>,
-    dsts: &[usize],
-    tag: u32,
-    aux: u32,
-    pieces: &[Out<'_>],
-    inline_max: u64,
-) -> Result<()> {
-    let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
-    let head = batch_head(&mut metas, inline_max);
-    let mut parts: Vec<&[u8]> = vec![&head];
-    parts.extend(
-        pieces
-            .iter()
-            .zip(&metas)
-            .filter(|(_, m)| m.inline)
-            .map(|(p, _)| p.bytes),
-    );
-    for &d in dsts {
-        ep.send_frame(d, Kind::Batch, tag, aux, &parts).await?;
-    }
-    for (p, m) in pieces.iter().zip(&metas) {
-        if !m.inline {
-            for &d in dsts {
-                ep.send_frame(d, Kind::Data, tag, aux, &[p.bytes]).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The head of a received batch: its header, piece list and the frame (holding inline bytes).
-pub struct BatchHead {
-    pub hdr: Header,
-    pub pieces: Vec<PieceMeta>,
-    frame: Buf,
-    inline_at: usize,
-}
-
-impl BatchHead {
-    /// The raw frame payload (to forward the head unchanged).
-    pub fn raw(&self) -> &[u8] {
-        &self.frame
-    }
-}
-
-pub async fn recv_head(ep: &Endpoint<'_>, src: usize, tag: u32) -> Result<BatchHead> {
-    let f = ep.recv_frame(src, tag).await?;
-    parse_head(ep, f)
-}
-
-/// Decodes a received `Batch` frame's head.
-pub fn parse_head(ep: &Endpoint<'_>, f: crate::transport::Frame) -> Result<BatchHead> {
-    let src = f.hdr.src;
-    if f.hdr.kind != Kind::Batch || f.body.len() < 4 {
-        return Err(Error::Protocol(format!(
-            "{}: expected a batch from rank {src}, got {:?}",
-            ep.ctx, f.hdr.kind
-        )));
-    }
-    let mlen = u32::from_le_bytes(f.body[..4].try_into().expect("4 bytes")) as usize;
-    let meta: BatchMeta = wire::decode(
-        f.body
-            .get(4..4 + mlen)
-            .ok_or_else(|| Error::Protocol("truncated batch".into()))?,
-    )?;
-    let inline: u64 = meta.pieces.iter().filter(|p| p.inline).map(|p| p.len).sum();
-    if 4 + mlen as u64 + inline != f.body.len() as u64 {
-        return Err(Error::Protocol(format!(
-            "{}: batch from rank {src} has a wrong length",
-            ep.ctx
-        )));
-    }
-    Ok(BatchHead {
-        hdr: f.hdr,
-        pieces: meta.pieces,
-        frame: f.body,
-        inline_at: 4 + mlen,
-    })
-}
-
-/// Receives the bytes of every piece of `head`, calling `each` as each one arrives. The last
-/// inline piece takes over the frame's own buffer (moved to its front), so a small message
-/// costs one pooled buffer, not two.
-pub async fn recv_pieces<F, Fut>(
-    ep: &Endpoint<'_>,
-    pool: &Pool,
-    src: usize,
-    head: BatchHead,
-    mut each: F,
-) -> Result<()>
-where
-    F: FnMut(In) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    let BatchHead {
-        hdr,
-        pieces,
-        mut frame,
-        inline_at,
-    } = head;
-    let last_inline = pieces.iter().rposition(|p| p.inline);
-    let mut at = inline_at;
-    for (i, m) in pieces.iter().enumerate() {
-        let buf = if m.inline {
-            let range = at..at + m.len as usize;
-            at += m.len as usize;
-            if Some(i) == last_inline {
-                let mut b = std::mem::replace(&mut frame, Buf::empty());
-                b.copy_within(range, 0);
-                b.truncate(m.len as usize);
-                b
-            } else {
-                pool.copy_of(&frame[range])
-            }
-        } else {
-            let f = ep.recv_frame(src, hdr.tag).await?;
-            if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
-                return Err(Error::Protocol(format!(
-                    "{}: expected {} data bytes of partition {} from rank {src}, got {:?} of {}",
-                    ep.ctx,
-                    m.len,
-                    m.pid,
-                    f.hdr.kind,
-                    f.body.len()
-                )));
-            }
-            f.body
-        };
-        check_piece(m)?;
-        each(In { meta: *m, buf }).await?;
-    }
-    Ok(())
-}
-
-fn check_piece(m: &PieceMeta) -> Result<()> {
-    let es = m.dtype.size() as u64;
-    if m.offset + m.len > m.total
-        || !m.total.is_multiple_of(es)
-        || !m.offset.is_multiple_of(es)
-        || !m.len.is_multiple_of(es)
-    {
-        return Err(Error::Protocol(format!(
-            "piece of partition {} has inconsistent bounds",
-            m.pid
-        )));
-    }
-    Ok(())
-}
-
-/// Receives a whole batch.
-pub async fn recv_batch(
-    ep: &Endpoint<'_>,
-    pool: &Pool,
-    src: usize,
-    tag: u32,
-) -> Result<(Header, Vec<In>)> {
-    let head = recv_head(ep, src, tag).await?;
-    let hdr = head.hdr;
-    let mut out = Vec::with_capacity(head.pieces.len());
-    recv_pieces(ep, pool, src, head, |p| {
-        out.push(p);
-        async { Ok(()) }
-    })
-    .await?;
-    Ok((hdr, out))
-}
-
-/// Puts whole received pieces into `table`, combining with partitions already there.
-/// Partial pieces are written into their partition's byte range (see [`Assembler`]).
-pub fn absorb(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
-    let mut asm = Assembler::default();
-    for p in pieces {
-        asm.add(table, pool, p)?;
-    }
-    asm.finish(table)
-}
-
-/// Collects partial pieces into whole partitions; whole pieces go straight into the table
-/// (the received buffer becomes the partition: no copy).
-#[derive(Default)]
-pub struct Assembler {
-    partial: std::collections::HashMap<u32, (Array, u64)>,
-}
-
-impl Assembler {
-    pub fn add(&mut self, table: &mut Table, pool: &Pool, p: In) -> Result<()> {
-        if p.meta.whole() {
-            return table.add(p.meta.pid, Array::from_buf(p.meta.dtype, p.buf)?);
-        }
-        let (arr, got) = self.partial.entry(p.meta.pid).or_insert_with(|| {
-            (
-                Array::uninit(
-                    pool,
-                    p.meta.dtype,
-                    (p.meta.total / p.meta.dtype.size() as u64) as usize,
-                ),
-                0,
-            )
-        });
-        if arr.dtype() != p.meta.dtype || arr.bytes().len() as u64 != p.meta.total {
-            return Err(Error::Protocol(format!(
-                "pieces of partition {} disagree on its size",
-                p.meta.pid
-            )));
-        }
-        let (o, l) = (p.meta.offset as usize, p.meta.len as usize);
-        arr.bytes_mut()[o..o + l].copy_from_slice(&p.buf);
-        *got += p.meta.len;
-        if *got == p.meta.total {
-            let (arr, _) = self.partial.remove(&p.meta.pid).expect("present");
-            table.add(p.meta.pid, arr)?;
-        }
-        Ok(())
-    }
-    pub fn finish(self, _table: &mut Table) -> Result<()> {
-        match self.partial.keys().next() {
-            None => Ok(()),
-            Some(pid) => Err(Error::Protocol(format!(
-                "partition {pid} arrived incomplete"
-            ))),
-        }
-    }
-}
-
-/// Splits `total` bytes of `dtype` elements into `n` nearly equal element-aligned ranges.
-pub fn split_ranges(total: u64, dtype: DType, n: usize) -> Vec<(u64, u64)> {
-    let es = dtype.size() as u64;
-    let elems = total / es;
-    let n = (n as u64).max(1).min(elems.max(1));
-    (0..n)
-        .map(|s| {
-            let a = s * elems / n;
-            let b = (s + 1) * elems / n;
-            (a * es, (b - a) * es)
-        })
-        .collect()
-}
-
-type BoxFut<'f, T> = Pin<Box<dyn Future<Output = Result<T>> + 'f>>;
-
-/// Runs fallible futures concurrently; returns the first error (after all have stopped).
-pub async fn join_all<'f, T: 'f>(futs: Vec<BoxFut<'f, T>>) -> Result<Vec<T>> {
-    let mut slots: Vec<Option<Result<T>>> = futs.iter().map(|_| None).collect();
-    let mut futs: Vec<Option<BoxFut<'f, T>>> = futs.into_iter().map(Some).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, f) in futs.iter_mut().enumerate() {
-            if let Some(fut) = f {
-                match fut.as_mut().poll(cx) {
-                    std::task::Poll::Ready(r) => {
-                        let failed = r.is_err();
-                        slots[i] = Some(r);
-                        *f = None;
-                        if failed {
-                            // Fail fast: drop the others (their sockets stay consistent because
-                            // the worker is poisoned and closes every connection next).
-                            return std::task::Poll::Ready(());
-                        }
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    let mut out = Vec::with_capacity(slots.len());
-    for s in slots {
-        match s {
-            Some(Ok(v)) => out.push(v),
-            Some(Err(e)) => return Err(e),
-            None => {}
-        }
-    }
-    Ok(out)
-}
-
-/// Boxes a future for [`join_all`].
-pub fn boxed<'f, T, F: Future<Output = Result<T>> + 'f>(f: F) -> BoxFut<'f, T> {
-    Box::pin(f)
 }

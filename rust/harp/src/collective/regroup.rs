@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{absorb, boxed, join_all, recv_batch, send_batch, table_pieces, Ctx, Out};
+use super::{absorb, boxed, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 
@@ -59,7 +59,7 @@ async fn exchange(
 pub async fn regroup(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
     let r = cx.rank();
     let owner = owners(table, part, cx.size())?;
-    let got = exchange(cx, table, &owner, 0).await?;
+    let got = exchange(cx, table, &owner, tags::MAIN.tag()).await?;
     table.retain(|id| owner[&id] == r);
     for pieces in got {
         absorb(table, cx.pool, pieces)?;
@@ -73,8 +73,7 @@ pub async fn regroup(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Res
 /// one), and sends the plan to everyone. Costs two extra control rounds.
 pub async fn plan(cx: &Ctx<'_>, table: &Table) -> Result<Partitioner> {
     let (r, p) = (cx.rank(), cx.size());
-    const T_STATS: u32 = 20_000;
-    const T_PLAN: u32 = 20_001;
+    let (t_stats, t_plan) = (tags::PLAN_STATS.tag(), tags::PLAN.tag());
     let mine: Vec<(u32, u64)> = table
         .iter()
         .map(|(id, a)| (id, a.bytes().len() as u64))
@@ -85,49 +84,57 @@ pub async fn plan(cx: &Ctx<'_>, table: &Table) -> Result<Partitioner> {
             held.entry(id).or_default().push((0, b));
         }
         for src in 1..p {
-            let theirs: Vec<(u32, u64)> = cx.ep.recv_ctrl(src, T_STATS).await?;
+            let theirs: Vec<(u32, u64)> = cx.ep.recv_ctrl(src, t_stats).await?;
             for (id, b) in theirs {
                 held.entry(id).or_default().push((src, b));
             }
         }
-        let mut ids: Vec<(u32, u64)> = held
-            .iter()
-            .map(|(id, v)| (*id, v.iter().map(|x| x.1).max().unwrap_or(0)))
-            .collect();
-        ids.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let total: u64 = ids.iter().map(|x| x.1).sum();
-        let fair = total.div_ceil(p as u64).max(1);
-        let mut load = vec![0u64; p];
-        let mut map = Vec::with_capacity(ids.len());
-        for (id, size) in ids {
-            let mut holders = held[&id].clone();
-            holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            let best = holders
-                .iter()
-                .map(|h| h.0)
-                .find(|&w| load[w] + size <= fair);
-            let w = best.unwrap_or_else(|| (0..p).min_by_key(|&w| (load[w], w)).expect("p >= 1"));
-            load[w] += size;
-            map.push((id, w as u32));
-        }
+        let map = assign(&held, p);
         for dst in 1..p {
-            cx.ep.send_ctrl(dst, T_PLAN, &map).await?;
+            cx.ep.send_ctrl(dst, t_plan, &map).await?;
         }
         map
     } else {
-        cx.ep.send_ctrl(0, T_STATS, &mine).await?;
-        cx.ep.recv_ctrl(0, T_PLAN).await?
+        cx.ep.send_ctrl(0, t_stats, &mine).await?;
+        cx.ep.recv_ctrl(0, t_plan).await?
     };
     Ok(Partitioner::Map(std::sync::Arc::new(
         map.into_iter().map(|(id, w)| (id, w as usize)).collect(),
     )))
 }
 
+/// The plan for the sizes `held[id] = [(worker, bytes)]`: ids in decreasing size (then id)
+/// order each go to the worker holding most of their bytes unless that would put it over its
+/// fair share of the total, else to the least loaded worker. Returns (id, owner) pairs.
+pub fn assign(held: &HashMap<u32, Vec<(usize, u64)>>, p: usize) -> Vec<(u32, u32)> {
+    let mut ids: Vec<(u32, u64)> = held
+        .iter()
+        .map(|(id, v)| (*id, v.iter().map(|x| x.1).max().unwrap_or(0)))
+        .collect();
+    ids.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total: u64 = ids.iter().map(|x| x.1).sum();
+    let fair = total.div_ceil(p as u64).max(1);
+    let mut load = vec![0u64; p];
+    let mut map = Vec::with_capacity(ids.len());
+    for (id, size) in ids {
+        let mut holders = held[&id].clone();
+        holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let best = holders
+            .iter()
+            .map(|h| h.0)
+            .find(|&w| load[w] + size <= fair);
+        let w = best.unwrap_or_else(|| (0..p).min_by_key(|&w| (load[w], w)).expect("p >= 1"));
+        load[w] += size;
+        map.push((id, w as u32));
+    }
+    map
+}
+
 /// Reduce-scatter at partition granularity around a ring: each worker ends with the fully
 /// combined partitions it owns under `part` and nothing else. (p−1)/p · nβ + (p−1)α.
 pub async fn reduce_scatter(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
-    let seg = super::allreduce::Segmenter::whole(p, part.clone());
+    let seg = super::segment::Segmenter::whole(p, part.clone());
     super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
     let keep = owners(table, part, p)?;
     table.retain(|id| keep[&id] == r);
@@ -144,7 +151,7 @@ pub async fn push(
 ) -> Result<()> {
     let r = cx.rank();
     let owner = owners(local, part, cx.size())?;
-    let got = exchange(cx, local, &owner, 0).await?;
+    let got = exchange(cx, local, &owner, tags::MAIN.tag()).await?;
     for (id, a) in local.iter() {
         if owner[&id] == r {
             global.add(id, a.duplicate(cx.pool))?;
@@ -176,14 +183,14 @@ pub async fn pull(
             .filter(|id| owner[id] == dst)
             .collect();
         futs.push(boxed(async move {
-            cx.ep.send_ctrl(dst, 0, &want).await?;
+            cx.ep.send_ctrl(dst, tags::MAIN.tag(), &want).await?;
             Ok(())
         }));
     }
     for i in 1..p {
         let from = (r + p - i) % p;
         futs.push(boxed(async move {
-            let want: Vec<u32> = cx.ep.recv_ctrl(from, 0).await?;
+            let want: Vec<u32> = cx.ep.recv_ctrl(from, tags::MAIN.tag()).await?;
             let mut pieces = Vec::with_capacity(want.len());
             let mut missing = Vec::new();
             for id in want {
@@ -193,7 +200,7 @@ pub async fn pull(
                 }
             }
             // Missing ids are reported by the requester (it sees what did not come back).
-            send_batch(&cx.ep, from, 1, 0, &pieces).await
+            send_batch(&cx.ep, from, tags::PULL_REPLY.tag(), 0, &pieces).await
         }));
     }
     let mut replies = Vec::new();
@@ -201,7 +208,7 @@ pub async fn pull(
         .map(|i| {
             let from = (r + p - i) % p;
             boxed(async move {
-                recv_batch(&cx.ep, cx.pool, from, 1)
+                recv_batch(&cx.ep, cx.pool, from, tags::PULL_REPLY.tag())
                     .await
                     .map(|x| (from, x.1))
             })
@@ -222,7 +229,7 @@ pub async fn pull(
             wanted.remove(&piece.meta.pid);
             local.put(
                 piece.meta.pid,
-                crate::data::Array::from_buf(piece.meta.dtype, piece.buf)?,
+                crate::data::Array::from_layout(piece.meta.layout, piece.buf)?,
             );
         }
     }
@@ -262,11 +269,50 @@ pub async fn rotate(cx: &Ctx<'_>, table: &mut Table, map: Option<&[usize]>) -> R
     }
     let pieces = table_pieces(table);
     let (sent, got) = tokio::join!(
-        send_batch(&cx.ep, dst, 0, 0, &pieces),
-        recv_batch(&cx.ep, cx.pool, src, 0)
+        send_batch(&cx.ep, dst, tags::MAIN.tag(), 0, &pieces),
+        recv_batch(&cx.ep, cx.pool, src, tags::MAIN.tag())
     );
     sent?;
     drop(pieces);
     table.clear();
     absorb(table, cx.pool, got?.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_keeps_data_in_place_within_fair_shares() {
+        // Fair share: 215 bytes / 3 = 72. Id 1 goes over it anywhere: the least loaded (0,
+        // its holder); id 2's holder is then full: the least loaded, lowest rank (1); id 4's
+        // holder 1 is full too: 2; id 3 goes to its first holder within its share (2).
+        let held: HashMap<u32, Vec<(usize, u64)>> = [
+            (1, vec![(0, 100), (1, 10)]),
+            (2, vec![(0, 90)]),
+            (3, vec![(1, 5), (2, 5)]),
+            (4, vec![(1, 20)]),
+        ]
+        .into_iter()
+        .collect();
+        let plan = assign(&held, 3);
+        assert_eq!(plan, vec![(1, 0), (2, 1), (4, 2), (3, 2)]);
+        // Within the fair share, data stays where it is.
+        let held: HashMap<u32, Vec<(usize, u64)>> = (0..6u32)
+            .map(|id| (id, vec![(id as usize % 3, 10)]))
+            .collect();
+        for (id, w) in assign(&held, 3) {
+            assert_eq!(w, id % 3);
+        }
+        for p in 1..=6 {
+            let held: HashMap<u32, Vec<(usize, u64)>> = (0..50u32)
+                .map(|id| (id, vec![(id as usize % p, 1 + id as u64 % 7)]))
+                .collect();
+            let plan = assign(&held, p);
+            assert_eq!(plan.len(), 50);
+            assert!(plan.iter().all(|&(_, w)| (w as usize) < p));
+            let ids: HashSet<u32> = plan.iter().map(|x| x.0).collect();
+            assert_eq!(ids.len(), 50, "every id planned once");
+        }
+    }
 }

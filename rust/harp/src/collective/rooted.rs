@@ -1,6 +1,6 @@
 //! Rooted operations: reduce, gather, scatter.
 
-use super::{absorb, recv_batch, send_batch, table_pieces, Ctx, Out};
+use super::{absorb, recv_batch, send_batch, table_pieces, tags, Ctx, Out};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 
@@ -61,37 +61,48 @@ pub async fn reduce(
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
     if algo == ReduceAlgorithm::ScatterGather {
-        let seg = super::allreduce::Segmenter::new(cx, table);
+        let seg = super::segment::Segmenter::new(cx, table);
         super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
         // Owners send their reduced segments to the root.
         if r == root {
             let mut got = Vec::new();
             for src in (0..p).filter(|&s| s != root) {
-                got.push(recv_batch(&cx.ep, cx.pool, src, 1000).await?.1);
+                got.push(
+                    recv_batch(&cx.ep, cx.pool, src, tags::TO_ROOT.tag())
+                        .await?
+                        .1,
+                );
             }
             for pieces in got {
-                super::allreduce::write_pieces(table, cx.pool, pieces)?;
+                super::assemble::write_pieces(table, cx.pool, pieces)?;
             }
         } else {
             let mine = seg.owned_pieces(table, r);
-            send_batch(&cx.ep, root, 1000, 0, &mine).await?;
+            send_batch(&cx.ep, root, tags::TO_ROOT.tag(), 0, &mine).await?;
             table.clear();
         }
         return Ok(());
     }
     let v = (r + p - root) % p;
     let mut mask = 1usize;
-    let mut round = 0u32;
+    let mut round = 0usize;
     while mask < p {
         if v & mask != 0 {
             let parent = (v - mask + root) % p;
-            send_batch(&cx.ep, parent, round, 0, &table_pieces(table)).await?;
+            send_batch(
+                &cx.ep,
+                parent,
+                tags::ROUND.at(round),
+                0,
+                &table_pieces(table),
+            )
+            .await?;
             table.clear();
             return Ok(());
         }
         if v + mask < p {
             let child = (v + mask + root) % p;
-            let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, round).await?;
+            let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, tags::ROUND.at(round)).await?;
             absorb(table, cx.pool, pieces)?;
         }
         mask <<= 1;
@@ -106,11 +117,11 @@ pub async fn reduce(
 pub async fn gather(cx: &Ctx<'_>, table: &mut Table, root: usize) -> Result<()> {
     check_root(cx, root)?;
     if cx.rank() != root {
-        return send_batch(&cx.ep, root, 0, 0, &table_pieces(table)).await;
+        return send_batch(&cx.ep, root, tags::MAIN.tag(), 0, &table_pieces(table)).await;
     }
     let mut got = Vec::new();
     for src in (0..cx.size()).filter(|&s| s != root) {
-        got.push(recv_batch(&cx.ep, cx.pool, src, 0).await?.1);
+        got.push(recv_batch(&cx.ep, cx.pool, src, tags::MAIN.tag()).await?.1);
     }
     for pieces in got {
         absorb(table, cx.pool, pieces)?;
@@ -131,7 +142,7 @@ pub async fn scatter(
     let (r, p) = (cx.rank(), cx.size());
     if r != root {
         table.clear();
-        let (_, pieces) = recv_batch(&cx.ep, cx.pool, root, 0).await?;
+        let (_, pieces) = recv_batch(&cx.ep, cx.pool, root, tags::MAIN.tag()).await?;
         return absorb(table, cx.pool, pieces);
     }
     let mut owners = std::collections::HashMap::with_capacity(table.len());
@@ -144,7 +155,7 @@ pub async fn scatter(
             .filter(|(id, _)| owners[id] == dst)
             .map(|(id, a)| Out::whole(id, a))
             .collect();
-        send_batch(&cx.ep, dst, 0, 0, &pieces).await?;
+        send_batch(&cx.ep, dst, tags::MAIN.tag(), 0, &pieces).await?;
     }
     table.retain(|id| owners[&id] == root);
     Ok(())

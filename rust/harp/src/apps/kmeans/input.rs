@@ -6,10 +6,11 @@
 //!   papers has picture id, row and column first: skip 3).
 //! * [`Format::F32`]: raw little-endian `f32` values, `dim` per record, no header.
 //!
-//! An input (a file or a directory of files) is split across workers like Hadoop input splits:
-//! all files' bytes are concatenated and cut into nearly equal byte ranges, one per worker. For
-//! text a range owns every line that *starts* inside it; for `f32` the ranges are aligned to
-//! record boundaries. The union over all ranks is exactly every point once.
+//! An input (a file or a directory of files) is split across workers like Hadoop input splits
+//! ([`crate::io`]): all files' bytes are concatenated and cut into nearly equal byte ranges, one
+//! per worker. For text a range owns every line that *starts* inside it; for `f32` the ranges
+//! are aligned to record boundaries. The union over all ranks is exactly every point once. This
+//! file only parses points.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,7 +19,11 @@ use rayon::prelude::*;
 
 use super::real::Real;
 use crate::error::{Error, Result};
+use crate::io::lines::{LOOKAHEAD, STREAM_BLOCK};
+use crate::io::{check_records, read_lines, read_records, spread, LineError};
 use crate::storage::{FileInfo, Storage};
+
+pub use crate::io::ByteRange;
 
 /// Input format of the points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,21 +97,8 @@ impl<T> Matrix<T> {
     }
 }
 
-/// Bytes read per step when a text range has to be extended to finish its last line.
-const LOOKAHEAD: u64 = 64 * 1024;
-/// Input is read and parsed this many bytes at a time, straight into the final array.
-const STREAM_BLOCK: u64 = 8 << 20;
 /// Text is parsed in pieces of about this many bytes, in parallel.
 const PARSE_PIECE: usize = 1 << 20;
-/// Bytes read per step when counting lines for an error message.
-const COUNT_STEP: u64 = 16 << 20;
-
-/// A parse error inside a buffer: byte offset of the offending line's start and the message.
-struct LocalError {
-    line_start: usize,
-    msg: String,
-}
-
 /// True for the separators of the text format.
 #[inline]
 fn is_sep(b: u8) -> bool {
@@ -179,7 +171,7 @@ fn parse_text<T: Real>(
     skip: usize,
     dim: usize,
     out: &mut Vec<T>,
-) -> Result<usize, LocalError> {
+) -> Result<usize, LineError> {
     let mut n = 0;
     let mut pos = 0;
     while pos < buf.len() {
@@ -189,7 +181,7 @@ fn parse_text<T: Real>(
             .map_or(buf.len(), |i| pos + i);
         let line = &buf[pos..end];
         if !line.iter().all(|&b| is_sep_or_blank(b)) {
-            parse_line(line, skip, Some(dim), out).map_err(|msg| LocalError {
+            parse_line(line, skip, Some(dim), out).map_err(|msg| LineError {
                 line_start: pos,
                 msg,
             })?;
@@ -213,7 +205,7 @@ fn parse_text_parallel<T: Real>(
     skip: usize,
     dim: usize,
     out: &mut Vec<T>,
-) -> Result<usize, LocalError> {
+) -> Result<usize, LineError> {
     let mut cuts = vec![0usize];
     let mut at = 0;
     while at + PARSE_PIECE < buf.len() {
@@ -232,13 +224,13 @@ fn parse_text_parallel<T: Real>(
     if cuts.len() <= 2 {
         return parse_text(buf, skip, dim, out);
     }
-    let pieces: Vec<Result<(Vec<T>, usize), LocalError>> = cuts
+    let pieces: Vec<Result<(Vec<T>, usize), LineError>> = cuts
         .par_windows(2)
         .map(|w| {
             let mut v = Vec::with_capacity((w[1] - w[0]) / 4);
             parse_text(&buf[w[0]..w[1]], skip, dim, &mut v)
                 .map(|n| (v, n))
-                .map_err(|e| LocalError {
+                .map_err(|e| LineError {
                     line_start: e.line_start + w[0],
                     msg: e.msg,
                 })
@@ -251,29 +243,6 @@ fn parse_text_parallel<T: Real>(
         n += k;
     }
     Ok(n)
-}
-
-/// Counts the lines before byte `offset` of `path`: the 1-based line number of a line starting
-/// there. Only called when an error is reported.
-fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64> {
-    let mut lines = 1u64;
-    let mut at = 0u64;
-    while at < offset {
-        let len = COUNT_STEP.min(offset - at);
-        let chunk = storage.read_range(path, at, len)?;
-        if chunk.is_empty() {
-            break;
-        }
-        lines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-        at += chunk.len() as u64;
-    }
-    Ok(lines)
-}
-
-/// The byte range `[start, end)` of the concatenated input owned by `rank` of `workers`.
-fn share(total: u64, rank: usize, workers: usize) -> (u64, u64) {
-    let cut = |r: usize| (total as u128 * r as u128 / workers as u128) as u64;
-    (cut(rank), cut(rank + 1))
 }
 
 /// Loads the points of `path` (a file or a directory) that belong to `rank` of `workers`, in f64.
@@ -322,26 +291,6 @@ pub fn load_share_as<T: Real>(
     match format {
         Format::Text => load_text(storage, &files, skip_columns, dim, rank, workers),
         Format::F32 => load_f32(storage, &files, dim, rank, workers),
-    }
-}
-
-/// One input split with Hadoop `FileSplit` semantics: `length` bytes of the file `path` from
-/// byte `start`. A text split owns every line that *starts* inside it (the first split of a file
-/// starts at 0); an `f32` split owns every record that starts inside it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ByteRange {
-    pub path: String,
-    pub start: u64,
-    pub length: u64,
-}
-
-impl ByteRange {
-    pub fn new(path: impl Into<String>, start: u64, length: u64) -> ByteRange {
-        ByteRange {
-            path: path.into(),
-            start,
-            length,
-        }
     }
 }
 
@@ -413,17 +362,9 @@ fn load_text<T: Real>(
     rank: usize,
     workers: usize,
 ) -> Result<Matrix<T>> {
-    let total: u64 = files.iter().map(|f| f.size).sum();
-    let (gs, ge) = share(total, rank, workers);
+    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
     let mut points = Matrix::empty(dim);
-    let mut file_start = 0u64;
-    for f in files {
-        let file_end = file_start + f.size;
-        let (s, e) = (
-            gs.max(file_start) - file_start,
-            ge.min(file_end).saturating_sub(file_start),
-        );
-        file_start = file_end;
+    for (f, (s, e)) in files.iter().zip(spread(&sizes, rank, workers)) {
         load_text_range(storage, f, s, e, skip, dim, &mut points)?;
     }
     points.data.shrink_to_fit();
@@ -461,119 +402,22 @@ fn load_text_range_by<T: Real>(
     points: &mut Matrix<T>,
     block: u64,
 ) -> Result<()> {
-    if s >= e {
-        return Ok(());
-    }
-    // A split not starting the file skips the line that started before it: read from s-1 and
-    // drop everything up to the first newline.
-    let mut skipping = s > 0;
-    let mut at = s.saturating_sub(1); // next byte to read
-    let mut buf: Vec<u8> = Vec::new(); // unparsed bytes, starting at file offset `base`
-    let mut base = at;
     let mut reserved = false;
-    let mut finishing = false; // reading past `e` to finish the last line
-    loop {
-        let want = if finishing {
-            LOOKAHEAD.min(block)
-        } else {
-            block.min(e - at)
-        };
-        let more = storage.read_range(&f.path, at, want)?;
-        let eof = (more.len() as u64) < want || at + more.len() as u64 >= f.size;
-        at += more.len() as u64;
-        buf.extend_from_slice(&more);
-        drop(more);
-        if skipping {
-            match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    buf.drain(..=i);
-                    base += i as u64 + 1;
-                    skipping = false;
-                }
-                None => {
-                    base += buf.len() as u64;
-                    buf.clear();
-                }
-            }
-            if base >= e {
-                return Ok(()); // the next line starts at or after the end: not ours
-            }
-            if skipping {
-                if at >= e || eof {
-                    return Ok(());
-                }
-                continue;
-            }
+    read_lines(storage, f, s, e, block, |lines, offset| {
+        let before = points.data.len();
+        points.n += parse_text_parallel(lines, skip, dim, &mut points.data)?;
+        if !reserved {
+            reserved = true;
+            let per_byte = (points.data.len() - before) as f64 / lines.len() as f64;
+            let left = e.saturating_sub(offset + lines.len() as u64) as f64;
+            points.data.reserve((left * per_byte * 1.05) as usize + dim);
         }
-        // Complete lines: up to the last newline (everything at the end of the file or once the
-        // last line is finished).
-        let done =
-            eof || (finishing && buf.contains(&b'\n')) || (at >= e && buf.last() == Some(&b'\n'));
-        let cut = if done {
-            if finishing {
-                buf.iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(buf.len(), |i| i + 1)
-            } else {
-                buf.len()
-            }
-        } else {
-            match buf.iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None => 0,
-            }
-        };
-        // While finishing, only the first line (which started before `e`) is ours.
-        let cut = if finishing && !done { 0 } else { cut };
-        if cut > 0 {
-            let before = points.data.len();
-            match parse_text_parallel(&buf[..cut], skip, dim, &mut points.data) {
-                Ok(n) => points.n += n,
-                Err(err) => {
-                    let line = line_number(storage, &f.path, base + err.line_start as u64)?;
-                    return Err(Error::Input {
-                        file: f.path.clone(),
-                        line,
-                        msg: err.msg,
-                    });
-                }
-            }
-            if !reserved {
-                reserved = true;
-                let per_byte = (points.data.len() - before) as f64 / cut as f64;
-                let left = e.saturating_sub(base + cut as u64) as f64;
-                points.data.reserve((left * per_byte * 1.05) as usize + dim);
-            }
-            buf.drain(..cut);
-            base += cut as u64;
-        }
-        if done {
-            return Ok(());
-        }
-        if at >= e {
-            if buf.is_empty() || base >= e {
-                return Ok(());
-            }
-            finishing = true; // the last line started before `e` and runs past it
-        }
-    }
+        Ok(())
+    })
 }
 
 fn check_f32_size(f: &FileInfo, dim: usize) -> Result<()> {
-    let rec = 4 * dim as u64;
-    if f.size / rec * rec != f.size {
-        return Err(Error::Input {
-            file: f.path.clone(),
-            line: f.size / rec + 1,
-            msg: format!(
-                "file size {} is not a multiple of the record size {rec} bytes ({dim} f32 values): \
-                 record {} is incomplete",
-                f.size,
-                f.size / rec + 1
-            ),
-        });
-    }
-    Ok(())
+    check_records(f, 4 * dim as u64, &format!("{dim} f32 values"))
 }
 
 /// Appends records `[s, e)` of `f` to `data`, read [`STREAM_BLOCK`] bytes at a time.
@@ -585,27 +429,13 @@ fn load_f32_records<T: Real>(
     e: u64,
     data: &mut Vec<T>,
 ) -> Result<()> {
-    let rec = 4 * dim as u64;
-    let step = (STREAM_BLOCK / rec).max(1);
-    let mut r = s;
-    while r < e {
-        let upto = (r + step).min(e);
-        let bytes = storage.read_range(&f.path, r * rec, (upto - r) * rec)?;
-        if bytes.len() as u64 != (upto - r) * rec {
-            return Err(Error::Input {
-                file: f.path.clone(),
-                line: r + bytes.len() as u64 / rec + 1,
-                msg: "file is shorter than when it was listed".to_string(),
-            });
-        }
+    read_records(storage, f, 4 * dim as u64, s, e, |bytes| {
         data.extend(
             bytes
                 .chunks_exact(4)
                 .map(|b| T::from_f64(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)),
-        );
-        r = upto;
-    }
-    Ok(())
+        )
+    })
 }
 
 fn load_f32<T: Real>(
@@ -619,18 +449,11 @@ fn load_f32<T: Real>(
     for f in files {
         check_f32_size(f, dim)?;
     }
-    let total: u64 = files.iter().map(|f| f.size / rec).sum();
-    let (gs, ge) = share(total, rank, workers);
-    let mut data = Vec::with_capacity(((ge - gs) as usize).saturating_mul(dim));
-    let mut file_start = 0u64;
-    for f in files {
-        let recs = f.size / rec;
-        let file_end = file_start + recs;
-        let (s, e) = (
-            gs.max(file_start) - file_start,
-            ge.min(file_end).saturating_sub(file_start),
-        );
-        file_start = file_end;
+    let recs: Vec<u64> = files.iter().map(|f| f.size / rec).collect();
+    let ranges = spread(&recs, rank, workers);
+    let mine: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+    let mut data = Vec::with_capacity((mine as usize).saturating_mul(dim));
+    for (f, (s, e)) in files.iter().zip(ranges) {
         load_f32_records(storage, f, dim, s, e, &mut data)?;
     }
     Ok(Matrix {

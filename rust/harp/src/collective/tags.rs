@@ -1,0 +1,95 @@
+//! Named tag ranges. Inside one operation (one sequence number) frames are matched by
+//! (sender, tag); every phase of an algorithm owns its own range of tags, so phases never
+//! take each other's frames whatever the number of workers.
+//!
+//! A tag is `phase << 24 | step`: 256 phases of 2^24 steps each. Step-indexed phases (rings)
+//! use steps `0..p−1`, round-indexed ones (trees, doubling) steps `0..⌈log2 p⌉`, so the ranges
+//! are disjoint for every p up to [`MAX_WORKERS`]; [`check_workers`] rejects larger jobs.
+
+use crate::error::{Error, Result};
+
+/// Steps per phase.
+const STEP_BITS: u32 = 24;
+
+/// The largest number of workers whose ring steps fit in one phase.
+pub const MAX_WORKERS: usize = 1 << STEP_BITS;
+
+/// A range of tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phase(u32);
+
+impl Phase {
+    /// The tag of step `step` of this phase.
+    pub fn at(self, step: usize) -> u32 {
+        debug_assert!(step < MAX_WORKERS, "step {step} outside its tag range");
+        self.0 << STEP_BITS | step as u32
+    }
+    /// The tag of a phase that has a single step.
+    pub fn tag(self) -> u32 {
+        self.at(0)
+    }
+}
+
+/// Single-message operations and the main exchange of the others (broadcast, gather, scatter,
+/// regroup, push, pull requests, rotate, known-total allgather).
+pub const MAIN: Phase = Phase(0);
+/// Rounds of tree and doubling algorithms (barrier, binomial reduce, bidirectional exchange).
+pub const ROUND: Phase = Phase(1);
+/// Steps of the ring reduce-scatter.
+pub const RING_REDUCE: Phase = Phase(2);
+/// Steps of the ring allgathers.
+pub const RING_GATHER: Phase = Phase(3);
+/// Bidirectional exchange, p not a power of two: the extra ranks' tables folded in...
+pub const FOLD_IN: Phase = Phase(4);
+/// ... and the results sent back to them.
+pub const FOLD_OUT: Phase = Phase(5);
+/// Reduced segments sent to the root (scatter-gather reduce).
+pub const TO_ROOT: Phase = Phase(6);
+/// Master-decided regroup: every worker's partition sizes to the master...
+pub const PLAN_STATS: Phase = Phase(7);
+/// ... and the plan back.
+pub const PLAN: Phase = Phase(8);
+/// Pull: the owners' replies.
+pub const PULL_REPLY: Phase = Phase(9);
+
+/// Fails clearly when `p` workers would need more ring steps than a phase holds.
+pub fn check_workers(p: usize) -> Result<()> {
+    if p > MAX_WORKERS {
+        return Err(Error::config(format!(
+            "{p} workers: the collectives support at most {MAX_WORKERS}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_disjoint_for_every_supported_size() {
+        let phases = [
+            MAIN,
+            ROUND,
+            RING_REDUCE,
+            RING_GATHER,
+            FOLD_IN,
+            FOLD_OUT,
+            TO_ROOT,
+            PLAN_STATS,
+            PLAN,
+            PULL_REPLY,
+        ];
+        let p = MAX_WORKERS;
+        let mut spans: Vec<(u32, u32)> = phases.iter().map(|f| (f.at(0), f.at(p - 1))).collect();
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 < w[1].0, "{w:?} overlap");
+        }
+        // The old collision: reduce's tag 1000 was ring step 1000 at p > 1001.
+        assert_ne!(TO_ROOT.tag(), RING_REDUCE.at(1000));
+        assert!(check_workers(MAX_WORKERS).is_ok());
+        let e = check_workers(MAX_WORKERS + 1).unwrap_err().to_string();
+        assert!(e.contains("at most 16777216"), "{e}");
+    }
+}

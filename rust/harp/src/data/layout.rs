@@ -1,0 +1,125 @@
+//! Layouts: how a partition's bytes are arranged. Every piece on the wire carries the layout of
+//! its partition, so a receiver validates each piece and combines it with a partition it holds
+//! without guessing.
+//!
+//! Today there is one layout, [`Layout::Dense`]: a typed array. Key-value tables (i64, i32 or
+//! string keys; numeric, array or byte values) and graph partitions (vertices, edges, messages)
+//! are to be added as new variants, each saying here which byte ranges a piece may cover
+//! ([`Layout::unit`]) and what it is called in errors ([`Layout::describe`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::array::DType;
+use crate::error::{Error, Result};
+
+/// The arrangement of a partition's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Layout {
+    /// A dense array of `dtype` elements, little-endian.
+    Dense { dtype: DType },
+}
+
+impl Layout {
+    pub fn dense(dtype: DType) -> Layout {
+        Layout::Dense { dtype }
+    }
+
+    /// The indivisible run of bytes: a partition's size and every piece's offset and length
+    /// are whole multiples of it.
+    pub fn unit(self) -> u64 {
+        match self {
+            Layout::Dense { dtype } => dtype.size() as u64,
+        }
+    }
+
+    /// A partition of `total` bytes in words, e.g. "10 f64 elements".
+    pub fn describe(self, total: u64) -> String {
+        match self {
+            Layout::Dense { dtype } => {
+                format!("{} {} elements", total / self.unit(), dtype.name())
+            }
+        }
+    }
+
+    /// Checks that bytes `[offset, offset+len)` of partition `pid` of `total` bytes are whole
+    /// units inside the partition (a malformed piece is a protocol error).
+    pub fn check_piece(self, pid: u32, total: u64, offset: u64, len: u64) -> Result<()> {
+        let unit = self.unit();
+        let inside = offset.checked_add(len).is_some_and(|end| end <= total);
+        let whole = [total, offset, len].iter().all(|v| v.is_multiple_of(unit));
+        if !inside || !whole {
+            return Err(Error::Protocol(format!(
+                "piece of partition {pid} has inconsistent bounds: bytes {offset}..+{len} of a \
+                 partition of {total} bytes in {unit}-byte units ({self:?})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that a piece of a partition of `theirs` layout and `their_total` bytes belongs to
+    /// the local partition `pid` of this layout and `total` bytes (same layout, same size).
+    pub fn check_same(self, pid: u32, total: u64, theirs: Layout, their_total: u64) -> Result<()> {
+        if self != theirs || total != their_total {
+            return Err(Error::data(format!(
+                "partition {pid}: this worker holds {}, a peer sent a piece of a partition of {}",
+                self.describe(total),
+                theirs.describe(their_total)
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_whole_units_inside_the_partition() {
+        let f64s = Layout::dense(DType::F64);
+        assert_eq!(f64s.unit(), 8);
+        assert!(f64s.check_piece(1, 80, 0, 80).is_ok());
+        assert!(f64s.check_piece(1, 80, 72, 8).is_ok());
+        assert!(f64s.check_piece(1, 0, 0, 0).is_ok());
+        for (total, off, len) in [
+            (80, 76, 8),
+            (80, 4, 8),
+            (80, 8, 4),
+            (84, 0, 8),
+            (80, u64::MAX, 2),
+        ] {
+            let e = f64s.check_piece(7, total, off, len).unwrap_err();
+            assert_eq!(e.kind(), "protocol");
+            assert!(e.to_string().contains("partition 7"), "{e}");
+        }
+        assert!(Layout::dense(DType::U8).check_piece(1, 3, 1, 1).is_ok());
+    }
+
+    #[test]
+    fn combining_needs_the_same_layout_and_size() {
+        let a = Layout::dense(DType::F64);
+        assert!(a.check_same(2, 80, a, 80).is_ok());
+        let e = a.check_same(2, 80, a, 16).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "partition 2: this worker holds 10 f64 elements, a peer sent a piece of a partition \
+             of 2 f64 elements"
+        );
+        let e = a
+            .check_same(2, 80, Layout::dense(DType::F32), 80)
+            .unwrap_err();
+        assert!(e.to_string().contains("20 f32 elements"), "{e}");
+        assert_eq!(e.kind(), "data");
+    }
+
+    #[test]
+    fn travels_in_bincode() {
+        for d in DType::ALL {
+            let l = Layout::dense(d);
+            assert_eq!(
+                crate::wire::decode::<Layout>(&crate::wire::encode(&l)).unwrap(),
+                l
+            );
+        }
+    }
+}

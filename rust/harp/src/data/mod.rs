@@ -1,0 +1,27 @@
+//! The data model: typed arrays → partitions → tables.
+//!
+//! * [`array`]: an [`Array`] is a typed vector (f64, f32, i64, i32 or u8) held in a pooled,
+//!   64-byte aligned [`Buf`](crate::pool::Buf). Its bytes are little-endian native values, so
+//!   they go on the wire and across JNI without any encoding.
+//! * [`layout`]: how a partition's bytes are arranged ([`Layout`]); every piece on the wire
+//!   carries one, so receivers validate and combine without guessing.
+//! * [`combiner`]: what happens when two partitions with the same id meet.
+//! * [`partitioner`]: which worker owns a partition id.
+//! * [`table`]: a partition is an id (`u32`) plus an array; a [`Table`] maps partition ids to
+//!   arrays and applies its [`Combiner`] whenever a partition arrives with an id it already
+//!   holds.
+//!
+//! Key-value and graph partitions are to be added as new [`Layout`] variants (with their own
+//! encodings and combiners); the collectives move pieces of any layout.
+
+pub mod array;
+pub mod combiner;
+pub mod layout;
+pub mod partitioner;
+pub mod table;
+
+pub use array::{Array, DType, Elem};
+pub use combiner::{Combiner, CustomCombiner};
+pub use layout::Layout;
+pub use partitioner::Partitioner;
+pub use table::{aggregate, Partition, Table};

@@ -1,0 +1,166 @@
+//! Tables of different sizes on different workers (the normal case for tables of partitions).
+//! Automatic algorithm choices must be the same on every worker; partitions whose layouts
+//! differ between workers are clear data errors. Workers run in this process, one thread each,
+//! over loopback TCP; results are compared with a sequential computation and must be
+//! bit-identical on every worker.
+
+use std::collections::BTreeMap;
+
+use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::{Array, Combiner, Config, DType, Listener, Pool, Table, Topology, Worker};
+
+/// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
+/// order.
+fn on_workers<T: Send>(p: usize, f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
+    let rt = harp::worker::runtime(2).unwrap();
+    let cfg = Config::default();
+    let bind = || Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+    let listeners: Vec<Listener> = (0..p).map(|_| bind()).collect();
+    let topo = Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
+    std::thread::scope(|s| {
+        let running: Vec<_> = (0..p)
+            .zip(listeners)
+            .map(|(rank, l)| {
+                let (f, topo, cfg, rt) = (&f, &topo, &cfg, &rt);
+                s.spawn(move || {
+                    let h = rt.handle().clone();
+                    let w = Worker::start(h, cfg.clone(), topo.clone(), rank, "uneven", b"k", l);
+                    let w = w.unwrap();
+                    let out = f(&w);
+                    w.close();
+                    out
+                })
+            })
+            .collect();
+        running.into_iter().map(|t| t.join().unwrap()).collect()
+    })
+}
+
+const BIG: usize = 100_000;
+const SMALL: usize = 10;
+
+/// Rank `r`'s input in a case where the ranks in `heavy` hold `BIG` doubles: a shared
+/// partition 0 of `SMALL` values on every rank and a partition 100 + r of its own. Values are
+/// small integers, so sums are exact in any order.
+fn input(pool: &Pool, r: usize, heavy: &[usize]) -> Table {
+    let mut t = Table::new(Combiner::Sum);
+    let shared: Vec<f64> = (0..SMALL).map(|i| (r * 7 + i) as f64).collect();
+    t.add(0, Array::from_slice(pool, &shared)).unwrap();
+    let n = if heavy.contains(&r) { BIG } else { SMALL };
+    let own: Vec<f64> = (0..n).map(|i| ((i + r) % 1000) as f64).collect();
+    t.add(100 + r as u32, Array::from_slice(pool, &own))
+        .unwrap();
+    t
+}
+
+fn contents(t: &Table) -> BTreeMap<u32, Vec<u64>> {
+    t.iter()
+        .map(|(id, a)| {
+            let v = a.as_slice::<f64>().unwrap().iter().map(|x| x.to_bits());
+            (id, v.collect())
+        })
+        .collect()
+}
+
+/// The sequential allreduce of every rank's input.
+fn combined(pool: &Pool, p: usize, heavy: &[usize]) -> BTreeMap<u32, Vec<u64>> {
+    let mut all = Table::new(Combiner::Sum);
+    for r in 0..p {
+        all.merge(input(pool, r, heavy)).unwrap();
+    }
+    contents(&all)
+}
+
+/// Which ranks hold a large table, for p workers: none, the first, the last (the folded
+/// extra rank when p is not a power of two), all but one, all.
+fn cases(p: usize) -> Vec<Vec<usize>> {
+    vec![
+        vec![],
+        vec![0],
+        vec![p - 1],
+        (1..p).collect(),
+        (0..p).collect(),
+    ]
+}
+
+#[test]
+fn auto_allreduce_agrees_with_uneven_tables() {
+    for p in 1..=8 {
+        let got = on_workers(p, |w| {
+            let pool = w.pool();
+            let mut out = Vec::new();
+            for heavy in cases(p) {
+                let mut t = input(pool, w.rank(), &heavy);
+                w.allreduce("uneven", &mut t, AllreduceAlgorithm::Auto)
+                    .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?}: {e}"));
+                assert_eq!(
+                    contents(&t),
+                    combined(pool, p, &heavy),
+                    "p={p} heavy={heavy:?} rank {}",
+                    w.rank()
+                );
+                out.push(contents(&t));
+            }
+            out
+        });
+        assert!(got.iter().all(|g| *g == got[0]), "p={p}: results differ");
+    }
+}
+
+#[test]
+fn auto_broadcast_agrees_with_uneven_tables() {
+    for p in 1..=8 {
+        on_workers(p, |w| {
+            let pool = w.pool();
+            for heavy in cases(p) {
+                for root in [0, p - 1] {
+                    let mut t = input(pool, w.rank(), &heavy);
+                    w.broadcast("uneven", &mut t, root, BroadcastAlgorithm::Auto)
+                        .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?} root={root}: {e}"));
+                    assert_eq!(
+                        contents(&t),
+                        contents(&input(pool, root, &heavy)),
+                        "p={p} heavy={heavy:?} root={root} rank {}",
+                        w.rank()
+                    );
+                }
+            }
+        });
+    }
+}
+
+/// Partition 1 has another size or element type on rank 1: whichever worker meets the other's
+/// piece reports a data error naming the partition and both shapes; the other fails too.
+#[test]
+fn partitions_shaped_differently_are_data_errors() {
+    let theirs = [
+        (DType::F64, 50_000usize, "50000 f64 elements"),
+        (DType::F32, 200_000, "200000 f32 elements"),
+    ];
+    for (dtype, n, want) in theirs {
+        for algo in [
+            AllreduceAlgorithm::RegroupAllgather,
+            AllreduceAlgorithm::Auto,
+        ] {
+            let errors = on_workers(2, |w| {
+                let mut t = Table::new(Combiner::Sum);
+                let a = match w.rank() {
+                    0 => Array::zeros(w.pool(), DType::F64, 100_000),
+                    _ => Array::zeros(w.pool(), dtype, n),
+                };
+                t.add(1, a).unwrap();
+                w.allreduce("shapes", &mut t, algo).unwrap_err()
+            });
+            let data: Vec<String> = errors
+                .iter()
+                .filter(|e| e.kind() == "data")
+                .map(|e| e.to_string())
+                .collect();
+            assert!(!data.is_empty(), "{algo:?}: {errors:?}");
+            for e in &data {
+                assert!(e.contains("partition 1: this worker holds "), "{e}");
+                assert!(e.contains(want) && e.contains("100000 f64 elements"), "{e}");
+            }
+        }
+    }
+}
