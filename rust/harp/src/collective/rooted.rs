@@ -83,32 +83,49 @@ pub async fn reduce(
         }
         return Ok(());
     }
+    let ReduceSteps { children, parent } = reduce_tree(r, p, root);
+    for (round, child) in children {
+        let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, tags::ROUND.at(round)).await?;
+        absorb(table, cx.pool, pieces)?;
+    }
+    if let Some((round, parent)) = parent {
+        let tag = tags::ROUND.at(round);
+        send_batch(&cx.ep, parent, tag, 0, &table_pieces(table)).await?;
+        table.clear();
+    }
+    Ok(())
+}
+
+/// One worker's part of the binomial reduce tree, as (round, rank) pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReduceSteps {
+    /// The children it receives from, in order.
+    pub children: Vec<(usize, usize)>,
+    /// The parent it then sends to (none for the root).
+    pub parent: Option<(usize, usize)>,
+}
+
+/// The binomial reduce tree from `r`'s point of view. Relative to the root, v receives from
+/// v + 2^k while 2^k is below v's lowest set bit, and sends to v − lowbit(v).
+pub fn reduce_tree(r: usize, p: usize, root: usize) -> ReduceSteps {
     let v = (r + p - root) % p;
-    let mut mask = 1usize;
-    let mut round = 0usize;
+    let mut children = Vec::new();
+    let (mut mask, mut round) = (1usize, 0usize);
     while mask < p {
         if v & mask != 0 {
-            let parent = (v - mask + root) % p;
-            send_batch(
-                &cx.ep,
-                parent,
-                tags::ROUND.at(round),
-                0,
-                &table_pieces(table),
-            )
-            .await?;
-            table.clear();
-            return Ok(());
+            let parent = Some((round, (v - mask + root) % p));
+            return ReduceSteps { children, parent };
         }
         if v + mask < p {
-            let child = (v + mask + root) % p;
-            let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, tags::ROUND.at(round)).await?;
-            absorb(table, cx.pool, pieces)?;
+            children.push((round, (v + mask + root) % p));
         }
         mask <<= 1;
         round += 1;
     }
-    Ok(())
+    ReduceSteps {
+        children,
+        parent: None,
+    }
 }
 
 /// Gather to `root`: the root's table becomes the union of all tables (equal ids combined);
@@ -159,4 +176,40 @@ pub async fn scatter(
     }
     table.retain(|id| owners[&id] == root);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rank's table reaches the root exactly once, a child sends in the round its parent
+    /// receives, and a worker sends only after all its children have sent.
+    #[test]
+    fn reduce_tree_reaches_the_root_once_from_every_rank() {
+        for p in 1..=40 {
+            for root in 0..p {
+                let t: Vec<_> = (0..p).map(|r| reduce_tree(r, p, root)).collect();
+                assert!(t[root].parent.is_none());
+                for (r, ReduceSteps { children, parent }) in t.iter().enumerate() {
+                    for &(round, c) in children {
+                        assert_eq!(t[c].parent, Some((round, r)), "p={p} root={root}");
+                    }
+                    if let Some((round, _)) = parent {
+                        assert!(children.iter().all(|&(k, _)| k < *round));
+                    }
+                }
+                for r in 0..p {
+                    let (mut at, mut hops) = (r, 0);
+                    while let Some((_, up)) = t[at].parent {
+                        at = up;
+                        hops += 1;
+                        assert!(hops < p, "p={p} root={root}: a cycle");
+                    }
+                    assert_eq!(at, root);
+                }
+                let depth = (p as f64).log2().ceil() as usize;
+                assert_eq!(t[root].children.len(), depth, "p={p}: the root's rounds");
+            }
+        }
+    }
 }
