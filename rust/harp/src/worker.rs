@@ -86,6 +86,7 @@ impl Worker {
             return Err(Error::config("the job secret must not be empty"));
         }
         let addrs = topo.addrs()?;
+        crate::collective::tags::check_workers(addrs.len())?;
         let pool = Pool::new(cfg.pool);
         let t0 = Instant::now();
         let transport = rt.block_on(Transport::connect(
@@ -128,6 +129,7 @@ impl Worker {
         if n == 0 {
             return Err(Error::config("an in-process job needs at least one worker"));
         }
+        crate::collective::tags::check_workers(n)?;
         let rt = Arc::new(runtime(2)?);
         let job = transport::job_id("in-process");
         let pools: Vec<Pool> = (0..n).map(|_| Pool::new(cfg.pool)).collect();
