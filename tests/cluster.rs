@@ -194,7 +194,7 @@ fn hosts_file_mode_runs_a_benchmark_and_prints_json() {
                     "--timeout",
                     "30",
                 ])
-                .env("HARP_SECRET", "s3cret")
+                .env("HARP_SECRET", "s3cret-s3cret-s3cret")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -249,9 +249,11 @@ fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
             .spawn()
             .unwrap()
     };
-    let master = job(0, "right");
+    let master = job(0, "right-secret-0123456789");
     // An impostor claiming rank 1 with the wrong secret: it must be refused, and must fail.
-    let impostor = job(1, "wrong").wait_with_output().unwrap();
+    let impostor = job(1, "wrong-secret-0123456789")
+        .wait_with_output()
+        .unwrap();
     assert!(!impostor.status.success());
     assert!(
         text(&impostor).1.contains("failed to prove the job secret"),
@@ -263,7 +265,9 @@ fn a_peer_without_the_secret_is_dropped_and_the_job_still_runs() {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
         let _ = s.write_all(&[7u8; 64]);
     }
-    let real = job(1, "right").wait_with_output().unwrap();
+    let real = job(1, "right-secret-0123456789")
+        .wait_with_output()
+        .unwrap();
     let m = master.wait_with_output().unwrap();
     assert!(real.status.success(), "{:?}", text(&real));
     assert!(m.status.success(), "{:?}", text(&m));
@@ -301,7 +305,7 @@ fn a_worker_killed_during_a_large_broadcast_fails_the_others() {
                     "--timeout",
                     "20",
                 ])
-                .env("HARP_SECRET", "k")
+                .env("HARP_SECRET", "k-0123456789abcdef")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -340,7 +344,7 @@ fn bad_hosts_files_and_arguments_are_clear_errors() {
             "0",
             "check",
         ])
-        .env("HARP_SECRET", "x")
+        .env("HARP_SECRET", "x-0123456789abcdef")
         .output()
         .unwrap();
     assert!(!o.status.success());

@@ -316,7 +316,9 @@ fn in_process<T: Send + 'static>(
         .map(|(rank, l)| {
             let (h, cfg, topo, f) = (rt.handle().clone(), cfg.clone(), topo.clone(), f.clone());
             std::thread::spawn(move || {
-                let w = harp::Worker::start(h, cfg, topo, rank, "km-test", b"secret", l).unwrap();
+                let w =
+                    harp::Worker::start(h, cfg, topo, rank, "km-test", b"km-test-secret-0123", l)
+                        .unwrap();
                 let r = f(&w);
                 w.close();
                 r

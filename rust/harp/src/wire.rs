@@ -34,6 +34,13 @@ pub const HEADER_LEN: usize = 48;
 pub const INLINE_MAX: u64 = 64 * 1024;
 /// In larger batches, pieces up to this size still travel inline.
 pub const INLINE_PIECE_MAX: u64 = 4 * 1024;
+/// Default largest frame payload a worker accepts (4 GiB): one piece (a partition, a segment or
+/// a chunk) travels in one frame, so this is also the largest piece a worker sends. A frame
+/// announcing more is a protocol error that ends the connection (never an allocation).
+pub const MAX_FRAME: u64 = 1 << 32;
+/// Largest partition a piece may claim to belong to (1 TiB). Receivers allocate partitions as
+/// their bytes arrive, so this bound only rejects absurd metadata early.
+pub const MAX_PARTITION: u64 = 1 << 40;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -235,6 +242,69 @@ pub struct BatchMeta {
     pub pieces: Vec<PieceMeta>,
 }
 
+/// A decoded `Batch` payload: the pieces, and where their inline bytes start in the payload.
+/// Every piece has been checked: whole units inside its partition, a partition of at most
+/// [`MAX_PARTITION`] bytes, a separate piece of at most `max_frame` bytes, and inline pieces that
+/// add up exactly to the bytes that follow the metadata (no arithmetic can wrap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchLayout {
+    pub pieces: Vec<PieceMeta>,
+    pub inline_at: usize,
+}
+
+/// Decodes and validates a `Batch` payload `[u32 meta_len][bincode BatchMeta][inline bytes]`.
+/// Any inconsistency is a protocol error; nothing is allocated beyond the metadata itself.
+pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
+    let Some(mlen) = body.get(..4) else {
+        return Err(Error::Protocol(format!(
+            "batch of {} bytes is shorter than its 4-byte metadata length",
+            body.len()
+        )));
+    };
+    let mlen = u32::from_le_bytes(mlen.try_into().expect("4 bytes")) as usize;
+    let inline_at = 4usize
+        .checked_add(mlen)
+        .filter(|&end| end <= body.len())
+        .ok_or_else(|| {
+            Error::Protocol(format!(
+                "truncated batch: {mlen} metadata bytes announced, {} present",
+                body.len() - 4
+            ))
+        })?;
+    let meta: BatchMeta = decode(&body[4..inline_at])?;
+    let mut inline: u64 = 0;
+    for p in &meta.pieces {
+        if p.total > MAX_PARTITION {
+            return Err(Error::Protocol(format!(
+                "piece of partition {} claims a partition of {} bytes (at most {MAX_PARTITION})",
+                p.pid, p.total
+            )));
+        }
+        p.layout.check_piece(p.pid, p.total, p.offset, p.len)?;
+        if p.inline {
+            inline = inline.checked_add(p.len).ok_or_else(|| {
+                Error::Protocol("batch: inline piece lengths overflow".to_string())
+            })?;
+        } else if p.len > max_frame {
+            return Err(Error::Protocol(format!(
+                "piece of partition {} announces a frame of {} bytes (at most {max_frame})",
+                p.pid, p.len
+            )));
+        }
+    }
+    let rest = (body.len() - inline_at) as u64;
+    if inline != rest {
+        return Err(Error::Protocol(format!(
+            "batch has a wrong length: its inline pieces add up to {inline} bytes, {rest} follow \
+             the metadata"
+        )));
+    }
+    Ok(BatchLayout {
+        pieces: meta.pieces,
+        inline_at,
+    })
+}
+
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()
         .with_little_endian()
@@ -245,9 +315,31 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(v, config()).expect("encoding an in-memory value cannot fail")
 }
 
+/// Decodes with a bound `L` on the bytes bincode may claim (allocate) while decoding.
+fn decode_limited<T: DeserializeOwned, const L: usize>(bytes: &[u8]) -> Result<(T, usize)> {
+    let cfg = bincode::config::standard()
+        .with_little_endian()
+        .with_limit::<L>();
+    bincode::serde::decode_from_slice(bytes, cfg)
+        .map_err(|e| Error::Protocol(format!("malformed message: {e}")))
+}
+
+/// How many bytes of memory a decoded value may claim per byte of its encoding: a varint of
+/// one byte becomes an 8-byte integer, a small struct a few times its encoding.
+const CLAIM_PER_BYTE: usize = 64;
+
+/// Decodes a message of exactly `bytes`. A length prefix can claim at most
+/// [`CLAIM_PER_BYTE`] times the message's size (rounded up to a power of 16, at least 64 KiB),
+/// so a hostile prefix cannot make the decoder allocate more than the input justifies.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    let (v, used) = bincode::serde::decode_from_slice(bytes, config())
-        .map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
+    let need = bytes.len().saturating_mul(CLAIM_PER_BYTE);
+    let (v, used) = match need {
+        n if n <= 1 << 16 => decode_limited::<T, { 1 << 16 }>(bytes),
+        n if n <= 1 << 20 => decode_limited::<T, { 1 << 20 }>(bytes),
+        n if n <= 1 << 24 => decode_limited::<T, { 1 << 24 }>(bytes),
+        n if n <= 1 << 28 => decode_limited::<T, { 1 << 28 }>(bytes),
+        _ => decode_limited::<T, { 1 << 32 }>(bytes),
+    }?;
     if used != bytes.len() {
         return Err(Error::Protocol(format!(
             "{} trailing bytes after message",

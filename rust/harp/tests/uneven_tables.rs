@@ -24,7 +24,15 @@ fn on_workers<T: Send>(p: usize, f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
                 let (f, topo, cfg, rt) = (&f, &topo, &cfg, &rt);
                 s.spawn(move || {
                     let h = rt.handle().clone();
-                    let w = Worker::start(h, cfg.clone(), topo.clone(), rank, "uneven", b"k", l);
+                    let w = Worker::start(
+                        h,
+                        cfg.clone(),
+                        topo.clone(),
+                        rank,
+                        "uneven",
+                        b"uneven-test-secret",
+                        l,
+                    );
                     let w = w.unwrap();
                     let out = f(&w);
                     w.close();

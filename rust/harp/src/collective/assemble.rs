@@ -1,6 +1,8 @@
 //! Assembling received pieces into tables: whole pieces become partitions without a copy,
 //! partial pieces are written into their partition's byte range.
 
+use std::collections::BTreeMap;
+
 use super::framing::In;
 use crate::data::{Array, Layout, Table};
 use crate::error::{Error, Result};
@@ -18,37 +20,108 @@ pub fn absorb(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
 
 /// Collects partial pieces into whole partitions; whole pieces go straight into the table
 /// (the received buffer becomes the partition: no copy).
+///
+/// A partition is allocated only once at least half of its bytes have arrived (earlier pieces
+/// are held as received), so a peer announcing a huge partition and sending a few bytes of it
+/// costs this worker no more than twice what it actually sent. Pieces of one partition must
+/// agree on its layout and size and must not overlap.
 #[derive(Default)]
 pub struct Assembler {
-    partial: std::collections::HashMap<u32, (Array, u64)>,
+    partial: std::collections::HashMap<u32, Partial>,
+}
+
+struct Partial {
+    layout: Layout,
+    total: u64,
+    /// Bytes received so far (the pieces never overlap, so this is the covered size).
+    got: u64,
+    /// offset → len of every piece received (to refuse overlaps).
+    ranges: BTreeMap<u64, u64>,
+    /// Pieces received before the partition was allocated.
+    held: Vec<In>,
+    arr: Option<Array>,
+}
+
+impl Partial {
+    fn overlaps(&self, o: u64, l: u64) -> bool {
+        let before = self.ranges.range(..=o).next_back();
+        let after = self.ranges.range(o..).next();
+        before.is_some_and(|(&bo, &bl)| bo + bl > o) || after.is_some_and(|(&ao, _)| ao < o + l)
+    }
 }
 
 impl Assembler {
     pub fn add(&mut self, table: &mut Table, pool: &Pool, p: In) -> Result<()> {
-        if p.meta.whole() {
-            return table.add(p.meta.pid, Array::from_layout(p.meta.layout, p.buf)?);
-        }
-        let (arr, got) = self
-            .partial
-            .entry(p.meta.pid)
-            .or_insert_with(|| (Array::uninit_layout(pool, p.meta.layout, p.meta.total), 0));
-        if arr.layout() != p.meta.layout || arr.bytes().len() as u64 != p.meta.total {
+        let m = p.meta;
+        m.layout.check_piece(m.pid, m.total, m.offset, m.len)?;
+        if p.buf.len() as u64 != m.len {
             return Err(Error::Protocol(format!(
-                "pieces of partition {} disagree on its size",
-                p.meta.pid
+                "piece of partition {} announces {} bytes and carries {}",
+                m.pid,
+                m.len,
+                p.buf.len()
             )));
         }
-        let (o, l) = (p.meta.offset as usize, p.meta.len as usize);
-        arr.bytes_mut()[o..o + l].copy_from_slice(&p.buf);
-        *got += p.meta.len;
-        if *got == p.meta.total {
-            let (arr, _) = self.partial.remove(&p.meta.pid).expect("present");
-            table.add(p.meta.pid, arr)?;
+        if m.whole() {
+            return table.add(m.pid, Array::from_layout(m.layout, p.buf)?);
+        }
+        let part = self.partial.entry(m.pid).or_insert_with(|| Partial {
+            layout: m.layout,
+            total: m.total,
+            got: 0,
+            ranges: BTreeMap::new(),
+            held: Vec::new(),
+            arr: None,
+        });
+        if part.layout != m.layout || part.total != m.total {
+            return Err(Error::Protocol(format!(
+                "pieces of partition {} disagree on its size",
+                m.pid
+            )));
+        }
+        if m.len == 0 {
+            return Ok(());
+        }
+        if part.overlaps(m.offset, m.len) {
+            return Err(Error::Protocol(format!(
+                "piece {}..+{} of partition {} overlaps a piece received before",
+                m.offset, m.len, m.pid
+            )));
+        }
+        part.ranges.insert(m.offset, m.len);
+        // Cannot exceed `total`: the pieces lie inside the partition and do not overlap.
+        part.got += m.len;
+        if part.arr.is_none() && part.got.saturating_mul(2) >= part.total {
+            let mut arr = Array::uninit_layout(pool, part.layout, part.total);
+            for h in part.held.drain(..) {
+                let o = h.meta.offset as usize;
+                arr.bytes_mut()[o..o + h.buf.len()].copy_from_slice(&h.buf);
+            }
+            part.arr = Some(arr);
+        }
+        match part.arr.as_mut() {
+            Some(arr) => {
+                let o = m.offset as usize;
+                arr.bytes_mut()[o..o + p.buf.len()].copy_from_slice(&p.buf);
+            }
+            None => part.held.push(p),
+        }
+        if part.got == part.total {
+            let part = self.partial.remove(&m.pid).expect("present");
+            table.add(m.pid, part.arr.expect("allocated at half"))?;
         }
         Ok(())
     }
+    /// Bytes held in pieces of partitions not yet allocated (for tests and diagnostics).
+    pub fn held_bytes(&self) -> u64 {
+        self.partial
+            .values()
+            .flat_map(|p| &p.held)
+            .map(|h| h.buf.len() as u64)
+            .sum()
+    }
     pub fn finish(self, _table: &mut Table) -> Result<()> {
-        match self.partial.keys().next() {
+        match self.partial.keys().min() {
             None => Ok(()),
             Some(pid) => Err(Error::Protocol(format!(
                 "partition {pid} arrived incomplete"
@@ -66,16 +139,50 @@ pub fn check_shape(pid: u32, layout: Layout, total: u64, piece: &In) -> Result<(
 /// Copies a piece into its partition's byte range, creating the partition if absent.
 pub fn write_piece(table: &mut Table, pool: &Pool, piece: In) -> Result<()> {
     let m = piece.meta;
+    m.layout.check_piece(m.pid, m.total, m.offset, m.len)?;
+    if piece.buf.len() as u64 != m.len {
+        return Err(Error::Protocol(format!(
+            "piece of partition {} announces {} bytes and carries {}",
+            m.pid,
+            m.len,
+            piece.buf.len()
+        )));
+    }
     if m.whole() {
         table.put(m.pid, Array::from_layout(m.layout, piece.buf)?);
         return Ok(());
     }
     if !table.contains(m.pid) {
+        check_creation(&m)?;
         table.put(m.pid, Array::uninit_layout(pool, m.layout, m.total));
     }
     let a = table.get_mut(m.pid).expect("present");
     check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
     a.bytes_mut()[m.offset as usize..(m.offset + m.len) as usize].copy_from_slice(&piece.buf);
+    Ok(())
+}
+
+/// Largest partition a piece may create without carrying a sizeable part of it.
+const CREATE_FLOOR: u64 = 1 << 20;
+/// A piece creating a larger partition must carry more than 1/CREATE_RATIO of it: a segment of
+/// a partition cut among p ≤ CREATE_RATIO workers always does.
+const CREATE_RATIO: u64 = 4096;
+
+/// Refuses a piece that would make this worker allocate a partition out of proportion to the
+/// bytes it carries: a partition of at most [`CREATE_FLOOR`] bytes, or one of which the piece
+/// holds more than 1/[`CREATE_RATIO`] (segments of a partition among up to 4096 workers), and
+/// never more than [`crate::wire::MAX_PARTITION`].
+fn check_creation(m: &crate::wire::PieceMeta) -> Result<()> {
+    let unit = m.layout.unit();
+    let ratio_ok = m.total / CREATE_RATIO < m.len.saturating_add(unit);
+    if m.total > crate::wire::MAX_PARTITION || (m.total > CREATE_FLOOR && !ratio_ok) {
+        return Err(Error::Protocol(format!(
+            "a piece of {} bytes would create partition {} of {} bytes (a piece creating a \
+             partition larger than {CREATE_FLOOR} bytes must carry more than 1/{CREATE_RATIO} \
+             of it)",
+            m.len, m.pid, m.total
+        )));
+    }
     Ok(())
 }
 

@@ -8,7 +8,9 @@ use crate::data::{Array, Table};
 use crate::error::{Error, Result};
 use crate::pool::{Buf, Pool};
 use crate::transport::{Endpoint, Frame};
-use crate::wire::{self, BatchMeta, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX};
+use crate::wire::{
+    self, BatchLayout, BatchMeta, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX, MAX_FRAME,
+};
 
 /// A piece to send, borrowing its bytes.
 #[derive(Clone, Copy)]
@@ -84,6 +86,31 @@ fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
     head
 }
 
+/// Fails (before anything is sent) when a frame of this batch would be larger than a receiver
+/// accepts ([`MAX_FRAME`]): the batch frame itself, or a piece that travels in its own frame.
+fn check_frames(head: &[u8], metas: &[PieceMeta]) -> Result<()> {
+    let mut batch = head.len() as u64;
+    for m in metas {
+        if m.inline {
+            batch = batch.saturating_add(m.len);
+        } else if m.len > MAX_FRAME {
+            return Err(Error::data(format!(
+                "partition {}: a piece of {} bytes is larger than the largest frame ({MAX_FRAME} \
+                 bytes); split the partition",
+                m.pid, m.len
+            )));
+        }
+    }
+    if batch > MAX_FRAME {
+        return Err(Error::data(format!(
+            "a batch of {} pieces needs a frame of {batch} bytes, more than the largest frame \
+             ({MAX_FRAME} bytes)",
+            metas.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Sends a batch of pieces: one `Batch` frame (with the small pieces inline), then one `Data`
 /// frame per remaining piece, written from the callers' buffers.
 pub async fn send_batch(
@@ -121,6 +148,7 @@ pub async fn send_batch_inline(
 ) -> Result<()> {
     let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
     let head = batch_head(&mut metas, inline_max);
+    check_frames(&head, &metas)?;
     let mut parts: Vec<&[u8]> = vec![&head];
     parts.extend(
         pieces
@@ -162,33 +190,23 @@ pub async fn recv_head(ep: &Endpoint<'_>, src: usize, tag: u32) -> Result<BatchH
     parse_head(ep, f)
 }
 
-/// Decodes a received `Batch` frame's head.
+/// Decodes a received `Batch` frame's head (see [`wire::decode_batch`]: every announced size is
+/// checked before anything is allocated or sliced).
 pub fn parse_head(ep: &Endpoint<'_>, f: Frame) -> Result<BatchHead> {
     let src = f.hdr.src;
-    if f.hdr.kind != Kind::Batch || f.body.len() < 4 {
+    if f.hdr.kind != Kind::Batch {
         return Err(Error::Protocol(format!(
             "{}: expected a batch from rank {src}, got {:?}",
             ep.ctx, f.hdr.kind
         )));
     }
-    let mlen = u32::from_le_bytes(f.body[..4].try_into().expect("4 bytes")) as usize;
-    let meta: BatchMeta = wire::decode(
-        f.body
-            .get(4..4 + mlen)
-            .ok_or_else(|| Error::Protocol("truncated batch".into()))?,
-    )?;
-    let inline: u64 = meta.pieces.iter().filter(|p| p.inline).map(|p| p.len).sum();
-    if 4 + mlen as u64 + inline != f.body.len() as u64 {
-        return Err(Error::Protocol(format!(
-            "{}: batch from rank {src} has a wrong length",
-            ep.ctx
-        )));
-    }
+    let BatchLayout { pieces, inline_at } = wire::decode_batch(&f.body, MAX_FRAME)
+        .map_err(|e| Error::Protocol(format!("{}: batch from rank {src}: {e}", ep.ctx)))?;
     Ok(BatchHead {
         hdr: f.hdr,
-        pieces: meta.pieces,
+        pieces,
         frame: f.body,
-        inline_at: 4 + mlen,
+        inline_at,
     })
 }
 
@@ -216,16 +234,7 @@ where
     let mut at = inline_at;
     for (i, m) in pieces.iter().enumerate() {
         let buf = if m.inline {
-            let range = at..at + m.len as usize;
-            at += m.len as usize;
-            if Some(i) == last_inline {
-                let mut b = std::mem::replace(&mut frame, Buf::empty());
-                b.copy_within(range, 0);
-                b.truncate(m.len as usize);
-                b
-            } else {
-                pool.copy_of(&frame[range])
-            }
+            inline_bytes(pool, &mut frame, &mut at, m.len, Some(i) == last_inline)?
         } else {
             let f = ep.recv_frame(src, hdr.tag).await?;
             if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
@@ -244,6 +253,47 @@ where
         each(In { meta: *m, buf }).await?;
     }
     Ok(())
+}
+
+/// The bytes of the inline piece of `len` bytes at `*at` in `frame` (advancing `*at`); the last
+/// one takes over the frame's buffer. The range was validated by [`wire::decode_batch`]; it is
+/// checked again so that no input can make a slice panic.
+fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bool) -> Result<Buf> {
+    let range = usize::try_from(len)
+        .ok()
+        .and_then(|l| Some(*at..at.checked_add(l)?))
+        .filter(|r| r.end <= frame.len())
+        .ok_or_else(|| Error::Protocol("inline piece outside its batch frame".into()))?;
+    *at = range.end;
+    if last {
+        let mut b = std::mem::replace(frame, Buf::empty());
+        b.copy_within(range.clone(), 0);
+        b.truncate(range.len());
+        Ok(b)
+    } else {
+        Ok(pool.copy_of(&frame[range]))
+    }
+}
+
+/// The pieces of a batch payload whose pieces all travel inline, decoded and checked exactly
+/// as [`parse_head`] and [`recv_pieces`] do (no endpoint needed: tests and fuzzing use it).
+pub fn decode_inline_batch(pool: &Pool, mut frame: Buf) -> Result<Vec<In>> {
+    let BatchLayout { pieces, inline_at } = wire::decode_batch(&frame, MAX_FRAME)?;
+    if let Some(m) = pieces.iter().find(|m| !m.inline) {
+        return Err(Error::Protocol(format!(
+            "piece of partition {} does not travel inline",
+            m.pid
+        )));
+    }
+    let mut at = inline_at;
+    let n = pieces.len();
+    let mut out = Vec::with_capacity(n);
+    for (i, m) in pieces.into_iter().enumerate() {
+        let buf = inline_bytes(pool, &mut frame, &mut at, m.len, i + 1 == n)?;
+        check_piece(&m)?;
+        out.push(In { meta: m, buf });
+    }
+    Ok(out)
 }
 
 fn check_piece(m: &PieceMeta) -> Result<()> {

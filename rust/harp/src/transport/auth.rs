@@ -56,6 +56,21 @@ impl Pair<'_> {
     }
 }
 
+/// Shortest job secret accepted (bytes). The launchers generate 32 random bytes as hex (64).
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// Refuses a job secret too short to resist guessing (checked before any connection is made).
+pub fn check_secret(secret: &[u8]) -> Result<()> {
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(Error::config(format!(
+            "the job secret is {} bytes long; at least {MIN_SECRET_LEN} are required (use 32 \
+             random bytes, e.g. `head -c 32 /dev/urandom | xxd -p -c 64`)",
+            secret.len()
+        )));
+    }
+    Ok(())
+}
+
 fn nonce() -> [u8; 16] {
     let mut n = [0u8; 16];
     getrandom::getrandom(&mut n).expect("the OS random source works");
@@ -189,6 +204,21 @@ pub(super) async fn dial_auth(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_secrets_are_refused() {
+        for s in [&b""[..], b"s3cret", b"fifteen-bytes!!"] {
+            let e = check_secret(s).unwrap_err();
+            assert_eq!(e.kind(), "config");
+            assert!(
+                e.to_string()
+                    .contains(&format!("is {} bytes long; at least 16", s.len())),
+                "{e}"
+            );
+        }
+        assert!(check_secret(b"sixteen-bytes!!!").is_ok());
+        assert!(check_secret(&[0u8; 64]).is_ok());
+    }
 
     #[test]
     fn a_proof_binds_the_secret_the_role_the_job_and_both_ranks() {

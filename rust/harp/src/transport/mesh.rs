@@ -2,6 +2,7 @@
 //! dials every rank below it and accepts every rank above it), a read loop per connection and
 //! timed, locked writers.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,10 +12,10 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::auth::{accept_auth, dial_auth};
+use super::auth::{self, accept_auth, dial_auth};
 use super::mailbox::Mailbox;
 use super::reader::{heartbeats, read_loop};
-use super::socket::dial;
+use super::socket::{dial, Limits, Warn};
 use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -94,47 +95,118 @@ impl Drop for TcpMesh {
     }
 }
 
-/// Accepts and authenticates the `expected` ranks above `rank` (a connection that fails to
-/// authenticate is logged and dropped; the real peer can still connect).
-async fn accept_all(
+/// What the accept loop did, for the caller's log and the tests.
+#[derive(Debug, Default)]
+pub(super) struct Accepted {
+    /// The authenticated higher ranks and their connections.
+    pub peers: Vec<(usize, TcpStream)>,
+    /// Connections dropped without being authenticated (failed, timed out, or pushed out as
+    /// the oldest beyond `Limits::max_pending`).
+    pub dropped: u64,
+    /// Errors of `accept` itself (e.g. EMFILE), each followed by a back-off.
+    pub accept_errors: u64,
+    /// Warning lines written.
+    pub warnings: u64,
+}
+
+/// Whether an accept error means this process is out of descriptors (or kernel memory):
+/// dropping a pending connection frees one.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// Accepts and authenticates the `size − rank − 1` ranks above `rank`. A connection that fails
+/// to authenticate within `limits.auth_timeout` is dropped; the real peer can still connect.
+/// At most `limits.max_pending` connections authenticate at once (the oldest is dropped for a
+/// new one), accept errors back off (doubling, and dropping the oldest pending connection when
+/// out of descriptors), and warnings are rate-limited, so idle strangers can neither keep the
+/// real peers out nor make the worker spin or flood its log.
+pub(super) async fn accept_all(
     listener: TcpListener,
     rank: usize,
     size: usize,
     job: u64,
     secret: Vec<u8>,
-) -> Vec<(usize, TcpStream)> {
+    limits: Limits,
+) -> Accepted {
     let expected = size - rank - 1;
-    let mut got: Vec<(usize, TcpStream)> = Vec::new();
+    let mut out = Accepted::default();
+    let mut warn = Warn::new(limits.warn_every);
     let mut pending = tokio::task::JoinSet::new();
-    while got.len() < expected {
+    let mut order: VecDeque<tokio::task::AbortHandle> = VecDeque::new();
+    let mut backoff = limits.accept_backoff_min;
+    let mut paused: Option<tokio::time::Instant> = None;
+    let secret: Arc<[u8]> = secret.into();
+    while out.peers.len() < expected {
         tokio::select! {
-            acc = listener.accept() => {
-                let (mut s, from) = match acc {
-                    Ok(a) => a,
+            acc = listener.accept(), if paused.is_none() => match acc {
+                Ok((mut s, from)) => {
+                    backoff = limits.accept_backoff_min;
+                    while order.len() >= limits.max_pending.max(1) {
+                        let oldest = order.pop_front().expect("non-empty");
+                        oldest.abort();
+                        out.dropped += 1;
+                        warn.warn(Instant::now(), || format!(
+                            "rank {rank}: dropped the oldest unauthenticated connection (more \
+                             than {} pending)", limits.max_pending
+                        ));
+                    }
+                    let secret = secret.clone();
+                    let timeout = limits.auth_timeout;
+                    order.push_back(pending.spawn(async move {
+                        let auth = accept_auth(&mut s, rank, size, job, &secret);
+                        let r = tokio::time::timeout(timeout, auth).await;
+                        (from, r, s)
+                    }));
+                }
+                Err(e) => {
+                    out.accept_errors += 1;
+                    if out_of_descriptors(&e) {
+                        if let Some(oldest) = order.pop_front() {
+                            oldest.abort();
+                            out.dropped += 1;
+                        }
+                    }
+                    warn.warn(Instant::now(), || format!(
+                        "rank {rank}: accept failed: {e}; retrying in {} ms",
+                        backoff.as_millis()
+                    ));
+                    paused = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(limits.accept_backoff_max);
+                }
+            },
+            _ = tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)), if paused.is_some() => {
+                paused = None;
+            }
+            Some(done) = pending.join_next_with_id(), if !pending.is_empty() => {
+                let (id, (from, r, s)) = match done {
+                    Ok(d) => d,
                     Err(e) => {
-                        tracing::warn!("accept failed: {e}");
+                        // Aborted (pushed out) or panicked: already counted or nothing to keep.
+                        order.retain(|h| h.id() != e.id());
                         continue;
                     }
                 };
-                let secret = secret.clone();
-                pending.spawn(async move {
-                    let auth = accept_auth(&mut s, rank, size, job, &secret);
-                    let r = tokio::time::timeout(Duration::from_secs(10), auth).await;
-                    (from, r, s)
-                });
-            }
-            Some(done) = pending.join_next(), if !pending.is_empty() => {
-                let Ok((from, r, s)) = done else { continue };
-                match r {
-                    Ok(Ok(d)) if got.iter().all(|(g, _)| *g != d) => got.push((d, s)),
-                    Ok(Ok(d)) => tracing::warn!("rank {rank}: dropped a second connection claiming rank {d} from {from}"),
-                    Ok(Err(e)) => tracing::warn!("rank {rank}: dropped connection from {from}: {e}"),
-                    Err(_) => tracing::warn!("rank {rank}: dropped connection from {from}: authentication timed out"),
-                }
+                order.retain(|h| h.id() != id);
+                let why = match r {
+                    Ok(Ok(d)) if out.peers.iter().all(|(g, _)| *g != d) => {
+                        out.peers.push((d, s));
+                        continue;
+                    }
+                    Ok(Ok(d)) => format!("a second connection claiming rank {d}"),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "authentication timed out".to_string(),
+                };
+                out.dropped += 1;
+                warn.warn(Instant::now(), || format!("rank {rank}: dropped connection from {from}: {why}"));
             }
         }
     }
-    got
+    out.warnings = warn.emitted;
+    out
 }
 
 impl Transport {
@@ -149,16 +221,25 @@ impl Transport {
         listener: TcpListener,
         pool: Pool,
     ) -> Result<Transport> {
+        auth::check_secret(secret)?;
         let size = hosts.len();
         let fail = |msg: String| Error::Startup { rank, msg };
         if rank >= size {
             return Err(fail(format!("rank {rank} is outside the {size} hosts")));
         }
         let deadline = Instant::now() + cfg.connect_timeout;
+        let limits = Limits::from_config(cfg);
         let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
 
         // Accept the higher ranks in the background while dialing the lower ones.
-        let acceptor = tokio::spawn(accept_all(listener, rank, size, job, secret.to_vec()));
+        let acceptor = tokio::spawn(accept_all(
+            listener,
+            rank,
+            size,
+            job,
+            secret.to_vec(),
+            limits.clone(),
+        ));
         for (peer, addr) in hosts.iter().enumerate().take(rank) {
             let mut s = dial(*addr, cfg, deadline)
                 .await
@@ -178,7 +259,7 @@ impl Transport {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let accepted = match tokio::time::timeout(left, acceptor).await {
-            Ok(Ok(got)) => got,
+            Ok(Ok(got)) => got.peers,
             Ok(Err(e)) => return Err(fail(format!("accept task failed: {e}"))),
             Err(_) => {
                 return Err(fail(format!(
@@ -205,7 +286,7 @@ impl Transport {
             writers.push(Some(tokio::sync::Mutex::new(Some(
                 BufWriter::with_capacity(64 * 1024, wr),
             ))));
-            let reader = read_loop(peer, job, rd, mailbox.clone(), pool.clone());
+            let reader = read_loop(peer, job, rd, mailbox.clone(), pool.clone(), limits.clone());
             tasks.push(tokio::spawn(reader));
         }
         let writers = Arc::new(writers);

@@ -5,16 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 
 use super::mailbox::{lane_of, Frame, Mailbox};
 use super::mesh::Writer;
-use crate::pool::Pool;
+use super::socket::Limits;
+use crate::pool::{Buf, Pool};
 use crate::wire::{Header, Kind, HEADER_LEN};
-
-/// Largest frame payload accepted from a peer (1 TiB): protects against garbage lengths.
-const MAX_FRAME: u64 = 1 << 40;
 
 /// Sends a heartbeat on every idle connection (a busy one is proof of life already).
 pub(super) async fn heartbeats(
@@ -49,6 +47,7 @@ pub(super) async fn read_loop(
     rd: OwnedReadHalf,
     mb: Arc<Mailbox>,
     pool: Pool,
+    limits: Limits,
 ) {
     let mut rd = BufReader::with_capacity(256 * 1024, rd);
     let reason = loop {
@@ -60,40 +59,174 @@ pub(super) async fn read_loop(
                 format!("connection lost: {e}")
             };
         }
-        let h = match Header::decode(&hb) {
+        let h = match check_header(&hb, peer, job, &limits) {
             Ok(h) => h,
-            Err(e) => break format!("sent a malformed frame: {e}"),
+            Err(e) => break e,
         };
-        if h.src as usize != peer || h.job != job || h.len > MAX_FRAME {
-            break format!(
-                "sent a frame with src {} job {:#x} len {} on its connection",
-                h.src, h.job, h.len
-            );
-        }
         mb.seen(peer);
-        let mut body = pool.get(h.len as usize);
-        // Read large bodies in slices so that a long transfer counts as a sign of life.
-        let mut at = 0;
-        let mut failed = None;
-        while at < body.len() {
-            let end = (at + (1 << 20)).min(body.len());
-            if let Err(e) = rd.read_exact(&mut body[at..end]).await {
-                failed = Some(e);
-                break;
-            }
-            mb.seen(peer);
-            at = end;
-        }
-        if let Some(e) = failed {
-            break format!("connection lost in the middle of a frame: {e}");
-        }
+        let body = match read_body(&mut rd, h.len, &pool, &limits, || mb.seen(peer)).await {
+            Ok(b) => b,
+            Err(e) => break format!("connection lost in the middle of a frame: {e}"),
+        };
         match h.kind {
             Kind::Heartbeat => {}
             Kind::Bye => break "it left the job (finished its work)".to_string(),
-            Kind::Abort => break format!("it failed: {}", String::from_utf8_lossy(&body)),
+            Kind::Abort => break format!("it failed: {}", abort_text(&body)),
             _ => mb.push(lane_of(&h), Frame { hdr: h, body }),
         }
     };
     tracing::debug!("reader for rank {peer} stops: {reason}");
     mb.mark_gone(peer, reason);
+}
+
+/// Longest abort message kept from a peer (the rest is cut, marked with its length).
+const ABORT_TEXT_MAX: usize = 4096;
+
+/// A peer's abort message, cut to [`ABORT_TEXT_MAX`] bytes.
+fn abort_text(body: &[u8]) -> String {
+    if body.len() <= ABORT_TEXT_MAX {
+        return String::from_utf8_lossy(body).into_owned();
+    }
+    format!(
+        "{}… ({} bytes)",
+        String::from_utf8_lossy(&body[..ABORT_TEXT_MAX]),
+        body.len()
+    )
+}
+
+/// Decodes a frame header received from `peer` and checks it belongs on this connection: the
+/// peer's own rank, this job, and a payload within `limits.max_frame`. The error is the reason
+/// the connection ends.
+pub(crate) fn check_header(
+    hb: &[u8; HEADER_LEN],
+    peer: usize,
+    job: u64,
+    limits: &Limits,
+) -> std::result::Result<Header, String> {
+    let h = Header::decode(hb).map_err(|e| format!("sent a malformed frame: {e}"))?;
+    if h.src as usize != peer || h.job != job {
+        return Err(format!(
+            "sent a frame with src {} job {:#x} on its connection (expected src {peer} job \
+             {job:#x})",
+            h.src, h.job
+        ));
+    }
+    if h.len > limits.max_frame {
+        return Err(format!(
+            "announced a frame of {} bytes, more than the largest accepted ({} bytes)",
+            h.len, limits.max_frame
+        ));
+    }
+    if h.kind == Kind::Heartbeat && h.len != 0 {
+        return Err(format!(
+            "sent a {:?} frame with a {}-byte payload",
+            h.kind, h.len
+        ));
+    }
+    Ok(h)
+}
+
+/// Reads a payload of `len` bytes (already checked against `limits.max_frame`) into a pooled
+/// buffer, in slices of at most 1 MiB, calling `alive` after each. Payloads above
+/// `limits.eager_alloc` are not allocated up front: the buffer doubles as bytes arrive, so
+/// a peer that announces a large frame and sends little of it costs little memory.
+pub(crate) async fn read_body<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    len: u64,
+    pool: &Pool,
+    limits: &Limits,
+    mut alive: impl FnMut(),
+) -> std::io::Result<Buf> {
+    let len = usize::try_from(len).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes does not fit in memory"),
+        )
+    })?;
+    let mut body = pool.get(len.min(limits.eager_alloc.max(1 << 20)));
+    let mut at = 0;
+    while at < len {
+        if at == body.len() {
+            let mut bigger = pool.get(len.min(body.len().saturating_mul(2)));
+            bigger[..at].copy_from_slice(&body[..at]);
+            body = bigger;
+        }
+        let end = (at + (1 << 20)).min(body.len());
+        rd.read_exact(&mut body[at..end]).await?;
+        alive();
+        at = end;
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_frame: u64, eager: usize) -> Limits {
+        Limits {
+            max_frame,
+            eager_alloc: eager,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn headers_announcing_too_much_or_the_wrong_sender_end_the_connection() {
+        let l = limits(1 << 20, 1 << 20);
+        let h = |kind, src, job, len| {
+            let mut h = Header::control(kind, src, job, 0);
+            h.len = len;
+            h.encode()
+        };
+        assert!(check_header(&h(Kind::Data, 2, 9, 1 << 20), 2, 9, &l).is_ok());
+        let e = check_header(&h(Kind::Data, 2, 9, 1 << 40), 2, 9, &l).unwrap_err();
+        assert!(
+            e.contains("1099511627776 bytes") && e.contains("1048576"),
+            "{e}"
+        );
+        let e = check_header(&h(Kind::Data, 3, 9, 0), 2, 9, &l).unwrap_err();
+        assert!(e.contains("src 3"), "{e}");
+        let e = check_header(&h(Kind::Data, 2, 8, 0), 2, 9, &l).unwrap_err();
+        assert!(e.contains("job 0x8"), "{e}");
+        let e = check_header(&h(Kind::Heartbeat, 2, 9, 5), 2, 9, &l).unwrap_err();
+        assert!(e.contains("Heartbeat"), "{e}");
+        let mut bad = h(Kind::Data, 2, 9, 0);
+        bad[0] ^= 1;
+        assert!(check_header(&bad, 2, 9, &l).unwrap_err().contains("magic"));
+    }
+
+    /// A frame announcing 1 GiB of which 3 MiB arrive allocates a few MiB, not 1 GiB, and
+    /// fails with the connection; a whole frame arrives intact across the doublings.
+    #[test]
+    fn bodies_grow_with_the_bytes_received() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let pool = Pool::default();
+            let l = limits(1 << 40, 1 << 20);
+            let sent: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+            let mut rd = &sent[..];
+            let mut calls = 0;
+            let e = read_body(&mut rd, 1 << 30, &pool, &l, || calls += 1)
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+            assert_eq!(calls, 3);
+            assert!(
+                pool.stats().bytes_in_use == 0 && pool.stats().bytes_held < 16 << 20,
+                "{:?}",
+                pool.stats()
+            );
+
+            let mut rd = &sent[..];
+            let got = read_body(&mut rd, sent.len() as u64, &pool, &l, || {})
+                .await
+                .unwrap();
+            assert_eq!(&got[..], &sent[..]);
+            let empty = read_body(&mut &[][..], 0, &pool, &l, || {}).await.unwrap();
+            assert!(empty.is_empty());
+        });
+    }
 }

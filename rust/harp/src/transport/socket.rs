@@ -9,6 +9,90 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+/// Bounds on what peers (and strangers) may make this worker hold. Defaults are safe for any
+/// job; `from_config` is where engine options would override them.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest frame payload accepted from a peer; a larger announcement ends the connection
+    /// with a protocol error naming both sizes.
+    pub max_frame: u64,
+    /// Frame payloads up to this size are allocated when their header arrives; larger ones
+    /// grow (doubling) as their bytes arrive, so memory follows the bytes actually received.
+    pub eager_alloc: usize,
+    /// At most this many accepted connections may be authenticating at once; beyond it the
+    /// oldest is dropped (a stranger cannot keep the real peers out by opening many).
+    pub max_pending: usize,
+    /// An accepted connection must finish authenticating within this time.
+    pub auth_timeout: Duration,
+    /// Accept errors (e.g. EMFILE: out of file descriptors) back off from this delay,
+    /// doubling up to `accept_backoff_max`.
+    pub accept_backoff_min: Duration,
+    pub accept_backoff_max: Duration,
+    /// At most one warning about dropped connections or accept errors per this interval (the
+    /// count of suppressed ones is logged with the next).
+    pub warn_every: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame: crate::wire::MAX_FRAME,
+            eager_alloc: 64 << 20,
+            max_pending: 64,
+            auth_timeout: Duration::from_secs(10),
+            accept_backoff_min: Duration::from_millis(10),
+            accept_backoff_max: Duration::from_secs(1),
+            warn_every: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Limits {
+    /// The limits for a job of this configuration (today the defaults; engine options for them
+    /// would be read here).
+    pub fn from_config(_cfg: &Config) -> Limits {
+        Limits::default()
+    }
+}
+
+/// A rate-limited warning: at most one line per `every`; the next line says how many were
+/// suppressed in between.
+pub(super) struct Warn {
+    every: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+    /// Lines written so far.
+    pub emitted: u64,
+}
+
+impl Warn {
+    pub fn new(every: Duration) -> Warn {
+        Warn {
+            every,
+            last: None,
+            suppressed: 0,
+            emitted: 0,
+        }
+    }
+    /// Logs `msg()` unless a line was written less than `every` before `now`.
+    pub fn warn(&mut self, now: Instant, msg: impl FnOnce() -> String) {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < self.every)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let more = match std::mem::take(&mut self.suppressed) {
+            0 => String::new(),
+            n => format!(" ({n} similar warnings suppressed)"),
+        };
+        tracing::warn!("{}{more}", msg());
+        self.last = Some(now);
+        self.emitted += 1;
+    }
+}
+
 /// Binds a listening socket with the configured buffer sizes (they are inherited by accepted
 /// connections). Must run inside the runtime.
 pub fn listen(addr: SocketAddr, cfg: &Config) -> Result<TcpListener> {

@@ -1,0 +1,378 @@
+//! Hostile input through the real decode path: the minimal inputs that used to panic or allocate
+//! a declared size up front (issue 14), and a bounded randomized run (deterministic seed) of
+//! mutated valid batches and headers. Every input must end in `Ok` or a protocol/data error:
+//! no panic, and no allocation out of proportion to the input.
+//!
+//! `HARP_FUZZ_ITERS=N` runs longer (default 40 000 batches + 40 000 headers); see
+//! docs/wire-protocol.md, "Fuzzing".
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::cell::Cell;
+
+use harp::collective::framing::decode_inline_batch;
+use harp::collective::{absorb, write_pieces};
+use harp::data::{Array, Combiner, DType, Layout, Table};
+use harp::pool::Pool;
+use harp::wire::{self, BatchMeta, Header, Kind, Op, PieceMeta, HEADER_LEN, MAX_FRAME};
+
+/// Records the largest single allocation made by the current thread (what a hostile size
+/// would blow up).
+struct Peak;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Peak {
+    unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
+        note(l.size());
+        System.alloc(l)
+    }
+    unsafe fn alloc_zeroed(&self, l: AllocLayout) -> *mut u8 {
+        note(l.size());
+        System.alloc_zeroed(l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: AllocLayout, n: usize) -> *mut u8 {
+        note(n);
+        System.realloc(p, l, n)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: AllocLayout) {
+        System.dealloc(p, l)
+    }
+}
+
+fn note(n: usize) {
+    let _ = LARGEST.try_with(|c| c.set(c.get().max(n)));
+}
+
+#[global_allocator]
+static A: Peak = Peak;
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Decodes `body` as a received batch and puts its pieces into a table (as gather/allgather
+/// do) and into another one (as the reduce root does); returns the first error.
+fn take(body: &[u8]) -> harp::error::Result<()> {
+    let pool = Pool::default();
+    let pieces = decode_inline_batch(&pool, pool.copy_of(body))?;
+    let again = decode_inline_batch(&pool, pool.copy_of(body))?;
+    let mut t = Table::new(Combiner::Sum);
+    t.add(1, Array::zeros(&pool, DType::F64, 4))?;
+    let absorbed = absorb(&mut t, &pool, pieces);
+    let mut w = Table::new(Combiner::Sum);
+    let written = write_pieces(&mut w, &pool, again);
+    absorbed.and(written)
+}
+
+fn expect_protocol(body: &[u8], what: &str) -> String {
+    let e = take(body).expect_err(what);
+    assert_eq!(e.kind(), "protocol", "{what}: {e}");
+    e.to_string()
+}
+
+/// The three minimal inputs of issue 14, in the encoding of their time (a bare dtype where the
+/// layout is now) and rebuilt for today's encoding (layout = variant 0 `Dense`, then dtype).
+#[test]
+fn issue_14_minimal_inputs_are_protocol_errors() {
+    // Offset + length wrap around: offset 2^64 − 8, length 8, of a 16-byte i32 partition.
+    let old = unhex("0f00000001010310fdf8ffffffffffffff08011111111111111111");
+    let new = unhex("1000000001010003" /* pid 1, Dense, i32 */);
+    let new = [&new[..], &unhex("10fdf8ffffffffffffff0801"), &[0x11; 8][..]].concat();
+    expect_protocol(&old, "old offset+len wrap");
+    let e = expect_protocol(&new, "offset+len wrap");
+    assert!(
+        e.contains("partition 1") && e.contains("inconsistent bounds"),
+        "{e}"
+    );
+
+    // Inline lengths that sum past 2^64 back to the bytes present.
+    let old =
+        unhex("150000000200041000100101040000fdffffffffffffffff01111111111111111111111111111111");
+    expect_protocol(&old, "old inline length sum wrap");
+    let meta = [
+        &unhex("02" /* 2 pieces */)[..],
+        &unhex("0000041000" /* pid 0, Dense u8, total 16, offset 0 */),
+        &unhex("1001" /* len 16, inline */),
+        &unhex("01000400" /* pid 1, Dense u8, total 0 */),
+        &unhex(
+            "00fdffffffffffffffff01", /* offset 0, len 2^64 − 1, inline */
+        ),
+    ]
+    .concat();
+    // 16 + (2^64 − 1) wraps to 15: give 15 inline bytes so that a wrapping check would pass.
+    let new = [
+        &(meta.len() as u32).to_le_bytes()[..],
+        &meta,
+        &[0x11u8; 15][..],
+    ]
+    .concat();
+    let e = expect_protocol(&new, "inline length sum wrap");
+    assert!(e.contains("partition 1"), "{e}");
+
+    // A partial piece of a 64 MiB partition (and of 1 TiB): 8 bytes arrive, nothing large is
+    // allocated, and the partition is reported incomplete.
+    let old = unhex("0b000000010104fc000000040008011111111111111111");
+    expect_protocol(&old, "old 64 MiB up front");
+    for total in ["fc00000004", "fd0000000000010000"] {
+        let meta = [
+            &unhex("01010004")[..], // 1 piece, pid 1, Dense u8
+            &unhex(total),
+            &unhex("000801"), // offset 0, len 8, inline
+        ]
+        .concat();
+        let body = [
+            &(meta.len() as u32).to_le_bytes()[..],
+            &meta,
+            &[0x11u8; 8][..],
+        ]
+        .concat();
+        LARGEST.with(|c| c.set(0));
+        let e = expect_protocol(&body, "declared size up front");
+        assert!(
+            e.contains("incomplete") || e.contains("would create partition 1"),
+            "{e}"
+        );
+        let largest = LARGEST.with(|c| c.get());
+        assert!(largest < 2 << 20, "allocated {largest} bytes for 8");
+    }
+}
+
+/// A frame header announcing 2^40 bytes decodes (it is the reader that refuses it against its
+/// limit, see transport::reader), but no header field can make decoding panic.
+#[test]
+fn huge_lengths_in_headers_decode_without_allocating() {
+    let mut h = Header::control(Kind::Data, 1, 7, 0);
+    h.len = 1 << 40;
+    LARGEST.with(|c| c.set(0));
+    assert_eq!(Header::decode(&h.encode()).unwrap().len, 1 << 40);
+    assert!(LARGEST.with(|c| c.get()) < 4096);
+    assert!((1 << 40) > MAX_FRAME);
+}
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A valid batch payload: 1–5 pieces of random partitions, inline, as a sender encodes them.
+fn valid_batch(rng: &mut Rng) -> Vec<u8> {
+    let n = 1 + rng.below(5) as usize;
+    let mut pieces = Vec::new();
+    let mut bytes = Vec::new();
+    for _ in 0..n {
+        let dtype = DType::ALL[rng.below(DType::ALL.len() as u64) as usize];
+        let unit = dtype.size() as u64;
+        let elems = rng.below(40);
+        let total = elems * unit;
+        let (offset, len) = match rng.below(3) {
+            0 => (0, total),
+            _ => {
+                let a = rng.below(elems + 1);
+                let b = a + rng.below(elems - a + 1);
+                (a * unit, (b - a) * unit)
+            }
+        };
+        pieces.push(PieceMeta {
+            pid: rng.below(6) as u32,
+            layout: Layout::dense(dtype),
+            total,
+            offset,
+            len,
+            inline: true,
+        });
+        bytes.extend((0..len).map(|_| rng.next() as u8));
+    }
+    let meta = wire::encode(&BatchMeta { pieces });
+    [&(meta.len() as u32).to_le_bytes()[..], &meta, &bytes].concat()
+}
+
+const INTERESTING: [u64; 10] = [
+    0,
+    1,
+    0xfb,
+    0xfc,
+    0xfd,
+    u32::MAX as u64,
+    1 << 32,
+    1 << 40,
+    u64::MAX - 7,
+    u64::MAX,
+];
+
+fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(b.len() as u64 + 1) as usize;
+        match rng.below(7) {
+            0 if !b.is_empty() => {
+                let i = at.min(b.len() - 1);
+                b[i] ^= 1 << rng.below(8);
+            }
+            1 if !b.is_empty() => {
+                let i = at.min(b.len() - 1);
+                b[i] = rng.next() as u8;
+            }
+            2 => b.insert(at, rng.next() as u8),
+            3 if at < b.len() => {
+                b.remove(at);
+            }
+            4 => b.truncate(at),
+            5 => {
+                // A bincode varint of an interesting value (u64 marker 0xfd + 8 bytes).
+                let v = INTERESTING[rng.below(INTERESTING.len() as u64) as usize];
+                let mut enc = vec![0xfd];
+                enc.extend(v.to_le_bytes());
+                let end = (at + enc.len()).min(b.len());
+                b.splice(at..end, enc);
+            }
+            _ => {
+                // Rewrite the metadata length prefix.
+                let v = INTERESTING[rng.below(INTERESTING.len() as u64) as usize] as u32;
+                if b.len() >= 4 {
+                    b[..4].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+fn iterations() -> u64 {
+    std::env::var("HARP_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40_000)
+}
+
+/// Mutated valid batches through decode, absorb and write: no panic, allocation bounded by
+/// the input. Valid batches (before mutation) must decode.
+#[test]
+fn randomized_batches_never_panic_or_over_allocate() {
+    let iters = iterations();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let (mut ok, mut refused, mut panics) = (0u64, 0u64, Vec::new());
+    let mut worst = 0usize;
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        let valid = valid_batch(&mut rng);
+        let pool = Pool::default();
+        assert!(
+            decode_inline_batch(&pool, pool.copy_of(&valid)).is_ok(),
+            "a valid batch must decode: {valid:02x?}"
+        );
+        let mut b = valid.clone();
+        mutate(&mut rng, &mut b);
+        LARGEST.with(|c| c.set(0));
+        match std::panic::catch_unwind(|| take(&b)) {
+            Ok(Ok(())) => ok += 1,
+            Ok(Err(e)) => {
+                assert!(
+                    matches!(e.kind(), "protocol" | "data"),
+                    "{e} for {}",
+                    hex(&b)
+                );
+                refused += 1;
+            }
+            Err(_) => panics.push(hex(&b)),
+        }
+        let largest = LARGEST.with(|c| c.get());
+        worst = worst.max(largest);
+        // The only allocation not proportional to the input is a partition created by a piece
+        // (at most 1 MiB, or 4096 times the piece): inputs here are under 2 KiB.
+        assert!(
+            largest <= (2 << 20).max(4200 * b.len()),
+            "{largest} bytes allocated for {} input bytes: {}",
+            b.len(),
+            hex(&b)
+        );
+    }
+    eprintln!(
+        "fuzz batches: {iters} inputs in {:.2} s: {ok} accepted, {refused} refused, {} \
+         panics, largest allocation {worst} bytes",
+        start.elapsed().as_secs_f64(),
+        panics.len()
+    );
+    assert!(
+        panics.is_empty(),
+        "{} panics, first: {:?}",
+        panics.len(),
+        &panics[..panics.len().min(3)]
+    );
+    assert!(
+        refused > iters / 10 && ok > 0,
+        "mutations too weak or too strong"
+    );
+}
+
+/// Random and mutated headers: decoding never panics, and whatever decodes encodes back to the
+/// same bytes (apart from the reserved ones).
+#[test]
+fn randomized_headers_round_trip_or_fail_cleanly() {
+    let iters = iterations();
+    let mut rng = Rng(0xfeed_beef_0bad_cafe);
+    let mut decoded = 0u64;
+    for i in 0..iters {
+        let mut h = Header::control(Kind::Batch, rng.below(64) as usize, rng.next(), 0);
+        h.op = Op::from_u8(rng.below(13) as u8).unwrap();
+        h.seq = rng.next();
+        h.len = INTERESTING[rng.below(INTERESTING.len() as u64) as usize];
+        let mut b = h.encode();
+        if i % 2 == 0 {
+            for _ in 0..1 + rng.below(3) {
+                b[rng.below(HEADER_LEN as u64) as usize] = rng.next() as u8;
+            }
+        }
+        if let Ok(d) = Header::decode(&b) {
+            decoded += 1;
+            let mut again = d.encode();
+            again[9..12].copy_from_slice(&b[9..12]);
+            assert_eq!(again, b);
+        }
+    }
+    assert!(decoded > iters / 2, "{decoded} of {iters}");
+}
+
+/// Control messages of the collectives (bincode values) and the batch metadata itself:
+/// mutated encodings decode or fail, never panic.
+#[test]
+fn randomized_control_messages_fail_cleanly() {
+    let iters = iterations();
+    let mut rng = Rng(42);
+    let mut failed = 0u64;
+    for _ in 0..iters {
+        let v: (u32, Vec<u64>, String) = (
+            rng.next() as u32,
+            (0..rng.below(6)).map(|_| rng.next()).collect(),
+            "x".repeat(rng.below(20) as usize),
+        );
+        let mut b = wire::encode(&v);
+        mutate(&mut rng, &mut b);
+        LARGEST.with(|c| c.set(0));
+        let r = std::panic::catch_unwind(|| {
+            let a = wire::decode::<(u32, Vec<u64>, String)>(&b).is_err();
+            let m = wire::decode::<BatchMeta>(&b).is_err();
+            let l = wire::decode::<Layout>(&b).is_err();
+            a || m || l
+        });
+        failed += r.unwrap_or_else(|_| panic!("panic on {}", hex(&b))) as u64;
+        let largest = LARGEST.with(|c| c.get());
+        assert!(largest <= 2 << 20, "{largest} bytes for {}", hex(&b));
+    }
+    assert!(failed > 0);
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
