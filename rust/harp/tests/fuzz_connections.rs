@@ -96,7 +96,7 @@ fn job_with_strangers(strangers: usize, fd_headroom: Option<u64>) {
         unsafe { assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0) };
     }
     let (t0, t1) = (r0.unwrap(), r1.unwrap());
-    assert_eq!((t0.rank(), t1.rank()), (0, 1));
+    assert_eq!((t0.rank, t1.rank, t0.size), (0, 1, 2));
     drop(idle);
 }
 
