@@ -386,6 +386,39 @@ mod tests {
     }
 
     #[test]
+    fn batches_are_checked_before_use() {
+        let piece = |len, inline| PieceMeta {
+            pid: 3,
+            layout: Layout::dense(crate::data::DType::U8),
+            total: len,
+            offset: 0,
+            len,
+            inline,
+        };
+        let body = |pieces: Vec<PieceMeta>, extra: usize| {
+            let m = encode(&BatchMeta { pieces });
+            let mut b = (m.len() as u32).to_le_bytes().to_vec();
+            b.extend(m);
+            b.extend(vec![0u8; extra]);
+            b
+        };
+        let ok = decode_batch(&body(vec![piece(5, true), piece(9, false)], 5), 9).unwrap();
+        assert_eq!((ok.pieces.len(), ok.inline_at), (2, ok.inline_at));
+        let e = decode_batch(&body(vec![piece(10, false)], 0), 9).unwrap_err();
+        assert!(
+            e.to_string().contains("frame of 10 bytes (at most 9)"),
+            "{e}"
+        );
+        let e = decode_batch(&body(vec![piece(5, true)], 4), 9).unwrap_err();
+        assert!(e.to_string().contains("add up to 5 bytes, 4 follow"), "{e}");
+        let e = decode_batch(&body(vec![piece(MAX_PARTITION + 1, false)], 0), u64::MAX);
+        assert!(e.unwrap_err().to_string().contains("claims a partition"));
+        for short in [&[][..], &[1, 0], &[9, 0, 0, 0, 1]] {
+            assert_eq!(decode_batch(short, 9).unwrap_err().kind(), "protocol");
+        }
+    }
+
+    #[test]
     fn batch_meta_round_trip() {
         let m = BatchMeta {
             pieces: vec![PieceMeta {

@@ -65,6 +65,18 @@ impl Assembler {
         if m.whole() {
             return table.add(m.pid, Array::from_layout(m.layout, p.buf)?);
         }
+        if m.len == 0 {
+            // Carries nothing: it neither starts nor completes a partition.
+            return match self.partial.get(&m.pid) {
+                Some(part) if part.layout != m.layout || part.total != m.total => {
+                    Err(Error::Protocol(format!(
+                        "pieces of partition {} disagree on its size",
+                        m.pid
+                    )))
+                }
+                _ => Ok(()),
+            };
+        }
         let part = self.partial.entry(m.pid).or_insert_with(|| Partial {
             layout: m.layout,
             total: m.total,
@@ -78,9 +90,6 @@ impl Assembler {
                 "pieces of partition {} disagree on its size",
                 m.pid
             )));
-        }
-        if m.len == 0 {
-            return Ok(());
         }
         if part.overlaps(m.offset, m.len) {
             return Err(Error::Protocol(format!(
@@ -243,6 +252,57 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("disagree on its size"), "{e}");
+    }
+
+    /// A partition is allocated once half of it has arrived, not when its first piece
+    /// announces its size; overlapping pieces are refused.
+    #[test]
+    fn partitions_are_allocated_as_their_bytes_arrive() {
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        let mut asm = Assembler::default();
+        // 8 bytes of a 1 TiB partition: held, nothing large allocated.
+        asm.add(&mut t, &pool, piece(&pool, 5, 1 << 40, 0, &[1; 8]))
+            .unwrap();
+        assert_eq!(asm.held_bytes(), 8);
+        assert!(pool.stats().bytes_in_use < 4096, "{:?}", pool.stats());
+        let e = asm
+            .add(&mut t, &pool, piece(&pool, 5, 1 << 40, 4, &[1; 8]))
+            .unwrap_err();
+        assert!(e.to_string().contains("overlaps"), "{e}");
+        let e = Assembler::default().finish(&mut t);
+        assert!(e.is_ok());
+        assert!(asm
+            .finish(&mut t)
+            .unwrap_err()
+            .to_string()
+            .contains("partition 5"));
+
+        // Four quarters, out of order: allocated at the second, complete at the fourth.
+        let mut asm = Assembler::default();
+        let data: Vec<u8> = (0..64).collect();
+        for (i, q) in [3usize, 0, 2, 1].into_iter().enumerate() {
+            let bytes = &data[q * 16..q * 16 + 16];
+            asm.add(&mut t, &pool, piece(&pool, 6, 64, q as u64 * 16, bytes))
+                .unwrap();
+            assert_eq!(asm.held_bytes(), if i == 0 { 16 } else { 0 }, "after {i}");
+        }
+        assert_eq!(t.get(6).unwrap().as_slice::<u8>().unwrap(), &data[..]);
+        asm.finish(&mut t).unwrap();
+    }
+
+    #[test]
+    fn a_small_piece_cannot_create_a_huge_partition() {
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        let e =
+            write_pieces(&mut t, &pool, vec![piece(&pool, 2, 1 << 40, 0, &[1; 8])]).unwrap_err();
+        assert_eq!(e.kind(), "protocol");
+        assert!(e.to_string().contains("would create partition 2"), "{e}");
+        assert!(pool.stats().bytes_in_use < 4096);
+        // A segment of a partition cut among 4096 workers may.
+        let seg = vec![0u8; 1024];
+        write_pieces(&mut t, &pool, vec![piece(&pool, 3, 4096 * 1024, 0, &seg)]).unwrap();
     }
 
     #[test]

@@ -87,7 +87,8 @@ impl Warn {
             0 => String::new(),
             n => format!(" ({n} similar warnings suppressed)"),
         };
-        tracing::warn!("{}{more}", msg());
+        let text = msg();
+        tracing::warn!("{text}{more}");
         self.last = Some(now);
         self.emitted += 1;
     }
@@ -219,6 +220,24 @@ mod tests {
             .find(|c| *c != default.trim())
             .unwrap_or("reno")
             .to_string()
+    }
+
+    /// One line per interval, whatever the number of events; the next line counts the
+    /// suppressed ones.
+    #[test]
+    fn warnings_are_rate_limited() {
+        let mut w = Warn::new(Duration::from_secs(5));
+        let t0 = Instant::now();
+        let mut said = Vec::new();
+        for i in 0..10_000u64 {
+            w.warn(t0 + Duration::from_millis(i), || {
+                said.push(i);
+                String::new()
+            });
+        }
+        assert_eq!(said, vec![0, 5000]);
+        assert_eq!(w.emitted, 2);
+        assert_eq!(w.suppressed, 9998 - 5000 + 1);
     }
 
     #[test]
