@@ -20,7 +20,7 @@ class NativeTest {
     String options = "op_timeout_ms=10000\nconnect_timeout_ms=10000\nsocket_buffer=262144\n";
     long l = Native.listen("127.0.0.1", options);
     int port = Native.listenerPort(l);
-    return new Worker(Native.start(l, "127.0.0.1:" + port + "\n", 0, job, "s".getBytes(StandardCharsets.UTF_8),
+    return new Worker(Native.start(l, "127.0.0.1:" + port + "\n", 0, job, "native-test-secret-16b".getBytes(StandardCharsets.UTF_8),
         options, "warn|" + job));
   }
 
@@ -59,7 +59,7 @@ class NativeTest {
     // The engine takes its keys and ignores the Java layer's.
     long l = Native.listen("127.0.0.1", o);
     long w = Native.start(l, "127.0.0.1:" + Native.listenerPort(l) + "\n", 0, "options-test",
-        "s".getBytes(StandardCharsets.UTF_8), o, "warn|options-test");
+        "native-test-secret-16b".getBytes(StandardCharsets.UTF_8), o, "warn|options-test");
     new Worker(w).close();
     conf.set("harp.broadcast.chunk.bytes", "lots");
     HarpException e = assertThrows(HarpException.class, () -> Native.listen("127.0.0.1", Session.options(conf)));

@@ -161,11 +161,11 @@ class WorkerProcessesTest {
   void workersRegisterRunTheMapperOverTheirSplitsAndTheOutputIsCommitted(@TempDir Path tmp) throws Exception {
     GangMasterTest.Fake f = new GangMasterTest.Fake();
     GangMaster master = startedMaster(f);
-    try (Registry reg = new Registry(master, "job-secret-1".getBytes(), InetAddress.getLoopbackAddress())) {
+    try (Registry reg = new Registry(master, "job-secret-number-1".getBytes(), InetAddress.getLoopbackAddress())) {
       Setup s = prepare(tmp, reg.address());
       List<Process> ps = new ArrayList<>();
       for (int r = 0; r < N; r++) {
-        ps.add(worker(s, r, "job-secret-1"));
+        ps.add(worker(s, r, "job-secret-number-1"));
       }
       for (int r = 0; r < N; r++) {
         assertTrue(ps.get(r).waitFor(90, TimeUnit.SECONDS), "worker " + r + " hangs");
@@ -203,11 +203,11 @@ class WorkerProcessesTest {
   void aWorkerWithAWrongSecretIsRefusedAndTheJobFailsEverywhere(@TempDir Path tmp) throws Exception {
     GangMasterTest.Fake f = new GangMasterTest.Fake();
     GangMaster master = startedMaster(f);
-    try (Registry reg = new Registry(master, "job-secret-2".getBytes(), InetAddress.getLoopbackAddress())) {
+    try (Registry reg = new Registry(master, "job-secret-number-2".getBytes(), InetAddress.getLoopbackAddress())) {
       Setup s = prepare(tmp, reg.address());
-      Process good0 = worker(s, 0, "job-secret-2");
+      Process good0 = worker(s, 0, "job-secret-number-2");
       Process bad = worker(s, 1, "not-the-job-secret");
-      Process good2 = worker(s, 2, "job-secret-2");
+      Process good2 = worker(s, 2, "job-secret-number-2");
       assertTrue(bad.waitFor(60, TimeUnit.SECONDS));
       assertNotEquals(0, bad.exitValue());
       assertTrue(log(s, 1).contains("refused registration"), log(s, 1));
