@@ -22,7 +22,7 @@ pub mod records;
 pub mod split;
 
 pub use lines::{read_lines, LineError};
-pub use records::{check_records, read_records};
+pub use records::{check_records, read_records, RecordError};
 pub use split::{share, spread, ByteRange};
 
 /// The longest part of a token or line that an error message quotes, in bytes.
