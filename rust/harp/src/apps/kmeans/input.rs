@@ -9,8 +9,9 @@
 //! An input (a file or a directory of files) is split across workers like Hadoop input splits
 //! ([`crate::io`]): all files' bytes are concatenated and cut into nearly equal byte ranges, one
 //! per worker. For text a range owns every line that *starts* inside it; for `f32` the ranges
-//! are aligned to record boundaries. The union over all ranks is exactly every point once. This
-//! file only parses points.
+//! are aligned to record boundaries. The union over all ranks is exactly every point once. As in
+//! Hadoop, names starting with `.` or `_` are skipped and any other subdirectory of an input
+//! directory is an error naming it ([`Storage::list_input`]). This file only parses points.
 
 use std::fmt;
 use std::str::FromStr;
@@ -287,7 +288,7 @@ pub fn load_share_as<T: Real>(
             "rank {rank} is out of range for {workers} worker(s)"
         )));
     }
-    let files = storage.list(path)?;
+    let files = storage.list_input(path, false)?;
     if files.is_empty() {
         return Err(Error::config(format!("no input files in '{path}'")));
     }
@@ -521,7 +522,7 @@ fn load_f32<T: Real>(
 /// The number of values (after `skip` columns) on the first non-blank line of the first file
 /// of `path`.
 pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize> {
-    for f in storage.list(path)? {
+    for f in storage.list_input(path, false)? {
         let head = storage.read_range(&f.path, 0, LOOKAHEAD)?;
         for (i, line) in head.split(|&b| b == b'\n').enumerate() {
             if line.iter().all(|&b| is_sep_or_blank(b)) {
@@ -542,7 +543,7 @@ pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize>
 /// dimension is the number of values on the first non-blank line; K is the number of non-blank
 /// lines. A directory is read file by file in name order.
 pub fn read_centroids(storage: &dyn Storage, path: &str) -> Result<Points> {
-    let files = storage.list(path)?;
+    let files = storage.list_input(path, false)?;
     let mut points = Points::default();
     for f in &files {
         let bytes = storage.read_all(&f.path)?;
@@ -707,6 +708,34 @@ mod tests {
             );
         }
         assert_eq!(all, expect);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A subdirectory of an input (points or centroids) directory is an error naming it; a
+    /// hidden one (`_temporary`, `.staging`) is skipped.
+    #[test]
+    fn subdirectories_of_an_input_are_named() {
+        let d = tmpdir("subdirs");
+        let s = LocalStorage;
+        let ds = d.to_str().unwrap();
+        s.write_all(&format!("{ds}/part-0"), b"1 2\n").unwrap();
+        s.write_all(&format!("{ds}/_temporary/0/part-1"), b"x\n")
+            .unwrap();
+        s.write_all(&format!("{ds}/.staging/part-2"), b"x\n")
+            .unwrap();
+        assert_eq!(load_share(&s, ds, Format::Text, 0, 2, 0, 1).unwrap().n, 1);
+        assert_eq!(text_dim(&s, ds, 0).unwrap(), 2);
+        assert_eq!(read_centroids(&s, ds).unwrap().n, 1);
+        s.write_all(&format!("{ds}/more/part-3"), b"3 4\n").unwrap();
+        for e in [
+            load_share(&s, ds, Format::Text, 0, 2, 0, 1).unwrap_err(),
+            load_share(&s, ds, Format::F32, 0, 2, 0, 1).unwrap_err(),
+            text_dim(&s, ds, 0).unwrap_err(),
+            read_centroids(&s, ds).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains(&format!("subdirectory '{ds}/more'")), "{e}");
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 
