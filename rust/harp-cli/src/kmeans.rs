@@ -97,7 +97,15 @@ pub fn gen(a: &GenArgs) -> Result<()> {
             "--n, --dim, --files and --clusters must be at least 1",
         ));
     }
-    let format: input::Format = a.format.parse()?;
+    let format: input::Format = flag("--format", a.format.parse())?;
+    if a.init == Some(0) {
+        return Err(Error::config("--init must be at least 1"));
+    }
+    // Every size is checked before anything is written: points, then initial centroids.
+    generate::check_points_memory(a.n, a.dim, a.files, a.clusters, format)?;
+    if let Some(k) = a.init {
+        generate::check_init_memory(k, a.dim)?;
+    }
     let st = storage::for_path(&a.output)?;
     generate::generate_points(
         &*st, &a.output, a.n, a.dim, a.seed, a.files, format, a.clusters,
@@ -107,9 +115,6 @@ pub fn gen(a: &GenArgs) -> Result<()> {
         a.n, a.dim, a.output
     );
     if let Some(k) = a.init {
-        if k == 0 {
-            return Err(Error::config("--init must be at least 1"));
-        }
         let path = format!("{}/init.txt", a.output.trim_end_matches('/'));
         generate::generate_init(&*st, &path, k, a.dim, a.seed ^ 0x5eed)?;
         println!("wrote {k} initial centroids to {path}");
