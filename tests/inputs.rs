@@ -275,6 +275,44 @@ fn sizes_beyond_memory_are_clear_errors() {
     ]);
     fails(&o, &["initial centroids of dimension 2"]);
     assert!(!out.exists(), "nothing is written");
+    // K-means: a number of iterations or centroids beyond memory, before any input is read.
+    let pts = dir.join("p.txt");
+    std::fs::write(&pts, "1 2\n3 4\n").unwrap();
+    let init = dir.join("init.txt");
+    std::fs::write(&init, "0 0\n").unwrap();
+    let o = kmeans(
+        &dir,
+        "2",
+        &s(&pts),
+        &s(&init),
+        &["--iterations", "1000000000000000"],
+    );
+    fails(
+        &o,
+        &[
+            "--iterations 1000000000000000",
+            "of memory but this host has only",
+        ],
+    );
+    for method in ["random", "kmeans++"] {
+        let o = harp(&[
+            "kmeans",
+            "--workers",
+            "1",
+            "--input",
+            &s(&pts),
+            "--output",
+            &s(&out),
+            "--init-method",
+            method,
+            "--k",
+            "100000000000000",
+        ]);
+        fails(
+            &o,
+            &["--k 100000000000000", "of memory but this host has only"],
+        );
+    }
     // 16 PiB per worker.
     let o = harp(&[
         "bench",

@@ -122,6 +122,34 @@ pub fn gen(a: &GenArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses, before any input is read, an `--iterations` or `--k` whose memory (the per-iteration
+/// records; K centroids with their sums, of `--dim` values or at least 1) cannot fit in this host.
+fn check_sizes(a: &KmeansArgs) -> Result<()> {
+    use harp::io::memory::check_fits;
+    if a.dim == Some(0) {
+        return Err(Error::config("--dim must be at least 1"));
+    }
+    let per_iteration = std::mem::size_of::<driver::Iteration>() as u128;
+    check_fits(
+        &format!(
+            "--iterations {}: the record of every iteration",
+            a.iterations
+        ),
+        (a.iterations as u128).checked_mul(per_iteration),
+    )?;
+    if let Some(k) = a.k {
+        let dim = a.dim.unwrap_or(1);
+        // Centroids, their sums and the new centroids, in f64; k-means++ samples 4k points.
+        check_fits(
+            &format!("--k {k}: {k} centroids of dimension {dim} with their sums and samples"),
+            (k as u128)
+                .checked_mul(dim as u128)
+                .and_then(|v| v.checked_mul(8 * 7)),
+        )?;
+    }
+    Ok(())
+}
+
 /// Prefixes an error with the flag it came from.
 fn flag<T>(name: &str, r: Result<T>) -> Result<T> {
     r.map_err(|e| Error::config(format!("{name}: {e}")))
@@ -166,6 +194,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
         (_, _, Some(0)) => return Err(Error::config("--k must be at least 1")),
         _ => {}
     }
+    check_sizes(a)?;
     let mut o = driver::Options::new(a.input.clone(), a.init.clone().unwrap_or_default());
     o.iterations = a.iterations;
     o.threads = a.threads;

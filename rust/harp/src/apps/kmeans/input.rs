@@ -1004,7 +1004,7 @@ mod tests {
         let p = d.join("p.txt");
         let ps = p.to_str().unwrap();
         let mut text = b"1 2\n3 4\n5 ".to_vec();
-        text.extend(std::iter::repeat(b'x').take(100 << 20));
+        text.extend(std::iter::repeat_n(b'x', 100 << 20));
         text.extend_from_slice(b"\n7 8\n");
         s.write_all(ps, &text).unwrap();
         let e = load_share(&s, ps, Format::Text, 0, 2, 0, 1)
