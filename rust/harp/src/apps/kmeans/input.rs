@@ -520,20 +520,40 @@ fn load_f32<T: Real>(
 }
 
 /// The number of values (after `skip` columns) on the first non-blank line of the first file
-/// of `path`.
+/// of `path` that has one. The line is read whole, however long (up to the longest line
+/// accepted), and however many blank lines come first.
 pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize> {
     for f in storage.list_input(path, false)? {
-        let head = storage.read_range(&f.path, 0, LOOKAHEAD)?;
-        for (i, line) in head.split(|&b| b == b'\n').enumerate() {
-            if line.iter().all(|&b| is_sep_or_blank(b)) {
-                continue;
+        let mut dim = None;
+        let r = read_lines(storage, &f, 0, f.size, LOOKAHEAD, |lines, _| {
+            let mut pos = 0;
+            while pos < lines.len() {
+                let end = lines[pos..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(lines.len(), |i| pos + i);
+                let line = &lines[pos..end];
+                if !line.iter().all(|&b| is_sep_or_blank(b)) {
+                    let mut v: Vec<f64> = Vec::new();
+                    let d = parse_line(line, skip, None, &mut v).map_err(|msg| LineError {
+                        line_start: pos,
+                        msg,
+                    })?;
+                    dim = Some(d);
+                    // Stop reading: the line is found.
+                    return Err(LineError {
+                        line_start: pos,
+                        msg: String::new(),
+                    });
+                }
+                pos = end + 1;
             }
-            let mut v: Vec<f64> = Vec::new();
-            return parse_line(line, skip, None, &mut v).map_err(|msg| Error::Input {
-                file: f.path.clone(),
-                line: i as u64 + 1,
-                msg,
-            });
+            Ok(())
+        });
+        match (dim, r) {
+            (Some(d), _) => return Ok(d),
+            (None, Err(e)) => return Err(e),
+            (None, Ok(())) => {} // only blank lines: the next file
         }
     }
     Err(Error::config(format!("no points in '{path}'")))
@@ -736,6 +756,39 @@ mod tests {
             let e = e.to_string();
             assert!(e.contains(&format!("subdirectory '{ds}/more'")), "{e}");
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The dimension comes from the first non-blank line, read whole: after more blank lines
+    /// than one read step, and longer than one step; an empty first file is passed over.
+    #[test]
+    fn text_dim_reads_the_whole_first_line() {
+        let d = tmpdir("text-dim");
+        let s = LocalStorage;
+        let ds = d.to_str().unwrap();
+        s.write_all(&format!("{ds}/a"), b"\n \n").unwrap();
+        let blank = "\n".repeat(LOOKAHEAD as usize + 10);
+        let long: Vec<String> = (0..30_000).map(|i| format!("{i}.5")).collect();
+        s.write_all(
+            &format!("{ds}/b"),
+            format!("{blank}   {}\n1 2\n", long.join(" ")).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(text_dim(&s, ds, 0).unwrap(), 30_000);
+        assert_eq!(text_dim(&s, ds, 3).unwrap(), 29_997);
+        s.write_all(&format!("{ds}/b"), format!("{blank}1 x\n").as_bytes())
+            .unwrap();
+        let e = text_dim(&s, ds, 0).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{ds}/b:{}: column 2: cannot parse 'x'",
+                LOOKAHEAD + 11
+            )),
+            "{e}"
+        );
+        s.write_all(&format!("{ds}/b"), b"").unwrap();
+        let e = text_dim(&s, ds, 0).unwrap_err().to_string();
+        assert!(e.contains("no points"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
