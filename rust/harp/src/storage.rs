@@ -523,6 +523,13 @@ mod tests {
             s.list_input(&format!("{ds}/a.txt"), false).unwrap().len(),
             1
         );
+        // A name that is not UTF-8 cannot be read as input: named, not skipped.
+        fs::remove_dir_all(d.join("empty")).unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        fs::write(d.join(std::ffi::OsStr::from_bytes(b"p\xff")), b"1\n").unwrap();
+        let e = s.list_input(ds, false).unwrap_err().to_string();
+        assert!(e.contains("\"p\\xFF\"") && e.contains("not UTF-8"), "{e}");
+        assert_eq!(s.list(ds).unwrap().len(), 2);
         fs::remove_dir_all(&d).unwrap();
     }
 
