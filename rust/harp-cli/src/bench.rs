@@ -52,9 +52,33 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
         Some('g') => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    num.parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("'{s}' is not a byte count (e.g. 1024, 64k, 16m)"))
+    let n = num.parse::<u64>().map_err(|_| {
+        format!(
+            "{} is not a byte count (e.g. 1024, 64k, 16m)",
+            harp::io::quote(s.as_bytes())
+        )
+    })?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{} bytes is more than 2^64", harp::io::quote(s.as_bytes())))
+}
+
+/// Fails with a clear error when a worker's tables for `bytes` cannot fit in this host's
+/// memory: its table, the buffers it receives into and the result (at most about three times
+/// `bytes` for every op), checked before anything is allocated.
+fn check_memory(bytes: u64) -> Result<()> {
+    check_memory_in(bytes, harp::io::memory::available())
+}
+
+/// [`check_memory`] with `available` bytes of memory.
+fn check_memory_in(bytes: u64, available: Option<u64>) -> Result<()> {
+    harp::io::memory::check_fits_in(
+        &format!(
+            "--bytes {bytes}: each worker's table, receive buffers and result (about 3 x {})",
+            harp::io::memory::human(bytes as u128)
+        ),
+        (bytes as u128).checked_mul(3),
+        available,
+    )
 }
 
 enum Algo {
@@ -178,6 +202,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     if parts == 0 {
         return Err(Error::config("--partitions must be at least 1"));
     }
+    check_memory(a.bytes)?;
     let mut times = Vec::with_capacity(a.reps);
     for rep in 0..a.warmup + a.reps {
         let mut t = table(w, op, a.bytes, parts);
@@ -238,5 +263,27 @@ mod tests {
         assert_eq!(super::parse_bytes("16MiB"), Ok(16 << 20));
         assert_eq!(super::parse_bytes("1g"), Ok(1 << 30));
         assert!(super::parse_bytes("lots").is_err());
+        let e = super::parse_bytes("99999999999g").unwrap_err();
+        assert!(e.contains("more than 2^64"), "{e}");
+        let e = super::parse_bytes(&"7".repeat(100_000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+    }
+
+    #[test]
+    fn sizes_beyond_memory_are_refused() {
+        let e = super::check_memory_in(100 << 30, Some(21 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--bytes 107374182400")
+                && e.contains("need 300.0 GiB")
+                && e.contains("only 21.0 GiB available"),
+            "{e}"
+        );
+        super::check_memory_in(7 << 30, Some(21 << 30)).unwrap();
+        // More than any process can address, whatever the host.
+        let e = super::check_memory(u64::MAX).unwrap_err().to_string();
+        assert!(e.contains("more than a process can address"), "{e}");
+        super::check_memory(1 << 20).unwrap();
     }
 }

@@ -97,7 +97,15 @@ pub fn gen(a: &GenArgs) -> Result<()> {
             "--n, --dim, --files and --clusters must be at least 1",
         ));
     }
-    let format: input::Format = a.format.parse()?;
+    let format: input::Format = flag("--format", a.format.parse())?;
+    if a.init == Some(0) {
+        return Err(Error::config("--init must be at least 1"));
+    }
+    // Every size is checked before anything is written: points, then initial centroids.
+    generate::check_points_memory(a.n, a.dim, a.files, a.clusters, format)?;
+    if let Some(k) = a.init {
+        generate::check_init_memory(k, a.dim)?;
+    }
     let st = storage::for_path(&a.output)?;
     generate::generate_points(
         &*st, &a.output, a.n, a.dim, a.seed, a.files, format, a.clusters,
@@ -107,12 +115,37 @@ pub fn gen(a: &GenArgs) -> Result<()> {
         a.n, a.dim, a.output
     );
     if let Some(k) = a.init {
-        if k == 0 {
-            return Err(Error::config("--init must be at least 1"));
-        }
         let path = format!("{}/init.txt", a.output.trim_end_matches('/'));
         generate::generate_init(&*st, &path, k, a.dim, a.seed ^ 0x5eed)?;
         println!("wrote {k} initial centroids to {path}");
+    }
+    Ok(())
+}
+
+/// Refuses, before any input is read, an `--iterations` or `--k` whose memory (the per-iteration
+/// records; K centroids with their sums, of `--dim` values or at least 1) cannot fit in this host.
+fn check_sizes(a: &KmeansArgs) -> Result<()> {
+    use harp::io::memory::check_fits;
+    if a.dim == Some(0) {
+        return Err(Error::config("--dim must be at least 1"));
+    }
+    let per_iteration = std::mem::size_of::<driver::Iteration>() as u128;
+    check_fits(
+        &format!(
+            "--iterations {}: the record of every iteration",
+            a.iterations
+        ),
+        (a.iterations as u128).checked_mul(per_iteration),
+    )?;
+    if let Some(k) = a.k {
+        let dim = a.dim.unwrap_or(1);
+        // Centroids, their sums and the new centroids, in f64; k-means++ samples 4k points.
+        check_fits(
+            &format!("--k {k}: {k} centroids of dimension {dim} with their sums and samples"),
+            (k as u128)
+                .checked_mul(dim as u128)
+                .and_then(|v| v.checked_mul(8 * 7)),
+        )?;
     }
     Ok(())
 }
@@ -161,6 +194,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
         (_, _, Some(0)) => return Err(Error::config("--k must be at least 1")),
         _ => {}
     }
+    check_sizes(a)?;
     let mut o = driver::Options::new(a.input.clone(), a.init.clone().unwrap_or_default());
     o.iterations = a.iterations;
     o.threads = a.threads;

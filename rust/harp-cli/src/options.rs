@@ -33,9 +33,16 @@ pub struct EngineFlags {
 /// `--help` text of an option: its meaning and its default (clap's `[default: …]` form).
 fn help(o: &EngineOption) -> String {
     let text = o.help.trim_end_matches('.');
+    let text = match o.unit {
+        Unit::Millis => format!(
+            "{text} (seconds, 0.001 to {})",
+            harp::config::MAX_DURATION.as_secs()
+        ),
+        _ => text.to_string(),
+    };
     match o.default_flag_value() {
         Some(d) => format!("{text} [default: {d}]"),
-        None => text.to_string(),
+        None => text,
     }
 }
 
@@ -97,7 +104,7 @@ fn table() -> String {
     let mut s = String::from("CLI flag | Java job key | engine key | default | unit | meaning\n");
     for o in OPTIONS {
         let unit = match o.unit {
-            Unit::Millis => "flag: s, keys: ms",
+            Unit::Millis => "flag: s, keys: ms (1 ms to 365 days)",
             u => u.name(),
         };
         s.push_str(&format!(
@@ -160,6 +167,18 @@ mod tests {
         let e = T::try_parse_from(["t", "--timeout", "-1"]).err().unwrap();
         assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
         assert!(e.to_string().contains("positive number of seconds"), "{e}");
+        for v in ["inf", "1e300", "1e19"] {
+            let e = T::try_parse_from(["t", "--connect-timeout", v])
+                .err()
+                .unwrap();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(e.to_string().contains("from 0.001 to 31536000"), "{e}");
+        }
+        let h = help(EngineOption::by_flag("timeout").unwrap());
+        assert!(
+            h.contains("(seconds, 0.001 to 31536000) [default: 120]"),
+            "{h}"
+        );
     }
 
     #[test]

@@ -54,11 +54,18 @@ impl Default for Config {
     }
 }
 
+/// The longest duration any option accepts: 365 days (a job that must never time out can use
+/// it; every deadline computed from it stays far from overflowing a clock).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The shortest duration any option accepts.
+pub const MIN_DURATION: Duration = Duration::from_millis(1);
+
 /// How an option's value is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {
-    /// A duration: whole milliseconds (at least 1) for the engine and Java keys, seconds (a
-    /// positive number) for the CLI flag.
+    /// A duration: whole milliseconds for the engine and Java keys, seconds (a decimal number)
+    /// for the CLI flag; from 1 ms to [`MAX_DURATION`] (365 days) in both. Anything else, `inf`
+    /// and `NaN` included, is an error naming the option and the allowed range.
     Millis,
     /// A number of bytes (an integer, at least 0).
     Bytes,
@@ -301,35 +308,62 @@ impl EngineOption {
     /// [`EngineOption::set`], naming the option `key` (as the caller called it) in errors.
     fn set_as(&self, key: &str, cfg: &mut Config, value: &str) -> Result<()> {
         let v = match self.unit {
-            Unit::Millis => Value::Time(Duration::from_millis(integer(key, value, 1)?)),
+            Unit::Millis => Value::Time(millis(key, value)?),
             Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
             Unit::Name => name(key, value)?,
         };
         (self.put)(cfg, v)
     }
 
-    /// Sets this option in `cfg` from `value` written as the CLI flag takes it (seconds).
+    /// Sets this option in `cfg` from `value` written as the CLI flag takes it (seconds, from
+    /// 0.001 to [`MAX_DURATION`]).
     pub fn set_flag(&self, cfg: &mut Config, value: &str) -> Result<()> {
         match self.unit {
-            Unit::Millis => match value.trim().parse::<f64>() {
-                Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
-                    (self.put)(cfg, Value::Time(Duration::from_secs_f64(s)))
+            Unit::Millis => {
+                let max = MAX_DURATION.as_secs_f64();
+                match value.trim().parse::<f64>() {
+                    // Compared before converting: Duration::from_secs_f64 panics on inf,
+                    // NaN and values past u64 seconds.
+                    Ok(s) if s.is_finite() && s >= 0.001 && s <= max => {
+                        (self.put)(cfg, Value::Time(Duration::from_secs_f64(s)))
+                    }
+                    _ => Err(Error::config(format!(
+                        "--{}: expected a positive number of seconds from 0.001 to {max:.0} \
+                         (365 days), got {}",
+                        self.flag,
+                        quote(value)
+                    ))),
                 }
-                _ => Err(Error::config(format!(
-                    "--{}: expected a positive number of seconds, got {value:?}",
-                    self.flag
-                ))),
-            },
+            }
             _ => self.set(cfg, value),
         }
     }
+}
+
+/// A duration in whole milliseconds, from [`MIN_DURATION`] to [`MAX_DURATION`].
+fn millis(key: &str, value: &str) -> Result<Duration> {
+    let (min, max) = (MIN_DURATION.as_millis(), MAX_DURATION.as_millis());
+    match value.trim().parse::<u64>() {
+        Ok(n) if (min..=max).contains(&(n as u128)) => Ok(Duration::from_millis(n)),
+        _ => Err(Error::config(format!(
+            "option {key}: expected an integer number of milliseconds from {min} to {max} \
+             (365 days), got {}",
+            quote(value)
+        ))),
+    }
+}
+
+/// `value` quoted for an error message, cut to its first 64 bytes when longer.
+fn quote(value: &str) -> String {
+    crate::io::quote(value.as_bytes())
 }
 
 fn integer(key: &str, value: &str, min: u64) -> Result<u64> {
     match value.trim().parse::<u64>() {
         Ok(n) if n >= min => Ok(n),
         _ => Err(Error::config(format!(
-            "option {key}: expected an integer >= {min}, got {value:?}"
+            "option {key}: expected an integer >= {min}, got {}",
+            quote(value)
         ))),
     }
 }
@@ -341,7 +375,8 @@ fn name(key: &str, value: &str) -> Result<Value> {
             Ok(Value::Name(Some(v.to_string())))
         }
         v => Err(Error::config(format!(
-            "option {key}: {v:?} is not a congestion control name"
+            "option {key}: {} is not a congestion control name",
+            quote(v)
         ))),
     }
 }
@@ -357,8 +392,9 @@ impl Config {
             }
             let (key, value) = line.split_once('=').ok_or_else(|| {
                 Error::config(format!(
-                    "option line {}: expected key=value, got {line:?}",
-                    no + 1
+                    "option line {}: expected key=value, got {}",
+                    no + 1,
+                    quote(line)
                 ))
             })?;
             self.set(key.trim(), value.trim())?;
@@ -383,7 +419,8 @@ impl Config {
         }
         let known: Vec<&str> = OPTIONS.iter().map(|o| o.key).collect();
         Err(Error::config(format!(
-            "unknown option {key:?} (known: {})",
+            "unknown option {} (known: {})",
+            quote(key),
             known.join(", ")
         )))
     }
@@ -406,13 +443,68 @@ mod tests {
         let e = c.apply("chunk=-1").unwrap_err().to_string();
         assert!(e.contains("chunk") && e.contains("-1"), "{e}");
         let e = c.apply("x=1").unwrap_err().to_string();
-        assert!(e.contains("unknown option \"x\""), "{e}");
+        assert!(e.contains("unknown option 'x'"), "{e}");
         let e = c.apply("ok\nnot a pair").unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
         let e = c.apply("tcp_congestion=re no").unwrap_err().to_string();
         assert!(e.contains("not a congestion control"), "{e}");
         let e = c.apply("op_timeout_ms=0").unwrap_err().to_string();
-        assert!(e.contains(">= 1"), "{e}");
+        assert!(e.contains("from 1 to 31536000000"), "{e}");
+    }
+
+    /// Every duration, as a flag (seconds) or a key (milliseconds), is refused outside 1 ms to
+    /// 365 days with the allowed range, never a panic; the bounds themselves are accepted.
+    #[test]
+    fn durations_are_bounded_in_every_layer() {
+        for o in OPTIONS.iter().filter(|o| o.unit == Unit::Millis) {
+            let mut c = Config::default();
+            for bad in [
+                "inf",
+                "-inf",
+                "NaN",
+                "1e300",
+                "1e19",
+                "31536000.001",
+                "0.0009",
+                "0",
+                "-1",
+                "",
+                "1e-300",
+            ] {
+                let e = o.set_flag(&mut c, bad).unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!("--{}", o.flag)) && e.contains("from 0.001 to 31536000"),
+                    "{bad}: {e}"
+                );
+            }
+            for bad in [
+                "18446744073709551615",
+                "31536000001",
+                "1e300",
+                "inf",
+                "0",
+                "-5",
+                "9".repeat(500).as_str(),
+            ] {
+                for key in [o.key, o.java] {
+                    let e = c.set(key, bad).unwrap_err().to_string();
+                    assert!(
+                        e.contains(&format!("option {key}")) && e.contains("from 1 to 31536000000"),
+                        "{bad}: {e}"
+                    );
+                    assert!(e.len() < 300, "the value is quoted in short: {e}");
+                }
+            }
+            // The bounds are accepted, in both units.
+            o.set_flag(&mut c, "31536000").unwrap();
+            assert_eq!((o.get)(&c), Value::Time(MAX_DURATION), "{}", o.key);
+            o.set_flag(&mut c, "0.001").unwrap();
+            assert_eq!((o.get)(&c), Value::Time(MIN_DURATION), "{}", o.key);
+            c.set(o.java, "31536000000").unwrap();
+            assert_eq!((o.get)(&c), Value::Time(MAX_DURATION), "{}", o.key);
+            c.set(o.key, "1").unwrap();
+            assert_eq!((o.get)(&c), Value::Time(MIN_DURATION), "{}", o.key);
+        }
     }
 
     #[test]
@@ -479,7 +571,7 @@ mod tests {
         let mut c = Config::default();
         t.set_flag(&mut c, "0.25").unwrap();
         assert_eq!(c.op_timeout, Duration::from_millis(250));
-        for bad in ["0", "-1", "x", "inf"] {
+        for bad in ["0", "-1", "x", "inf", "1e300", "1e19"] {
             let e = t.set_flag(&mut c, bad).unwrap_err().to_string();
             assert!(e.contains("--timeout") && e.contains("seconds"), "{e}");
         }

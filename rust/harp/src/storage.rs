@@ -23,8 +23,15 @@ pub struct FileInfo {
 /// A file system the engine reads its input from and writes its output to.
 pub trait Storage: Send + Sync {
     /// A file → itself; a directory → its regular files sorted by name, skipping names that start
-    /// with `.` or `_` (Hadoop's `_SUCCESS`, `.crc` files and the like). Not recursive.
+    /// with `.` or `_` (Hadoop's `_SUCCESS`, `.crc` files and the like). Not recursive:
+    /// subdirectories are left out (inputs use [`Storage::list_input`], which names them).
     fn list(&self, path: &str) -> Result<Vec<FileInfo>>;
+    /// The files of an input, as Hadoop's `FileInputFormat` lists them: a file → itself; a
+    /// directory → its regular files sorted by path, names starting with `.` or `_` skipped. A
+    /// subdirectory that is not hidden is an error naming it (Hadoop: "Not a file"), unless
+    /// `recursive` (Hadoop's `mapreduce.input.fileinputformat.input.dir.recursive`): then its
+    /// files are listed too, hidden names skipped at every level.
+    fn list_input(&self, path: &str, recursive: bool) -> Result<Vec<FileInfo>>;
     /// Reads up to `len` bytes starting at `offset`; fewer only when the file ends first.
     fn read_range(&self, path: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
     /// Reads the whole file.
@@ -61,8 +68,43 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-impl Storage for LocalStorage {
-    fn list(&self, path: &str) -> Result<Vec<FileInfo>> {
+/// What listing a directory does with a subdirectory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Subdirs {
+    /// Leave it out ([`Storage::list`]).
+    Skip,
+    /// Fail naming it ([`Storage::list_input`]).
+    Fail,
+    /// List its files too.
+    Recurse,
+}
+
+impl Subdirs {
+    fn input(recursive: bool) -> Subdirs {
+        if recursive {
+            Subdirs::Recurse
+        } else {
+            Subdirs::Fail
+        }
+    }
+}
+
+/// The error for a subdirectory of an input directory.
+fn subdir_error(dir: &str, child: &str) -> Error {
+    Error::config(format!(
+        "input directory '{dir}' contains the subdirectory '{child}': inputs are read from the \
+         files directly inside a directory (names starting with '.' or '_' are skipped); move \
+         or rename it, or name the files to read"
+    ))
+}
+
+/// Hidden from input listings (Hadoop's `_SUCCESS`, `_logs`, `.crc` files and the like).
+fn hidden(name: &str) -> bool {
+    name.starts_with('.') || name.starts_with('_')
+}
+
+impl LocalStorage {
+    fn list_with(&self, path: &str, subdirs: Subdirs) -> Result<Vec<FileInfo>> {
         let p = local_path(path);
         let meta = fs::metadata(&p).map_err(|e| Error::io(format!("cannot read '{path}'"), e))?;
         if meta.is_file() {
@@ -84,9 +126,16 @@ impl Storage for LocalStorage {
                 entry.map_err(|e| Error::io(format!("cannot list directory '{path}'"), e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else {
-                continue; // not UTF-8: cannot be named in a String path
+                if subdirs == Subdirs::Skip {
+                    continue; // not UTF-8: cannot be named in a String path
+                }
+                return Err(Error::config(format!(
+                    "input directory '{path}' holds {:?}, a name that is not UTF-8 (it cannot \
+                     be read as input)",
+                    name
+                )));
             };
-            if name.starts_with('.') || name.starts_with('_') {
+            if hidden(name) {
                 continue;
             }
             // Follow symlinks: a link to a regular file counts as a regular file.
@@ -98,10 +147,26 @@ impl Storage for LocalStorage {
                     path: child,
                     size: m.len(),
                 });
+            } else if m.is_dir() {
+                match subdirs {
+                    Subdirs::Skip => {}
+                    Subdirs::Fail => return Err(subdir_error(path, &child)),
+                    Subdirs::Recurse => out.extend(self.list_with(&child, subdirs)?),
+                }
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
+    }
+}
+
+impl Storage for LocalStorage {
+    fn list(&self, path: &str) -> Result<Vec<FileInfo>> {
+        self.list_with(path, Subdirs::Skip)
+    }
+
+    fn list_input(&self, path: &str, recursive: bool) -> Result<Vec<FileInfo>> {
+        self.list_with(path, Subdirs::input(recursive))
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -285,8 +350,8 @@ impl HdfsStorage {
     }
 }
 
-impl Storage for HdfsStorage {
-    fn list(&self, url: &str) -> Result<Vec<FileInfo>> {
+impl HdfsStorage {
+    fn list_with(&self, url: &str, subdirs: Subdirs) -> Result<Vec<FileInfo>> {
         let p = self.path(url)?;
         let st = self.call("cannot read", url, self.client.get_file_info(&p))?;
         if !st.isdir {
@@ -295,20 +360,38 @@ impl Storage for HdfsStorage {
                 size: st.length as u64,
             }]);
         }
-        let mut out: Vec<FileInfo> = self
-            .call("cannot list", url, self.client.list_status(&p, false))?
-            .into_iter()
-            .filter(|f| !f.isdir)
-            .filter_map(|f| {
-                let name = f.path.rsplit('/').next().unwrap_or("").to_string();
-                (!name.starts_with('.') && !name.starts_with('_')).then(|| FileInfo {
-                    path: join(url, &name),
+        let mut out = Vec::new();
+        for f in self.call("cannot list", url, self.client.list_status(&p, false))? {
+            let name = f.path.rsplit('/').next().unwrap_or("").to_string();
+            if hidden(&name) {
+                continue;
+            }
+            let child = join(url, &name);
+            if !f.isdir {
+                out.push(FileInfo {
+                    path: child,
                     size: f.length as u64,
-                })
-            })
-            .collect();
+                });
+                continue;
+            }
+            match subdirs {
+                Subdirs::Skip => {}
+                Subdirs::Fail => return Err(subdir_error(url, &child)),
+                Subdirs::Recurse => out.extend(self.list_with(&child, subdirs)?),
+            }
+        }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
+    }
+}
+
+impl Storage for HdfsStorage {
+    fn list(&self, url: &str) -> Result<Vec<FileInfo>> {
+        self.list_with(url, Subdirs::Skip)
+    }
+
+    fn list_input(&self, url: &str, recursive: bool) -> Result<Vec<FileInfo>> {
+        self.list_with(url, Subdirs::input(recursive))
     }
 
     fn read_range(&self, url: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -391,6 +474,62 @@ mod tests {
             }]
         );
         assert_eq!(s.read_all(&url).unwrap(), b"bb");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// An input directory with a subdirectory fails naming it (hidden ones are skipped);
+    /// recursively, the files of every level are listed, sorted by path, hidden names skipped.
+    #[test]
+    fn input_listing_fails_on_subdirectories_or_recurses() {
+        let d = tmpdir("list-input");
+        let ds = d.to_str().unwrap();
+        let s = LocalStorage;
+        for f in [
+            "a.txt",
+            "_SUCCESS",
+            "_logs/x.txt",
+            ".staging/y.txt",
+            "sub/b.txt",
+            "sub/.b.crc",
+            "sub/deeper/c.txt",
+            "sub/_tmp/z.txt",
+            "z.txt",
+        ] {
+            s.write_all(&format!("{ds}/{f}"), b"1\n").unwrap();
+        }
+        let e = s.list_input(ds, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("input directory '{ds}'"))
+                && e.contains(&format!("subdirectory '{ds}/sub'")),
+            "{e}"
+        );
+        let paths: Vec<String> = s
+            .list_input(ds, true)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.path[ds.len()..].to_string())
+            .collect();
+        assert_eq!(
+            paths,
+            ["/a.txt", "/sub/b.txt", "/sub/deeper/c.txt", "/z.txt"]
+        );
+        // Only hidden subdirectories: not an error; `list` keeps skipping subdirectories.
+        fs::remove_dir_all(d.join("sub")).unwrap();
+        assert_eq!(s.list_input(ds, false).unwrap().len(), 2);
+        s.create_dir_all(&format!("{ds}/empty")).unwrap();
+        assert!(s.list_input(ds, false).is_err());
+        assert_eq!(s.list(ds).unwrap().len(), 2);
+        assert_eq!(
+            s.list_input(&format!("{ds}/a.txt"), false).unwrap().len(),
+            1
+        );
+        // A name that is not UTF-8 cannot be read as input: named, not skipped.
+        fs::remove_dir_all(d.join("empty")).unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        fs::write(d.join(std::ffi::OsStr::from_bytes(b"p\xff")), b"1\n").unwrap();
+        let e = s.list_input(ds, false).unwrap_err().to_string();
+        assert!(e.contains("\"p\\xFF\"") && e.contains("not UTF-8"), "{e}");
+        assert_eq!(s.list(ds).unwrap().len(), 2);
         fs::remove_dir_all(&d).unwrap();
     }
 

@@ -8,6 +8,9 @@ use crate::storage::{FileInfo, Storage};
 pub const LOOKAHEAD: u64 = 64 * 1024;
 /// Input is read this many bytes at a time.
 pub const STREAM_BLOCK: u64 = 8 << 20;
+/// The longest line accepted, in bytes: 1 GiB. A line is carried in memory until its end is
+/// found, so an input without newlines must not make a worker allocate without bound.
+pub const MAX_LINE: u64 = 1 << 30;
 /// Bytes read per step when counting lines for an error message.
 const COUNT_STEP: u64 = 16 << 20;
 
@@ -40,13 +43,27 @@ pub fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64
 /// order, in blocks of whole lines (`offset` is the file offset of the block's first byte; the
 /// last line of the file may lack its newline). The range is read `block` bytes at a time and
 /// only the unfinished last line is carried into the next block. An error from `each` becomes
-/// an input error naming the file and the absolute line.
+/// an input error naming the file and the absolute line; so does a line longer than
+/// [`MAX_LINE`].
 pub fn read_lines(
     storage: &dyn Storage,
     f: &FileInfo,
     s: u64,
     e: u64,
     block: u64,
+    each: impl FnMut(&[u8], u64) -> Result<(), LineError>,
+) -> Result<()> {
+    read_lines_upto(storage, f, s, e, block, MAX_LINE, each)
+}
+
+/// [`read_lines`] refusing lines longer than `max_line` bytes.
+pub fn read_lines_upto(
+    storage: &dyn Storage,
+    f: &FileInfo,
+    s: u64,
+    e: u64,
+    block: u64,
+    max_line: u64,
     mut each: impl FnMut(&[u8], u64) -> Result<(), LineError>,
 ) -> Result<()> {
     if s >= e {
@@ -127,6 +144,17 @@ pub fn read_lines(
         if done {
             return Ok(());
         }
+        if buf.len() as u64 > max_line {
+            return Err(Error::Input {
+                file: f.path.clone(),
+                line: line_number(storage, &f.path, base)?,
+                msg: format!(
+                    "line longer than {max_line} bytes (no newline in the {} bytes from \
+                     offset {base})",
+                    buf.len()
+                ),
+            });
+        }
         if at >= e {
             if buf.is_empty() || base >= e {
                 return Ok(());
@@ -189,6 +217,20 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.to_string(), format!("{}:30: bad", f.path));
+        // A line longer than the limit is refused with its number, whatever the range.
+        let long = format!("1 2\n3 4\n{}\n5 6\n", "9".repeat(100));
+        s.write_all(p.to_str().unwrap(), long.as_bytes()).unwrap();
+        let f = &s.list(p.to_str().unwrap()).unwrap()[0];
+        let len = long.len() as u64;
+        for (a, block) in [(0, 7), (0, 64), (5, 3), (1, 1)] {
+            let e = read_lines_upto(&s, f, a, len, block, 50, |_, _| Ok(())).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{}:3: line longer than 50 bytes", f.path)),
+                "{e}"
+            );
+        }
+        read_lines_upto(&s, f, 0, len, 7, 101, |_, _| Ok(())).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

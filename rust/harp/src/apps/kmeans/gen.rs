@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use super::input::{format_centroids, Format, Points};
 use crate::error::{Error, Result};
+use crate::io::memory;
 use crate::storage::Storage;
 
 /// Points per independently seeded generation chunk.
@@ -182,11 +183,70 @@ fn gen_piece(
     }
 }
 
+/// The most bytes one generated value takes: text `-dd.dddddd` and a separator, or an f32.
+fn value_bytes(format: Format) -> u128 {
+    match format {
+        Format::Text => 12,
+        Format::F32 => 4,
+    }
+}
+
+/// The memory [`generate_points`] needs at most: the blob centres, one row per thread, and one
+/// file's bytes twice (its pieces, then the file written in one piece). None on overflow.
+fn points_memory(
+    n: usize,
+    dim: usize,
+    files: usize,
+    clusters: usize,
+    format: Format,
+) -> Option<u128> {
+    let (n, dim, files, clusters) = (n as u128, dim as u128, files as u128, clusters as u128);
+    let centres = clusters.checked_mul(dim)?.checked_mul(8)?;
+    let rows = (rayon::current_num_threads() as u128)
+        .checked_mul(dim)?
+        .checked_mul(8)?;
+    let file = n
+        .div_ceil(files)
+        .checked_mul(dim)?
+        .checked_mul(value_bytes(format))?
+        .checked_mul(2)?;
+    centres.checked_add(rows)?.checked_add(file)
+}
+
+/// Fails with a clear error, before anything is generated, when [`generate_points`] with these
+/// sizes cannot fit in this host's memory (or its sizes overflow).
+pub fn check_points_memory(
+    n: usize,
+    dim: usize,
+    files: usize,
+    clusters: usize,
+    format: Format,
+) -> Result<()> {
+    memory::check_fits(
+        &format!(
+            "{n} points of dimension {dim} in {files} {format} file(s) from {clusters} blobs \
+             (the blob centres, clusters x dim f64, and one whole file in memory; more --files \
+             make each file smaller)"
+        ),
+        points_memory(n, dim, files.max(1), clusters, format),
+    )
+}
+
+/// Fails with a clear error when [`generate_init`] with these sizes cannot fit in memory.
+pub fn check_init_memory(k: usize, dim: usize) -> Result<()> {
+    // The values (8 bytes) and their text (at most 25 bytes each).
+    let need = (k as u128)
+        .checked_mul(dim as u128)
+        .and_then(|v| v.checked_mul(8 + 25));
+    memory::check_fits(&format!("{k} initial centroids of dimension {dim}"), need)
+}
+
 /// Writes `n` points of dimension `dim`, drawn from a mixture of `clusters` Gaussian blobs
 /// (centres uniform in [-10, 10]^dim, standard deviation 1), into
 /// `out_dir/points/part-00000.txt` … (`.f32` for [`Format::F32`]), split evenly into `files`
 /// files. Text values are rounded to 6 decimals; the file is the truth. The same seed always
-/// gives the same points, whatever `files` and the number of threads.
+/// gives the same points, whatever `files` and the number of threads. Sizes that cannot fit in
+/// memory are refused first ([`check_points_memory`]).
 #[allow(clippy::too_many_arguments)]
 pub fn generate_points(
     storage: &dyn Storage,
@@ -203,11 +263,13 @@ pub fn generate_points(
             "generate: dim ({dim}), files ({files}) and clusters ({clusters}) must be at least 1"
         )));
     }
+    check_points_memory(n, dim, files, clusters, format)?;
     let centres = centres(seed, clusters, dim);
     let dir = format!("{}/points", out_dir.trim_end_matches('/'));
     storage.create_dir_all(&dir)?;
     for f in 0..files {
-        let (from, to) = (n * f / files, n * (f + 1) / files);
+        let cut = |f: usize| (n as u128 * f as u128 / files as u128) as usize;
+        let (from, to) = (cut(f), cut(f + 1));
         // Pieces: [from, to) cut at chunk boundaries.
         let mut cuts = vec![from];
         let mut c = (from / GEN_CHUNK + 1) * GEN_CHUNK;
@@ -219,7 +281,8 @@ pub fn generate_points(
         let pieces: Vec<Vec<u8>> = cuts
             .par_windows(2)
             .map(|w| {
-                let mut out = Vec::with_capacity((w[1] - w[0]) * dim * 10);
+                let mut out =
+                    Vec::with_capacity((w[1] - w[0]) * dim * value_bytes(format) as usize);
                 if w[0] < w[1] {
                     gen_piece(seed, &centres, dim, w[0], w[1], format, &mut out);
                 }
@@ -246,6 +309,7 @@ pub fn generate_init(
             "generate: k ({k}) and dim ({dim}) must be at least 1"
         )));
     }
+    check_init_memory(k, dim)?;
     let mut rng = Rng::new(derive(seed, TAG_INIT, 0));
     let data = (0..k * dim).map(|_| rng.uniform(-BOX, BOX)).collect();
     let c = Points { n: k, dim, data };
@@ -414,5 +478,44 @@ mod tests {
         assert_eq!((c.n, c.dim), (5, dim));
         assert!(c.data.iter().all(|v| (-10.0..10.0).contains(v)));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Sizes that cannot fit in memory (or overflow) are refused before anything is written,
+    /// with both figures; ordinary sizes pass.
+    #[test]
+    fn sizes_beyond_memory_are_refused_before_writing() {
+        let d = std::env::temp_dir().join(format!("harp-gen-mem-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let s = LocalStorage;
+        let ds = d.to_str().unwrap();
+        for (n, dim, files, clusters) in [
+            (1_000_000, 100_000_000, 4, 16), // 600 TB: no host has it
+            (usize::MAX, usize::MAX, 1, usize::MAX),
+            (usize::MAX, 3, 1, 16),
+            (10, 1 << 62, 1, 16),
+        ] {
+            let e = generate_points(&s, ds, n, dim, 1, files, Format::Text, clusters)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("{n} points of dimension {dim}"))
+                    && (e.contains("available")
+                        || e.contains("overflows")
+                        || e.contains("address")),
+                "{e}"
+            );
+        }
+        assert!(!d.exists(), "nothing is written");
+        let e = generate_init(&s, ds, usize::MAX, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("initial centroids"), "{e}");
+        let e = check_init_memory(1 << 20, 1 << 20).unwrap_err().to_string();
+        assert!(
+            e.contains("1048576 initial centroids of dimension 1048576 need 33.0 TiB"),
+            "{e}"
+        );
+        check_points_memory(1_000_000, 100, 4, 16, Format::F32).unwrap();
+        assert!(!d.exists());
     }
 }

@@ -9,8 +9,9 @@
 //! An input (a file or a directory of files) is split across workers like Hadoop input splits
 //! ([`crate::io`]): all files' bytes are concatenated and cut into nearly equal byte ranges, one
 //! per worker. For text a range owns every line that *starts* inside it; for `f32` the ranges
-//! are aligned to record boundaries. The union over all ranks is exactly every point once. This
-//! file only parses points.
+//! are aligned to record boundaries. The union over all ranks is exactly every point once. As in
+//! Hadoop, names starting with `.` or `_` are skipped and any other subdirectory of an input
+//! directory is an error naming it ([`Storage::list_input`]). This file only parses points.
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,7 +21,9 @@ use rayon::prelude::*;
 use super::real::Real;
 use crate::error::{Error, Result};
 use crate::io::lines::{LOOKAHEAD, STREAM_BLOCK};
-use crate::io::{check_records, read_lines, read_records, spread, LineError};
+use crate::io::{
+    check_records, memory, quote, read_lines, read_records, spread, LineError, RecordError,
+};
 use crate::storage::{FileInfo, Storage};
 
 pub use crate::io::ByteRange;
@@ -64,7 +67,8 @@ impl FromStr for Format {
             "text" | "txt" => Ok(Format::Text),
             "f32" => Ok(Format::F32),
             _ => Err(Error::config(format!(
-                "unknown input format '{s}': valid formats are 'text' and 'f32'"
+                "unknown input format {}: valid formats are 'text' and 'f32'",
+                quote(s.as_bytes())
             ))),
         }
     }
@@ -126,16 +130,16 @@ fn parse_line<T: Real>(
             Some(_) => {
                 out.truncate(start_len);
                 return Err(format!(
-                    "column {col}: value '{}' is not a finite number{}",
-                    String::from_utf8_lossy(tok),
+                    "column {col}: value {} is not a finite number{}",
+                    quote(tok),
                     if T::NAME == "f64" { "" } else { " in f32" }
                 ));
             }
             None => {
                 out.truncate(start_len);
                 return Err(format!(
-                    "column {col}: cannot parse '{}' as a number",
-                    String::from_utf8_lossy(tok)
+                    "column {col}: cannot parse {} as a number",
+                    quote(tok)
                 ));
             }
         }
@@ -284,7 +288,7 @@ pub fn load_share_as<T: Real>(
             "rank {rank} is out of range for {workers} worker(s)"
         )));
     }
-    let files = storage.list(path)?;
+    let files = storage.list_input(path, false)?;
     if files.is_empty() {
         return Err(Error::config(format!("no input files in '{path}'")));
     }
@@ -343,9 +347,11 @@ pub fn load_splits_as<T: Real>(
                 check_f32_size(f, dim)?;
                 // Records that start in [start, end).
                 let (s, e) = (start.div_ceil(rec), end.div_ceil(rec));
-                points
-                    .data
-                    .reserve((e.saturating_sub(s) as usize).saturating_mul(dim));
+                reserve_values(
+                    &mut points.data,
+                    e.saturating_sub(s) as u128 * dim as u128,
+                    &f.path,
+                )?;
                 load_f32_records(storage, f, dim, s, e, &mut points.data)?;
                 points.n = points.data.len() / dim;
             }
@@ -403,24 +409,56 @@ fn load_text_range_by<T: Real>(
     block: u64,
 ) -> Result<()> {
     let mut reserved = false;
-    read_lines(storage, f, s, e, block, |lines, offset| {
+    let mut memory_error = None;
+    let r = read_lines(storage, f, s, e, block, |lines, offset| {
         let before = points.data.len();
         points.n += parse_text_parallel(lines, skip, dim, &mut points.data)?;
         if !reserved {
             reserved = true;
             let per_byte = (points.data.len() - before) as f64 / lines.len() as f64;
             let left = e.saturating_sub(offset + lines.len() as u64) as f64;
-            points.data.reserve((left * per_byte * 1.05) as usize + dim);
+            let values = (left * per_byte * 1.05) as u128 + dim as u128;
+            if let Err(err) = reserve_values(&mut points.data, values, &f.path) {
+                let msg = err.to_string();
+                memory_error = Some(err);
+                return Err(LineError { line_start: 0, msg });
+            }
         }
         Ok(())
-    })
+    });
+    match memory_error {
+        Some(err) => Err(err), // not about a line
+        None => r,
+    }
+}
+
+/// Reserves room for `values` more values in `data`, or fails with a clear error (naming
+/// `file`, where the points come from) when they cannot fit in this host's memory, instead of
+/// aborting on the allocation.
+fn reserve_values<T: Real>(data: &mut Vec<T>, values: u128, file: &str) -> Result<()> {
+    let size = std::mem::size_of::<T>() as u128;
+    let need = values
+        .checked_add(data.len() as u128)
+        .and_then(|v| v.checked_mul(size));
+    let what = || {
+        format!(
+            "the points of this worker's share of '{file}' (about {values} {} values)",
+            T::NAME
+        )
+    };
+    memory::check_fits(&what(), need)?;
+    let n = usize::try_from(values).map_err(|_| Error::config(format!("{} do not fit", what())))?;
+    data.try_reserve_exact(n)
+        .map_err(|e| Error::config(format!("{}: cannot allocate them: {e}", what())))
 }
 
 fn check_f32_size(f: &FileInfo, dim: usize) -> Result<()> {
     check_records(f, 4 * dim as u64, &format!("{dim} f32 values"))
 }
 
-/// Appends records `[s, e)` of `f` to `data`, read [`STREAM_BLOCK`] bytes at a time.
+/// Appends records `[s, e)` of `f` to `data`, read [`STREAM_BLOCK`] bytes at a time. A
+/// record holding a NaN or an infinity is an error naming the file, the record and the value
+/// (as text rejects them), and leaves `data` as it was before the block.
 fn load_f32_records<T: Real>(
     storage: &dyn Storage,
     f: &FileInfo,
@@ -430,11 +468,27 @@ fn load_f32_records<T: Real>(
     data: &mut Vec<T>,
 ) -> Result<()> {
     read_records(storage, f, 4 * dim as u64, s, e, |bytes| {
+        let before = data.len();
         data.extend(
             bytes
                 .chunks_exact(4)
                 .map(|b| T::from_f64(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)),
-        )
+        );
+        match data[before..].iter().position(|v| !v.to_f64().is_finite()) {
+            None => Ok(()),
+            Some(i) => {
+                let v = data[before + i].to_f64();
+                data.truncate(before);
+                Err(RecordError {
+                    record: i / dim,
+                    msg: format!(
+                        "value {} of {dim} is {v}, not a finite number (f32 input must hold \
+                         finite values)",
+                        i % dim + 1
+                    ),
+                })
+            }
+        }
     })
 }
 
@@ -452,7 +506,9 @@ fn load_f32<T: Real>(
     let recs: Vec<u64> = files.iter().map(|f| f.size / rec).collect();
     let ranges = spread(&recs, rank, workers);
     let mine: u64 = ranges.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
-    let mut data = Vec::with_capacity((mine as usize).saturating_mul(dim));
+    let mut data = Vec::new();
+    let first = files.first().map_or("", |f| f.path.as_str());
+    reserve_values(&mut data, mine as u128 * dim as u128, first)?;
     for (f, (s, e)) in files.iter().zip(ranges) {
         load_f32_records(storage, f, dim, s, e, &mut data)?;
     }
@@ -464,20 +520,40 @@ fn load_f32<T: Real>(
 }
 
 /// The number of values (after `skip` columns) on the first non-blank line of the first file
-/// of `path`.
+/// of `path` that has one. The line is read whole, however long (up to the longest line
+/// accepted), and however many blank lines come first.
 pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize> {
-    for f in storage.list(path)? {
-        let head = storage.read_range(&f.path, 0, LOOKAHEAD)?;
-        for (i, line) in head.split(|&b| b == b'\n').enumerate() {
-            if line.iter().all(|&b| is_sep_or_blank(b)) {
-                continue;
+    for f in storage.list_input(path, false)? {
+        let mut dim = None;
+        let r = read_lines(storage, &f, 0, f.size, LOOKAHEAD, |lines, _| {
+            let mut pos = 0;
+            while pos < lines.len() {
+                let end = lines[pos..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(lines.len(), |i| pos + i);
+                let line = &lines[pos..end];
+                if !line.iter().all(|&b| is_sep_or_blank(b)) {
+                    let mut v: Vec<f64> = Vec::new();
+                    let d = parse_line(line, skip, None, &mut v).map_err(|msg| LineError {
+                        line_start: pos,
+                        msg,
+                    })?;
+                    dim = Some(d);
+                    // Stop reading: the line is found.
+                    return Err(LineError {
+                        line_start: pos,
+                        msg: String::new(),
+                    });
+                }
+                pos = end + 1;
             }
-            let mut v: Vec<f64> = Vec::new();
-            return parse_line(line, skip, None, &mut v).map_err(|msg| Error::Input {
-                file: f.path.clone(),
-                line: i as u64 + 1,
-                msg,
-            });
+            Ok(())
+        });
+        match (dim, r) {
+            (Some(d), _) => return Ok(d),
+            (None, Err(e)) => return Err(e),
+            (None, Ok(())) => {} // only blank lines: the next file
         }
     }
     Err(Error::config(format!("no points in '{path}'")))
@@ -487,7 +563,7 @@ pub fn text_dim(storage: &dyn Storage, path: &str, skip: usize) -> Result<usize>
 /// dimension is the number of values on the first non-blank line; K is the number of non-blank
 /// lines. A directory is read file by file in name order.
 pub fn read_centroids(storage: &dyn Storage, path: &str) -> Result<Points> {
-    let files = storage.list(path)?;
+    let files = storage.list_input(path, false)?;
     let mut points = Points::default();
     for f in &files {
         let bytes = storage.read_all(&f.path)?;
@@ -652,6 +728,67 @@ mod tests {
             );
         }
         assert_eq!(all, expect);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A subdirectory of an input (points or centroids) directory is an error naming it; a
+    /// hidden one (`_temporary`, `.staging`) is skipped.
+    #[test]
+    fn subdirectories_of_an_input_are_named() {
+        let d = tmpdir("subdirs");
+        let s = LocalStorage;
+        let ds = d.to_str().unwrap();
+        s.write_all(&format!("{ds}/part-0"), b"1 2\n").unwrap();
+        s.write_all(&format!("{ds}/_temporary/0/part-1"), b"x\n")
+            .unwrap();
+        s.write_all(&format!("{ds}/.staging/part-2"), b"x\n")
+            .unwrap();
+        assert_eq!(load_share(&s, ds, Format::Text, 0, 2, 0, 1).unwrap().n, 1);
+        assert_eq!(text_dim(&s, ds, 0).unwrap(), 2);
+        assert_eq!(read_centroids(&s, ds).unwrap().n, 1);
+        s.write_all(&format!("{ds}/more/part-3"), b"3 4\n").unwrap();
+        for e in [
+            load_share(&s, ds, Format::Text, 0, 2, 0, 1).unwrap_err(),
+            load_share(&s, ds, Format::F32, 0, 2, 0, 1).unwrap_err(),
+            text_dim(&s, ds, 0).unwrap_err(),
+            read_centroids(&s, ds).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains(&format!("subdirectory '{ds}/more'")), "{e}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The dimension comes from the first non-blank line, read whole: after more blank lines
+    /// than one read step, and longer than one step; an empty first file is passed over.
+    #[test]
+    fn text_dim_reads_the_whole_first_line() {
+        let d = tmpdir("text-dim");
+        let s = LocalStorage;
+        let ds = d.to_str().unwrap();
+        s.write_all(&format!("{ds}/a"), b"\n \n").unwrap();
+        let blank = "\n".repeat(LOOKAHEAD as usize + 10);
+        let long: Vec<String> = (0..30_000).map(|i| format!("{i}.5")).collect();
+        s.write_all(
+            &format!("{ds}/b"),
+            format!("{blank}   {}\n1 2\n", long.join(" ")).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(text_dim(&s, ds, 0).unwrap(), 30_000);
+        assert_eq!(text_dim(&s, ds, 3).unwrap(), 29_997);
+        s.write_all(&format!("{ds}/b"), format!("{blank}1 x\n").as_bytes())
+            .unwrap();
+        let e = text_dim(&s, ds, 0).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{ds}/b:{}: column 2: cannot parse 'x'",
+                LOOKAHEAD + 11
+            )),
+            "{e}"
+        );
+        s.write_all(&format!("{ds}/b"), b"").unwrap();
+        let e = text_dim(&s, ds, 0).unwrap_err().to_string();
+        assert!(e.contains("no points"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -858,6 +995,92 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// NaN and infinities in f32 records are refused in every path (shares and splits, read as
+    /// f32 or f64), naming the file, the absolute record and the value, as text refuses them.
+    #[test]
+    fn f32_records_with_nan_or_inf_are_refused() {
+        let d = tmpdir("f32-nonfinite");
+        let s = LocalStorage;
+        let dim = 3;
+        for (bad, shown) in [
+            (f32::NAN, "NaN"),
+            (f32::INFINITY, "inf"),
+            (f32::NEG_INFINITY, "-inf"),
+        ] {
+            let mut vals: Vec<f32> = (0..30 * dim).map(|i| i as f32).collect();
+            vals[17 * dim + 1] = bad; // record 18, value 2
+            let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let p = d.join("p.f32");
+            let ps = p.to_str().unwrap();
+            s.write_all(ps, &bytes).unwrap();
+            let check = |e: Error| match e {
+                Error::Input { file, line, msg } => {
+                    assert_eq!((file.as_str(), line), (ps, 18), "{msg}");
+                    assert!(
+                        msg.contains("record 18")
+                            && msg.contains("value 2 of 3")
+                            && msg.contains(&format!("is {shown},"))
+                            && msg.contains("not a finite number"),
+                        "{msg}"
+                    );
+                }
+                e => panic!("unexpected {e}"),
+            };
+            check(load_share_as::<f32>(&s, ps, Format::F32, 0, dim, 0, 1).unwrap_err());
+            check(load_share_as::<f64>(&s, ps, Format::F32, 0, dim, 0, 1).unwrap_err());
+            check(
+                load_splits_as::<f32>(&s, &[ByteRange::new(ps, 0, 1000)], Format::F32, 0, dim)
+                    .unwrap_err(),
+            );
+            // The worker whose share holds record 18 fails; the others load their points.
+            let mut failed = 0;
+            for rank in 0..3 {
+                match load_share(&s, ps, Format::F32, 0, dim, rank, 3) {
+                    Ok(m) => assert_eq!(m.n, 10),
+                    Err(e) => {
+                        check(e);
+                        failed += 1;
+                    }
+                }
+            }
+            assert_eq!(failed, 1);
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A huge bad token (no separator in 100 MB) is quoted in short in the error, which still
+    /// names the file and line; so is a huge bad centroid line.
+    #[test]
+    fn huge_bad_tokens_are_quoted_in_short() {
+        let d = tmpdir("huge-token");
+        let s = LocalStorage;
+        let p = d.join("p.txt");
+        let ps = p.to_str().unwrap();
+        let mut text = b"1 2\n3 4\n5 ".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 100 << 20));
+        text.extend_from_slice(b"\n7 8\n");
+        s.write_all(ps, &text).unwrap();
+        let e = load_share(&s, ps, Format::Text, 0, 2, 0, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.len() < 300,
+            "{} bytes: {}",
+            e.len(),
+            &e[..300.min(e.len())]
+        );
+        assert!(
+            e.starts_with(&format!("{ps}:3: column 2: cannot parse 'xxxx"))
+                && e.ends_with(&format!("…' ({} bytes) as a number", 100 << 20)),
+            "{e}"
+        );
+        let e = read_centroids(&s, ps).unwrap_err().to_string();
+        assert!(e.len() < 300 && e.starts_with(&format!("{ps}:3: ")), "{e}");
+        let e = format!("{}", "z".repeat(10_000).parse::<Format>().unwrap_err());
+        assert!(e.len() < 200, "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn f32_records_load_as_f32_without_change() {
         let d = tmpdir("f32-as-f32");
@@ -926,6 +1149,25 @@ mod tests {
         s.write_all(fs_, b"\n  \n").unwrap();
         let e = read_centroids(&s, fs_).unwrap_err().to_string();
         assert!(e.contains(fs_) && e.contains("empty"), "{e}");
+        for (bad, col) in [("nan", 2), ("inf", 3), ("-inf", 1), ("1e400", 3)] {
+            let line = match col {
+                1 => format!("{bad} 5 6"),
+                2 => format!("4 {bad} 6"),
+                _ => format!("4 5 {bad}"),
+            };
+            s.write_all(fs_, format!("1 2 3\n\n{line}\n").as_bytes())
+                .unwrap();
+            match read_centroids(&s, fs_).unwrap_err() {
+                Error::Input { file, line, msg } => {
+                    assert_eq!((file.as_str(), line), (fs_, 3), "{msg}");
+                    assert!(
+                        msg.contains(&format!("column {col}")) && msg.contains("not a finite"),
+                        "{msg}"
+                    );
+                }
+                e => panic!("unexpected {e}"),
+            }
+        }
         s.write_all(fs_, b"\n1,2,3\n4 5 6\n7 8\n").unwrap();
         match read_centroids(&s, fs_).unwrap_err() {
             Error::Input { line, msg, .. } => {
