@@ -165,7 +165,10 @@ fn a_send_blocked_on_a_stopped_worker_reports_it_silent() {
     for (i, o) in outs.iter().enumerate() {
         let err = stderr(o);
         assert!(!o.status.success(), "survivor {i} succeeded");
-        assert!(err.contains("rank 1 has been silent"), "survivor {i}: {err}");
+        assert!(
+            err.contains("rank 1 has been silent"),
+            "survivor {i}: {err}"
+        );
         assert!(!err.contains("did not send"), "survivor {i}: {err}");
     }
 }
@@ -201,8 +204,10 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Starts a long local benchmark on 3 workers and returns the launcher and its workers' pids.
+/// The callers wait for the launcher.
+#[allow(clippy::zombie_processes)]
 fn long_job() -> (Child, Vec<u32>) {
-    let launcher = harp()
+    let mut launcher = harp()
         .args(["bench", "allreduce", "--workers", "3", "--bytes", "1m"])
         .args(["--reps", "10000000", "--timeout", "10"])
         .stdout(Stdio::null())
@@ -217,7 +222,11 @@ fn long_job() -> (Child, Vec<u32>) {
             std::thread::sleep(Duration::from_millis(1000));
             return (launcher, kids);
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "workers did not start");
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = launcher.kill();
+            let _ = launcher.wait();
+            panic!("workers did not start");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -244,7 +253,11 @@ fn killing_the_launcher_with_sigkill_kills_its_workers() {
     assert!(kids.iter().all(|&p| alive(p)));
     signal(launcher.id(), libc::SIGKILL);
     let _ = launcher.wait();
-    assert_eq!(survivors(&kids), Vec::<u32>::new(), "workers outlived the launcher");
+    assert_eq!(
+        survivors(&kids),
+        Vec::<u32>::new(),
+        "workers outlived the launcher"
+    );
 }
 
 #[test]
@@ -255,5 +268,9 @@ fn stopping_the_launcher_with_sigterm_stops_its_workers_and_says_so() {
     let err = stderr(&o);
     assert!(!o.status.success());
     assert!(err.contains("stopped by signal 15"), "{err}");
-    assert_eq!(survivors(&kids), Vec::<u32>::new(), "workers outlived the launcher");
+    assert_eq!(
+        survivors(&kids),
+        Vec::<u32>::new(),
+        "workers outlived the launcher"
+    );
 }
