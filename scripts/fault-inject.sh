@@ -20,6 +20,7 @@ T=${3:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HARP=${HARP:-$ROOT/target/release/harp}
 OUT=${OUT:-$(mktemp -d /tmp/harp-fault-XXXXXX)}
+mkdir -p "$OUT"
 RANDOM=${SEED:-$$}
 [ -x "$HARP" ] || { echo "no harp binary at $HARP (cargo build --release -p harp-cli)" >&2; exit 2; }
 
