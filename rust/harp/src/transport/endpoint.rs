@@ -328,3 +328,132 @@ impl Endpoint<'_> {
         wire::decode(&f.body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Io;
+
+    /// A link whose sends to rank 1 never finish (a stopped peer) and whose sends to rank 2 fail
+    /// at once, the peer's own reason arriving just after the write error.
+    struct Stuck {
+        mb: Arc<Mailbox>,
+    }
+
+    impl Link for Stuck {
+        fn send<'a>(
+            &'a self,
+            dst: usize,
+            _hdr: Header,
+            _parts: &'a [&'a [u8]],
+        ) -> Io<'a, std::io::Result<()>> {
+            if dst == 1 {
+                return Box::pin(std::future::pending());
+            }
+            let mb = self.mb.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                mb.mark_gone(dst, "it failed: rank 2: disk full".into());
+            });
+            Box::pin(std::future::ready(Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "Broken pipe",
+            ))))
+        }
+        fn close<'a>(&'a self, _last: Header, _body: &'a [u8]) -> Io<'a, ()> {
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    fn transport(timeout: Duration) -> Transport {
+        let mb = Arc::new(Mailbox::new(3));
+        let link = Box::new(Stuck { mb: mb.clone() });
+        Transport::new(0, 3, 1, timeout, mb, link)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_failed_write_names_the_peers_own_reason_not_the_broken_pipe() {
+        rt().block_on(async {
+            let t = transport(Duration::from_secs(60));
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(2, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.ends_with("rank 2 is gone: it failed: rank 2: disk full"),
+                "{e}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_broken_connection_quotes_the_first_failure_seen() {
+        rt().block_on(async {
+            let t = transport(Duration::from_secs(60));
+            t.mailbox
+                .mark_gone(2, "it failed: rank 2: disk full".into());
+            t.mailbox.mark_gone(1, "connection closed".into());
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep.recv_frame(1, 0).await.unwrap_err().to_string();
+            assert!(
+                e.ends_with(
+                    "rank 1 is gone: connection closed (the first failure seen here: rank 2 is \
+                     gone: it failed: rank 2: disk full)"
+                ),
+                "{e}"
+            );
+            let e = ep.recv_frame(2, 0).await.unwrap_err().to_string();
+            assert!(
+                e.ends_with("rank 2 is gone: it failed: rank 2: disk full"),
+                "{e}"
+            );
+        });
+    }
+
+    /// A send that never completes fails as silent when the peer sends nothing (stopped), and
+    /// with the send-side timeout when it keeps sending heartbeats but takes no data.
+    #[test]
+    fn a_blocked_send_is_silent_or_a_send_timeout_never_a_receive_timeout() {
+        rt().block_on(async {
+            let t = transport(Duration::from_millis(400));
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(1, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), "silent", "{e}");
+            assert!(e.to_string().contains("rank 1 has been silent"), "{e}");
+
+            let t = Arc::new(transport(Duration::from_secs(2)));
+            let beats = {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    loop {
+                        t.mailbox.seen(1);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+            };
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(1, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            beats.abort();
+            assert_eq!(e.kind(), "timeout", "{e}");
+            assert!(
+                e.to_string().contains("could not send to rank 1 for 2.0 s"),
+                "{e}"
+            );
+        });
+    }
+}
