@@ -254,12 +254,20 @@ impl Endpoint<'_> {
             if let Some(r) = self.taken(mb.take_any(self.seq, &live, tag, self.op, self.algo)) {
                 return r;
             }
+            let mut failed = None;
             for &p in &all {
                 match mb.gone(p) {
                     Some(reason) if reason == LEFT => live.retain(|&x| x != p),
-                    Some(reason) => return Err(self.lost(p, reason)),
+                    Some(reason) => failed = failed.or(Some((p, reason))),
                     None => {}
                 }
+            }
+            if let Some((p, reason)) = failed {
+                // Of several failed peers, name the one that failed first (the likely cause).
+                return Err(match mb.first_failure() {
+                    Some((q, why)) if all.contains(&q) => self.lost(q, why),
+                    _ => self.lost(p, reason),
+                });
             }
             if live.is_empty() {
                 let first = from.first().copied().unwrap_or(0);
