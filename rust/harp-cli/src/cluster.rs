@@ -42,8 +42,49 @@ pub struct WorkerArgs {
 // `check.rs` (and the jobs) name the cluster options by this path.
 pub use crate::options::ClusterOpts;
 
+/// The environment variable through which the launcher tells its workers its pid.
+const LAUNCHER_PID: &str = "HARP_LAUNCHER_PID";
+
+/// A worker started by the local launcher dies with it: the kernel kills it (SIGKILL) when the
+/// launcher exits, however it exits (Linux `PR_SET_PDEATHSIG`). If the launcher is already
+/// gone, the worker stops at once.
+fn die_with_launcher() -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid only change or read this process's state.
+        let (set, parent) = unsafe {
+            (
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ),
+                libc::getppid(),
+            )
+        };
+        if set != 0 {
+            return Err(Error::io(
+                "cannot tie the worker to its launcher (prctl)",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let launcher = std::env::var(LAUNCHER_PID).ok();
+        if launcher.is_some_and(|l| l != parent.to_string()) {
+            return Err(Error::config(
+                "the launcher exited before this worker started",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs this process as one worker.
 pub fn worker(args: WorkerArgs) -> Result<()> {
+    if args.rendezvous {
+        die_with_launcher()?;
+    }
     let cfg = args.run.cluster().config()?;
     let rt = harp::worker::runtime(args.run.cluster().io_threads)?;
     let secret = match &args.secret_file {
@@ -101,11 +142,18 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         &secret,
         listener,
     )?;
-    let res = args.run.run(&w);
-    if res.is_ok() {
-        w.close();
+    // A job that fails, inside or outside the collectives, tells every peer why before it
+    // exits, so the peers' errors name this rank and the cause (not just a closed connection).
+    match args.run.run(&w) {
+        Ok(()) => {
+            w.close();
+            Ok(())
+        }
+        Err(e) => {
+            w.abort(&e.to_string());
+            Err(e)
+        }
     }
-    res
 }
 
 fn random_hex(n: usize) -> String {
@@ -130,6 +178,27 @@ fn getrandom_fill(b: &mut [u8]) {
     }
 }
 
+/// The signal (SIGTERM or SIGINT) the launcher received, 0 if none.
+static SIGNALLED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// From now on SIGTERM and SIGINT ask the launcher to stop its workers and exit (the workers
+/// get SIGTERM; exec resets the handler in them).
+fn catch_stop_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
 struct Kill(Vec<Child>);
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -137,6 +206,26 @@ impl Drop for Kill {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// Sends SIGTERM to every worker still running, gives them 2 s, then kills the rest.
+fn stop_workers(kids: &mut [Child]) {
+    for c in kids.iter_mut() {
+        if matches!(c.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) on our own child, which has not been waited for yet.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        }
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < until
+        && kids.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for c in kids.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
@@ -170,6 +259,7 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
     }
     let secret = random_hex(32);
     let jobname = format!("local-{}-{}", std::process::id(), random_hex(4));
+    catch_stop_signals();
     let mut kids = Kill(Vec::new());
     for r in 0..workers {
         let child = Command::new(&exe)
@@ -177,6 +267,7 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
             .args(&rest)
             .env("HARP_SECRET", &secret)
             .env("HARP_JOB", &jobname)
+            .env(LAUNCHER_PID, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -249,6 +340,13 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
                     format!("worker {r} {st}")
                 });
             }
+        }
+        let sig = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+        if sig != 0 {
+            stop_workers(&mut kids.0);
+            return Err(Error::config(format!(
+                "stopped by signal {sig}: the workers were stopped too"
+            )));
         }
         if failed_at.is_some_and(|t| t.elapsed() > grace) {
             for (r, c) in kids.0.iter_mut().enumerate() {

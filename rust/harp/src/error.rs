@@ -35,6 +35,14 @@ pub enum Error {
         peer: usize,
         secs: f64,
     },
+    /// A send to a peer made no progress within the timeout: the peer is not taking data (kind
+    /// `timeout`, like a receive that waited too long).
+    #[error("{ctx}: could not send to rank {peer} for {secs:.1} s: it is not taking data (stopped, hung or its network is cut)")]
+    SendTimeout {
+        ctx: OpContext,
+        peer: usize,
+        secs: f64,
+    },
     /// A peer sent nothing at all (not even heartbeats) for half the timeout.
     #[error("{ctx}: rank {peer} has been silent for {secs:.1} s (no data, no heartbeat): it is hung, stopped or cut off")]
     Silent {
@@ -107,7 +115,7 @@ impl Error {
     /// `startup`, `input`, `data`, `config`, `io`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Timeout { .. } => "timeout",
+            Error::Timeout { .. } | Error::SendTimeout { .. } => "timeout",
             Error::Silent { .. } => "silent",
             Error::PeerLost { .. } => "peer-lost",
             Error::OpMismatch { .. } => "op-mismatch",
@@ -125,6 +133,7 @@ impl Error {
     pub fn op_context(&self) -> Option<&OpContext> {
         match self {
             Error::Timeout { ctx, .. }
+            | Error::SendTimeout { ctx, .. }
             | Error::Silent { ctx, .. }
             | Error::PeerLost { ctx, .. }
             | Error::OpMismatch { ctx, .. } => Some(ctx),

@@ -65,6 +65,8 @@ pub struct Worker {
     transport: Transport,
     seq: AtomicU64,
     poisoned: Mutex<Option<String>>,
+    /// Set by [`Worker::close`] and [`Worker::abort`]; a worker dropped without either aborts.
+    finished: bool,
     /// The runtime of in-process workers, kept alive by the workers that share it (dropped
     /// last).
     _runtime: Option<Arc<Runtime>>,
@@ -114,6 +116,7 @@ impl Worker {
             transport,
             seq: AtomicU64::new(0),
             poisoned: Mutex::new(None),
+            finished: false,
             _runtime: None,
         })
     }
@@ -152,6 +155,7 @@ impl Worker {
                 transport,
                 seq: AtomicU64::new(0),
                 poisoned: Mutex::new(None),
+                finished: false,
                 _runtime: Some(rt.clone()),
             })
             .collect())
@@ -375,14 +379,45 @@ impl Worker {
     }
 
     /// Failure shutdown: tells every peer why this worker stops (their errors will quote
-    /// `reason`) and closes the connections.
-    pub fn abort(self, reason: &str) {
-        let msg = format!("rank {}: {reason}", self.rank);
+    /// `reason`, prefixed with this worker's rank unless it already starts with it) and closes
+    /// the connections. Call it when a job fails outside the collectives (bad input, a failed
+    /// computation), so that the peers report the cause instead of a closed connection.
+    pub fn abort(mut self, reason: &str) {
+        self.finished = true;
+        self.abort_now(reason);
+    }
+
+    fn abort_now(&self, reason: &str) {
+        let own = format!("rank {}:", self.rank);
+        let msg = if reason.starts_with(&own) {
+            reason.to_string()
+        } else {
+            format!("{own} {reason}")
+        };
         self.rt.block_on(self.transport.abort(&msg));
     }
 
     /// Orderly shutdown: tells every peer this worker is leaving.
-    pub fn close(self) {
+    pub fn close(mut self) {
+        self.finished = true;
         self.rt.block_on(self.transport.close());
+    }
+}
+
+impl Drop for Worker {
+    /// A worker dropped without [`Worker::close`] or [`Worker::abort`] (an error returned past
+    /// it, a panic) aborts, so that its peers fail at once with a reason instead of waiting. Not
+    /// from inside async code, where it cannot block: there the connections just close.
+    fn drop(&mut self) {
+        if self.finished || Handle::try_current().is_ok() {
+            return;
+        }
+        let why = if std::thread::panicking() {
+            "the worker was dropped without closing: its thread panicked"
+        } else {
+            "the worker was dropped without closing (its job returned early or failed outside \
+             the collectives)"
+        };
+        self.abort_now(why);
     }
 }

@@ -7,7 +7,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use harp::check::{self, Fault, Faults, Spec};
-use harp::{Error, Table, Worker};
+use harp::collective::BroadcastAlgorithm;
+use harp::{Array, Config, Error, Table, Worker};
 
 use common::{config, on_workers};
 
@@ -63,7 +64,7 @@ fn an_aborted_worker_fails_every_worker_naming_it() {
 #[test]
 fn a_dropped_worker_fails_every_worker_naming_it() {
     let errors = fail_rank_2(Exit::Drop);
-    let cause = "rank 2 is gone: connection closed (the worker was dropped";
+    let cause = "rank 2 is gone: it failed: rank 2: the worker was dropped without closing";
     all_say(&errors, &[0, 1, 3], cause);
 }
 
@@ -151,4 +152,98 @@ fn more_workers_than_the_tag_ranges_hold_are_refused_at_start() {
         )),
         "{e}"
     );
+}
+
+/// A small table (binomial under auto) or, with `large`, one above the crossover (chain).
+fn bcast_table(w: &Worker, large: bool) -> Table {
+    let n = if large { 4 * 1024 } else { 16 };
+    let mut t = Table::new(harp::Combiner::Reject);
+    t.put(0, Array::from_slice(w.pool(), &vec![w.rank() as f64; n]));
+    t
+}
+
+/// The root fails before sending (say its --init file is missing): every other worker fails at
+/// once in the automatic broadcast, naming the root and its reason, whichever tree the root
+/// would have picked and whether or not the worker is one of the root's children. A long
+/// timeout makes a wait for it show up as a timeout error, which fails the test.
+#[test]
+fn a_root_that_fails_before_an_auto_broadcast_is_named_by_everyone() {
+    for p in [2, 4, 7] {
+        for root in [0, p - 1] {
+            let errors = on_workers(p, config(Duration::from_secs(120)), |w: Worker| {
+                if w.rank() == root {
+                    w.abort("cannot read the initial centroids: init.txt: no such file");
+                    return (String::new(), String::new());
+                }
+                let mut t = bcast_table(&w, false);
+                let e = w
+                    .broadcast("init", &mut t, root, BroadcastAlgorithm::Auto)
+                    .expect_err("the root failed");
+                (e.kind().to_string(), e.to_string())
+            });
+            for (r, (kind, e)) in errors.iter().enumerate().filter(|(r, _)| *r != root) {
+                assert_eq!(kind, "peer-lost", "p={p} rank {r}: {e}");
+                let cause = format!(
+                    "rank {root} is gone: it failed: rank {root}: cannot read the initial \
+                     centroids"
+                );
+                assert!(e.contains(&cause), "p={p} rank {r}: {e}");
+            }
+        }
+    }
+}
+
+/// A worker in the middle of the tree dies before an automatic broadcast (binomial for a small
+/// table, chain for a large one): its children fail at once naming it, and every other worker
+/// fails by the next collective with an error that names it (directly or through the abort of
+/// the worker that saw it first). Nobody times out.
+#[test]
+fn a_mid_tree_worker_that_dies_in_an_auto_broadcast_is_named_by_everyone() {
+    for large in [false, true] {
+        let errors = on_workers(8, config(Duration::from_secs(120)), |w: Worker| {
+            if w.rank() == 4 {
+                drop(w);
+                return (String::new(), String::new(), false);
+            }
+            let mut t = bcast_table(&w, large);
+            let res = w.broadcast("bcast", &mut t, 0, BroadcastAlgorithm::Auto);
+            let in_bcast = res.is_err();
+            let e = match res {
+                Err(e) => e,
+                Ok(()) => w.barrier("after").expect_err("rank 4 is gone"),
+            };
+            (e.kind().to_string(), e.to_string(), in_bcast)
+        });
+        for (r, (kind, e, in_bcast)) in errors.iter().enumerate().filter(|(r, _)| *r != 4) {
+            assert!(kind == "peer-lost" || kind == "poisoned", "rank {r}: {e}");
+            assert!(e.contains("rank 4 is gone"), "large={large} rank {r}: {e}");
+            // Rank 5 waits for rank 4 under both trees (binomial and chain parent).
+            if r == 5 {
+                assert!(*in_bcast && e.starts_with("rank 5: broadcast"), "{e}");
+            }
+        }
+    }
+}
+
+/// A worker whose job fails outside the collectives and returns without closing still tells
+/// the peers why (the drop aborts).
+#[test]
+fn a_worker_dropped_after_an_error_tells_the_peers_why() {
+    let cfg = Config {
+        op_timeout: Duration::from_secs(120),
+        ..Config::default()
+    };
+    let errors = on_workers(3, cfg, |w: Worker| {
+        if w.rank() == 1 {
+            return String::new(); // dropped here, never calling the barrier
+        }
+        w.barrier("b").expect_err("rank 1 left").to_string()
+    });
+    for r in [0, 2] {
+        assert!(
+            errors[r].contains("rank 1 is gone: it failed: rank 1: the worker was dropped"),
+            "rank {r}: {}",
+            errors[r]
+        );
+    }
 }

@@ -142,6 +142,21 @@ pub fn tree(
     }
 }
 
+/// The possible parents of non-root `r` under an automatic broadcast from `root`: its parent
+/// in each tree [`choose::broadcast`] can pick (binomial first, then chain; one entry when they
+/// agree).
+pub fn auto_parents(topo: &Topology, r: usize, p: usize, root: usize) -> Vec<usize> {
+    let mut parents = Vec::new();
+    for algo in [BroadcastAlgorithm::Binomial, BroadcastAlgorithm::Chain] {
+        if let (Some(q), _) = tree(algo, topo, r, p, root) {
+            if !parents.contains(&q) {
+                parents.push(q);
+            }
+        }
+    }
+    parents
+}
+
 /// Cost (n bytes, chunk c): chain ≈ (n + (p−2)c)β + (p−1)α, i.e. ≈ n/B whatever p;
 /// binomial ≈ ⌈log2 p⌉ (nβ + α) at the root's uplink (pipelined per chunk below it);
 /// one-by-one = (p−1)(nβ + α).
@@ -195,10 +210,11 @@ pub async fn broadcast(
             .await;
     }
     let (head, children) = if auto {
-        // Learn the root's choice from the first frame, whoever sends it, then check that the
-        // sender is this worker's parent in that tree.
-        let others: Vec<usize> = (0..cx.size()).filter(|&x| x != cx.rank()).collect();
-        let f = cx.ep.recv_frame_from_any(&others, tag).await?;
+        // Learn the root's choice from the first frame. Only this worker's parent under one of
+        // the trees the root can pick may send it; the wait fails at once, naming the peer, when
+        // one of those parents or the root itself has failed.
+        let parents = auto_parents(cx.topo, cx.rank(), cx.size(), root);
+        let f = cx.ep.recv_frame_from_any(&parents, &[root], tag).await?;
         let chosen = BroadcastAlgorithm::from_announced(f.hdr.aux).ok_or_else(|| {
             Error::Protocol(format!(
                 "{}: unknown broadcast algorithm {} announced",
@@ -255,6 +271,31 @@ pub async fn broadcast(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Auto waits for exactly the parents the two trees it can pick give.
+    #[test]
+    fn auto_parents_are_the_binomial_and_chain_parents() {
+        for p in 2..=17 {
+            let topo = Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
+            for root in 0..p {
+                for r in (0..p).filter(|&r| r != root) {
+                    let got = auto_parents(&topo, r, p, root);
+                    let b = tree(BroadcastAlgorithm::Binomial, &topo, r, p, root)
+                        .0
+                        .unwrap();
+                    let c = tree(BroadcastAlgorithm::Chain, &topo, r, p, root)
+                        .0
+                        .unwrap();
+                    assert_eq!(got[0], b);
+                    assert!(got.contains(&c) && got.len() == 1 + usize::from(b != c));
+                    assert!(!got.contains(&r));
+                }
+            }
+        }
+        let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        assert_eq!(auto_parents(&topo, 2, 4, 0), vec![0, 1]);
+        assert_eq!(auto_parents(&topo, 3, 4, 0), vec![2]);
+    }
 
     /// Every rank is reached exactly once from the root, parents and children agree.
     #[test]

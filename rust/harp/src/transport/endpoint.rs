@@ -5,10 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::mailbox::{Mailbox, Take};
+use super::mailbox::{Mailbox, Take, LEFT};
 use super::{heartbeat_interval, Frame, Link};
 use crate::error::{Error, OpContext, Result};
 use crate::wire::{self, Header, Kind, Op};
+
+/// How long a failed write waits for the peer's reason for leaving to arrive.
+const SEND_FAILURE_GRACE: Duration = Duration::from_secs(1);
 
 /// The connections of one worker to all its peers (TCP or in-process) and its mailbox.
 pub struct Transport {
@@ -108,11 +111,27 @@ impl Endpoint<'_> {
         }
     }
 
+    /// `peer` is gone for `reason`. When that is only a broken connection and another peer
+    /// failed first, the first failure (the likely root cause) is quoted too.
     fn lost(&self, peer: usize, reason: String) -> Error {
+        let reason = match self.t.mailbox.first_failure() {
+            Some((first, why)) if first != peer && !reason.starts_with("it failed") => {
+                format!("{reason} (the first failure seen here: rank {first} is gone: {why})")
+            }
+            _ => reason,
+        };
         Error::PeerLost {
             ctx: self.ctx.clone(),
             peer,
             reason,
+        }
+    }
+
+    fn silent(&self, peer: usize, quiet: Duration) -> Error {
+        Error::Silent {
+            ctx: self.ctx.clone(),
+            peer,
+            secs: quiet.as_secs_f64(),
         }
     }
 
@@ -125,7 +144,10 @@ impl Endpoint<'_> {
     }
 
     /// Writes one frame whose payload is the concatenation of `parts`, straight from the
-    /// caller's buffers.
+    /// caller's buffers. A send blocked on a peer that takes no data fails when that peer has
+    /// been silent for half the timeout (a stopped or cut-off process sends no heartbeats
+    /// either), or at the timeout; a failed write names the peer's own reason for leaving (its
+    /// `Abort` frame is usually still on its way to this worker's reader).
     pub async fn send_frame(
         &self,
         dst: usize,
@@ -136,17 +158,52 @@ impl Endpoint<'_> {
     ) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let h = self.header(kind, tag, aux, len as u64);
-        match tokio::time::timeout(self.timeout, self.t.link.send(dst, h, parts)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                let reason = self
-                    .t
-                    .mailbox
-                    .gone(dst)
-                    .unwrap_or_else(|| format!("send failed: {e}"));
-                Err(self.lost(dst, reason))
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let slice = heartbeat_interval(self.timeout);
+        let mb = &self.t.mailbox;
+        let send = self.t.link.send(dst, h, parts);
+        tokio::pin!(send);
+        loop {
+            let wake = deadline.min(tokio::time::Instant::now() + slice);
+            match tokio::time::timeout_at(wake, send.as_mut()).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => return Err(self.send_failed(dst, e).await),
+                Err(_) => {
+                    if let Some(reason) = mb.gone(dst) {
+                        return Err(self.lost(dst, reason));
+                    }
+                    let quiet = mb.silence(dst);
+                    if quiet >= self.timeout / 2 {
+                        return Err(self.silent(dst, quiet));
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(Error::SendTimeout {
+                            ctx: self.ctx.clone(),
+                            peer: dst,
+                            secs: self.timeout.as_secs_f64(),
+                        });
+                    }
+                }
             }
-            Err(_) => Err(self.timed_out(dst)),
+        }
+    }
+
+    /// The error for a failed write to `dst`: the reason `dst` left, once its reader has filed
+    /// it (waited for briefly), else the write error itself.
+    async fn send_failed(&self, dst: usize, e: std::io::Error) -> Error {
+        let mb = &self.t.mailbox;
+        let grace = tokio::time::Instant::now() + self.timeout.min(SEND_FAILURE_GRACE);
+        let watch = mb.watch_op(self.seq, &[dst]);
+        loop {
+            let notified = watch.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(reason) = mb.gone(dst) {
+                return self.lost(dst, reason);
+            }
+            if tokio::time::timeout_at(grace, notified).await.is_err() {
+                return self.lost(dst, format!("send failed: {e}"));
+            }
         }
     }
 
@@ -168,48 +225,92 @@ impl Endpoint<'_> {
     /// gone, when it has sent nothing at all for half the timeout (silent: hung or cut off), or
     /// when the frame has not come within the timeout.
     pub async fn recv_frame(&self, src: usize, tag: u32) -> Result<Frame> {
-        self.wait(&[src], tag, true).await
+        self.wait(src, tag).await
     }
 
-    /// Waits for the first frame with `tag` in this operation from any of `from` (used when only
-    /// the sender knows what comes next, e.g. the automatically chosen broadcast tree). Fails
-    /// when every candidate is gone, or at the timeout.
-    pub async fn recv_frame_from_any(&self, from: &[usize], tag: u32) -> Result<Frame> {
-        self.wait(from, tag, false).await
-    }
-
-    /// Waits for a frame with `tag` from the first of `from` that has one. With `silence`, also
-    /// wakes every heartbeat interval to fail when the (single) sender has gone silent.
-    async fn wait(&self, from: &[usize], tag: u32, silence: bool) -> Result<Frame> {
+    /// Waits for the first frame with `tag` in this operation from any of `from`, the peers
+    /// that may send it (used when only the sender knows what comes next, e.g. the parent in an
+    /// automatically chosen broadcast tree). Fails at once when any of `from` or `watch` (peers
+    /// whose failure dooms this wait, e.g. the root) is gone for a failure, or has been silent
+    /// for half the timeout; a candidate that left the job normally without sending is no
+    /// longer waited for. At the timeout the first candidate still waited for is named.
+    pub async fn recv_frame_from_any(
+        &self,
+        from: &[usize],
+        watch: &[usize],
+        tag: u32,
+    ) -> Result<Frame> {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let silent_limit = self.timeout / 2;
         let slice = heartbeat_interval(self.timeout);
-        let first = from.first().copied().unwrap_or(0);
         let mb = &self.t.mailbox;
-        let watch = mb.watch_op(self.seq, from);
+        let mut live: Vec<usize> = from.to_vec();
+        let mut all: Vec<usize> = from.to_vec();
+        all.extend(watch.iter().filter(|w| !from.contains(w)));
+        let waiter = mb.watch_op(self.seq, &all);
+        loop {
+            let notified = waiter.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(r) = self.taken(mb.take_any(self.seq, &live, tag, self.op, self.algo)) {
+                return r;
+            }
+            let mut failed = None;
+            for &p in &all {
+                match mb.gone(p) {
+                    Some(reason) if reason == LEFT => live.retain(|&x| x != p),
+                    Some(reason) => failed = failed.or(Some((p, reason))),
+                    None => {}
+                }
+            }
+            if let Some((p, reason)) = failed {
+                // Of several failed peers, name the one that failed first (the likely cause).
+                return Err(match mb.first_failure() {
+                    Some((q, why)) if all.contains(&q) => self.lost(q, why),
+                    _ => self.lost(p, reason),
+                });
+            }
+            if live.is_empty() {
+                let first = from.first().copied().unwrap_or(0);
+                return Err(self.lost(first, LEFT.to_string()));
+            }
+            let wake = deadline.min(tokio::time::Instant::now() + slice);
+            if tokio::time::timeout_at(wake, notified).await.is_err() {
+                for &p in &all {
+                    let quiet = mb.silence(p);
+                    if quiet >= self.timeout / 2 {
+                        return Err(self.silent(p, quiet));
+                    }
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(self.timed_out(live[0]));
+                }
+            }
+        }
+    }
+
+    /// Waits for a frame with `tag` from `src`, waking every heartbeat interval to fail when
+    /// `src` has gone silent.
+    async fn wait(&self, src: usize, tag: u32) -> Result<Frame> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let slice = heartbeat_interval(self.timeout);
+        let mb = &self.t.mailbox;
+        let watch = mb.watch_op(self.seq, &[src]);
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let got = mb.take_any(self.seq, from, tag, self.op, self.algo);
+            let got = mb.take_any(self.seq, &[src], tag, self.op, self.algo);
             if let Some(r) = self.taken(got) {
                 return r;
             }
-            let wake = match silence {
-                true => deadline.min(tokio::time::Instant::now() + slice),
-                false => deadline,
-            };
+            let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
-                let quiet = mb.silence(first);
-                if silence && quiet >= silent_limit {
-                    return Err(Error::Silent {
-                        ctx: self.ctx.clone(),
-                        peer: first,
-                        secs: quiet.as_secs_f64(),
-                    });
+                let quiet = mb.silence(src);
+                if quiet >= self.timeout / 2 {
+                    return Err(self.silent(src, quiet));
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(self.timed_out(first));
+                    return Err(self.timed_out(src));
                 }
             }
         }
@@ -233,5 +334,134 @@ impl Endpoint<'_> {
             )));
         }
         wire::decode(&f.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Io;
+
+    /// A link whose sends to rank 1 never finish (a stopped peer) and whose sends to rank 2 fail
+    /// at once, the peer's own reason arriving just after the write error.
+    struct Stuck {
+        mb: Arc<Mailbox>,
+    }
+
+    impl Link for Stuck {
+        fn send<'a>(
+            &'a self,
+            dst: usize,
+            _hdr: Header,
+            _parts: &'a [&'a [u8]],
+        ) -> Io<'a, std::io::Result<()>> {
+            if dst == 1 {
+                return Box::pin(std::future::pending());
+            }
+            let mb = self.mb.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                mb.mark_gone(dst, "it failed: rank 2: disk full".into());
+            });
+            Box::pin(std::future::ready(Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "Broken pipe",
+            ))))
+        }
+        fn close<'a>(&'a self, _last: Header, _body: &'a [u8]) -> Io<'a, ()> {
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    fn transport(timeout: Duration) -> Transport {
+        let mb = Arc::new(Mailbox::new(3));
+        let link = Box::new(Stuck { mb: mb.clone() });
+        Transport::new(0, 3, 1, timeout, mb, link)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_failed_write_names_the_peers_own_reason_not_the_broken_pipe() {
+        rt().block_on(async {
+            let t = transport(Duration::from_secs(60));
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(2, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.ends_with("rank 2 is gone: it failed: rank 2: disk full"),
+                "{e}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_broken_connection_quotes_the_first_failure_seen() {
+        rt().block_on(async {
+            let t = transport(Duration::from_secs(60));
+            t.mailbox
+                .mark_gone(2, "it failed: rank 2: disk full".into());
+            t.mailbox.mark_gone(1, "connection closed".into());
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep.recv_frame(1, 0).await.unwrap_err().to_string();
+            assert!(
+                e.ends_with(
+                    "rank 1 is gone: connection closed (the first failure seen here: rank 2 is \
+                     gone: it failed: rank 2: disk full)"
+                ),
+                "{e}"
+            );
+            let e = ep.recv_frame(2, 0).await.unwrap_err().to_string();
+            assert!(
+                e.ends_with("rank 2 is gone: it failed: rank 2: disk full"),
+                "{e}"
+            );
+        });
+    }
+
+    /// A send that never completes fails as silent when the peer sends nothing (stopped), and
+    /// with the send-side timeout when it keeps sending heartbeats but takes no data.
+    #[test]
+    fn a_blocked_send_is_silent_or_a_send_timeout_never_a_receive_timeout() {
+        rt().block_on(async {
+            let t = transport(Duration::from_millis(400));
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(1, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), "silent", "{e}");
+            assert!(e.to_string().contains("rank 1 has been silent"), "{e}");
+
+            let t = Arc::new(transport(Duration::from_secs(2)));
+            let beats = {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    loop {
+                        t.mailbox.seen(1);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+            };
+            let ep = t.endpoint(Op::Barrier, 0, 1, "b");
+            let e = ep
+                .send_frame(1, Kind::Ctrl, 0, 0, &[b"x"])
+                .await
+                .unwrap_err();
+            beats.abort();
+            assert_eq!(e.kind(), "timeout", "{e}");
+            assert!(
+                e.to_string().contains("could not send to rank 1 for 2.0 s"),
+                "{e}"
+            );
+        });
     }
 }

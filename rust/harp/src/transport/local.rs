@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::mailbox::{lane_of, Frame, Mailbox};
+use super::mailbox::{lane_of, Frame, Mailbox, LEFT};
 use super::{heartbeat_interval, Io, Link, Transport};
 use crate::pool::Pool;
 use crate::wire::{Header, Kind};
@@ -84,7 +84,7 @@ impl Link for Local {
     fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()> {
         let reason = match last.kind {
             Kind::Abort => format!("it failed: {}", String::from_utf8_lossy(body)),
-            _ => "it left the job (finished its work)".to_string(),
+            _ => LEFT.to_string(),
         };
         self.leave(|| reason.clone());
         Box::pin(std::future::ready(()))

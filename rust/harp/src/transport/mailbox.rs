@@ -23,6 +23,10 @@ use tokio::sync::Notify;
 use crate::pool::Buf;
 use crate::wire::{Header, Op};
 
+/// The reason filed for a peer that left the job normally (`Bye` over TCP, `close` in
+/// process). Every other reason is a failure.
+pub(crate) const LEFT: &str = "it left the job (finished its work)";
+
 /// A received frame.
 #[derive(Debug)]
 pub struct Frame {
@@ -73,6 +77,8 @@ struct State {
     ops: HashMap<(u64, usize), Position>,
     events: Vec<VecDeque<Frame>>,
     gone: Vec<Option<String>>,
+    /// The first peer recorded gone for a failure (not [`LEFT`]), with its reason.
+    first_failure: Option<(usize, String)>,
     watchers: HashMap<Spot, Vec<Arc<Notify>>>,
 }
 
@@ -138,6 +144,7 @@ impl Mailbox {
                 ops: HashMap::new(),
                 events: (0..size).map(|_| VecDeque::new()).collect(),
                 gone: vec![None; size],
+                first_failure: None,
                 watchers: HashMap::new(),
             }),
             last_seen: (0..size).map(|_| AtomicU64::new(0)).collect(),
@@ -163,6 +170,12 @@ impl Mailbox {
     /// Why `peer` is gone, if it is.
     pub fn gone(&self, peer: usize) -> Option<String> {
         self.lock().gone[peer].clone()
+    }
+
+    /// The first peer recorded gone for a failure (not for leaving normally), with its reason:
+    /// the root cause when several peers fail one after the other.
+    pub fn first_failure(&self) -> Option<(usize, String)> {
+        self.lock().first_failure.clone()
     }
 
     /// Whether `peer` is gone.
@@ -199,6 +212,9 @@ impl Mailbox {
     pub fn mark_gone(&self, src: usize, reason: String) {
         let mut st = self.lock();
         if st.gone[src].is_none() {
+            if reason != LEFT && st.first_failure.is_none() {
+                st.first_failure = Some((src, reason.clone()));
+            }
             st.gone[src] = Some(reason);
         }
         for (spot, ws) in &st.watchers {
@@ -385,6 +401,20 @@ mod tests {
         ));
         assert_eq!(mb.gone(2).as_deref(), Some("it left"));
         assert_eq!(mb.gone(0), None);
+        assert_eq!(mb.first_failure(), Some((1, "it failed: boom".to_string())));
+    }
+
+    #[test]
+    fn a_peer_that_left_normally_is_not_the_first_failure() {
+        let mb = Mailbox::new(3);
+        mb.mark_gone(2, LEFT.to_string());
+        assert_eq!(mb.first_failure(), None);
+        mb.mark_gone(1, "connection closed".into());
+        mb.mark_gone(0, "it failed: later".into());
+        assert_eq!(
+            mb.first_failure(),
+            Some((1, "connection closed".to_string()))
+        );
     }
 
     #[test]

@@ -1,0 +1,276 @@
+//! Failure paths with real processes: a worker whose job fails outside the collectives tells
+//! its peers why, a root that fails before the automatic broadcast is named at once, a send
+//! blocked on a stopped peer reports it silent, and killing the launcher kills its workers.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn harp() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harp"));
+    c.env("HARP_LOG", "warn");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    harp().args(args).output().expect("harp runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The final error line of rank `r` in the launcher's stderr.
+fn error_line(err: &str, r: usize) -> &str {
+    err.lines()
+        .find(|l| l.starts_with(&format!("harp: error: rank {r}:")))
+        .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-fail-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// 30 points of dimension 2, one per line.
+fn points(dir: &Path, last: &str) -> PathBuf {
+    let pts = dir.join("pts.txt");
+    let mut text: String = (0..29).map(|i| format!("{i} {}\n", i % 5)).collect();
+    text.push_str(last);
+    std::fs::write(&pts, text).unwrap();
+    pts
+}
+
+/// The root cannot read its --init file, so it fails before sending the initial centroids:
+/// every other worker fails at once in the automatic broadcast naming rank 0 and the cause
+/// (before, they waited for the whole timeout and blamed the wrong rank).
+#[test]
+fn a_missing_init_file_fails_every_worker_at_once_naming_rank_0() {
+    let dir = tmpdir("init");
+    let pts = points(&dir, "1 1\n");
+    let missing = dir.join("no-such-init.txt");
+    let o = run(&[
+        "kmeans",
+        "--workers",
+        "4",
+        "--input",
+        &s(&pts),
+        "--init",
+        &s(&missing),
+        "--output",
+        &s(&dir.join("out")),
+        "--timeout",
+        "300",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    for r in 1..4 {
+        let line = error_line(&err, r);
+        assert!(
+            line.contains("rank 0 is gone: it failed: rank 0:")
+                && line.contains("no-such-init.txt"),
+            "rank {r}: {line}"
+        );
+        assert!(!line.contains("timed out"), "rank {r}: {line}");
+    }
+}
+
+/// A worker whose input is malformed fails outside any collective; the others name it and
+/// quote its error (file and line) instead of "connection closed".
+#[test]
+fn an_input_error_on_one_worker_is_quoted_by_every_other_worker() {
+    let dir = tmpdir("input");
+    let pts = points(&dir, "5 x\n");
+    let init = dir.join("init.txt");
+    std::fs::write(&init, "0 0\n1 1\n").unwrap();
+    let o = run(&[
+        "kmeans",
+        "--workers",
+        "3",
+        "--input",
+        &s(&pts),
+        "--init",
+        &s(&init),
+        "--output",
+        &s(&dir.join("out")),
+        "--timeout",
+        "300",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    let cause = format!("rank 2 is gone: it failed: rank 2: {}:30:", pts.display());
+    for r in 0..2 {
+        let line = error_line(&err, r);
+        assert!(line.contains(&cause), "rank {r}: {line}");
+    }
+}
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+fn hosts_file(dir: &Path, ports: &[u16]) -> String {
+    let path = dir.join("hosts");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for p in ports {
+        writeln!(f, "127.0.0.1:{p}").unwrap();
+    }
+    s(&path)
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: plain kill(2) on a process this test started.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+/// A stopped worker (SIGSTOP) in the middle of large allreduces: the peers whose sends to it
+/// block report it silent, like the receivers, never a receive-side "did not send" timeout.
+#[test]
+fn a_send_blocked_on_a_stopped_worker_reports_it_silent() {
+    let dir = tmpdir("stop");
+    let hosts = hosts_file(&dir, &free_ports(3));
+    let mut kids: Vec<Child> = (0..3)
+        .map(|r| {
+            harp()
+                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string()])
+                .args(["--job", "stop", "bench", "allreduce", "--bytes", "64m"])
+                .args(["--reps", "100000", "--timeout", "6"])
+                .env("HARP_SECRET", "k")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(2500));
+    let victim = kids.remove(1);
+    signal(victim.id(), libc::SIGSTOP);
+    let outs: Vec<Output> = kids
+        .into_iter()
+        .map(|k| k.wait_with_output().unwrap())
+        .collect();
+    signal(victim.id(), libc::SIGKILL);
+    let _ = victim.wait_with_output();
+    for (i, o) in outs.iter().enumerate() {
+        let err = stderr(o);
+        assert!(!o.status.success(), "survivor {i} succeeded");
+        assert!(
+            err.contains("rank 1 has been silent"),
+            "survivor {i}: {err}"
+        );
+        assert!(!err.contains("did not send"), "survivor {i}: {err}");
+    }
+}
+
+/// The pids of the running (not zombie) children of `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Some((ppid, state)) = stat(pid) {
+            if ppid == parent && state != 'Z' {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// (parent pid, state) of `pid`, if it exists.
+fn stat(pid: u32) -> Option<(u32, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 2..];
+    let mut f = after.split(' ');
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|(_, st)| st != 'Z' && st != 'X')
+}
+
+/// Starts a long local benchmark on 3 workers and returns the launcher and its workers' pids.
+/// The callers wait for the launcher.
+#[allow(clippy::zombie_processes)]
+fn long_job() -> (Child, Vec<u32>) {
+    let mut launcher = harp()
+        .args(["bench", "allreduce", "--workers", "3", "--bytes", "1m"])
+        .args(["--reps", "10000000", "--timeout", "10"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let kids = children(launcher.id());
+        if kids.len() == 3 {
+            // Let them connect and start working.
+            std::thread::sleep(Duration::from_millis(1000));
+            return (launcher, kids);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = launcher.kill();
+            let _ = launcher.wait();
+            panic!("workers did not start");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits up to 10 s for every pid to be gone; returns those still alive.
+fn survivors(pids: &[u32]) -> Vec<u32> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if pids.iter().all(|&p| !alive(p)) {
+            return Vec::new();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        signal(p, libc::SIGKILL);
+    }
+    left
+}
+
+#[test]
+fn killing_the_launcher_with_sigkill_kills_its_workers() {
+    let (mut launcher, kids) = long_job();
+    assert!(kids.iter().all(|&p| alive(p)));
+    signal(launcher.id(), libc::SIGKILL);
+    let _ = launcher.wait();
+    assert_eq!(
+        survivors(&kids),
+        Vec::<u32>::new(),
+        "workers outlived the launcher"
+    );
+}
+
+#[test]
+fn stopping_the_launcher_with_sigterm_stops_its_workers_and_says_so() {
+    let (launcher, kids) = long_job();
+    signal(launcher.id(), libc::SIGTERM);
+    let o = launcher.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("stopped by signal 15"), "{err}");
+    assert_eq!(
+        survivors(&kids),
+        Vec::<u32>::new(),
+        "workers outlived the launcher"
+    );
+}
