@@ -229,15 +229,20 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     let dir = a.output.trim_end_matches('/');
     let tmp = staging(dir, &opts.job);
     let st = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
-    if master {
-        // The output must be usable before any iteration runs: create the staging directory
-        // and write a probe there (an earlier run's result stays untouched).
-        let probe = format!("{tmp}/.probe");
-        st.remove_all(&tmp)?;
-        st.create_dir_all(&tmp)?;
-        st.write_all(&probe, b"")?;
-        st.remove_all(&probe)?;
-    }
+    // The output must be usable before any iteration runs: rank 0 creates the staging
+    // directory and writes a probe there (an earlier run's result stays untouched); every
+    // worker fails at once with the cause if that fails.
+    let ready = (|| -> Result<()> {
+        if master {
+            let probe = format!("{tmp}/.probe");
+            st.remove_all(&tmp)?;
+            st.create_dir_all(&tmp)?;
+            st.write_all(&probe, b"")?;
+            st.remove_all(&probe)?;
+        }
+        Ok(())
+    })();
+    harp::checkpoint::agree(w, "kmeans-output", ready)?;
     let out = driver::run(w, &opts, |it| {
         if master {
             println!(

@@ -155,6 +155,41 @@ pub fn decode_part(bytes: &[u8], pool: &Pool, what: &str) -> Result<Vec<(String,
     Ok(out)
 }
 
+/// Collective: every worker passes the outcome of a local step (checking an output path, say);
+/// all return `Ok` when every worker succeeded, else the same error naming the first failing
+/// rank and its cause. A step that fails on one worker thus fails every worker at once with the
+/// real cause, instead of leaving the others waiting for it in their next collective.
+pub fn agree(w: &Worker, label: &str, outcome: Result<()>) -> Result<()> {
+    let msg = match &outcome {
+        Ok(()) => Vec::new(),
+        Err(e) => e.to_string().into_bytes(),
+    };
+    let p = w.size();
+    let mut lens = vec![0i64; p];
+    lens[w.rank()] = msg.len() as i64;
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &lens));
+    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    let lens = t.get(0).expect("lengths").as_slice::<i64>()?.to_vec();
+    let Some(first) = lens.iter().position(|&l| l > 0) else {
+        return Ok(());
+    };
+    // Every message, each at its rank's offset (the sum has one contributor per byte).
+    let offset: usize = lens[..w.rank()].iter().map(|&l| l as usize).sum();
+    let mut all = vec![0u8; lens.iter().map(|&l| l as usize).sum()];
+    all[offset..offset + msg.len()].copy_from_slice(&msg);
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &all));
+    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    let all = t.get(0).expect("messages").as_slice::<u8>()?;
+    let at: usize = lens[..first].iter().map(|&l| l as usize).sum();
+    let text = String::from_utf8_lossy(&all[at..at + lens[first] as usize]).into_owned();
+    match outcome {
+        Err(e) if w.rank() == first => Err(e),
+        _ => Err(Error::config(format!("worker {first} failed: {text}"))),
+    }
+}
+
 /// The checkpoints of one directory.
 pub struct Checkpoints {
     dir: String,
@@ -493,6 +528,33 @@ mod tests {
         ck.clear().unwrap();
         assert_eq!(ck.latest().unwrap(), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn agree_fails_every_worker_with_the_first_cause() {
+        let r = on_workers(4, |w| {
+            let mine = match w.rank() {
+                2 => Err(Error::config("disk full on 2")),
+                3 => Err(Error::config("also 3")),
+                _ => Ok(()),
+            };
+            let e = agree(w, "t", mine).unwrap_err().to_string();
+            // Everyone still works afterwards, and agrees on success.
+            agree(w, "t2", Ok(())).unwrap();
+            e
+        });
+        assert!(
+            r[0].contains("worker 2 failed") && r[0].contains("disk full on 2"),
+            "{}",
+            r[0]
+        );
+        assert_eq!(r[0], r[1]);
+        assert_eq!(r[0], r[3]);
+        assert!(
+            r[2].contains("disk full on 2") && !r[2].contains("worker 2"),
+            "{}",
+            r[2]
+        );
     }
 
     #[test]

@@ -516,18 +516,22 @@ fn run_as<T: Real>(
         Some(d) => Some(Checkpoints::new(d, Some(w.runtime().clone()))?),
         None => None,
     };
-    if let (Some(ck), true) = (&ck, w.is_master()) {
-        if o.checkpoint_every > 0 {
-            ck.check_writable()?;
+    let ready = (|| -> Result<()> {
+        if let (Some(ck), true) = (&ck, w.is_master()) {
+            if o.checkpoint_every > 0 {
+                ck.check_writable()?;
+            }
+            if !o.resume {
+                ck.clear()?;
+            }
         }
-        if !o.resume {
-            ck.clear()?;
+        if let Some(dir) = &o.labels {
+            let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+            st.create_dir_all(&labels_staging(dir, &o.job))?;
         }
-    }
-    if let Some(dir) = &o.labels {
-        let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
-        st.create_dir_all(&labels_staging(dir, &o.job))?;
-    }
+        Ok(())
+    })();
+    crate::checkpoint::agree(w, "kmeans-paths", ready)?;
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
@@ -582,6 +586,7 @@ fn run_as<T: Real>(
         AssignPath::Pruned => vec![u32::MAX; points.n],
         _ => Vec::new(),
     };
+    let fail_after = injected_failure(w.size())?;
     let mut stop_reason = stopped.unwrap_or(StopReason::Iterations);
     let mut ct: Vec<T> = Vec::with_capacity(k * dim);
     let first = if stopped.is_some() {
@@ -644,6 +649,11 @@ fn run_as<T: Real>(
                 save_state(w, o, ck, it, &centroids, &its, stop, &meta)?;
             }
         }
+        if fail_after == Some((it, w.rank())) {
+            return Err(Error::config(format!(
+                "injected failure after iteration {it} ({FAIL_AFTER})"
+            )));
+        }
         if let Some(r) = stop {
             stop_reason = r;
             break;
@@ -697,6 +707,26 @@ fn run_as<T: Real>(
         assign: path,
         resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// Fault injection for recovery tests: `HARP_KMEANS_FAIL_AFTER=I[:R]` makes worker `R` (default
+/// the last) fail after iteration `I` (after that iteration's checkpoint, if any).
+pub const FAIL_AFTER: &str = "HARP_KMEANS_FAIL_AFTER";
+
+fn injected_failure(workers: usize) -> Result<Option<(usize, usize)>> {
+    let Ok(v) = std::env::var(FAIL_AFTER) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::config(format!(
+            "{FAIL_AFTER}: expected ITERATION[:RANK], got '{v}'"
+        ))
+    };
+    let (it, rank) = match v.split_once(':') {
+        Some((i, r)) => (i, r.parse::<usize>().map_err(|_| bad())?),
+        None => (v.as_str(), workers - 1),
+    };
+    Ok(Some((it.parse::<usize>().map_err(|_| bad())?, rank)))
 }
 
 /// The state a resumed run continues from.
@@ -763,6 +793,66 @@ fn resume_state(
     let pool = w.pool();
     let mut t = Table::new(Combiner::Reject);
     if w.is_master() {
+        // A failure here is broadcast, so that every worker fails with its cause at once.
+        if let Err(e) = find_resume_state(w, o, ck, meta, &mut t) {
+            t.clear();
+            t.put(0, Array::from_slice(pool, &[-1i64, 0, -1]));
+            t.put(3, Array::from_slice(pool, e.to_string().as_bytes()));
+        }
+    }
+    w.broadcast("kmeans-resume", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    let head = t
+        .get(0)
+        .ok_or_else(|| Error::Protocol("the resume state did not arrive".into()))?
+        .as_slice::<i64>()?
+        .to_vec();
+    match head[0] {
+        0 => return Ok(None),
+        -1 => {
+            let msg = t.get(3).map(|a| a.bytes().to_vec()).unwrap_or_default();
+            return Err(Error::config(format!(
+                "resume (on the master): {}",
+                String::from_utf8_lossy(&msg)
+            )));
+        }
+        _ => {}
+    }
+    let centroids = t.get(1).expect("centroids").as_slice::<f64>()?.to_vec();
+    let recs = t.get(2).expect("history").as_slice::<f64>()?;
+    let iterations = recs
+        .chunks_exact(4)
+        .enumerate()
+        .map(|(i, r)| Iteration {
+            iteration: i + 1,
+            inertia: r[0],
+            compute_s: r[1],
+            comm_s: r[2],
+            pool_allocations: r[3] as u64,
+        })
+        .collect();
+    Ok(Some(Resumed {
+        iteration: head[1] as usize,
+        centroids,
+        iterations,
+        stopped: match head[2] {
+            1 => Some(StopReason::Tolerance),
+            2 => Some(StopReason::Converged),
+            _ => None,
+        },
+    }))
+}
+
+/// The master's part of [`resume_state`]: fills `t` with `[found, iteration, stop]`, the
+/// centroids and the history of the newest complete checkpoint (or `[0, 0, -1]`).
+fn find_resume_state(
+    w: &Worker,
+    o: &Options,
+    ck: &Checkpoints,
+    meta: &serde_json::Value,
+    t: &mut Table,
+) -> Result<()> {
+    let pool = w.pool();
+    {
         match ck.latest()? {
             None => {
                 tracing::info!("no complete checkpoint in {}: starting afresh", ck.dir());
@@ -812,38 +902,7 @@ fn resume_state(
             }
         }
     }
-    w.broadcast("kmeans-resume", &mut t, 0, BroadcastAlgorithm::Auto)?;
-    let head = t
-        .get(0)
-        .ok_or_else(|| Error::Protocol("the resume state did not arrive".into()))?
-        .as_slice::<i64>()?
-        .to_vec();
-    if head[0] == 0 {
-        return Ok(None);
-    }
-    let centroids = t.get(1).expect("centroids").as_slice::<f64>()?.to_vec();
-    let recs = t.get(2).expect("history").as_slice::<f64>()?;
-    let iterations = recs
-        .chunks_exact(4)
-        .enumerate()
-        .map(|(i, r)| Iteration {
-            iteration: i + 1,
-            inertia: r[0],
-            compute_s: r[1],
-            comm_s: r[2],
-            pool_allocations: r[3] as u64,
-        })
-        .collect();
-    Ok(Some(Resumed {
-        iteration: head[1] as usize,
-        centroids,
-        iterations,
-        stopped: match head[2] {
-            1 => Some(StopReason::Tolerance),
-            2 => Some(StopReason::Converged),
-            _ => None,
-        },
-    }))
+    Ok(())
 }
 
 /// Where the workers write their labels before the master moves them into `dir`.
@@ -881,7 +940,8 @@ fn write_labels(w: &Worker, dir: &str, job: &str, labels: &[u32]) -> Result<()> 
 
 /// Moves `files` from `staging` into `dir` as one result: removes `dir/_SUCCESS`, then the files
 /// of `dir` that `stale` matches (an earlier run's), renames the new files in, writes an empty
-/// `dir/_SUCCESS` and removes `staging`. A reader that finds `_SUCCESS` sees a complete result;
+/// `dir/_SUCCESS` and removes `staging` (and `dir/_temporary`, its parent, with whatever failed
+/// runs left there). A reader that finds `_SUCCESS` sees a complete result;
 /// a run that fails before this call leaves `dir` as it was.
 pub fn commit_files(
     st: &dyn storage::Storage,
@@ -902,14 +962,11 @@ pub fn commit_files(
         st.rename(&format!("{staging}/{name}"), &format!("{dir}/{name}"))?;
     }
     st.write_all(&success, b"")?;
-    st.remove_all(staging)?;
-    // `dir/_temporary` goes too once no other job uses it.
-    if let Some((parent, _)) = staging.trim_end_matches('/').rsplit_once('/') {
-        if parent != dir && st.list_dirs(parent)?.is_empty() && st.list(parent)?.is_empty() {
-            st.remove_all(parent)?;
-        }
+    // Like Hadoop's job cleanup: `dir/_temporary` goes, with what failed runs left there.
+    match staging.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, _)) if parent.ends_with("/_temporary") => st.remove_all(parent),
+        _ => st.remove_all(staging),
     }
-    Ok(())
 }
 
 /// Relative perturbation of the split-largest rule.
