@@ -550,7 +550,18 @@ fn run_as<T: Real>(
     let offset: u64 = counts[..w.rank()].iter().map(|&c| c as u64).sum();
     drop(total);
     if n_total == 0 {
-        return Err(Error::config(format!("no points in {}", o.input)));
+        let what = match &o.splits {
+            Some(s) => {
+                let mut files: Vec<&str> = s.iter().map(|r| r.path.as_str()).collect();
+                files.dedup();
+                match files.len() {
+                    0 => "the input (no split on any worker)".to_string(),
+                    _ => format!("the input splits of {}", files.join(", ")),
+                }
+            }
+            None => o.input.clone(),
+        };
+        return Err(Error::config(format!("no points in {what}")));
     }
     let meta = serde_json::json!({
         "app": "kmeans",
