@@ -194,7 +194,7 @@ pub struct Options {
     /// Directory of the checkpoints (needed with `checkpoint_every` or `resume`).
     pub checkpoint_dir: Option<String>,
     /// Continue from the newest complete checkpoint in `checkpoint_dir` (from the start when
-    /// there is none). Without it, a run with checkpoints removes the old ones first.
+    /// there is none). Without it, a run that saves checkpoints removes the old ones first.
     pub resume: bool,
     /// The job's name: recorded in checkpoint manifests, and names the temporary directory of
     /// the labels (`labels/_temporary/JOB`). Every worker must use the same.
@@ -520,9 +520,11 @@ fn run_as<T: Real>(
         if let (Some(ck), true) = (&ck, w.is_master()) {
             if o.checkpoint_every > 0 {
                 ck.check_writable()?;
-            }
-            if !o.resume {
-                ck.clear()?;
+                // A fresh run that saves checkpoints must never leave another run's newer ones
+                // for a later resume to pick up.
+                if !o.resume {
+                    ck.clear()?;
+                }
             }
         }
         if let Some(dir) = &o.labels {
