@@ -30,9 +30,20 @@ pub struct KmeansArgs {
     pub dim: Option<usize>,
     #[arg(long, default_value_t = 10)]
     pub iterations: usize,
-    /// Output directory for centroids.txt and summary.json (written by rank 0).
+    /// Output directory for centroids.txt, summary.json and _SUCCESS (written by rank 0 when
+    /// the run is complete; a failed run leaves the directory's earlier result as it was).
     #[arg(long)]
     pub output: String,
+    /// Save a checkpoint every N iterations (and after the last); 0: never.
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: usize,
+    /// Checkpoint directory (default: OUTPUT/_checkpoints).
+    #[arg(long)]
+    pub checkpoint_dir: Option<String>,
+    /// Continue from the newest complete checkpoint up to --iterations (from the start if
+    /// there is none).
+    #[arg(long)]
+    pub resume: bool,
     /// Compute threads per worker.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -217,12 +228,55 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
     o.seed = a.seed;
     o.labels = a.labels.clone();
     o.dim = a.dim;
+    o.checkpoint_every = a.checkpoint_every;
+    o.resume = a.resume;
+    if a.checkpoint_every > 0 || a.resume {
+        o.checkpoint_dir = Some(
+            a.checkpoint_dir
+                .clone()
+                .unwrap_or_else(|| format!("{}/_checkpoints", a.output.trim_end_matches('/'))),
+        );
+    } else if a.checkpoint_dir.is_some() {
+        return Err(Error::config(
+            "--checkpoint-dir needs --checkpoint-every N or --resume",
+        ));
+    }
+    o.job = std::env::var("HARP_JOB")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .unwrap_or_else(|| "harp".into());
+    flag("--checkpoint-dir/HARP_JOB", o.validate())?;
     Ok(o)
+}
+
+/// The files of a result, in the order they are moved into the output directory.
+const RESULT_FILES: [&str; 2] = ["centroids.txt", "summary.json"];
+
+/// The directory rank 0 writes the result into before committing it.
+fn staging(dir: &str, job: &str) -> String {
+    format!("{dir}/_temporary/{job}")
 }
 
 pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     let opts = options(a)?;
     let master = w.is_master();
+    let dir = a.output.trim_end_matches('/');
+    let tmp = staging(dir, &opts.job);
+    let st = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
+    // The output must be usable before any iteration runs: rank 0 creates the staging
+    // directory and writes a probe there (an earlier run's result stays untouched); every
+    // worker fails at once with the cause if that fails.
+    let ready = (|| -> Result<()> {
+        if master {
+            let probe = format!("{tmp}/.probe");
+            st.remove_all(&tmp)?;
+            st.create_dir_all(&tmp)?;
+            st.write_all(&probe, b"")?;
+            st.remove_all(&probe)?;
+        }
+        Ok(())
+    })();
+    harp::checkpoint::agree(w, "kmeans-output", ready)?;
     let out = driver::run(w, &opts, |it| {
         if master {
             println!(
@@ -234,11 +288,8 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     if !master {
         return Ok(());
     }
-    let st = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
-    let dir = a.output.trim_end_matches('/');
-    st.create_dir_all(dir)?;
     st.write_all(
-        &format!("{dir}/centroids.txt"),
+        &format!("{tmp}/centroids.txt"),
         input::format_centroids(&out.centroids).as_bytes(),
     )?;
     let compute: f64 = out.iterations.iter().map(|i| i.compute_s).sum();
@@ -262,13 +313,19 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
         "input": a.input,
         "init": a.init,
         "init_method": opts.init_method.name(),
+        "resumed_from": out.resumed_from,
     });
     st.write_all(
-        &format!("{dir}/summary.json"),
+        &format!("{tmp}/summary.json"),
         serde_json::to_string_pretty(&summary)
             .expect("json")
             .as_bytes(),
     )?;
+    let files: Vec<String> = RESULT_FILES.iter().map(|f| f.to_string()).collect();
+    driver::commit_files(&*st, &tmp, dir, &files, |name| RESULT_FILES.contains(&name))?;
+    if let Some(it) = out.resumed_from {
+        println!("resumed from the checkpoint at iteration {it}");
+    }
     println!(
         "wrote {dir}/centroids.txt and {dir}/summary.json ({} points, k={}, dim={})",
         out.points, out.centroids.n, out.centroids.dim

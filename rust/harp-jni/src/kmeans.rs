@@ -17,8 +17,9 @@ use crate::handles::worker;
 /// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
 ///
 /// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`,
-/// `assign`, `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels` (the
-/// fields of `driver::Options`), and the input: `input` (a path the engine divides
+/// `assign`, `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels`,
+/// `checkpoint_every`, `checkpoint_dir`, `resume` (`true`/`false`), `job` (the fields of
+/// `driver::Options`), and the input: `input` (a path the engine divides
 /// across the workers) or `splits=N` followed by N lines `split=START LENGTH PATH` (this
 /// worker's byte ranges, Hadoop `FileSplit` semantics).
 fn options(spec: &str) -> Result<Options, Failure> {
@@ -51,6 +52,10 @@ fn options(spec: &str) -> Result<Options, Failure> {
             "seed" => o.seed = v.parse::<u64>().map_err(|_| bad(k, v))?,
             "dim" => o.dim = Some(num()?),
             "labels" => o.labels = Some(v.to_string()),
+            "checkpoint_every" => o.checkpoint_every = num()?,
+            "checkpoint_dir" => o.checkpoint_dir = Some(v.to_string()),
+            "resume" => o.resume = v.parse::<bool>().map_err(|_| bad(k, v))?,
+            "job" => o.job = v.to_string(),
             "splits" => splits = Some((num()?, Vec::new())),
             "split" => {
                 let mut f = v.splitn(3, ' ');
@@ -91,7 +96,8 @@ fn options(spec: &str) -> Result<Options, Failure> {
 }
 
 /// `[k, dim, points, load_s, threads, stop (0 iterations, 1 tolerance, 2 converged), m,
-/// m × (inertia, compute_s, comm_s, pool_allocations), k·dim centroids]`.
+/// m × (inertia, compute_s, comm_s, pool_allocations), k·dim centroids, resumed_from (the
+/// checkpoint's iteration, 0 when the run did not resume)]`.
 fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
     let c = &out.centroids;
     let stop = match out.stop_reason {
@@ -99,7 +105,7 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
         StopReason::Tolerance => 1.0,
         StopReason::Converged => 2.0,
     };
-    let mut v = Vec::with_capacity(7 + 4 * out.iterations.len() + c.data.len());
+    let mut v = Vec::with_capacity(8 + 4 * out.iterations.len() + c.data.len());
     v.extend([
         c.n as f64,
         c.dim as f64,
@@ -118,6 +124,7 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
         ]);
     }
     v.extend_from_slice(&c.data);
+    v.push(out.resumed_from.unwrap_or(0) as f64);
     v
 }
 

@@ -235,6 +235,9 @@ pub static JAVA_ONLY: &[(&str, Layer)] = &[
     ("harp.progress.interval.ms", Layer::Java),
     ("harp.kmeans.threads", Layer::Java),
     ("harp.local", Layer::Java),
+    ("harp.checkpoint.every", Layer::Java),
+    ("harp.checkpoint.dir", Layer::Java),
+    ("harp.resume", Layer::Java),
     ("harp.am.host", Layer::Yarn),
     ("harp.yarn.worker.memory.mb", Layer::Yarn),
     ("harp.yarn.worker.vcores", Layer::Yarn),
@@ -244,10 +247,12 @@ pub static JAVA_ONLY: &[(&str, Layer)] = &[
     ("harp.yarn.am.memory.mb", Layer::Yarn),
     ("harp.yarn.am.vcores", Layer::Yarn),
     ("harp.yarn.worker.java.opts", Layer::Yarn),
+    ("harp.yarn.am.max.attempts", Layer::Yarn),
     ("harp.worker.rank", Layer::Internal),
     ("harp.rendezvous.dir", Layer::Internal),
     ("harp.am.address", Layer::Internal),
     ("harp.yarn.rm.factory", Layer::Internal),
+    ("harp.yarn.am.attempt", Layer::Internal),
 ];
 
 impl Value {

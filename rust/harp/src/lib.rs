@@ -13,12 +13,14 @@
 //! * [`worker`]: a running worker and its synchronous collective API.
 //! * [`storage`]: local files and `hdfs://` behind one trait.
 //! * [`io`]: Hadoop-style input splitting and reading of a worker's share (lines, records).
+//! * [`checkpoint`]: consistent checkpoints of named tables at an iteration (resume).
 //! * [`check`]: the sequential model of every collective and fault injection, for tests and
 //!   `harp check`.
 //! * [`apps`]: applications written against the worker API (K-means).
 
 pub mod apps;
 pub mod check;
+pub mod checkpoint;
 pub mod collective;
 pub mod config;
 pub mod data;

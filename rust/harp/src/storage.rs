@@ -40,6 +40,35 @@ pub trait Storage: Send + Sync {
     fn write_all(&self, path: &str, bytes: &[u8]) -> Result<()>;
     /// Creates a directory and all its parents (no error if it exists).
     fn create_dir_all(&self, path: &str) -> Result<()>;
+
+    // The calls below commit outputs and checkpoints atomically (write under a temporary name,
+    // then rename into place). Defaults say the backend cannot do it.
+
+    /// Whether a file or directory exists at `path`.
+    fn exists(&self, path: &str) -> Result<bool> {
+        Err(unsupported("check for", path))
+    }
+    /// The names (not paths) of the subdirectories of `path`, sorted; every name, including those
+    /// starting with `.` or `_`. A missing `path` has none.
+    fn list_dirs(&self, path: &str) -> Result<Vec<String>> {
+        Err(unsupported("list directories of", path))
+    }
+    /// Renames a file or directory; an existing destination file is replaced (a destination
+    /// directory must not exist). Atomic on local file systems and HDFS.
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let _ = to;
+        Err(unsupported("rename", from))
+    }
+    /// Removes a file, or a directory with everything in it; nothing to remove is no error.
+    fn remove_all(&self, path: &str) -> Result<()> {
+        Err(unsupported("remove", path))
+    }
+}
+
+fn unsupported(what: &str, path: &str) -> Error {
+    Error::config(format!(
+        "cannot {what} '{path}': this storage does not support it"
+    ))
 }
 
 /// The local file system. Accepts plain paths and `file://` URLs.
@@ -208,6 +237,54 @@ impl Storage for LocalStorage {
     fn create_dir_all(&self, path: &str) -> Result<()> {
         fs::create_dir_all(local_path(path))
             .map_err(|e| Error::io(format!("cannot create directory '{path}'"), e))
+    }
+
+    fn exists(&self, path: &str) -> Result<bool> {
+        match fs::symlink_metadata(local_path(path)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(format!("cannot read '{path}'"), e)),
+        }
+    }
+
+    fn list_dirs(&self, path: &str) -> Result<Vec<String>> {
+        let entries = match fs::read_dir(local_path(path)) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(format!("cannot list directory '{path}'"), e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::io(format!("cannot list directory '{path}'"), e))?;
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
+                out.push(name.to_string());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        fs::rename(local_path(from), local_path(to))
+            .map_err(|e| Error::io(format!("cannot rename '{from}' to '{to}'"), e))
+    }
+
+    fn remove_all(&self, path: &str) -> Result<()> {
+        let p = local_path(path);
+        let r = match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => fs::remove_dir_all(&p),
+            Ok(_) => fs::remove_file(&p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("cannot remove '{path}'"), e))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -426,6 +503,55 @@ impl Storage for HdfsStorage {
         let p = self.path(url)?;
         self.call("cannot create", url, self.client.mkdirs(&p, 0o755, true))
     }
+
+    fn exists(&self, url: &str) -> Result<bool> {
+        let p = self.path(url)?;
+        self.call("cannot read", url, async {
+            match self.client.get_file_info(&p).await {
+                Ok(_) => Ok(true),
+                Err(hdfs_native::HdfsError::FileNotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn list_dirs(&self, url: &str) -> Result<Vec<String>> {
+        let p = self.path(url)?;
+        let listed = self.call("cannot list", url, async {
+            match self.client.list_status(&p, false).await {
+                Ok(v) => Ok(v),
+                Err(hdfs_native::HdfsError::FileNotFound(_)) => Ok(Vec::new()),
+                Err(e) => Err(e),
+            }
+        })?;
+        let mut out: Vec<String> = listed
+            .into_iter()
+            .filter(|f| f.isdir)
+            .map(|f| f.path.rsplit('/').next().unwrap_or("").to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (f, t) = (self.path(from)?, self.path(to)?);
+        self.call(
+            &format!("cannot rename {from} to"),
+            to,
+            self.client.rename(&f, &t, true),
+        )
+    }
+
+    fn remove_all(&self, url: &str) -> Result<()> {
+        let p = self.path(url)?;
+        self.call("cannot remove", url, async {
+            match self.client.delete(&p, true).await {
+                Ok(_) | Err(hdfs_native::HdfsError::FileNotFound(_)) => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -550,6 +676,46 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("z.bin")]);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn exists_list_dirs_rename_and_remove_all() {
+        let d = tmpdir("commit");
+        let ds = d.to_str().unwrap();
+        let s = LocalStorage;
+        assert!(!s.exists(&format!("{ds}/a")).unwrap());
+        assert_eq!(
+            s.list_dirs(&format!("{ds}/missing")).unwrap(),
+            Vec::<String>::new()
+        );
+        s.write_all(&format!("{ds}/a/x.txt"), b"x").unwrap();
+        s.create_dir_all(&format!("{ds}/_b")).unwrap();
+        s.write_all(&format!("{ds}/c.txt"), b"c").unwrap();
+        assert!(s.exists(&format!("{ds}/a")).unwrap());
+        // Directories only, every name, sorted.
+        assert_eq!(
+            s.list_dirs(ds).unwrap(),
+            vec!["_b".to_string(), "a".to_string()]
+        );
+        // A file renamed over another replaces it; a directory moves with its content.
+        s.write_all(&format!("{ds}/d.txt"), b"new").unwrap();
+        s.rename(&format!("{ds}/d.txt"), &format!("{ds}/c.txt"))
+            .unwrap();
+        assert_eq!(s.read_all(&format!("{ds}/c.txt")).unwrap(), b"new");
+        assert!(!s.exists(&format!("{ds}/d.txt")).unwrap());
+        s.rename(&format!("{ds}/a"), &format!("{ds}/_b/a")).unwrap();
+        assert_eq!(s.read_all(&format!("{ds}/_b/a/x.txt")).unwrap(), b"x");
+        let e = s
+            .rename(&format!("{ds}/nothing"), &format!("{ds}/x"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nothing"), "{e}");
+        // Removing a tree, a file, and something that is not there.
+        s.remove_all(&format!("{ds}/_b")).unwrap();
+        s.remove_all(&format!("{ds}/c.txt")).unwrap();
+        s.remove_all(&format!("{ds}/never")).unwrap();
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 0);
         fs::remove_dir_all(&d).unwrap();
     }
 

@@ -21,7 +21,13 @@ import org.apache.hadoop.util.ToolRunner;
  * worker's compute threads (default: {@code mapreduce.map.cpu.vcores}, 1), {@code
  * -Dkmeans.precision=f32} computes in single precision. The master writes {@code
  * <output-dir>/centroids.txt} (one centroid per line, exact round-trip precision) and {@code
- * summary.json} (per-iteration inertia and times, as {@code harp kmeans} does).
+ * summary.json} (per-iteration inertia and times, as {@code harp kmeans} does), moved into place
+ * with a {@code _SUCCESS} marker once complete: a failed job leaves no result.
+ *
+ * <p>Recovery: {@code -Dharp.checkpoint.every=N} saves a checkpoint every N iterations (under
+ * {@code <output-dir>/_checkpoints} unless {@code -Dharp.checkpoint.dir} says otherwise); {@code
+ * -Dharp.resume=true} continues from the newest complete one (the output directory may then
+ * exist). An input without a single point fails the job, as {@code harp kmeans} does.
  */
 public class KMeans extends Configured implements Tool {
   public static final String INIT = "kmeans.init";
@@ -59,8 +65,23 @@ public class KMeans extends Configured implements Tool {
     Configuration conf = getConf();
     Path out = new Path(args[2]);
     FileSystem fs = out.getFileSystem(conf);
-    if (fs.exists(out)) {
-      System.err.println("kmeans: output directory " + out + " already exists");
+    boolean resume = conf.getBoolean(harp.KMeans.RESUME, false);
+    if (fs.exists(out) && !resume) {
+      System.err.println("kmeans: output directory " + out + " already exists (-D" + harp.KMeans.RESUME
+          + "=true continues the run that wrote it from its last checkpoint)");
+      return 2;
+    }
+    if ((resume || conf.getInt(harp.KMeans.CHECKPOINT_EVERY, 0) > 0) && conf.get(harp.KMeans.CHECKPOINT_DIR) == null) {
+      conf.set(harp.KMeans.CHECKPOINT_DIR, new Path(out, "_checkpoints").toString());
+    }
+    Path input = new Path(args[0]);
+    if (!hasPoints(input.getFileSystem(conf), input)) {
+      System.err.println("kmeans: no points in " + input + " (no input file, or only empty ones)");
+      return 2;
+    }
+    // The output must be usable before any iteration runs (the result goes there at the end).
+    if (!fs.mkdirs(new Path(out, "_temporary"))) {
+      System.err.println("kmeans: cannot create output directory " + out);
       return 2;
     }
     conf.set(INIT, args[1]);
@@ -79,6 +100,24 @@ public class KMeans extends Configured implements Tool {
     job.setNumReduceTasks(0);
     job.setOutputFormatClass(NullOutputFormat.class);
     return job.waitForCompletion(true) ? 0 : 1;
+  }
+
+  /**
+   * Whether {@code p} (a file, or a directory's visible files, as FileInputFormat lists them)
+   * holds a byte: the engine rejects an input without points, and a job over an empty input
+   * would otherwise have nothing to fail on.
+   */
+  static boolean hasPoints(FileSystem fs, Path p) throws java.io.IOException {
+    if (!fs.exists(p)) {
+      return true; // FileInputFormat names the missing path
+    }
+    for (org.apache.hadoop.fs.FileStatus st : fs.listStatus(p)) {
+      String n = st.getPath().getName();
+      if (st.isFile() && st.getLen() > 0 && !n.startsWith("_") && !n.startsWith(".")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** The job of the last {@link #run} (its counters, say), or null. */

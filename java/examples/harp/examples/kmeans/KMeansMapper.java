@@ -42,11 +42,30 @@ public class KMeansMapper extends CollectiveMapper<FilePosition, Text, Object, O
         })
         .run();
     if (isMaster()) {
-      Path dir = new Path(conf.get(KMeans.OUTPUT));
-      FileSystem fs = dir.getFileSystem(conf);
-      write(fs, new Path(dir, "centroids.txt"), r.centroidsText());
-      write(fs, new Path(dir, "summary.json"), r.summaryJson(getNumWorkers()));
+      commit(conf, new Path(conf.get(KMeans.OUTPUT)), context.getJobID().toString(), r.centroidsText(),
+          r.summaryJson(getNumWorkers()));
     }
+  }
+
+  /**
+   * Writes the result under {@code dir/_temporary/JOB}, then moves it into {@code dir} and
+   * writes {@code _SUCCESS}: a reader that finds {@code _SUCCESS} sees a complete result.
+   */
+  static void commit(Configuration conf, Path dir, String job, String centroids, String summary) throws IOException {
+    FileSystem fs = dir.getFileSystem(conf);
+    Path tmp = new Path(new Path(dir, "_temporary"), job);
+    fs.delete(tmp, true); // what an earlier attempt of this job left
+    write(fs, new Path(tmp, "centroids.txt"), centroids);
+    write(fs, new Path(tmp, "summary.json"), summary);
+    fs.delete(new Path(dir, "_SUCCESS"), false);
+    for (String f : new String[] {"centroids.txt", "summary.json"}) {
+      fs.delete(new Path(dir, f), false);
+      if (!fs.rename(new Path(tmp, f), new Path(dir, f))) {
+        throw new IOException("cannot move " + new Path(tmp, f) + " to " + new Path(dir, f));
+      }
+    }
+    write(fs, new Path(dir, "_SUCCESS"), "");
+    fs.delete(new Path(dir, "_temporary"), true);
   }
 
   private static void write(FileSystem fs, Path p, String text) throws IOException {

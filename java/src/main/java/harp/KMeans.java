@@ -34,6 +34,12 @@ import org.apache.hadoop.mapreduce.lib.input.FileSplit;
 public final class KMeans {
   /** Compute threads of each worker (the CLI's {@code --threads}). */
   public static final String THREADS = "harp.kmeans.threads";
+  /** Save a checkpoint every N iterations and after the last (the CLI's {@code --checkpoint-every}); 0: never. */
+  public static final String CHECKPOINT_EVERY = "harp.checkpoint.every";
+  /** Where checkpoints go (the CLI's {@code --checkpoint-dir}; the example's default: OUTPUT/_checkpoints). */
+  public static final String CHECKPOINT_DIR = "harp.checkpoint.dir";
+  /** {@code true}: continue from the newest complete checkpoint (the CLI's {@code --resume}). */
+  public static final String RESUME = "harp.resume";
 
   /** Precision of the points in memory and of the distance kernel. */
   public enum Precision {
@@ -65,7 +71,15 @@ public final class KMeans {
   public static Builder forTask(CollectiveMapper<?, ?, ?, ?> mapper, MapContext<?, ?, ?, ?> context)
       throws IOException {
     Configuration conf = context.getConfiguration();
-    Builder b = on(mapper).threads(threads(conf)).configuration(conf);
+    Builder b = on(mapper).threads(threads(conf)).configuration(conf)
+        .checkpointEvery(conf.getInt(CHECKPOINT_EVERY, 0))
+        .resume(conf.getBoolean(RESUME, false));
+    if (conf.get(CHECKPOINT_DIR) != null) {
+      b.checkpointDir(conf.get(CHECKPOINT_DIR));
+    }
+    if (context.getJobID() != null) {
+      b.job(context.getJobID().toString());
+    }
     InputSplit s = context.getInputSplit();
     List<FileSplit> splits;
     if (s instanceof WorkerInputFormat.GroupSplit) {
@@ -111,6 +125,8 @@ public final class KMeans {
     public final List<Iteration> iterations;
     /** Why the loop ended: {@code iterations} (all ran), {@code tolerance} or {@code converged}. */
     public final String stopReason;
+    /** The iteration of the checkpoint this run resumed from (its earlier iterations are listed too), or 0. */
+    public final int resumedFrom;
     private final double[] centroids;
 
     /** Decodes {@code runEngine}'s array (layout in rust/harp-jni/src/kmeans.rs). */
@@ -128,6 +144,7 @@ public final class KMeans {
       }
       iterations = Collections.unmodifiableList(its);
       centroids = java.util.Arrays.copyOfRange(v, 7 + 4 * m, 7 + 4 * m + k * dim);
+      resumedFrom = (int) v[7 + 4 * m + k * dim];
     }
 
     /** Centroid {@code j} (a copy). */
@@ -194,6 +211,10 @@ public final class KMeans {
     private final StringBuilder extra = new StringBuilder();
     private boolean chosenInit;
     private String format = "text";
+    private int checkpointEvery;
+    private String checkpointDir;
+    private boolean resume;
+    private String job;
     private int skipColumns;
     private Consumer<Iteration> onIteration;
     /** The job's configuration when known: paths are qualified against its default file system. */
@@ -274,6 +295,44 @@ public final class KMeans {
       return this;
     }
 
+    /**
+     * Save a checkpoint of the centroids and figures every {@code n} iterations and after the
+     * last one, into {@link #checkpointDir} (0, the default: never). All workers' parts or none: a
+     * checkpoint is complete once its manifest is written.
+     */
+    public Builder checkpointEvery(int n) {
+      if (n < 0) {
+        throw new IllegalArgumentException("checkpoint every must be >= 0, got " + n);
+      }
+      checkpointEvery = n;
+      return this;
+    }
+
+    /** Directory of the checkpoints (local, file: or hdfs:), needed with checkpoints or resume. */
+    public Builder checkpointDir(String path) {
+      checkpointDir = clean(qualified(path));
+      return this;
+    }
+
+    /**
+     * Continue from the newest complete checkpoint in {@link #checkpointDir} up to {@link
+     * #iterations} (from the start when there is none); the centroids are bit-identical to an
+     * uninterrupted run with the same number of workers.
+     */
+    public Builder resume(boolean r) {
+      resume = r;
+      return this;
+    }
+
+    /** The job's name, recorded in checkpoints (the same on every worker; forTask uses the job id). */
+    public Builder job(String name) {
+      if (name == null || name.isEmpty() || name.indexOf('/') >= 0 || name.startsWith(".")) {
+        throw new IllegalArgumentException("bad job name: " + name);
+      }
+      job = clean(name);
+      return this;
+    }
+
     /** {@code text} (one point per line) or {@code f32} (raw little-endian records). */
     public Builder format(String f) {
       format = clean(f);
@@ -325,7 +384,22 @@ public final class KMeans {
       if (input != null && splitCount > 0) {
         throw new IllegalArgumentException("K-means input: splits or a whole input, not both");
       }
+      if ((checkpointEvery > 0 || resume) && checkpointDir == null) {
+        throw new IllegalArgumentException("K-means checkpoints and resume need a checkpoint directory");
+      }
       StringBuilder s = new StringBuilder();
+      if (checkpointEvery > 0) {
+        s.append("checkpoint_every=").append(checkpointEvery).append('\n');
+      }
+      if (checkpointDir != null) {
+        s.append("checkpoint_dir=").append(checkpointDir).append('\n');
+      }
+      if (resume) {
+        s.append("resume=true\n");
+      }
+      if (job != null) {
+        s.append("job=").append(job).append('\n');
+      }
       if (init != null) {
         s.append("init=").append(init).append('\n');
       }

@@ -140,6 +140,23 @@ class KMeansApiTest {
   }
 
   @Test
+  void checkpointOptionsGoIntoTheSpec() {
+    String spec = KMeans.on(null).init("/i.txt").input("/p").checkpointEvery(3).checkpointDir("/ck").resume(true)
+        .job("job_1_0001").spec();
+    assertTrue(spec.contains("checkpoint_every=3\n") && spec.contains("checkpoint_dir=/ck\n")
+        && spec.contains("resume=true\n") && spec.contains("job=job_1_0001\n"), spec);
+    // Checkpoints or resume without a directory, a negative period and a path-like job name are refused.
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> KMeans.on(null).init("/i.txt").input("/p").checkpointEvery(2).spec());
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+        () -> KMeans.on(null).init("/i.txt").input("/p").resume(true).spec());
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> KMeans.on(null).checkpointEvery(-1));
+    org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> KMeans.on(null).job("a/b"));
+    String plain = KMeans.on(null).init("/i.txt").input("/p").spec();
+    assertTrue(!plain.contains("checkpoint") && !plain.contains("resume"), plain);
+  }
+
+  @Test
   void badArgumentsAreRejectedBeforeAnyNativeCall() {
     Configuration conf = new Configuration(false);
     conf.setInt("mapreduce.map.cpu.vcores", 4);

@@ -157,6 +157,54 @@ public class KMeansJobTest {
   }
 
   @Test
+  @Timeout(120)
+  void anEmptyInputFailsTheJobLikeHarpKmeans(@TempDir Path tmp) throws Exception {
+    Files.writeString(tmp.resolve("init.txt"), "0 0\n1 1\n");
+    Path emptyDir = Files.createDirectories(tmp.resolve("empty-dir"));
+    Path emptyFileDir = Files.createDirectories(tmp.resolve("empty-file"));
+    Files.writeString(emptyFileDir.resolve("p.txt"), "");
+    for (Path in : new Path[] {emptyDir, emptyFileDir, emptyFileDir.resolve("p.txt")}) {
+      Path out = tmp.resolve("out-" + in.getFileName());
+      Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), in.toString(),
+          tmp.resolve("init.txt").toString(), out.toString(), "2", "2");
+      assertEquals(2, r[0], in + ": " + r[1]);
+      assertTrue(((String) r[1]).contains("no points in"), (String) r[1]);
+      assertTrue(Files.notExists(out.resolve("centroids.txt")) && Files.notExists(out.resolve("_SUCCESS")));
+    }
+  }
+
+  @Test
+  @Timeout(240)
+  void aResumedJobGivesTheUninterruptedCentroidsBitForBit(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("data");
+    harp("gen", "points", "--n", "3000", "--dim", "4", "--seed", "23", "--init", "6", "--files", "2",
+        "--output", data.toString());
+    String points = data.resolve("points").toUri().toString();
+    String init = data.resolve("init.txt").toUri().toString();
+    Path full = tmp.resolve("full");
+    assertEquals(0, ToolRunner.run(JobTestSupport.localConf(tmp, 3), new KMeans(),
+        new String[] {points, init, full.toUri().toString(), "6", "3"}));
+    assertTrue(Files.exists(full.resolve("_SUCCESS")) && Files.notExists(full.resolve("_temporary")));
+    // 2 iterations with checkpoints, then resumed up to 6.
+    Path out = tmp.resolve("out");
+    Configuration conf = JobTestSupport.localConf(tmp, 3);
+    conf.setInt(harp.KMeans.CHECKPOINT_EVERY, 1);
+    assertEquals(0, ToolRunner.run(conf, new KMeans(), new String[] {points, init, out.toUri().toString(), "2", "3"}));
+    assertTrue(Files.exists(out.resolve("_checkpoints").resolve("ckpt-0000000002").resolve("manifest.json")));
+    // Without resume an existing output is refused.
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 3), points, init, out.toUri().toString(), "6", "3");
+    assertEquals(2, r[0]);
+    assertTrue(((String) r[1]).contains("already exists"), (String) r[1]);
+    Configuration again = JobTestSupport.localConf(tmp, 3);
+    again.setBoolean(harp.KMeans.RESUME, true);
+    assertEquals(0, ToolRunner.run(again, new KMeans(), new String[] {points, init, out.toUri().toString(), "6", "3"}));
+    assertEquals(Files.readString(full.resolve("centroids.txt")), Files.readString(out.resolve("centroids.txt")));
+    assertTrue(Files.exists(out.resolve("_SUCCESS")));
+    // Six iterations are listed (2 from the checkpoint, 4 new) in the summary, as uninterrupted.
+    assertEquals(6, Files.readString(out.resolve("summary.json")).split("\"inertia\"", -1).length - 1);
+  }
+
+  @Test
   @Timeout(180)
   void javaKMeansInF32EqualsHarpKmeansInF32(@TempDir Path tmp) throws Exception {
     Configuration conf = JobTestSupport.localConf(tmp, 3);

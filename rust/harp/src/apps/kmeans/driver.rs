@@ -14,6 +14,7 @@ use super::input::{self, ByteRange, Format, Matrix, Points};
 use super::kernel::Kernel;
 use super::pruned;
 use super::real::{dist2, Real};
+use crate::checkpoint::Checkpoints;
 use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
@@ -187,6 +188,17 @@ pub struct Options {
     /// Directory for per-point labels (each worker writes `part-RRRRR`, one label per line, in
     /// input order); none by default.
     pub labels: Option<String>,
+    /// Save a checkpoint of the state (centroids and per-iteration figures) every this many
+    /// iterations, and after the last one; 0 (the default): never.
+    pub checkpoint_every: usize,
+    /// Directory of the checkpoints (needed with `checkpoint_every` or `resume`).
+    pub checkpoint_dir: Option<String>,
+    /// Continue from the newest complete checkpoint in `checkpoint_dir` (from the start when
+    /// there is none). Without it, a run that saves checkpoints removes the old ones first.
+    pub resume: bool,
+    /// The job's name: recorded in checkpoint manifests, and names the temporary directory of
+    /// the labels (`labels/_temporary/JOB`). Every worker must use the same.
+    pub job: String,
 }
 
 impl Options {
@@ -211,6 +223,10 @@ impl Options {
             empty_cluster: EmptyCluster::Keep,
             dim: None,
             labels: None,
+            checkpoint_every: 0,
+            checkpoint_dir: None,
+            resume: false,
+            job: "harp".to_string(),
         }
     }
 
@@ -234,6 +250,17 @@ impl Options {
         }
         if self.dim == Some(0) {
             return Err(Error::config("dim must be at least 1"));
+        }
+        if (self.checkpoint_every > 0 || self.resume) && self.checkpoint_dir.is_none() {
+            return Err(Error::config(
+                "checkpoints (checkpoint_every, resume) need a checkpoint directory",
+            ));
+        }
+        if self.job.is_empty() || self.job.contains(['/', '\\']) || self.job.starts_with('.') {
+            return Err(Error::config(format!(
+                "the job name '{}' cannot name a directory",
+                self.job
+            )));
         }
         Ok(())
     }
@@ -259,6 +286,9 @@ pub struct Outcome {
     pub stop_reason: StopReason,
     /// The assignment path used (auto resolved).
     pub assign: AssignPath,
+    /// The iteration of the checkpoint this run resumed from (its earlier iterations are in
+    /// `iterations` too), if any.
+    pub resumed_from: Option<usize>,
 }
 
 /// Runs K-means; every worker returns the same centroids. `progress` sees every iteration.
@@ -481,6 +511,29 @@ fn run_as<T: Real>(
     progress: &mut dyn FnMut(&Iteration),
 ) -> Result<Outcome> {
     let pool = w.pool();
+    // Fail on an unusable checkpoint or labels directory now, not after the iterations.
+    let ck = match &o.checkpoint_dir {
+        Some(d) => Some(Checkpoints::new(d, Some(w.runtime().clone()))?),
+        None => None,
+    };
+    let ready = (|| -> Result<()> {
+        if let (Some(ck), true) = (&ck, w.is_master()) {
+            if o.checkpoint_every > 0 {
+                ck.check_writable()?;
+                // A fresh run that saves checkpoints must never leave another run's newer ones
+                // for a later resume to pick up.
+                if !o.resume {
+                    ck.clear()?;
+                }
+            }
+        }
+        if let Some(dir) = &o.labels {
+            let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+            st.create_dir_all(&labels_staging(dir, &o.job))?;
+        }
+        Ok(())
+    })();
+    crate::checkpoint::agree(w, "kmeans-paths", ready)?;
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
@@ -499,11 +552,43 @@ fn run_as<T: Real>(
     let offset: u64 = counts[..w.rank()].iter().map(|&c| c as u64).sum();
     drop(total);
     if n_total == 0 {
-        return Err(Error::config(format!("no points in {}", o.input)));
+        let what = match &o.splits {
+            Some(s) => {
+                let mut files: Vec<&str> = s.iter().map(|r| r.path.as_str()).collect();
+                files.dedup();
+                match files.len() {
+                    0 => "the input (no split on any worker)".to_string(),
+                    _ => format!("the input splits of {}", files.join(", ")),
+                }
+            }
+            None => o.input.clone(),
+        };
+        return Err(Error::config(format!("no points in {what}")));
     }
-    let mut centroids = match centroids {
-        Some(c) => c,
-        None => initial_centroids(w, o, &points, offset, n_total, k)?,
+    let meta = serde_json::json!({
+        "app": "kmeans",
+        "k": k,
+        "dim": dim,
+        "points": n_total,
+        "precision": o.precision.name(),
+        "empty_cluster": o.empty_cluster.name(),
+    });
+    let resumed = match &ck {
+        Some(ck) if o.resume => resume_state(w, o, ck, &meta)?,
+        _ => None,
+    };
+    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
+    let mut stopped = None;
+    let mut start = 0;
+    let mut centroids = match (resumed, centroids) {
+        (Some(r), _) => {
+            start = r.iteration;
+            its = r.iterations;
+            stopped = r.stopped;
+            r.centroids
+        }
+        (None, Some(c)) => c,
+        (None, None) => initial_centroids(w, o, &points, offset, n_total, k)?,
     };
     round_to::<T>(&mut centroids);
 
@@ -514,10 +599,15 @@ fn run_as<T: Real>(
         AssignPath::Pruned => vec![u32::MAX; points.n],
         _ => Vec::new(),
     };
-    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
-    let mut stop_reason = StopReason::Iterations;
+    let fail_after = injected_failure(w.size())?;
+    let mut stop_reason = stopped.unwrap_or(StopReason::Iterations);
     let mut ct: Vec<T> = Vec::with_capacity(k * dim);
-    for it in 1..=o.iterations {
+    let first = if stopped.is_some() {
+        usize::MAX
+    } else {
+        start + 1
+    };
+    for it in first..=o.iterations {
         let t0 = Instant::now();
         ct.clear();
         ct.extend(centroids.iter().map(|&v| T::from_f64(v)));
@@ -566,6 +656,17 @@ fn run_as<T: Real>(
             }
         });
         its.push(rec);
+        if let Some(ck) = &ck {
+            let every = o.checkpoint_every;
+            if every > 0 && (it % every == 0 || it == o.iterations || stop.is_some()) {
+                save_state(w, o, ck, it, &centroids, &its, stop, &meta)?;
+            }
+        }
+        if fail_after == Some((it, w.rank())) {
+            return Err(Error::config(format!(
+                "injected failure after iteration {it} ({FAIL_AFTER})"
+            )));
+        }
         if let Some(r) = stop {
             stop_reason = r;
             break;
@@ -604,7 +705,7 @@ fn run_as<T: Real>(
                 l
             }
         };
-        write_labels(w, dir, &labels)?;
+        write_labels(w, dir, &o.job, &labels)?;
     }
     Ok(Outcome {
         centroids: Points {
@@ -617,20 +718,268 @@ fn run_as<T: Real>(
         load_s,
         stop_reason,
         assign: path,
+        resumed_from: (start > 0).then_some(start),
     })
 }
 
-/// Writes this worker's labels to `dir/part-RRRRR` (rank, 5 digits), one per line.
-fn write_labels(w: &Worker, dir: &str, labels: &[u32]) -> Result<()> {
+/// Fault injection for recovery tests: `HARP_KMEANS_FAIL_AFTER=I[:R]` makes worker `R` (default
+/// the last) fail after iteration `I` (after that iteration's checkpoint, if any).
+pub const FAIL_AFTER: &str = "HARP_KMEANS_FAIL_AFTER";
+
+fn injected_failure(workers: usize) -> Result<Option<(usize, usize)>> {
+    let Ok(v) = std::env::var(FAIL_AFTER) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::config(format!(
+            "{FAIL_AFTER}: expected ITERATION[:RANK], got '{v}'"
+        ))
+    };
+    let (it, rank) = match v.split_once(':') {
+        Some((i, r)) => (i, r.parse::<usize>().map_err(|_| bad())?),
+        None => (v.as_str(), workers - 1),
+    };
+    Ok(Some((it.parse::<usize>().map_err(|_| bad())?, rank)))
+}
+
+/// The state a resumed run continues from.
+struct Resumed {
+    iteration: usize,
+    centroids: Vec<f64>,
+    iterations: Vec<Iteration>,
+    /// Set when the checkpointed run had already stopped early.
+    stopped: Option<StopReason>,
+}
+
+fn stop_code(s: Option<StopReason>) -> i64 {
+    match s {
+        None => -1,
+        Some(StopReason::Iterations) => 0,
+        Some(StopReason::Tolerance) => 1,
+        Some(StopReason::Converged) => 2,
+    }
+}
+
+/// Saves the checkpoint after iteration `it`: table `centroids` (partition 0: k·dim f64) and
+/// table `history` (partition 0: 4 f64 per iteration: inertia, compute_s, comm_s,
+/// pool_allocations; partition 1: i64 `[it, stop]`, stop = -1 running, 0 iterations,
+/// 1 tolerance, 2 converged). Every worker writes the same (replicated) state as its part.
+#[allow(clippy::too_many_arguments)]
+fn save_state(
+    w: &Worker,
+    o: &Options,
+    ck: &Checkpoints,
+    it: usize,
+    centroids: &[f64],
+    its: &[Iteration],
+    stop: Option<StopReason>,
+    meta: &serde_json::Value,
+) -> Result<()> {
+    let pool = w.pool();
+    let mut c = Table::new(Combiner::Sum);
+    c.put(0, Array::from_slice(pool, centroids));
+    let mut h = Table::new(Combiner::Sum);
+    let recs: Vec<f64> = its
+        .iter()
+        .flat_map(|r| [r.inertia, r.compute_s, r.comm_s, r.pool_allocations as f64])
+        .collect();
+    h.put(0, Array::from_slice(pool, &recs));
+    h.put(1, Array::from_slice(pool, &[it as i64, stop_code(stop)]));
+    ck.save(
+        w,
+        &o.job,
+        it as u64,
+        &[("centroids", &c), ("history", &h)],
+        meta,
+        2,
+    )
+}
+
+/// The master finds the newest complete checkpoint, checks that it belongs to a run of the same
+/// shape and options (`meta`), and broadcasts its state; `None` when there is no checkpoint.
+fn resume_state(
+    w: &Worker,
+    o: &Options,
+    ck: &Checkpoints,
+    meta: &serde_json::Value,
+) -> Result<Option<Resumed>> {
+    let pool = w.pool();
+    let mut t = Table::new(Combiner::Reject);
+    if w.is_master() {
+        // A failure here is broadcast, so that every worker fails with its cause at once.
+        if let Err(e) = find_resume_state(w, o, ck, meta, &mut t) {
+            t.clear();
+            t.put(0, Array::from_slice(pool, &[-1i64, 0, -1]));
+            t.put(3, Array::from_slice(pool, e.to_string().as_bytes()));
+        }
+    }
+    w.broadcast("kmeans-resume", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    let head = t
+        .get(0)
+        .ok_or_else(|| Error::Protocol("the resume state did not arrive".into()))?
+        .as_slice::<i64>()?
+        .to_vec();
+    match head[0] {
+        0 => return Ok(None),
+        -1 => {
+            let msg = t.get(3).map(|a| a.bytes().to_vec()).unwrap_or_default();
+            return Err(Error::config(format!(
+                "resume (on the master): {}",
+                String::from_utf8_lossy(&msg)
+            )));
+        }
+        _ => {}
+    }
+    let centroids = t.get(1).expect("centroids").as_slice::<f64>()?.to_vec();
+    let recs = t.get(2).expect("history").as_slice::<f64>()?;
+    let iterations = recs
+        .chunks_exact(4)
+        .enumerate()
+        .map(|(i, r)| Iteration {
+            iteration: i + 1,
+            inertia: r[0],
+            compute_s: r[1],
+            comm_s: r[2],
+            pool_allocations: r[3] as u64,
+        })
+        .collect();
+    Ok(Some(Resumed {
+        iteration: head[1] as usize,
+        centroids,
+        iterations,
+        stopped: match head[2] {
+            1 => Some(StopReason::Tolerance),
+            2 => Some(StopReason::Converged),
+            _ => None,
+        },
+    }))
+}
+
+/// The master's part of [`resume_state`]: fills `t` with `[found, iteration, stop]`, the
+/// centroids and the history of the newest complete checkpoint (or `[0, 0, -1]`).
+fn find_resume_state(
+    w: &Worker,
+    o: &Options,
+    ck: &Checkpoints,
+    meta: &serde_json::Value,
+    t: &mut Table,
+) -> Result<()> {
+    let pool = w.pool();
+    {
+        match ck.latest()? {
+            None => {
+                tracing::info!("no complete checkpoint in {}: starting afresh", ck.dir());
+                t.put(0, Array::from_slice(pool, &[0i64, 0, -1]));
+            }
+            Some(m) => {
+                let what = format!("checkpoint at iteration {} in {}", m.iteration, ck.dir());
+                for key in ["app", "k", "dim", "points", "precision", "empty_cluster"] {
+                    if m.meta.get(key) != meta.get(key) {
+                        return Err(Error::config(format!(
+                            "cannot resume from the {what}: its {key} is {}, this run's is {}",
+                            m.meta.get(key).unwrap_or(&serde_json::Value::Null),
+                            meta.get(key).unwrap_or(&serde_json::Value::Null)
+                        )));
+                    }
+                }
+                if m.iteration as usize > o.iterations {
+                    return Err(Error::config(format!(
+                        "cannot resume from the {what}: it is past the {} iterations asked for",
+                        o.iterations
+                    )));
+                }
+                let mut parts = ck.load_part(&m, 0, pool)?.into_iter();
+                let (_, c) = parts.next().expect("centroids table");
+                let (_, h) = parts.next().expect("history table");
+                let state = h.get(1).map(|a| a.as_slice::<i64>()).transpose()?;
+                let (c0, h0) = (c.get(0), h.get(0));
+                match (c0, h0, state) {
+                    (Some(c0), Some(h0), Some(&[it, stop]))
+                        if it as u64 == m.iteration
+                            && c0.len()
+                                == meta["k"].as_u64().unwrap_or(0) as usize
+                                    * meta["dim"].as_u64().unwrap_or(0) as usize
+                            && h0.len() == 4 * it as usize =>
+                    {
+                        t.put(0, Array::from_slice(pool, &[1i64, it, stop]));
+                        t.put(1, c0.duplicate(pool));
+                        t.put(2, h0.duplicate(pool));
+                    }
+                    _ => {
+                        return Err(Error::data(format!(
+                            "the {what} does not hold K-means state of this shape"
+                        )))
+                    }
+                }
+                tracing::info!("resuming from the {what}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the workers write their labels before the master moves them into `dir`.
+fn labels_staging(dir: &str, job: &str) -> String {
+    format!("{}/_temporary/{job}", dir.trim_end_matches('/'))
+}
+
+/// Writes this worker's labels as `dir/part-RRRRR` (rank, 5 digits), one per line, atomically
+/// for the job: every worker writes into `dir/_temporary/JOB/`; after a barrier the master
+/// removes `_SUCCESS` and the `part-*` files of an earlier run, moves the new parts in and writes
+/// `_SUCCESS`.
+fn write_labels(w: &Worker, dir: &str, job: &str, labels: &[u32]) -> Result<()> {
     use std::fmt::Write;
     let dir = dir.trim_end_matches('/');
     let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
-    st.create_dir_all(dir)?;
+    let staging = labels_staging(dir, job);
     let mut text = String::with_capacity(labels.len() * 5);
     for l in labels {
         let _ = writeln!(text, "{l}");
     }
-    st.write_all(&format!("{dir}/part-{:05}", w.rank()), text.as_bytes())
+    let part = |r: usize| format!("part-{r:05}");
+    st.write_all(&format!("{staging}/{}", part(w.rank())), text.as_bytes())?;
+    w.barrier("kmeans-labels")?;
+    if w.is_master() {
+        commit_files(
+            &*st,
+            &staging,
+            dir,
+            &(0..w.size()).map(part).collect::<Vec<_>>(),
+            |name| name.starts_with("part-"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Moves `files` from `staging` into `dir` as one result: removes `dir/_SUCCESS`, then the files
+/// of `dir` that `stale` matches (an earlier run's), renames the new files in, writes an empty
+/// `dir/_SUCCESS` and removes `staging` (and `dir/_temporary`, its parent, with whatever failed
+/// runs left there). A reader that finds `_SUCCESS` sees a complete result;
+/// a run that fails before this call leaves `dir` as it was.
+pub fn commit_files(
+    st: &dyn storage::Storage,
+    staging: &str,
+    dir: &str,
+    files: &[String],
+    stale: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let success = format!("{dir}/_SUCCESS");
+    st.remove_all(&success)?;
+    for f in st.list(dir)? {
+        let name = f.path.rsplit('/').next().unwrap_or("");
+        if stale(name) && !files.iter().any(|n| n == name) {
+            st.remove_all(&f.path)?;
+        }
+    }
+    for name in files {
+        st.rename(&format!("{staging}/{name}"), &format!("{dir}/{name}"))?;
+    }
+    st.write_all(&success, b"")?;
+    // Like Hadoop's job cleanup: `dir/_temporary` goes, with what failed runs left there.
+    match staging.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, _)) if parent.ends_with("/_temporary") => st.remove_all(parent),
+        _ => st.remove_all(staging),
+    }
 }
 
 /// Relative perturbation of the split-largest rule.

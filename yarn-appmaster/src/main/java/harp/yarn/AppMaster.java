@@ -103,6 +103,13 @@ public final class AppMaster {
             + "launched by the map-collective client");
       }
       JobConf conf = new JobConf(WorkerMain.localFile(LaunchSpec.JOB_XML));
+      // Which attempt this is (YARN restarts a failed master up to harp.yarn.am.max.attempts
+      // times); the workers of attempt 2 or later resume from the last complete checkpoint.
+      String container = System.getenv("CONTAINER_ID");
+      if (container != null) {
+        conf.setInt(LaunchSpec.AM_ATTEMPT, org.apache.hadoop.yarn.api.records.ContainerId.fromString(container)
+            .getApplicationAttemptId().getAttemptId());
+      }
       Credentials creds = UserGroupInformation.getCurrentUser().getCredentials();
       try (YarnPort port = new YarnPort(conf)) {
         rc = run(conf, new Path(dir), port, serialize(creds)) ? 0 : 1;

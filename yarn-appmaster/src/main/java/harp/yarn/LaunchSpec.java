@@ -43,6 +43,40 @@ public final class LaunchSpec {
   public static final String AM_MEMORY_MB = "harp.yarn.am.memory.mb";
   public static final String AM_VCORES = "harp.yarn.am.vcores";
   public static final String WORKER_JAVA_OPTS = "harp.yarn.worker.java.opts";
+  /** Attempts of the application master (YARN's limit {@code yarn.resourcemanager.am.max-attempts} caps it). */
+  public static final String AM_MAX_ATTEMPTS = "harp.yarn.am.max.attempts";
+  /** The master's attempt number (1, 2, ...), set by the master, passed to the workers. */
+  public static final String AM_ATTEMPT = "harp.yarn.am.attempt";
+  /** Environment of a worker container: the attempt of the master that launched it. */
+  public static final String ENV_AM_ATTEMPT = "HARP_AM_ATTEMPT";
+
+  /** {@value #AM_MAX_ATTEMPTS}, default 2, at least 1. */
+  public static int maxAttempts(Configuration conf) {
+    int n = conf.getInt(AM_MAX_ATTEMPTS, 2);
+    if (n < 1) {
+      throw new IllegalArgumentException(AM_MAX_ATTEMPTS + " must be at least 1, got " + n);
+    }
+    return n;
+  }
+
+  /**
+   * A worker launched by a master after its first attempt continues from the job's last complete
+   * checkpoint: {@code harp.resume} is set when the job has a checkpoint directory ({@code
+   * harp.checkpoint.dir}) and the attempt is 2 or later. Returns whether it was set.
+   */
+  public static boolean resumeOnRestart(Configuration conf, String attempt) {
+    int a;
+    try {
+      a = attempt == null ? 1 : Integer.parseInt(attempt.trim());
+    } catch (NumberFormatException e) {
+      return false;
+    }
+    if (a > 1 && conf.get("harp.checkpoint.dir") != null) {
+      conf.setBoolean("harp.resume", true);
+      return true;
+    }
+    return false;
+  }
 
   private LaunchSpec() {}
 
@@ -128,6 +162,7 @@ public final class LaunchSpec {
     }
     Map<String, String> env = environment(conf);
     env.put(ENV_AM_ADDRESS, amAddress);
+    env.put(ENV_AM_ATTEMPT, Integer.toString(conf.getInt(AM_ATTEMPT, 1)));
     List<String> offs = new ArrayList<>();
     for (long o : offsets) {
       offs.add(Long.toString(o));

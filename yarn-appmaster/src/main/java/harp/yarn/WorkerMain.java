@@ -99,6 +99,10 @@ public final class WorkerMain {
       if (am != null && !am.isEmpty()) {
         conf.set("harp.am.address", am);
       }
+      if (LaunchSpec.resumeOnRestart(conf, System.getenv(LaunchSpec.ENV_AM_ATTEMPT))) {
+        System.err.println("harp worker " + args[1] + ": the master restarted (attempt "
+            + System.getenv(LaunchSpec.ENV_AM_ATTEMPT) + "): resuming from the last complete checkpoint");
+      }
       run(conf, Integer.parseInt(args[1]), localFile(args[2]), offsets);
       System.exit(0);
     } catch (Throwable t) {

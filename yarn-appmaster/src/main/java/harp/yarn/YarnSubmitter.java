@@ -43,7 +43,9 @@ import org.apache.hadoop.yarn.api.records.YarnApplicationState;
  * {@code Job.submit()} and {@code waitForCompletion} work as for any job, through Hadoop's own
  * job submitter): a new job id is a new YARN application; submitting ships our jar and the
  * native library into the job's staging directory, writes the usable node list, and submits our
- * {@link AppMaster} (one attempt: a restarted master could not rejoin running workers); status,
+ * {@link AppMaster} with {@value LaunchSpec#AM_MAX_ATTEMPTS} attempts (default 2: YARN kills
+ * every container of a failed attempt, and the next attempt starts all workers again, with
+ * {@code harp.resume} on so that they continue from the last complete checkpoint); status,
  * progress, diagnostics and kill map to the application; counters are the workers' summed
  * counters left by the master. The ResourceManager is reached only through {@link Rm}.
  */
@@ -221,7 +223,8 @@ public final class YarnSubmitter implements InvocationHandler {
     ApplicationId app = appId(job);
     ApplicationSubmissionContext ctx = ApplicationSubmissionContext.newInstance(app,
         jobConf.get("mapreduce.job.name", "map-collective job"), jobConf.get("mapreduce.job.queuename", "default"),
-        Priority.newInstance(0), LaunchSpec.master(jobConf, jobDir, tokens), false, true, 1,
+        Priority.newInstance(0), LaunchSpec.master(jobConf, jobDir, tokens), false, true,
+        LaunchSpec.maxAttempts(jobConf),
         Resource.newInstance(jobConf.getInt(LaunchSpec.AM_MEMORY_MB, 1024), jobConf.getInt(LaunchSpec.AM_VCORES, 1)),
         APPLICATION_TYPE);
     jobDirs.put(job, jobDir);

@@ -156,10 +156,10 @@ class YarnJobTest {
     FakeYarn y = FakeYarn.last;
     assertNull(y.masterError);
 
-    // One application, one attempt, our master, with everything shipped as local resources.
+    // One application, two master attempts, our master, with everything shipped as local resources.
     assertEquals(1, y.submitted.size());
     ApplicationSubmissionContext app = y.submitted.get(0);
-    assertEquals(1, app.getMaxAppAttempts());
+    assertEquals(2, app.getMaxAppAttempts());
     assertEquals(YarnSubmitter.APPLICATION_TYPE, app.getApplicationType());
     assertTrue(app.getAMContainerSpec().getCommands().get(0).contains(AppMaster.class.getName()));
     Map<String, LocalResource> res = app.getAMContainerSpec().getLocalResources();

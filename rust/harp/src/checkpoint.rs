@@ -1,0 +1,571 @@
+//! Consistent checkpoints of named tables at an iteration, on local storage or HDFS.
+//!
+//! Layout under a checkpoint directory `D`:
+//!
+//! ```text
+//! D/ckpt-0000000012/part-00000        worker 0's tables (binary, see `encode_part`)
+//! D/ckpt-0000000012/part-00001        worker 1's tables
+//! D/ckpt-0000000012/manifest.json     written last, by the master, once every part is written
+//! ```
+//!
+//! A checkpoint is *complete* when its `manifest.json` exists, names the iteration of its
+//! directory, and every part it lists exists with the listed size; its SHA-256 is checked when
+//! the part is read. Every part is written under a temporary name and renamed into place
+//! ([`Storage::write_all`]); the master writes the manifest only after an allreduce of every
+//! worker's part size and digest, i.e. after every worker has written its part. A job that dies
+//! while writing a checkpoint leaves it without a manifest (or with a part missing): it is
+//! *torn* and [`Checkpoints::latest`] skips it in favour of the previous complete one.
+//!
+//! [`Checkpoints::save`] is collective (every worker calls it at the same iteration with its own
+//! tables); [`Checkpoints::latest`] and [`Checkpoints::load_part`] are plain reads that any
+//! worker (usually the master, which then broadcasts what the others need) may call.
+
+use sha2::{Digest, Sha256};
+
+use crate::collective::AllreduceAlgorithm;
+use crate::data::{Array, Combiner, DType, Table};
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::storage::{self, Storage};
+use crate::worker::Worker;
+
+/// Version of the part and manifest formats.
+pub const FORMAT: u32 = 1;
+/// Name of the manifest file inside a checkpoint directory.
+pub const MANIFEST: &str = "manifest.json";
+const MAGIC: &[u8; 8] = b"HARPCKPT";
+
+/// One worker's part of a checkpoint, as listed in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartInfo {
+    /// File name inside the checkpoint directory (`part-RRRRR`).
+    pub file: String,
+    pub bytes: u64,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+}
+
+/// What a complete checkpoint holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    /// Name of the job that wrote it (informational).
+    pub job: String,
+    /// The iteration after which the tables were saved.
+    pub iteration: u64,
+    /// Number of workers of the job that wrote it (= number of parts).
+    pub workers: usize,
+    /// The names of the tables in every part, in order.
+    pub tables: Vec<String>,
+    /// One part per worker, in rank order.
+    pub parts: Vec<PartInfo>,
+    /// Application data (shape, options) the application checks before resuming.
+    pub meta: serde_json::Value,
+}
+
+/// The directory name of the checkpoint at `iteration`.
+pub fn dir_name(iteration: u64) -> String {
+    format!("ckpt-{iteration:010}")
+}
+
+fn parse_dir_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("ckpt-")?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Serialises named tables: `HARPCKPT`, format (u32), table count (u32), then per table its
+/// name (u32 length + UTF-8), partition count (u32) and per partition its id (u32), element
+/// type (u8), byte length (u64) and bytes, all little-endian, partitions in id order.
+pub fn encode_part(tables: &[(&str, &Table)]) -> Vec<u8> {
+    let total: u64 = tables.iter().map(|(_, t)| t.bytes()).sum();
+    let mut v = Vec::with_capacity(total as usize + 64);
+    v.extend_from_slice(MAGIC);
+    v.extend_from_slice(&FORMAT.to_le_bytes());
+    v.extend_from_slice(&(tables.len() as u32).to_le_bytes());
+    for (name, t) in tables {
+        v.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        v.extend_from_slice(name.as_bytes());
+        let mut ids = t.ids();
+        ids.sort_unstable();
+        v.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        for id in ids {
+            let a = t.get(id).expect("listed id");
+            v.extend_from_slice(&id.to_le_bytes());
+            v.push(a.dtype() as u8);
+            v.extend_from_slice(&(a.bytes().len() as u64).to_le_bytes());
+            v.extend_from_slice(a.bytes());
+        }
+    }
+    v
+}
+
+/// The inverse of [`encode_part`]; `what` names the file in errors. Tables get `Combiner::Sum`
+/// (callers that need another combiner rebuild them).
+pub fn decode_part(bytes: &[u8], pool: &Pool, what: &str) -> Result<Vec<(String, Table)>> {
+    let bad = |why: &str| Error::data(format!("checkpoint part {what} is corrupt: {why}"));
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        let end = at.checked_add(n).filter(|&e| e <= bytes.len());
+        let end = end.ok_or_else(|| bad("truncated"))?;
+        let s = &bytes[at..end];
+        at = end;
+        Ok(s)
+    };
+    if take(8)? != MAGIC {
+        return Err(bad("not a Harp-RS checkpoint part"));
+    }
+    let u32_ = |s: &[u8]| u32::from_le_bytes(s.try_into().expect("4 bytes"));
+    let format = u32_(take(4)?);
+    if format != FORMAT {
+        return Err(bad(&format!("format {format}, expected {FORMAT}")));
+    }
+    let n = u32_(take(4)?);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let len = u32_(take(4)?) as usize;
+        let name = std::str::from_utf8(take(len)?)
+            .map_err(|_| bad("table name is not UTF-8"))?
+            .to_string();
+        let parts = u32_(take(4)?);
+        let mut t = Table::new(Combiner::Sum);
+        for _ in 0..parts {
+            let id = u32_(take(4)?);
+            let dtype = DType::from_u8(take(1)?[0]).map_err(|e| bad(&e.to_string()))?;
+            let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
+            let len = usize::try_from(len).map_err(|_| bad("partition too large"))?;
+            let data = take(len)?;
+            if !len.is_multiple_of(dtype.size()) {
+                return Err(bad("partition length is not a whole number of elements"));
+            }
+            let mut a = Array::uninit(pool, dtype, len / dtype.size());
+            a.bytes_mut().copy_from_slice(data);
+            t.put(id, a);
+        }
+        out.push((name, t));
+    }
+    if at != bytes.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok(out)
+}
+
+/// Collective: every worker passes the outcome of a local step (checking an output path, say);
+/// all return `Ok` when every worker succeeded, else the same error naming the first failing
+/// rank and its cause. A step that fails on one worker thus fails every worker at once with the
+/// real cause, instead of leaving the others waiting for it in their next collective.
+pub fn agree(w: &Worker, label: &str, outcome: Result<()>) -> Result<()> {
+    let msg = match &outcome {
+        Ok(()) => Vec::new(),
+        Err(e) => e.to_string().into_bytes(),
+    };
+    let p = w.size();
+    let mut lens = vec![0i64; p];
+    lens[w.rank()] = msg.len() as i64;
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &lens));
+    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    let lens = t.get(0).expect("lengths").as_slice::<i64>()?.to_vec();
+    let Some(first) = lens.iter().position(|&l| l > 0) else {
+        return Ok(());
+    };
+    // Every message, each at its rank's offset (the sum has one contributor per byte).
+    let offset: usize = lens[..w.rank()].iter().map(|&l| l as usize).sum();
+    let mut all = vec![0u8; lens.iter().map(|&l| l as usize).sum()];
+    all[offset..offset + msg.len()].copy_from_slice(&msg);
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &all));
+    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    let all = t.get(0).expect("messages").as_slice::<u8>()?;
+    let at: usize = lens[..first].iter().map(|&l| l as usize).sum();
+    let text = String::from_utf8_lossy(&all[at..at + lens[first] as usize]).into_owned();
+    match outcome {
+        Err(e) if w.rank() == first => Err(e),
+        _ => Err(Error::config(format!("worker {first} failed: {text}"))),
+    }
+}
+
+/// The checkpoints of one directory.
+pub struct Checkpoints {
+    dir: String,
+    storage: Box<dyn Storage>,
+}
+
+impl Checkpoints {
+    /// Checkpoints under `dir` (a local path, `file://` or `hdfs://` URL).
+    pub fn new(dir: &str, rt: Option<tokio::runtime::Handle>) -> Result<Checkpoints> {
+        let dir = dir.trim_end_matches('/').to_string();
+        if dir.is_empty() {
+            return Err(Error::config("the checkpoint directory must not be empty"));
+        }
+        Ok(Checkpoints {
+            storage: storage::for_path_on(&dir, rt)?,
+            dir,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    fn path(&self, iteration: u64) -> String {
+        format!("{}/{}", self.dir, dir_name(iteration))
+    }
+
+    /// Creates the directory and checks that it can be written (a probe file is written and
+    /// removed), so that a bad path fails before the first iteration, not at the first
+    /// checkpoint.
+    pub fn check_writable(&self) -> Result<()> {
+        self.storage.create_dir_all(&self.dir)?;
+        let probe = format!("{}/.probe-{}", self.dir, std::process::id());
+        self.storage.write_all(&probe, b"")?;
+        self.storage.remove_all(&probe)
+    }
+
+    /// Removes every checkpoint (a fresh run must not resume from another run's state).
+    pub fn clear(&self) -> Result<()> {
+        for (_, name) in self.listed()? {
+            self.storage.remove_all(&format!("{}/{name}", self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint directories, newest first.
+    fn listed(&self) -> Result<Vec<(u64, String)>> {
+        let mut v: Vec<(u64, String)> = self
+            .storage
+            .list_dirs(&self.dir)?
+            .into_iter()
+            .filter_map(|n| parse_dir_name(&n).map(|i| (i, n)))
+            .collect();
+        v.sort_by(|a, b| b.cmp(a));
+        Ok(v)
+    }
+
+    /// Collective: every worker saves its `tables` as its part of the checkpoint at `iteration`
+    /// (all workers must pass the same table names); the master writes the manifest once every
+    /// part is written, then removes all but the `keep` newest complete checkpoints (and torn
+    /// ones older than this one). On return the checkpoint is complete on the master; a failure
+    /// anywhere fails the calling worker (the others then fail at their next collective).
+    pub fn save(
+        &self,
+        w: &Worker,
+        job: &str,
+        iteration: u64,
+        tables: &[(&str, &Table)],
+        meta: &serde_json::Value,
+        keep: usize,
+    ) -> Result<()> {
+        let dir = self.path(iteration);
+        let manifest = format!("{dir}/{MANIFEST}");
+        if w.is_master() {
+            // A manifest left by an earlier run at this iteration must not vouch for new parts.
+            self.storage.remove_all(&manifest)?;
+        }
+        let bytes = encode_part(tables);
+        let digest = Sha256::digest(&bytes);
+        let file = format!("part-{:05}", w.rank());
+        self.storage.write_all(&format!("{dir}/{file}"), &bytes)?;
+        // Every worker's size and digest; the sum has one non-zero entry per slot.
+        let p = w.size();
+        let mut sizes = vec![0i64; p];
+        sizes[w.rank()] = bytes.len() as i64;
+        let mut digests = vec![0u8; p * 32];
+        digests[w.rank() * 32..(w.rank() + 1) * 32].copy_from_slice(&digest);
+        let mut t = Table::new(Combiner::Sum);
+        t.put(0, Array::from_slice(w.pool(), &sizes));
+        t.put(1, Array::from_slice(w.pool(), &digests));
+        w.allreduce("checkpoint", &mut t, AllreduceAlgorithm::Auto)?;
+        if !w.is_master() {
+            return Ok(());
+        }
+        let sizes = t.get(0).expect("sizes").as_slice::<i64>()?;
+        let digests = t.get(1).expect("digests").as_slice::<u8>()?;
+        let m = Manifest {
+            format: FORMAT,
+            job: job.to_string(),
+            iteration,
+            workers: p,
+            tables: tables.iter().map(|(n, _)| n.to_string()).collect(),
+            parts: (0..p)
+                .map(|r| PartInfo {
+                    file: format!("part-{r:05}"),
+                    bytes: sizes[r] as u64,
+                    sha256: hex(&digests[r * 32..(r + 1) * 32]),
+                })
+                .collect(),
+            meta: meta.clone(),
+        };
+        let text = serde_json::to_string_pretty(&m).expect("manifest json");
+        self.storage.write_all(&manifest, text.as_bytes())?;
+        // Keep the `keep` newest complete checkpoints (this one included); drop older ones.
+        let mut complete = 0usize;
+        for (i, name) in self.listed()? {
+            if i > iteration {
+                continue; // newer ones (from a run being resumed past) are left alone
+            }
+            let ok = i == iteration || self.complete(i, &name)?.is_some();
+            if ok && complete < keep.max(1) {
+                complete += 1;
+            } else {
+                self.storage.remove_all(&format!("{}/{name}", self.dir))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The manifest of the checkpoint in directory `name` at iteration `i` if it is complete
+    /// (manifest readable and consistent, every part present with its size); `None` if torn.
+    fn complete(&self, i: u64, name: &str) -> Result<Option<Manifest>> {
+        let dir = format!("{}/{name}", self.dir);
+        let path = format!("{dir}/{MANIFEST}");
+        if !self.storage.exists(&path)? {
+            return Ok(None);
+        }
+        let m: Manifest = match serde_json::from_slice(&self.storage.read_all(&path)?) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("ignoring checkpoint {dir}: unreadable manifest: {e}");
+                return Ok(None);
+            }
+        };
+        if m.format != FORMAT || m.iteration != i || m.parts.len() != m.workers || m.workers == 0 {
+            tracing::warn!("ignoring checkpoint {dir}: its manifest does not match it");
+            return Ok(None);
+        }
+        let present = self.storage.list(&dir)?;
+        for p in &m.parts {
+            let want = format!("{dir}/{}", p.file);
+            if !present.iter().any(|f| f.path == want && f.size == p.bytes) {
+                tracing::warn!("ignoring checkpoint {dir}: part {} missing or cut", p.file);
+                return Ok(None);
+            }
+        }
+        Ok(Some(m))
+    }
+
+    /// The newest complete checkpoint, if any (torn ones are skipped with a warning).
+    pub fn latest(&self) -> Result<Option<Manifest>> {
+        for (i, name) in self.listed()? {
+            if let Some(m) = self.complete(i, &name)? {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads part `rank` of checkpoint `m`, checking its size and SHA-256.
+    pub fn load_part(
+        &self,
+        m: &Manifest,
+        rank: usize,
+        pool: &Pool,
+    ) -> Result<Vec<(String, Table)>> {
+        let info = m.parts.get(rank).ok_or_else(|| {
+            Error::config(format!(
+                "checkpoint at iteration {} has {} parts, no part {rank}",
+                m.iteration, m.workers
+            ))
+        })?;
+        let path = format!("{}/{}", self.path(m.iteration), info.file);
+        let bytes = self.storage.read_all(&path)?;
+        let digest = hex(&Sha256::digest(&bytes));
+        if bytes.len() as u64 != info.bytes || digest != info.sha256 {
+            return Err(Error::data(format!(
+                "checkpoint part {path} is corrupt: {} bytes with SHA-256 {digest}, the manifest \
+                 says {} bytes with {}",
+                bytes.len(),
+                info.bytes,
+                info.sha256
+            )));
+        }
+        let tables = decode_part(&bytes, pool, &path)?;
+        let names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
+        if names != m.tables.iter().map(String::as_str).collect::<Vec<_>>() {
+            return Err(Error::data(format!(
+                "checkpoint part {path} holds tables {names:?}, the manifest says {:?}",
+                m.tables
+            )));
+        }
+        Ok(tables)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    fn tmpdir(tag: &str) -> String {
+        let d = std::env::temp_dir().join(format!("harp-ckpt-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d.to_string_lossy().into_owned()
+    }
+
+    /// Runs `f(worker)` on `n` in-process workers, one thread each; results in rank order.
+    fn on_workers<T: Send + 'static>(
+        n: usize,
+        f: impl Fn(&Worker) -> T + Send + Sync + 'static,
+    ) -> Vec<T> {
+        let f = std::sync::Arc::new(f);
+        let hs: Vec<_> = Worker::in_process(n, Config::default())
+            .unwrap()
+            .into_iter()
+            .map(|w| {
+                let f = f.clone();
+                std::thread::spawn(move || {
+                    let r = f(&w);
+                    w.close();
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    fn table_of(pool: &Pool, rank: usize, it: u64) -> Table {
+        let mut t = Table::new(Combiner::Sum);
+        t.put(3, Array::from_slice(pool, &[rank as f64, it as f64, 0.1]));
+        t.put(1, Array::from_slice(pool, &[rank as i32; 5]));
+        t
+    }
+
+    #[test]
+    fn parts_round_trip_and_corruption_is_detected() {
+        let pool = Pool::new(Default::default());
+        let a = table_of(&pool, 2, 7);
+        let b = Table::new(Combiner::Sum);
+        let bytes = encode_part(&[("a", &a), ("empty", &b)]);
+        let back = decode_part(&bytes, &pool, "x").unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].0, "a");
+        assert_eq!(back[0].1.ids().len(), 2);
+        assert_eq!(
+            back[0].1.get(3).unwrap().as_slice::<f64>().unwrap(),
+            &[2.0, 7.0, 0.1]
+        );
+        assert_eq!(
+            back[0].1.get(1).unwrap().as_slice::<i32>().unwrap(),
+            &[2; 5]
+        );
+        assert!(back[1].1.is_empty());
+        for cut in [0, 7, 12, bytes.len() - 1] {
+            let e = decode_part(&bytes[..cut], &pool, "x")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("corrupt"), "{e}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_part(&longer, &pool, "x").is_err());
+    }
+
+    #[test]
+    fn save_writes_every_part_and_a_manifest_and_latest_finds_it() {
+        let dir = tmpdir("save");
+        let d = dir.clone();
+        on_workers(3, move |w| {
+            let ck = Checkpoints::new(&d, None).unwrap();
+            for it in [2u64, 4, 6] {
+                let t = table_of(w.pool(), w.rank(), it);
+                let meta = serde_json::json!({ "app": "test" });
+                ck.save(w, "job-x", it, &[("t", &t)], &meta, 2).unwrap();
+            }
+        });
+        let ck = Checkpoints::new(&dir, None).unwrap();
+        let m = ck.latest().unwrap().expect("a complete checkpoint");
+        assert_eq!((m.iteration, m.workers, m.job.as_str()), (6, 3, "job-x"));
+        assert_eq!(m.tables, vec!["t".to_string()]);
+        let pool = Pool::new(Default::default());
+        for r in 0..3 {
+            let p = ck.load_part(&m, r, &pool).unwrap();
+            assert_eq!(
+                p[0].1.get(3).unwrap().as_slice::<f64>().unwrap(),
+                &[r as f64, 6.0, 0.1]
+            );
+        }
+        assert!(ck.load_part(&m, 3, &pool).is_err());
+        // Only the two newest are kept.
+        let names = crate::storage::LocalStorage.list_dirs(&dir).unwrap();
+        assert_eq!(names, vec![dir_name(4), dir_name(6)]);
+
+        // Torn: no manifest at 6 → 4; a missing part at 4 too → none.
+        std::fs::remove_file(format!("{dir}/{}/{MANIFEST}", dir_name(6))).unwrap();
+        assert_eq!(ck.latest().unwrap().unwrap().iteration, 4);
+        std::fs::remove_file(format!("{dir}/{}/part-00001", dir_name(4))).unwrap();
+        assert_eq!(ck.latest().unwrap(), None);
+
+        // A part whose content changed (same size) is refused on load, naming the file.
+        on_workers(2, {
+            let d = dir.clone();
+            move |w| {
+                let ck = Checkpoints::new(&d, None).unwrap();
+                let t = table_of(w.pool(), w.rank(), 9);
+                ck.save(w, "j", 9, &[("t", &t)], &serde_json::Value::Null, 1)
+                    .unwrap();
+            }
+        });
+        let m = ck.latest().unwrap().unwrap();
+        assert_eq!((m.iteration, m.workers), (9, 2));
+        // keep = 1: the torn ones older than 9 are gone.
+        assert_eq!(
+            crate::storage::LocalStorage.list_dirs(&dir).unwrap(),
+            vec![dir_name(9)]
+        );
+        let part = format!("{dir}/{}/part-00000", dir_name(9));
+        let mut b = std::fs::read(&part).unwrap();
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        std::fs::write(&part, &b).unwrap();
+        let e = ck.load_part(&m, 0, &pool).unwrap_err().to_string();
+        assert!(e.contains("corrupt") && e.contains("part-00000"), "{e}");
+        ck.clear().unwrap();
+        assert_eq!(ck.latest().unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn agree_fails_every_worker_with_the_first_cause() {
+        let r = on_workers(4, |w| {
+            let mine = match w.rank() {
+                2 => Err(Error::config("disk full on 2")),
+                3 => Err(Error::config("also 3")),
+                _ => Ok(()),
+            };
+            let e = agree(w, "t", mine).unwrap_err().to_string();
+            // Everyone still works afterwards, and agrees on success.
+            agree(w, "t2", Ok(())).unwrap();
+            e
+        });
+        assert!(
+            r[0].contains("worker 2 failed") && r[0].contains("disk full on 2"),
+            "{}",
+            r[0]
+        );
+        assert_eq!(r[0], r[1]);
+        assert_eq!(r[0], r[3]);
+        assert!(
+            r[2].contains("disk full on 2") && !r[2].contains("worker 2"),
+            "{}",
+            r[2]
+        );
+    }
+
+    #[test]
+    fn a_manifest_from_another_iteration_or_garbage_is_ignored() {
+        let dir = tmpdir("garbage");
+        let ck = Checkpoints::new(&dir, None).unwrap();
+        let st = crate::storage::LocalStorage;
+        st.write_all(&format!("{dir}/{}/{MANIFEST}", dir_name(3)), b"{not json")
+            .unwrap();
+        st.create_dir_all(&format!("{dir}/ckpt-x1")).unwrap();
+        assert_eq!(ck.latest().unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
