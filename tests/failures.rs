@@ -146,7 +146,7 @@ fn a_send_blocked_on_a_stopped_worker_reports_it_silent() {
                 .args(["worker", "--hosts", &hosts, "--rank", &r.to_string()])
                 .args(["--job", "stop", "bench", "allreduce", "--bytes", "64m"])
                 .args(["--reps", "100000", "--timeout", "6"])
-                .env("HARP_SECRET", "k")
+                .env("HARP_SECRET", "failures-test-secret")
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
