@@ -8,7 +8,12 @@
 #                    at most one worker per host (scripts/yarn-e2e.sh)
 #   gang             one worker more than the cluster has nodes: fails with the gang diagnostic
 #   kill-worker      kill -9 of worker 1 mid-job: FAILED within 5 s, the diagnostic names worker 1
-#   kill-master      kill -9 of the application master: workers gone, staging directory removed
+#   kill-master      kill -9 of the application master of a job with one master attempt
+#                    (-Dharp.yarn.am.max.attempts=1): workers gone, staging directory removed
+#   am-restart       K-means with checkpoints (-Dharp.checkpoint.every); kill -9 of the application
+#                    master after the first complete checkpoint: YARN starts attempt 2, its workers
+#                    resume from the checkpoint, the job succeeds and its centroids are
+#                    bit-identical to the same job run without interruption
 #   mapred-kill      `mapred job -kill` (the cluster's own client, framework yarn): KILLED within
 #                    5 s, nothing committed, staging directory removed
 #   yarn-kill        `yarn application -kill`: the same
@@ -77,12 +82,13 @@ N=$(nodes)
 echo "cluster: $N usable nodes"
 
 # Starts a long K-means job (W workers) in the background; sets JOBLOG and APP once it runs.
-start_long() {
-  local w=$1 out=$2
+start_long() { # workers output [iterations [-D options…]]
+  local w=$1 out=$2 iters=${3:-1000000}
+  shift; shift; shift
   JOBLOG=$WORK/$out.log
   # shellcheck disable=SC2086
   (exec -a harp-scenario-client "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective \
-    ${EXTRA_D:-} "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/$out" 1000000 "$w" >"$JOBLOG" 2>&1) &
+    ${EXTRA_D:-} "$@" "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/$out" "$iters" "$w" >"$JOBLOG" 2>&1) &
   CLIENT=$!
   APP=""
   for _ in $(seq 1 600); do
@@ -141,7 +147,7 @@ scenario_kill_worker() {
 }
 
 scenario_kill_master() {
-  start_long 3 killm || { record kill-master 1 0 "the job did not start"; return; }
+  start_long 3 killm 1000000 -Dharp.yarn.am.max.attempts=1 || { record kill-master 1 0 "the job did not start"; return; }
   local t0 st left=1
   t0=$(now); pkill -9 -f 'harp.yarn.AppMaster'
   st=$(wait_final "$APP")
@@ -152,6 +158,35 @@ scenario_kill_master() {
   wait "$CLIENT" 2>/dev/null
   staging_gone "$APP"; local sg=$?
   [[ $left -eq 0 && $sg -eq 0 ]]; record kill-master $? "$secs" "$st, workers left: $left, staging removed: $([[ $sg -eq 0 ]] && echo yes || echo no)"
+}
+
+scenario_am_restart() {
+  local w=3 iters=${AM_RESTART_ITERATIONS:-4000} every=${AM_RESTART_EVERY:-500} t0 st ref ours attempts
+  local ck=(-Dharp.checkpoint.every="$every")
+  # The reference: the same job, uninterrupted.
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "${ck[@]}" \
+    "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/amref" "$iters" "$w" >"$WORK/amref.log" 2>&1 \
+    || { record am-restart 1 0 "the reference job failed: $(tail -n 2 "$WORK/amref.log" | tr '\n' ' ')"; return; }
+  start_long "$w" amr "$iters" "${ck[@]}" || { record am-restart 1 0 "the job did not start"; return; }
+  local dir=$HARP_HDFS_DIR/amr/_checkpoints first=""
+  for _ in $(seq 1 600); do # until the first complete checkpoint
+    first=$("$HADOOP" fs -ls "$dir/*/manifest.json" 2>/dev/null | awk '/manifest.json/{print $NF}' | head -n 1)
+    [[ -n $first ]] && break
+    sleep 0.2
+  done
+  [[ -n $first ]] || { record am-restart 1 0 "no checkpoint appeared under $dir"; return; }
+  t0=$(now); pkill -9 -f 'harp.yarn.AppMaster'
+  st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
+  wait "$CLIENT" 2>/dev/null
+  attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
+    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+  ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/amref/centroids.txt" 2>/dev/null | md5sum | cut -c1-12)
+  ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/amr/centroids.txt" 2>/dev/null | md5sum | cut -c1-12)
+  local resumed; resumed=$(grep -o '"resumed_from": *[0-9]*' <("$HADOOP" fs -cat "$HARP_HDFS_DIR/amr/summary.json" 2>/dev/null) | head -n 1)
+  local ok=1
+  [[ $st == FINISHED/SUCCEEDED && $attempts == 2 && $ref == "$ours" ]] && ! no_success amr && ok=0
+  record am-restart $ok "$secs" "killed once ${first#"$dir"/} was seen; $st after $attempts attempts; ${resumed:-resumed_from not in summary.json}; centroids md5 $ours vs uninterrupted $ref"
 }
 
 scenario_kill() { # name no-op-command kill-command
@@ -210,7 +245,7 @@ scenario_restarted_nm() {
 }
 
 list=("$@")
-[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master mapred-kill yarn-kill bad-input bad-init)
+[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart mapred-kill yarn-kill bad-input bad-init)
 for s in "${list[@]}"; do
   case $s in
     kmeans2) scenario_kmeans 2 ;;
@@ -218,6 +253,7 @@ for s in "${list[@]}"; do
     gang) scenario_gang ;;
     kill-worker) scenario_kill_worker ;;
     kill-master) scenario_kill_master ;;
+    am-restart) scenario_am_restart ;;
     mapred-kill) scenario_kill mapred-kill mapred_noop mapred_kill ;;
     yarn-kill) scenario_kill yarn-kill yarn_noop yarn_kill ;;
     bad-input) scenario_bad bad-input "$HARP_HDFS_DIR/no-such-points" "$HARP_HDFS_DIR/init.txt" "no-such-points" ;;

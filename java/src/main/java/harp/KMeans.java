@@ -184,6 +184,7 @@ public final class KMeans {
       }
       sb.append("\n  ],\n");
       sb.append("  \"stop_reason\": \"").append(stopReason).append("\",\n");
+      sb.append("  \"resumed_from\": ").append(resumedFrom == 0 ? "null" : Integer.toString(resumedFrom)).append(",\n");
       sb.append("  \"load_s\": ").append(num(loadSeconds)).append(",\n");
       sb.append("  \"compute_s\": ").append(num(compute)).append(",\n");
       sb.append("  \"comm_s\": ").append(num(comm)).append(",\n");
