@@ -389,4 +389,37 @@ fn bad_hosts_files_and_arguments_are_clear_errors() {
         "{:?}",
         text(&o)
     );
+    let o = run(&["bench", "allreduce", "--workers", "2", "--inner", "0"]);
+    assert!(
+        !o.status.success() && text(&o).1.contains("invalid value '0' for '--inner"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+/// `--inner K`: K back-to-back calls per repetition, reported per call.
+#[test]
+fn bench_times_back_to_back_calls() {
+    let o = run(&[
+        "bench",
+        "allreduce",
+        "--workers",
+        "3",
+        "--bytes",
+        "1k",
+        "--reps",
+        "3",
+        "--inner",
+        "20",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let j: serde_json::Value = serde_json::from_str(text(&o).0.trim()).unwrap();
+    assert_eq!(j["inner"], 20);
+    assert_eq!(j["reps"], 3);
+    let (min, med) = (
+        j["min_s"].as_f64().unwrap(),
+        j["median_s"].as_f64().unwrap(),
+    );
+    assert!(min > 0.0 && min <= med, "{j}");
 }
