@@ -445,4 +445,22 @@ pub(crate) mod crafted {
             step(&cx).await
         })
     }
+
+    /// Fails unless `r` is rank 0's protocol error (in operation `op`) refusing a piece from
+    /// rank 1 for `why`.
+    pub fn refused<T>(r: Result<T>, op: &str, why: &str) {
+        let Err(e) = r else { panic!("accepted") };
+        assert_eq!(e.kind(), "protocol", "{e}");
+        let e = e.to_string();
+        assert!(
+            e.starts_with(&format!(
+                "protocol error: rank 0: {op} #1 'crafted': rank 1 sent bytes "
+            )),
+            "{e}"
+        );
+        assert!(
+            e.ends_with(&format!("which this step does not expect: {why}")),
+            "{e}"
+        );
+    }
 }

@@ -200,25 +200,9 @@ pub async fn scatter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::framing::crafted::{self, Piece};
+    use crate::collective::framing::crafted::{self, refused, Piece};
     use crate::data::{Array, Combiner, DType};
     use crate::wire::Op;
-
-    fn refused<T>(r: Result<T>, op: &str, why: &str) {
-        let Err(e) = r else { panic!("accepted") };
-        assert_eq!(e.kind(), "protocol", "{e}");
-        let e = e.to_string();
-        assert!(
-            e.starts_with(&format!(
-                "protocol error: rank 0: {op} #1 'crafted': rank 1 sent bytes "
-            )),
-            "{e}"
-        );
-        assert!(
-            e.ends_with(&format!("which this step does not expect: {why}")),
-            "{e}"
-        );
-    }
 
     /// The root of a scatter-gather reduce takes from each owner exactly its segments.
     #[test]
