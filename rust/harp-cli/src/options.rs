@@ -49,18 +49,25 @@ fn help(o: &EngineOption) -> String {
 impl Args for EngineFlags {
     fn augment_args(cmd: Command) -> Command {
         OPTIONS.iter().fold(cmd, |cmd, o| {
-            cmd.arg(
-                Arg::new(o.flag)
-                    .long(o.flag)
-                    .value_name(o.unit.cli_name())
-                    .allow_negative_numbers(true)
-                    .value_parser(move |v: &str| {
-                        o.set_flag(&mut Config::default(), v)
-                            .map(|()| v.to_string())
-                            .map_err(|e| e.to_string())
-                    })
-                    .help(help(o)),
-            )
+            let arg = Arg::new(o.flag)
+                .long(o.flag)
+                .value_name(o.unit.cli_name())
+                .allow_negative_numbers(true)
+                .value_parser(move |v: &str| {
+                    o.set_flag(&mut Config::default(), v)
+                        .map(|()| v.to_string())
+                        .map_err(|e| e.to_string())
+                })
+                .help(help(o));
+            // A switch alone means on (`--frame-mac`); a value needs `=` (`--frame-mac=false`).
+            let arg = match o.unit {
+                Unit::Switch => arg
+                    .num_args(0..=1)
+                    .require_equals(true)
+                    .default_missing_value("true"),
+                _ => arg,
+            };
+            cmd.arg(arg)
         })
     }
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -164,6 +171,15 @@ mod tests {
         assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
         assert_eq!(c.connect_timeout, Config::default().connect_timeout);
         assert_eq!(t.c.io_threads, 3);
+        assert!(!c.frame_mac);
+        let on = T::try_parse_from(["t", "--frame-mac", "--timeout", "2"]).unwrap();
+        assert!(on.c.config().unwrap().frame_mac);
+        let off = T::try_parse_from(["t", "--frame-mac=false"]).unwrap();
+        assert!(!off.c.config().unwrap().frame_mac);
+        let e = T::try_parse_from(["t", "--frame-mac=perhaps"])
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
         let e = T::try_parse_from(["t", "--timeout", "-1"]).err().unwrap();
         assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
         assert!(e.to_string().contains("positive number of seconds"), "{e}");

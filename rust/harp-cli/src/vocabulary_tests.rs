@@ -78,7 +78,11 @@ fn docs_tables_and_help_list_the_option_table() {
             .render_long_help()
             .to_string();
         for o in OPTIONS {
-            let flag = format!("--{} <{}>", o.flag, o.unit.cli_name());
+            let flag = match o.unit {
+                // A switch takes its value only after `=` (`--frame-mac` alone means on).
+                harp::config::Unit::Switch => format!("--{}[=<{}>]", o.flag, o.unit.cli_name()),
+                _ => format!("--{} <{}>", o.flag, o.unit.cli_name()),
+            };
             let at = help
                 .find(&flag)
                 .unwrap_or_else(|| panic!("harp {job} --help lacks {flag}:\n{help}"));

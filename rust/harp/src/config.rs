@@ -34,6 +34,10 @@ pub struct Config {
     /// Partitions at least this large are split into p segments by the segment-based
     /// algorithms (allreduce regroup-allgather, reduce scatter-gather).
     pub segment_min_bytes: u64,
+    /// Every TCP frame after the authentication carries an HMAC-SHA256 tag under a
+    /// per-connection session key (docs/wire-protocol.md, "Per-frame integrity"); every worker
+    /// of a job must use the same setting.
+    pub frame_mac: bool,
     pub pool: PoolConfig,
 }
 
@@ -49,6 +53,7 @@ impl Default for Config {
             broadcast_crossover: 8 * 1024,
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
+            frame_mac: false,
             pool: PoolConfig::default(),
         }
     }
@@ -71,6 +76,9 @@ pub enum Unit {
     Bytes,
     /// A name (letters, digits and `_`, shorter than 16); empty means unset.
     Name,
+    /// On or off: `true` or `false` (also `1`, `0`, `yes`, `no`, `on`, `off`); the CLI flag
+    /// alone means `true`.
+    Switch,
 }
 
 impl Unit {
@@ -80,6 +88,7 @@ impl Unit {
             Unit::Millis => "SECONDS",
             Unit::Bytes => "BYTES",
             Unit::Name => "NAME",
+            Unit::Switch => "BOOL",
         }
     }
 
@@ -89,6 +98,7 @@ impl Unit {
             Unit::Millis => "ms",
             Unit::Bytes => "bytes",
             Unit::Name => "name",
+            Unit::Switch => "boolean",
         }
     }
 }
@@ -99,6 +109,7 @@ enum Value {
     Time(Duration),
     Bytes(u64),
     Name(Option<String>),
+    Switch(bool),
 }
 
 /// One settable engine option, named in every layer.
@@ -213,6 +224,19 @@ pub static OPTIONS: &[EngineOption] = &[
             Ok(())
         },
     },
+    EngineOption {
+        key: "frame_mac",
+        flag: "frame-mac",
+        java: "harp.frame.mac",
+        unit: Unit::Switch,
+        help: "Protect every frame with an HMAC-SHA256 tag (integrity and authenticity, not \
+               secrecy; see docs/wire-protocol.md); every worker of a job must agree.",
+        get: |c| Value::Switch(c.frame_mac),
+        put: |c, v| {
+            c.frame_mac = v.switch();
+            Ok(())
+        },
+    },
 ];
 
 /// Who reads a [`JAVA_ONLY`] key.
@@ -274,6 +298,12 @@ impl Value {
             v => unreachable!("a name option got {v:?}"),
         }
     }
+    fn switch(self) -> bool {
+        match self {
+            Value::Switch(b) => b,
+            v => unreachable!("a switch option got {v:?}"),
+        }
+    }
 }
 
 impl EngineOption {
@@ -293,6 +323,7 @@ impl EngineOption {
             Value::Time(d) => d.as_millis().to_string(),
             Value::Bytes(n) => n.to_string(),
             Value::Name(n) => n.unwrap_or_default(),
+            Value::Switch(b) => b.to_string(),
         }
     }
 
@@ -302,6 +333,7 @@ impl EngineOption {
             Value::Time(d) => Some(d.as_secs_f64().to_string()),
             Value::Bytes(n) => Some(n.to_string()),
             Value::Name(n) => n,
+            Value::Switch(b) => Some(b.to_string()),
         }
     }
 
@@ -316,6 +348,7 @@ impl EngineOption {
             Unit::Millis => Value::Time(millis(key, value)?),
             Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
             Unit::Name => name(key, value)?,
+            Unit::Switch => Value::Switch(switch(key, value)?),
         };
         (self.put)(cfg, v)
     }
@@ -368,6 +401,17 @@ fn integer(key: &str, value: &str, min: u64) -> Result<u64> {
         Ok(n) if n >= min => Ok(n),
         _ => Err(Error::config(format!(
             "option {key}: expected an integer >= {min}, got {}",
+            quote(value)
+        ))),
+    }
+}
+
+fn switch(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::config(format!(
+            "option {key}: expected true or false, got {}",
             quote(value)
         ))),
     }
@@ -589,5 +633,27 @@ mod tests {
             .unwrap()
             .default_flag_value()
             .is_none());
+    }
+
+    #[test]
+    fn frame_mac_is_a_switch_in_every_layer() {
+        let o = EngineOption::by_flag("frame-mac").unwrap();
+        assert_eq!(o.default_value(), "false");
+        assert!(!Config::default().frame_mac);
+        let mut c = Config::default();
+        c.apply("harp.frame.mac=true").unwrap();
+        assert!(c.frame_mac);
+        c.apply("frame_mac = off").unwrap();
+        assert!(!c.frame_mac);
+        o.set_flag(&mut c, "TRUE").unwrap();
+        assert!(c.frame_mac);
+        for bad in ["", "maybe", "2", "truee"] {
+            let e = c.set("harp.frame.mac", bad).unwrap_err().to_string();
+            assert!(
+                e.contains("option harp.frame.mac: expected true or false"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(c.frame_mac, "a refused value changes nothing");
     }
 }

@@ -17,6 +17,9 @@
 //! 40     8    len      payload bytes that follow
 //! ```
 //!
+//! With per-frame integrity on (`Config::frame_mac`), every frame after the authentication is
+//! followed by a 16-byte tag, not counted in `len` (see `transport::integrity`).
+//!
 //! A `Batch` frame carries a set of *pieces* (byte ranges of partitions):
 //! `[u32 meta_len][bincode(BatchMeta)][bytes of the inline pieces]`. Small pieces travel inline;
 //! every other piece follows as its own `Data` frame, in order, written straight from the
@@ -28,7 +31,8 @@ use crate::data::Layout;
 use crate::error::{Error, Result};
 
 pub const MAGIC: u32 = 0x4841_5250;
-pub const WIRE_VERSION: u16 = 2;
+/// 3: `Hello` and `Challenge` state the sender's `frame_mac` setting (2 did not).
+pub const WIRE_VERSION: u16 = 3;
 pub const HEADER_LEN: usize = 48;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;

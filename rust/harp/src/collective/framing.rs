@@ -307,7 +307,59 @@ pub async fn recv_batch(
     src: usize,
     tag: u32,
 ) -> Result<(Header, Vec<In>)> {
+    recv_batch_expecting(ep, pool, src, tag, |_| Ok(())).await
+}
+
+/// What a receiving step expects of each piece: `Err(why)` when a piece is not one it can
+/// legitimately get (e.g. not a segment of the plan owned by the sender).
+pub type Expect<'e> = dyn FnMut(&PieceMeta) -> std::result::Result<(), String> + Send + 'e;
+
+/// A piece that must be a whole partition (steps that exchange whole tables).
+pub fn whole_piece(m: &PieceMeta) -> std::result::Result<(), String> {
+    if m.whole() {
+        return Ok(());
+    }
+    Err("this step exchanges whole partitions only".into())
+}
+
+/// Checks every piece of a received batch head against `expect`, and that no two pieces are
+/// the same range: a piece that fails is a protocol error naming the sender, found before any
+/// piece is taken or assembled.
+pub fn check_head(
+    ep: &Endpoint<'_>,
+    src: usize,
+    pieces: &[PieceMeta],
+    expect: &mut Expect<'_>,
+) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(pieces.len());
+    for m in pieces {
+        let why = if seen.insert((m.pid, m.offset)) {
+            expect(m).err()
+        } else {
+            Some("it is in the batch twice".into())
+        };
+        if let Some(why) = why {
+            return Err(Error::Protocol(format!(
+                "{}: rank {} sent bytes {}..+{} of partition {} ({} bytes), which this step does \
+                 not expect: {why}",
+                ep.ctx, src, m.offset, m.len, m.pid, m.total
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Receives a whole batch whose pieces are checked by `expect` (see [`check_head`]) as soon as
+/// its head arrives.
+pub async fn recv_batch_expecting(
+    ep: &Endpoint<'_>,
+    pool: &Pool,
+    src: usize,
+    tag: u32,
+    mut expect: impl FnMut(&PieceMeta) -> std::result::Result<(), String> + Send,
+) -> Result<(Header, Vec<In>)> {
     let head = recv_head(ep, src, tag).await?;
+    check_head(ep, src, &head.pieces, &mut expect)?;
     let hdr = head.hdr;
     let mut out = Vec::with_capacity(head.pieces.len());
     recv_pieces(ep, pool, src, head, |p| {
@@ -316,4 +368,99 @@ pub async fn recv_batch(
     })
     .await?;
     Ok((hdr, out))
+}
+
+/// Two in-process workers for crafted-frame tests: rank 1 sends batches built by hand, rank 0
+/// runs a real step of an algorithm and the test looks at its outcome.
+#[cfg(test)]
+pub(crate) mod crafted {
+    use super::*;
+    use crate::collective::Ctx;
+    use crate::config::Config;
+    use crate::data::{DType, Layout};
+    use crate::pool::Pool;
+    use crate::topology::Topology;
+    use crate::transport::Transport;
+    use crate::wire::Op;
+
+    /// A piece `(pid, total, offset, len)` of an f64 partition, filled with ones.
+    pub type Piece = (u32, u64, u64, u64);
+
+    /// Runs `step` as rank 0 (operation `op`, algorithm `algo`) while rank 1 sends `pieces` to
+    /// rank 0 as one batch with `tag`; returns the step's result.
+    pub fn run<T>(
+        op: Op,
+        algo: u8,
+        tag: u32,
+        pieces: &[Piece],
+        step: impl AsyncFnOnce(&Ctx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        run_batches(op, algo, &[(tag, pieces)], step)
+    }
+
+    /// [`run`] with several batches `(tag, pieces)`, sent in order.
+    pub fn run_batches<T>(
+        op: Op,
+        algo: u8,
+        batches: &[(u32, &[Piece])],
+        step: impl AsyncFnOnce(&Ctx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let pools = [Pool::default(), Pool::default()];
+            let ts = Transport::in_process(1, std::time::Duration::from_secs(10), &pools);
+            let all = || batches.iter().flat_map(|b| b.1.iter());
+            let max = all().map(|p| p.3).max().unwrap_or(0);
+            let ones = vec![1u8; max as usize];
+            let out = |&(pid, total, offset, len): &Piece| Out {
+                meta: PieceMeta {
+                    pid,
+                    layout: Layout::dense(DType::F64),
+                    total,
+                    offset,
+                    len,
+                    inline: false,
+                },
+                bytes: &ones[..len as usize],
+            };
+            let ep1 = ts[1].endpoint(op, algo, 1, "crafted");
+            for (tag, pieces) in batches {
+                let outs: Vec<Out<'_>> = pieces.iter().map(out).collect();
+                send_batch(&ep1, 0, *tag, 0, &outs).await.unwrap();
+            }
+            let cfg = Config {
+                segment_min_bytes: 0,
+                ..Config::default()
+            };
+            let topo = Topology::flat(vec!["a:1".into(), "b:1".into()]);
+            let cx = Ctx {
+                ep: ts[0].endpoint(op, algo, 1, "crafted"),
+                pool: &pools[0],
+                cfg: &cfg,
+                topo: &topo,
+            };
+            step(&cx).await
+        })
+    }
+
+    /// Fails unless `r` is rank 0's protocol error (in operation `op`) refusing a piece from
+    /// rank 1 for `why`.
+    pub fn refused<T>(r: Result<T>, op: &str, why: &str) {
+        let Err(e) = r else { panic!("accepted") };
+        assert_eq!(e.kind(), "protocol", "{e}");
+        let e = e.to_string();
+        assert!(
+            e.starts_with(&format!(
+                "protocol error: rank 0: {op} #1 'crafted': rank 1 sent bytes "
+            )),
+            "{e}"
+        );
+        assert!(
+            e.ends_with(&format!("which this step does not expect: {why}")),
+            "{e}"
+        );
+    }
 }

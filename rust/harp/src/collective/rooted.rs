@@ -1,6 +1,7 @@
 //! Rooted operations: reduce, gather, scatter.
 
-use super::{absorb, recv_batch, send_batch, table_pieces, tags, Ctx, Out};
+use super::framing::{recv_batch_expecting, whole_piece};
+use super::{absorb, send_batch, table_pieces, tags, Ctx, Out};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 
@@ -67,8 +68,10 @@ pub async fn reduce(
         if r == root {
             let mut got = Vec::new();
             for src in (0..p).filter(|&s| s != root) {
+                let tag = tags::TO_ROOT.tag();
+                let owned = |m: &_| seg.expect(m, src);
                 got.push(
-                    recv_batch(&cx.ep, cx.pool, src, tags::TO_ROOT.tag())
+                    recv_batch_expecting(&cx.ep, cx.pool, src, tag, owned)
                         .await?
                         .1,
                 );
@@ -85,7 +88,8 @@ pub async fn reduce(
     }
     let ReduceSteps { children, parent } = reduce_tree(r, p, root);
     for (round, child) in children {
-        let (_, pieces) = recv_batch(&cx.ep, cx.pool, child, tags::ROUND.at(round)).await?;
+        let tag = tags::ROUND.at(round);
+        let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, child, tag, whole_piece).await?;
         absorb(table, cx.pool, pieces)?;
     }
     if let Some((round, parent)) = parent {
@@ -138,7 +142,12 @@ pub async fn gather(cx: &Ctx<'_>, table: &mut Table, root: usize) -> Result<()> 
     }
     let mut got = Vec::new();
     for src in (0..cx.size()).filter(|&s| s != root) {
-        got.push(recv_batch(&cx.ep, cx.pool, src, tags::MAIN.tag()).await?.1);
+        let tag = tags::MAIN.tag();
+        got.push(
+            recv_batch_expecting(&cx.ep, cx.pool, src, tag, whole_piece)
+                .await?
+                .1,
+        );
     }
     for pieces in got {
         absorb(table, cx.pool, pieces)?;
@@ -159,7 +168,17 @@ pub async fn scatter(
     let (r, p) = (cx.rank(), cx.size());
     if r != root {
         table.clear();
-        let (_, pieces) = recv_batch(&cx.ep, cx.pool, root, tags::MAIN.tag()).await?;
+        // Whole partitions that this worker owns.
+        let mine = |m: &crate::wire::PieceMeta| {
+            whole_piece(m)?;
+            match part.owner(m.pid, p) {
+                Ok(w) if w == r => Ok(()),
+                Ok(w) => Err(format!("partition {} belongs to rank {w}", m.pid)),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let tag = tags::MAIN.tag();
+        let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, root, tag, mine).await?;
         return absorb(table, cx.pool, pieces);
     }
     let mut owners = std::collections::HashMap::with_capacity(table.len());
@@ -181,6 +200,73 @@ pub async fn scatter(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::framing::crafted::{self, refused, Piece};
+    use crate::data::{Array, Combiner, DType};
+    use crate::wire::Op;
+
+    /// The root of a scatter-gather reduce takes from each owner exactly its segments.
+    #[test]
+    fn the_reduce_root_takes_only_the_owners_segments() {
+        let reduce = |pieces: &[Piece]| {
+            // Rank 1's part of the reduce-scatter (rank 0's segment), then what it sends root 0.
+            let ring: &[Piece] = &[(0, 32768, 0, 16384)];
+            let batches = [
+                (tags::RING_REDUCE.at(0), ring),
+                (tags::TO_ROOT.tag(), pieces),
+            ];
+            crafted::run_batches(Op::Reduce, 2, &batches, async |cx| {
+                let mut t = Table::new(Combiner::Sum);
+                t.add(0, Array::zeros(cx.pool, DType::F64, 4096)).unwrap();
+                reduce(cx, &mut t, 0, ReduceAlgorithm::ScatterGather)
+                    .await
+                    .map(|()| t)
+            })
+        };
+        let t = reduce(&[(0, 32768, 16384, 16384)]).unwrap();
+        let ones = f64::from_bits(0x0101_0101_0101_0101);
+        assert!(t
+            .get(0)
+            .unwrap()
+            .as_slice::<f64>()
+            .unwrap()
+            .iter()
+            .all(|&x| x == ones));
+        refused(
+            reduce(&[(0, 32768, 0, 16384)]),
+            "reduce",
+            "that segment is owned by rank 0; this step takes rank 1's",
+        );
+    }
+
+    #[test]
+    fn gather_and_scatter_take_whole_partitions_of_their_own() {
+        let gather = |pieces: &[Piece]| {
+            crafted::run(Op::Gather, 0, tags::MAIN.tag(), pieces, async |cx| {
+                let mut t = Table::new(Combiner::Sum);
+                gather(cx, &mut t, 0).await.map(|()| t)
+            })
+        };
+        assert_eq!(gather(&[(3, 64, 0, 64)]).unwrap().bytes(), 64);
+        refused(
+            gather(&[(3, 64, 0, 32)]),
+            "gather",
+            "this step exchanges whole partitions only",
+        );
+        let scatter = |pieces: &[Piece]| {
+            crafted::run(Op::Scatter, 0, tags::MAIN.tag(), pieces, async |cx| {
+                let mut t = Table::new(Combiner::Sum);
+                scatter(cx, &mut t, 1, &Partitioner::Modulo)
+                    .await
+                    .map(|()| t)
+            })
+        };
+        assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
+        refused(
+            scatter(&[(3, 64, 0, 64)]),
+            "scatter",
+            "partition 3 belongs to rank 1",
+        );
+    }
 
     /// Every rank's table reaches the root exactly once, a child sends in the round its parent
     /// receives, and a worker sends only after all its children have sent.

@@ -7,6 +7,7 @@ use super::framing::Out;
 use super::Ctx;
 use crate::data::{Layout, Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::wire::PieceMeta;
 
 /// Splits `total` bytes into `n` nearly equal ranges of whole `es`-byte units.
 pub fn split_ranges(total: u64, es: u64, n: usize) -> Vec<(u64, u64)> {
@@ -105,6 +106,33 @@ impl Segmenter {
         })?;
         self.owner(pid, s)
     }
+    /// Whether `m` is exactly a segment (same start and length) of the plan of its partition,
+    /// owned by `owner`; else why not. (Whether the partition has the size of this worker's
+    /// copy is the caller's check: a different size is a data error, not a protocol one.)
+    pub fn expect(&self, m: &PieceMeta, owner: usize) -> std::result::Result<(), String> {
+        let ranges = self.ranges(m.total, m.layout);
+        let Some(s) = ranges.iter().position(|(o, _)| *o == m.offset) else {
+            return Err(format!(
+                "no segment of the plan ({} segments) starts at byte {}",
+                ranges.len(),
+                m.offset
+            ));
+        };
+        if ranges[s].1 != m.len {
+            return Err(format!(
+                "the segment at byte {} has {} bytes",
+                m.offset, ranges[s].1
+            ));
+        }
+        match self.owner(m.pid, s) {
+            Ok(w) if w == owner => Ok(()),
+            Ok(w) => Err(format!(
+                "that segment is owned by rank {w}; this step takes rank {owner}'s"
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// The table's segments owned by `owner`, restricted to `have` when given.
     pub fn pieces<'t>(
         &self,

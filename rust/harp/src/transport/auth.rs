@@ -1,12 +1,17 @@
 //! Connection authentication: a mutual HMAC-SHA256 challenge-response over the job secret
 //! (`Hello` → `Challenge` → `Proof`). Each side proves the secret bound to the job, both nonces'
 //! owners and both ranks, so a recorded exchange cannot be replayed on another connection.
+//! Each side also states (inside its proof) whether it protects frames with MACs
+//! (`frame_mac`); a peer with the other setting is refused by both ends once it has proven the
+//! secret, naming the setting. With frame MACs on, both ends derive the connection's session
+//! key from the secret and both nonces ([`super::integrity`]).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::integrity::SessionKey;
 use crate::error::{Error, Result};
 use crate::wire::{self, Header, Kind, HEADER_LEN};
 
@@ -14,11 +19,13 @@ use crate::wire::{self, Header, Kind, HEADER_LEN};
 struct Hello {
     rank: u32,
     nonce: [u8; 16],
+    frame_mac: bool,
 }
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Challenge {
     rank: u32,
     nonce: [u8; 16],
+    frame_mac: bool,
     mac: Vec<u8>,
 }
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -35,25 +42,70 @@ struct Pair<'s> {
 }
 
 impl Pair<'_> {
-    fn keyed(&self, role: &[u8], nonce: &[u8; 16]) -> Hmac<Sha256> {
+    fn keyed(&self, role: &[u8], nonce: &[u8; 16], frame_mac: bool) -> Hmac<Sha256> {
         let mut m = Hmac::<Sha256>::new_from_slice(self.secret).expect("HMAC takes any key length");
         m.update(role);
         m.update(&self.job.to_le_bytes());
         m.update(nonce);
         m.update(&self.dialer.to_le_bytes());
         m.update(&self.acceptor.to_le_bytes());
+        m.update(&[frame_mac as u8]);
         m
     }
 
-    /// The proof of `role` (`harp-dialer` or `harp-acceptor`) for the other side's `nonce`.
-    fn mac(&self, role: &[u8], nonce: &[u8; 16]) -> Vec<u8> {
-        self.keyed(role, nonce).finalize().into_bytes().to_vec()
+    /// The proof of `role` (`harp-dialer` or `harp-acceptor`) for the other side's `nonce`,
+    /// stating the prover's `frame_mac` setting.
+    fn mac(&self, role: &[u8], nonce: &[u8; 16], frame_mac: bool) -> Vec<u8> {
+        self.keyed(role, nonce, frame_mac)
+            .finalize()
+            .into_bytes()
+            .to_vec()
     }
 
-    /// Whether `tag` is `role`'s proof for `nonce` (constant-time comparison).
-    fn verify(&self, role: &[u8], nonce: &[u8; 16], tag: &[u8]) -> bool {
-        self.keyed(role, nonce).verify_slice(tag).is_ok()
+    /// Whether `tag` is `role`'s proof for `nonce` and `frame_mac` (constant-time comparison).
+    fn verify(&self, role: &[u8], nonce: &[u8; 16], frame_mac: bool, tag: &[u8]) -> bool {
+        self.keyed(role, nonce, frame_mac).verify_slice(tag).is_ok()
     }
+
+    /// The session key of this connection when frame MACs are on.
+    fn session(
+        &self,
+        on: bool,
+        dialer_nonce: &[u8; 16],
+        acceptor_nonce: &[u8; 16],
+    ) -> Option<SessionKey> {
+        on.then(|| {
+            SessionKey::derive(
+                self.secret,
+                self.job,
+                self.dialer,
+                self.acceptor,
+                dialer_nonce,
+                acceptor_nonce,
+            )
+        })
+    }
+}
+
+/// The start-up error of `rank` whose authenticated peer `peer` uses the other frame MAC
+/// setting.
+fn mismatch(rank: usize, peer: usize, theirs: bool) -> Error {
+    let on_off = |b: bool| if b { "on" } else { "off" };
+    Error::Startup {
+        rank,
+        msg: format!(
+            "rank {peer} has per-frame integrity (frame_mac, --frame-mac, harp.frame.mac) {} and \
+             this worker has it {}; every worker of a job must use the same setting",
+            on_off(theirs),
+            on_off(!theirs)
+        ),
+    }
+}
+
+/// An authenticated connection's peer and, with frame MACs on, its session key.
+pub(super) struct Authed {
+    pub peer: usize,
+    pub key: Option<SessionKey>,
 }
 
 /// Shortest job secret accepted (bytes). The launchers generate 32 random bytes as hex (64).
@@ -126,14 +178,17 @@ async fn read_msg<T: serde::de::DeserializeOwned>(
     Ok((h, wire::decode(&body)?))
 }
 
-/// Acceptor side of the authentication; returns the authenticated dialer's rank.
+/// Acceptor side of the authentication; returns the authenticated dialer. A dialer that proves
+/// the secret with the other `frame_mac` setting is an [`Error::Startup`] (the job is
+/// misconfigured); any other error means the connection is dropped.
 pub(super) async fn accept_auth(
     s: &mut TcpStream,
     rank: usize,
     size: usize,
     job: u64,
     secret: &[u8],
-) -> Result<usize> {
+    frame_mac: bool,
+) -> Result<Authed> {
     let (_, hello): (_, Hello) = read_msg(s, Kind::Hello, job).await?;
     let d = hello.rank as usize;
     if d <= rank || d >= size {
@@ -151,28 +206,38 @@ pub(super) async fn accept_auth(
     let ch = Challenge {
         rank: rank as u32,
         nonce: my_nonce,
-        mac: pair.mac(b"harp-acceptor", &hello.nonce),
+        frame_mac,
+        mac: pair.mac(b"harp-acceptor", &hello.nonce, frame_mac),
     };
     write_msg(s, Kind::Challenge, rank, job, &ch)
         .await
         .map_err(|e| Error::io("writing challenge", e))?;
     let (_, proof): (_, Proof) = read_msg(s, Kind::Proof, job).await?;
-    if !pair.verify(b"harp-dialer", &my_nonce, &proof.mac) {
+    if !pair.verify(b"harp-dialer", &my_nonce, hello.frame_mac, &proof.mac) {
         return Err(Error::Protocol(format!(
             "peer claiming rank {d} failed to prove the job secret"
         )));
     }
-    Ok(d)
+    if hello.frame_mac != frame_mac {
+        return Err(mismatch(rank, d, hello.frame_mac));
+    }
+    Ok(Authed {
+        peer: d,
+        key: pair.session(frame_mac, &hello.nonce, &my_nonce),
+    })
 }
 
-/// Dialer side of the authentication.
+/// Dialer side of the authentication. An acceptor that proves the secret with the other
+/// `frame_mac` setting gets this side's proof (so that it fails at once too) and is an
+/// [`Error::Startup`].
 pub(super) async fn dial_auth(
     s: &mut TcpStream,
     rank: usize,
     peer: usize,
     job: u64,
     secret: &[u8],
-) -> Result<()> {
+    frame_mac: bool,
+) -> Result<Option<SessionKey>> {
     let pair = Pair {
         secret,
         job,
@@ -183,22 +248,28 @@ pub(super) async fn dial_auth(
     let hello = Hello {
         rank: rank as u32,
         nonce: my_nonce,
+        frame_mac,
     };
     write_msg(s, Kind::Hello, rank, job, &hello)
         .await
         .map_err(|e| Error::io("writing hello", e))?;
     let (_, ch): (_, Challenge) = read_msg(s, Kind::Challenge, job).await?;
-    if ch.rank as usize != peer || !pair.verify(b"harp-acceptor", &my_nonce, &ch.mac) {
+    if ch.rank as usize != peer || !pair.verify(b"harp-acceptor", &my_nonce, ch.frame_mac, &ch.mac)
+    {
         return Err(Error::Protocol(format!(
             "the process at rank {peer}'s address failed to prove the job secret"
         )));
     }
     let proof = Proof {
-        mac: pair.mac(b"harp-dialer", &ch.nonce),
+        mac: pair.mac(b"harp-dialer", &ch.nonce, frame_mac),
     };
     write_msg(s, Kind::Proof, rank, job, &proof)
         .await
-        .map_err(|e| Error::io("writing proof", e))
+        .map_err(|e| Error::io("writing proof", e))?;
+    if ch.frame_mac != frame_mac {
+        return Err(mismatch(rank, peer, ch.frame_mac));
+    }
+    Ok(pair.session(frame_mac, &my_nonce, &ch.nonce))
 }
 
 #[cfg(test)]
@@ -230,17 +301,24 @@ mod tests {
         };
         let n = [7u8; 16];
         let good = pair(b"s3cret", 1, 2, 0);
-        let tag = good.mac(b"harp-dialer", &n);
-        assert!(good.verify(b"harp-dialer", &n, &tag));
-        assert!(!good.verify(b"harp-acceptor", &n, &tag), "role");
-        assert!(!good.verify(b"harp-dialer", &[8u8; 16], &tag), "nonce");
+        let tag = good.mac(b"harp-dialer", &n, false);
+        assert!(good.verify(b"harp-dialer", &n, false, &tag));
+        assert!(
+            !good.verify(b"harp-dialer", &n, true, &tag),
+            "frame_mac setting"
+        );
+        assert!(!good.verify(b"harp-acceptor", &n, false, &tag), "role");
+        assert!(
+            !good.verify(b"harp-dialer", &[8u8; 16], false, &tag),
+            "nonce"
+        );
         for other in [
             pair(b"guess", 1, 2, 0),
             pair(b"s3cret", 9, 2, 0),
             pair(b"s3cret", 1, 3, 0),
             pair(b"s3cret", 1, 2, 1),
         ] {
-            assert!(!other.verify(b"harp-dialer", &n, &tag));
+            assert!(!other.verify(b"harp-dialer", &n, false, &tag));
         }
     }
 }

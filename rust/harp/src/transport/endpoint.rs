@@ -112,8 +112,14 @@ impl Endpoint<'_> {
     }
 
     /// `peer` is gone for `reason`. When that is only a broken connection and another peer
-    /// failed first, the first failure (the likely root cause) is quoted too.
+    /// failed first, the first failure (the likely root cause) is quoted too. A peer that broke
+    /// the protocol (e.g. a frame whose integrity tag does not verify) is a protocol error.
     fn lost(&self, peer: usize, reason: String) -> Error {
+        let mb = &self.t.mailbox;
+        if mb.violated(peer) {
+            let why = mb.gone(peer).unwrap_or(reason);
+            return Error::Protocol(format!("{}: rank {peer} {why}", self.ctx));
+        }
         let reason = match self.t.mailbox.first_failure() {
             Some((first, why)) if first != peer && !reason.starts_with("it failed") => {
                 format!("{reason} (the first failure seen here: rank {first} is gone: {why})")

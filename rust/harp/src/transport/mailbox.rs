@@ -77,6 +77,8 @@ struct State {
     ops: HashMap<(u64, usize), Position>,
     events: Vec<VecDeque<Frame>>,
     gone: Vec<Option<String>>,
+    /// Whether each gone peer went for breaking the protocol (a bad frame or integrity tag).
+    violated: Vec<bool>,
     /// The first peer recorded gone for a failure (not [`LEFT`]), with its reason.
     first_failure: Option<(usize, String)>,
     watchers: HashMap<Spot, Vec<Arc<Notify>>>,
@@ -144,6 +146,7 @@ impl Mailbox {
                 ops: HashMap::new(),
                 events: (0..size).map(|_| VecDeque::new()).collect(),
                 gone: vec![None; size],
+                violated: vec![false; size],
                 first_failure: None,
                 watchers: HashMap::new(),
             }),
@@ -208,10 +211,25 @@ impl Mailbox {
         }
     }
 
+    /// Marks `src` gone for breaking the protocol: waiters on it fail with a protocol error.
+    pub fn mark_violation(&self, src: usize, reason: String) {
+        self.mark(src, reason, true);
+    }
+
+    /// Whether `peer` is gone for breaking the protocol ([`Mailbox::mark_violation`]).
+    pub fn violated(&self, peer: usize) -> bool {
+        self.lock().violated[peer]
+    }
+
     /// Marks `src` gone (the first reason wins) and wakes every waiter on it.
     pub fn mark_gone(&self, src: usize, reason: String) {
+        self.mark(src, reason, false);
+    }
+
+    fn mark(&self, src: usize, reason: String, violation: bool) {
         let mut st = self.lock();
         if st.gone[src].is_none() {
+            st.violated[src] = violation;
             if reason != LEFT && st.first_failure.is_none() {
                 st.first_failure = Some((src, reason.clone()));
             }

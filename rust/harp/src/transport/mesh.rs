@@ -12,7 +12,8 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::auth::{self, accept_auth, dial_auth};
+use super::auth::{self, accept_auth, dial_auth, Authed};
+use super::integrity::{Direction, SessionKey};
 use super::mailbox::Mailbox;
 use super::reader::{heartbeats, read_loop};
 use super::socket::{dial, Limits, Warn};
@@ -23,7 +24,40 @@ use crate::pool::Pool;
 use crate::wire::Header;
 
 /// The write half of one connection; `None` once closed.
-pub(super) type Writer = tokio::sync::Mutex<Option<BufWriter<OwnedWriteHalf>>>;
+pub(super) type Writer = tokio::sync::Mutex<Option<Conn>>;
+
+/// The write side of one connection: the buffered socket and, with frame MACs on, the tagging
+/// state of this worker's direction.
+pub(super) struct Conn {
+    wr: BufWriter<OwnedWriteHalf>,
+    seal: Option<Direction>,
+}
+
+impl Conn {
+    /// Writes one frame: the header, the concatenation of `parts` and, with frame MACs on, its
+    /// tag (computed as the bytes are written). The caller flushes.
+    pub async fn write_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> std::io::Result<()> {
+        let h = hdr.encode();
+        let mut mac = self.seal.as_mut().map(|d| d.begin(&h));
+        self.wr.write_all(&h).await?;
+        for p in parts {
+            for c in p.chunks(1 << 20) {
+                if let Some(m) = mac.as_mut() {
+                    m.update(c);
+                }
+                self.wr.write_all(c).await?;
+            }
+        }
+        if let Some(m) = mac {
+            self.wr.write_all(&m.seal()).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        self.wr.flush().await
+    }
+}
 
 /// The connections of one worker to all its peers.
 struct TcpMesh {
@@ -61,10 +95,7 @@ impl Link for TcpMesh {
                     "connection already closed",
                 ));
             };
-            wr.write_all(&hdr.encode()).await?;
-            for p in parts {
-                wr.write_all(p).await?;
-            }
+            wr.write_frame(&hdr, parts).await?;
             wr.flush().await
         })
     }
@@ -74,11 +105,10 @@ impl Link for TcpMesh {
             let sends = self.writers.iter().flatten().map(|w| async move {
                 let fut = async {
                     let mut g = w.lock().await;
-                    if let Some(mut wr) = g.take() {
-                        let _ = wr.write_all(&last.encode()).await;
-                        let _ = wr.write_all(body).await;
-                        let _ = wr.flush().await;
-                        let _ = wr.shutdown().await;
+                    if let Some(mut c) = g.take() {
+                        let _ = c.write_frame(&last, &[body]).await;
+                        let _ = c.wr.flush().await;
+                        let _ = c.wr.shutdown().await;
                     }
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(2), fut).await;
@@ -98,8 +128,10 @@ impl Drop for TcpMesh {
 /// What the accept loop did, for the caller's log and the tests.
 #[derive(Debug, Default)]
 pub(super) struct Accepted {
-    /// The authenticated higher ranks and their connections.
-    pub peers: Vec<(usize, TcpStream)>,
+    /// The authenticated higher ranks, their connections and session keys.
+    pub peers: Vec<(usize, TcpStream, Option<SessionKey>)>,
+    /// Why start-up must fail: an authenticated peer uses another `frame_mac` setting.
+    pub fatal: Option<Error>,
     /// Connections dropped without being authenticated (failed, timed out, or pushed out as
     /// the oldest beyond `Limits::max_pending`).
     pub dropped: u64,
@@ -123,13 +155,15 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
 /// At most `limits.max_pending` connections authenticate at once (the oldest is dropped for a
 /// new one), accept errors back off (doubling, and dropping the oldest pending connection when
 /// out of descriptors), and warnings are rate-limited, so idle strangers can neither keep the
-/// real peers out nor make the worker spin or flood its log.
+/// real peers out nor make the worker spin or flood its log. A peer that proves the secret with
+/// the other `frame_mac` setting ends the loop with [`Accepted::fatal`].
 pub(super) async fn accept_all(
     listener: TcpListener,
     rank: usize,
     size: usize,
     job: u64,
     secret: Vec<u8>,
+    frame_mac: bool,
     limits: Limits,
 ) -> Accepted {
     let expected = size - rank - 1;
@@ -157,7 +191,7 @@ pub(super) async fn accept_all(
                     let secret = secret.clone();
                     let timeout = limits.auth_timeout;
                     order.push_back(pending.spawn(async move {
-                        let auth = accept_auth(&mut s, rank, size, job, &secret);
+                        let auth = accept_auth(&mut s, rank, size, job, &secret, frame_mac);
                         let r = tokio::time::timeout(timeout, auth).await;
                         (from, r, s)
                     }));
@@ -192,11 +226,15 @@ pub(super) async fn accept_all(
                 };
                 order.retain(|h| h.id() != id);
                 let why = match r {
-                    Ok(Ok(d)) if out.peers.iter().all(|(g, _)| *g != d) => {
-                        out.peers.push((d, s));
+                    Ok(Ok(Authed { peer: d, key })) if out.peers.iter().all(|(g, ..)| *g != d) => {
+                        out.peers.push((d, s, key));
                         continue;
                     }
-                    Ok(Ok(d)) => format!("a second connection claiming rank {d}"),
+                    Ok(Ok(a)) => format!("a second connection claiming rank {}", a.peer),
+                    Ok(Err(e @ Error::Startup { .. })) => {
+                        out.fatal = Some(e);
+                        break;
+                    }
                     Ok(Err(e)) => e.to_string(),
                     Err(_) => "authentication timed out".to_string(),
                 };
@@ -229,7 +267,8 @@ impl Transport {
         }
         let deadline = Instant::now() + cfg.connect_timeout;
         let limits = Limits::from_config(cfg);
-        let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
+        let mut streams: Vec<Option<(TcpStream, Option<SessionKey>)>> =
+            (0..size).map(|_| None).collect();
 
         // Accept the higher ranks in the background while dialing the lower ones.
         let acceptor = tokio::spawn(accept_all(
@@ -238,6 +277,7 @@ impl Transport {
             size,
             job,
             secret.to_vec(),
+            cfg.frame_mac,
             limits.clone(),
         ));
         for (peer, addr) in hosts.iter().enumerate().take(rank) {
@@ -245,8 +285,10 @@ impl Transport {
                 .await
                 .map_err(|e| fail(format!("rank {peer}: {e}")))?;
             let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, dial_auth(&mut s, rank, peer, job, secret)).await {
-                Ok(Ok(())) => streams[peer] = Some(s),
+            let auth = dial_auth(&mut s, rank, peer, job, secret, cfg.frame_mac);
+            match tokio::time::timeout(left, auth).await {
+                Ok(Ok(key)) => streams[peer] = Some((s, key)),
+                Ok(Err(e @ Error::Startup { .. })) => return Err(e),
                 Ok(Err(e)) => {
                     return Err(fail(format!("connection to rank {peer} at {addr}: {e}")))
                 }
@@ -259,6 +301,7 @@ impl Transport {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let accepted = match tokio::time::timeout(left, acceptor).await {
+            Ok(Ok(Accepted { fatal: Some(e), .. })) => return Err(e),
             Ok(Ok(got)) => got.peers,
             Ok(Err(e)) => return Err(fail(format!("accept task failed: {e}"))),
             Err(_) => {
@@ -268,25 +311,37 @@ impl Transport {
                 )))
             }
         };
-        for (d, s) in accepted {
-            streams[d] = Some(s);
+        for (d, s, key) in accepted {
+            streams[d] = Some((s, key));
         }
 
         let mailbox = Arc::new(Mailbox::new(size));
         let mut writers = Vec::with_capacity(size);
         let mut tasks = Vec::new();
         for (peer, s) in streams.into_iter().enumerate() {
-            let Some(s) = s else {
+            let Some((s, key)) = s else {
                 writers.push(None);
                 continue;
             };
             s.set_nodelay(true)
                 .map_err(|e| Error::io("TCP_NODELAY", e))?;
             let (rd, wr) = s.into_split();
-            writers.push(Some(tokio::sync::Mutex::new(Some(
-                BufWriter::with_capacity(64 * 1024, wr),
-            ))));
-            let reader = read_loop(peer, job, rd, mailbox.clone(), pool.clone(), limits.clone());
+            // Rank r dialed every lower rank: it is the dialer on those connections.
+            let dialer = rank > peer;
+            writers.push(Some(tokio::sync::Mutex::new(Some(Conn {
+                wr: BufWriter::with_capacity(64 * 1024, wr),
+                seal: key.as_ref().map(|k| k.direction(dialer)),
+            }))));
+            let open = key.as_ref().map(|k| k.direction(!dialer));
+            let reader = read_loop(
+                peer,
+                job,
+                rd,
+                open,
+                mailbox.clone(),
+                pool.clone(),
+                limits.clone(),
+            );
             tasks.push(tokio::spawn(reader));
         }
         let writers = Arc::new(writers);

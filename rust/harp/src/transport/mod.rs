@@ -14,7 +14,9 @@
 //! 2. Each new connection is authenticated with the job secret by a mutual HMAC-SHA256
 //!    challenge-response (`auth`: `Hello` → `Challenge` → `Proof`). A peer that cannot prove
 //!    the secret, names another job or a rank that is not expected is logged and dropped; the
-//!    real peer can still connect afterwards.
+//!    real peer can still connect afterwards. Both ends also agree on per-frame integrity
+//!    (`frame_mac`): with it on, every later frame carries an HMAC tag under a per-connection
+//!    session key (`integrity`); a peer with the other setting fails start-up.
 //! 3. The three-step handshake of the Harp paper (`handshake`): the master pings every
 //!    worker, each answers, then the master tells everyone the job is initialised.
 //!
@@ -28,6 +30,7 @@
 mod auth;
 mod endpoint;
 mod handshake;
+mod integrity;
 mod local;
 mod mailbox;
 mod mesh;

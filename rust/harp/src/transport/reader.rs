@@ -1,13 +1,16 @@
 //! The TCP side of liveness: one read loop per connection that files frames into the mailbox
 //! (and marks the peer gone when the connection ends), and the heartbeats sent on idle
-//! connections.
+//! connections. With frame MACs on, the read loop verifies every frame's tag before acting
+//! on it; a frame that fails, like a header that does not belong on the connection, is a
+//! protocol violation by the peer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 
+use super::integrity::{Direction, TAG_LEN};
 use super::mailbox::{lane_of, Frame, Mailbox};
 use super::mesh::Writer;
 use super::socket::Limits;
@@ -21,7 +24,7 @@ pub(super) async fn heartbeats(
     job: u64,
     every: Duration,
 ) {
-    let h = Header::control(Kind::Heartbeat, rank, job, 0).encode();
+    let h = Header::control(Kind::Heartbeat, rank, job, 0);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -30,7 +33,7 @@ pub(super) async fn heartbeats(
             if let Ok(mut g) = w.try_lock() {
                 if let Some(wr) = g.as_mut() {
                     let _ = tokio::time::timeout(every, async {
-                        wr.write_all(&h).await?;
+                        wr.write_frame(&h, &[]).await?;
                         wr.flush().await
                     })
                     .await;
@@ -40,43 +43,88 @@ pub(super) async fn heartbeats(
     }
 }
 
+/// Why a read loop stopped.
+enum End {
+    /// The connection ended or the peer left or failed (the peer is gone).
+    Gone(String),
+    /// The peer broke the protocol (the peer is gone, and waiters fail with a protocol error).
+    Violation(String),
+}
+
 /// Reads frames from `peer` until the connection ends, then marks the peer gone with the reason.
+/// `open` verifies the peer's frame tags when frame MACs are on.
 pub(super) async fn read_loop(
     peer: usize,
     job: u64,
     rd: OwnedReadHalf,
+    mut open: Option<Direction>,
     mb: Arc<Mailbox>,
     pool: Pool,
     limits: Limits,
 ) {
     let mut rd = BufReader::with_capacity(256 * 1024, rd);
-    let reason = loop {
+    let end = loop {
         let mut hb = [0u8; HEADER_LEN];
         if let Err(e) = rd.read_exact(&mut hb).await {
-            break if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "connection closed (the process exited or was killed)".to_string()
-            } else {
-                format!("connection lost: {e}")
-            };
+            break End::Gone(lost(&e, ""));
         }
         let h = match check_header(&hb, peer, job, &limits) {
             Ok(h) => h,
-            Err(e) => break e,
+            Err(e) => break End::Violation(e),
         };
         mb.seen(peer);
-        let body = match read_body(&mut rd, h.len, &pool, &limits, || mb.seen(peer)).await {
-            Ok(b) => b,
-            Err(e) => break format!("connection lost in the middle of a frame: {e}"),
+        let mut mac = open.as_mut().map(|d| d.begin(&hb));
+        let fed = |b: &[u8]| {
+            if let Some(m) = mac.as_mut() {
+                m.update(b);
+            }
+            mb.seen(peer);
         };
+        let body = match read_body(&mut rd, h.len, &pool, &limits, fed).await {
+            Ok(b) => b,
+            Err(e) => break End::Gone(lost(&e, " in the middle of a frame")),
+        };
+        if let Some(m) = mac {
+            let seq = m.seq;
+            let mut tag = [0u8; TAG_LEN];
+            if let Err(e) = rd.read_exact(&mut tag).await {
+                break End::Gone(lost(&e, " in the middle of a frame"));
+            }
+            if !m.verify(&tag) {
+                break End::Violation(format!(
+                    "sent a {:?} frame whose integrity tag does not verify (frame {seq} on its \
+                     connection: altered, replayed, reordered or forged by a process without \
+                     the job secret)",
+                    h.kind
+                ));
+            }
+        }
         match h.kind {
             Kind::Heartbeat => {}
-            Kind::Bye => break "it left the job (finished its work)".to_string(),
-            Kind::Abort => break format!("it failed: {}", abort_text(&body)),
+            Kind::Bye => break End::Gone("it left the job (finished its work)".to_string()),
+            Kind::Abort => break End::Gone(format!("it failed: {}", abort_text(&body))),
             _ => mb.push(lane_of(&h), Frame { hdr: h, body }),
         }
     };
-    tracing::debug!("reader for rank {peer} stops: {reason}");
-    mb.mark_gone(peer, reason);
+    match end {
+        End::Gone(reason) => {
+            tracing::debug!("reader for rank {peer} stops: {reason}");
+            mb.mark_gone(peer, reason);
+        }
+        End::Violation(reason) => {
+            tracing::warn!("rank {peer} {reason}; its connection is closed");
+            mb.mark_violation(peer, reason);
+        }
+    }
+}
+
+/// The reason a read error ends the connection (`at`: where in the stream it happened).
+fn lost(e: &std::io::Error, at: &str) -> String {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof && at.is_empty() {
+        "connection closed (the process exited or was killed)".to_string()
+    } else {
+        format!("connection lost{at}: {e}")
+    }
 }
 
 /// Longest abort message kept from a peer (the rest is cut, marked with its length).
@@ -127,7 +175,7 @@ pub(crate) fn check_header(
 }
 
 /// Reads a payload of `len` bytes (already checked against `limits.max_frame`) into a pooled
-/// buffer, in slices of at most 1 MiB, calling `alive` after each. Payloads above
+/// buffer, in slices of at most 1 MiB, passing each slice to `fed` as it arrives. Payloads above
 /// `limits.eager_alloc` are not allocated up front: the buffer doubles as bytes arrive, so
 /// a peer that announces a large frame and sends little of it costs little memory.
 pub(crate) async fn read_body<R: AsyncRead + Unpin>(
@@ -135,7 +183,7 @@ pub(crate) async fn read_body<R: AsyncRead + Unpin>(
     len: u64,
     pool: &Pool,
     limits: &Limits,
-    mut alive: impl FnMut(),
+    mut fed: impl FnMut(&[u8]),
 ) -> std::io::Result<Buf> {
     let len = usize::try_from(len).map_err(|_| {
         std::io::Error::new(
@@ -153,7 +201,7 @@ pub(crate) async fn read_body<R: AsyncRead + Unpin>(
         }
         let end = (at + (1 << 20)).min(body.len());
         rd.read_exact(&mut body[at..end]).await?;
-        alive();
+        fed(&body[at..end]);
         at = end;
     }
     Ok(body)
@@ -209,7 +257,7 @@ mod tests {
             let sent: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
             let mut rd = &sent[..];
             let mut calls = 0;
-            let e = read_body(&mut rd, 1 << 30, &pool, &l, || calls += 1)
+            let e = read_body(&mut rd, 1 << 30, &pool, &l, |_| calls += 1)
                 .await
                 .unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
@@ -221,11 +269,11 @@ mod tests {
             );
 
             let mut rd = &sent[..];
-            let got = read_body(&mut rd, sent.len() as u64, &pool, &l, || {})
+            let got = read_body(&mut rd, sent.len() as u64, &pool, &l, |_| {})
                 .await
                 .unwrap();
             assert_eq!(&got[..], &sent[..]);
-            let empty = read_body(&mut &[][..], 0, &pool, &l, || {}).await.unwrap();
+            let empty = read_body(&mut &[][..], 0, &pool, &l, |_| {}).await.unwrap();
             assert!(empty.is_empty());
         });
     }

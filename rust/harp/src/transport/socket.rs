@@ -9,8 +9,10 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Bounds on what peers (and strangers) may make this worker hold. Defaults are safe for any
-/// job; `from_config` is where engine options would override them.
+/// Bounds on what peers (and strangers) may make this worker hold. The defaults are safe for
+/// any job and are deliberately not engine options (docs/wire-protocol.md, "Limits"): the frame
+/// limit must agree with what every sender checks (`wire::MAX_FRAME`), and the accept-loop
+/// bounds need no tuning. Tests set other values directly.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest frame payload accepted from a peer; a larger announcement ends the connection
@@ -48,8 +50,7 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The limits for a job of this configuration (today the defaults; engine options for them
-    /// would be read here).
+    /// The limits for a job of this configuration: the defaults (see the type's comment).
     pub fn from_config(_cfg: &Config) -> Limits {
         Limits::default()
     }
