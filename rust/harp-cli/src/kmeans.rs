@@ -322,7 +322,7 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
             .as_bytes(),
     )?;
     let files: Vec<String> = RESULT_FILES.iter().map(|f| f.to_string()).collect();
-    driver::commit_files(&*st, &tmp, dir, &files, |name| RESULT_FILES.contains(&name))?;
+    harp::apps::output::commit_files(&*st, &tmp, dir, &files, |name| RESULT_FILES.contains(&name))?;
     if let Some(it) = out.resumed_from {
         println!("resumed from the checkpoint at iteration {it}");
     }

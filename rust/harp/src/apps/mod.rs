@@ -1,2 +1,5 @@
-//! Applications written against the worker API.
+//! Applications written against the worker API, and what they share.
+//! * [`output`]: a job's result directory, committed with `_SUCCESS` (nothing on failure).
+//! * [`kmeans`]: K-means (Lloyd's algorithm).
 pub mod kmeans;
+pub mod output;

@@ -940,7 +940,7 @@ fn write_labels(w: &Worker, dir: &str, job: &str, labels: &[u32]) -> Result<()> 
     st.write_all(&format!("{staging}/{}", part(w.rank())), text.as_bytes())?;
     w.barrier("kmeans-labels")?;
     if w.is_master() {
-        commit_files(
+        crate::apps::output::commit_files(
             &*st,
             &staging,
             dir,
@@ -949,37 +949,6 @@ fn write_labels(w: &Worker, dir: &str, job: &str, labels: &[u32]) -> Result<()> 
         )?;
     }
     Ok(())
-}
-
-/// Moves `files` from `staging` into `dir` as one result: removes `dir/_SUCCESS`, then the files
-/// of `dir` that `stale` matches (an earlier run's), renames the new files in, writes an empty
-/// `dir/_SUCCESS` and removes `staging` (and `dir/_temporary`, its parent, with whatever failed
-/// runs left there). A reader that finds `_SUCCESS` sees a complete result;
-/// a run that fails before this call leaves `dir` as it was.
-pub fn commit_files(
-    st: &dyn storage::Storage,
-    staging: &str,
-    dir: &str,
-    files: &[String],
-    stale: impl Fn(&str) -> bool,
-) -> Result<()> {
-    let success = format!("{dir}/_SUCCESS");
-    st.remove_all(&success)?;
-    for f in st.list(dir)? {
-        let name = f.path.rsplit('/').next().unwrap_or("");
-        if stale(name) && !files.iter().any(|n| n == name) {
-            st.remove_all(&f.path)?;
-        }
-    }
-    for name in files {
-        st.rename(&format!("{staging}/{name}"), &format!("{dir}/{name}"))?;
-    }
-    st.write_all(&success, b"")?;
-    // Like Hadoop's job cleanup: `dir/_temporary` goes, with what failed runs left there.
-    match staging.trim_end_matches('/').rsplit_once('/') {
-        Some((parent, _)) if parent.ends_with("/_temporary") => st.remove_all(parent),
-        _ => st.remove_all(staging),
-    }
 }
 
 /// Relative perturbation of the split-largest rule.
