@@ -270,6 +270,10 @@ impl Buf {
                 r.ptr.as_ptr()
             })
     }
+    /// The pool this buffer returns to (`None` for an empty buffer).
+    pub fn pool(&self) -> Option<Pool> {
+        self.pool.clone().map(|inner| Pool { inner })
+    }
     /// Shrinks the visible length (capacity is kept).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

@@ -81,15 +81,19 @@ impl Elem for u8 {
     const DTYPE: DType = DType::U8;
 }
 
-/// A typed array in a pooled buffer.
+/// A partition's data in a pooled buffer: a typed array ([`Layout::Dense`]) or the encoded
+/// bytes of another layout (key-value partitions, [`super::kv`]).
 pub struct Array {
-    dtype: DType,
+    layout: Layout,
     buf: Buf,
 }
 
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Array<{}>[{}]", self.dtype.name(), self.len())
+        match self.layout {
+            Layout::Dense { dtype } => write!(f, "Array<{}>[{}]", dtype.name(), self.len()),
+            l => write!(f, "Array<{l:?}>[{} bytes]", self.buf.len()),
+        }
     }
 }
 
@@ -97,21 +101,21 @@ impl Array {
     /// An array of `len` zeros.
     pub fn zeros(pool: &Pool, dtype: DType, len: usize) -> Array {
         Array {
-            dtype,
+            layout: Layout::dense(dtype),
             buf: pool.get_zeroed(len * dtype.size()),
         }
     }
     /// An array of `len` elements whose values are unspecified (left from earlier use).
     pub fn uninit(pool: &Pool, dtype: DType, len: usize) -> Array {
         Array {
-            dtype,
+            layout: Layout::dense(dtype),
             buf: pool.get(len * dtype.size()),
         }
     }
     /// A pooled copy of `values`.
     pub fn from_slice<T: Elem>(pool: &Pool, values: &[T]) -> Array {
         Array {
-            dtype: T::DTYPE,
+            layout: Layout::dense(T::DTYPE),
             buf: pool.copy_of(bytemuck::cast_slice(values)),
         }
     }
@@ -124,30 +128,72 @@ impl Array {
                 dtype.name()
             )));
         }
-        Ok(Array { dtype, buf })
+        Ok(Array {
+            layout: Layout::dense(dtype),
+            buf,
+        })
     }
-    /// Wraps a buffer holding a partition of `layout`.
+    /// Wraps a buffer holding a partition of `layout`; the bytes are validated (a malformed
+    /// key-value partition is a data error).
     pub fn from_layout(layout: Layout, buf: Buf) -> Result<Array> {
         match layout {
             Layout::Dense { dtype } => Array::from_buf(dtype, buf),
+            Layout::KeyValue { .. } => {
+                super::kv::validate(layout, buf.as_slice())
+                    .map_err(|why| Error::data(format!("malformed key-value partition: {why}")))?;
+                Ok(Array { layout, buf })
+            }
         }
     }
-    /// A partition of `layout` and `bytes` bytes whose values are unspecified.
+    /// A partition `pid` of `layout` received from a peer: validated like [`Array::from_layout`],
+    /// a malformed one is a protocol error naming the partition.
+    pub fn received(pid: u32, layout: Layout, buf: Buf) -> Result<Array> {
+        Array::from_layout(layout, buf)
+            .map_err(|e| Error::Protocol(format!("partition {pid} ({layout:?}): {e}")))
+    }
+    /// Checks a partition assembled from received pieces (as [`Array::received`]).
+    pub fn check_received(&self, pid: u32) -> Result<()> {
+        match self.layout {
+            Layout::Dense { .. } => Ok(()),
+            Layout::KeyValue { .. } => super::kv::validate(self.layout, self.bytes())
+                .map(|_| ())
+                .map_err(|why| {
+                    Error::Protocol(format!(
+                        "partition {pid} ({:?}): malformed key-value partition: {why}",
+                        self.layout
+                    ))
+                }),
+        }
+    }
+    /// A partition of `layout` and `bytes` bytes whose values are unspecified (to be filled by
+    /// received pieces, then checked with [`Array::check_received`]).
     pub fn uninit_layout(pool: &Pool, layout: Layout, bytes: u64) -> Array {
         match layout {
             Layout::Dense { dtype } => Array::uninit(pool, dtype, (bytes / layout.unit()) as usize),
+            Layout::KeyValue { .. } => Array {
+                layout,
+                buf: pool.get(bytes as usize),
+            },
         }
     }
+    /// The element type of a dense array; `u8` for the encoded bytes of other layouts.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        match self.layout {
+            Layout::Dense { dtype } => dtype,
+            Layout::KeyValue { .. } => DType::U8,
+        }
     }
     /// How this array's bytes are arranged (on the wire).
     pub fn layout(&self) -> Layout {
-        Layout::dense(self.dtype)
+        self.layout
     }
-    /// Number of elements.
+    /// The pool this array's buffer came from (`None` for an empty array).
+    pub fn pool(&self) -> Option<Pool> {
+        self.buf.pool()
+    }
+    /// Number of elements (of a dense array; bytes for other layouts).
     pub fn len(&self) -> usize {
-        self.buf.len() / self.dtype.size()
+        self.buf.len() / self.dtype().size()
     }
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
@@ -168,10 +214,17 @@ impl Array {
         Ok(bytemuck::cast_slice_mut(self.buf.as_mut_slice()))
     }
     fn check<T: Elem>(&self) -> Result<()> {
-        if T::DTYPE != self.dtype {
+        let Layout::Dense { dtype } = self.layout else {
+            return Err(Error::data(format!(
+                "a {:?} partition was read as an array of {}",
+                self.layout,
+                T::DTYPE.name()
+            )));
+        };
+        if T::DTYPE != dtype {
             return Err(Error::data(format!(
                 "array holds {} but was read as {}",
-                self.dtype.name(),
+                dtype.name(),
                 T::DTYPE.name()
             )));
         }
@@ -180,7 +233,7 @@ impl Array {
     /// A pooled copy.
     pub fn duplicate(&self, pool: &Pool) -> Array {
         Array {
-            dtype: self.dtype,
+            layout: self.layout,
             buf: pool.copy_of(self.bytes()),
         }
     }
