@@ -13,6 +13,7 @@ mod kmeans;
 mod options;
 #[cfg(test)]
 mod vocabulary_tests;
+mod wordcount;
 
 #[derive(Parser)]
 #[command(

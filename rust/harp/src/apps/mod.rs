@@ -1,5 +1,7 @@
 //! Applications written against the worker API, and what they share.
 //! * [`output`]: a job's result directory, committed with `_SUCCESS` (nothing on failure).
 //! * [`kmeans`]: K-means (Lloyd's algorithm).
+//! * [`wordcount`]: WordCount on a key-value table (local aggregation, one regroup).
 pub mod kmeans;
 pub mod output;
+pub mod wordcount;
