@@ -4,8 +4,10 @@
 //! - [`native`]: `harp.Native` (starting a worker, the shared vocabularies, the self-test);
 //! - [`worker`]: `harp.Worker` (rank, size, pool counters, close, abort, one export per
 //!   collective);
-//! - [`table`]: `harp.Table` (partitions as direct buffers over pooled memory);
+//! - [`table`]: `harp.Table` (partitions as direct buffers over pooled memory; key-value
+//!   entry batches);
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
+//! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
 //!   Java values, [`vocabulary`]: the names shared with Java.
@@ -18,6 +20,7 @@ mod convert;
 mod errors;
 mod handles;
 mod kmeans;
+mod kv_combiner;
 mod native;
 mod table;
 mod vocabulary;

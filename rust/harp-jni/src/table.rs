@@ -3,8 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use harp::{Array, Combiner, DType, Table};
-use jni::objects::{JByteBuffer, JClass, JIntArray, JString};
+use harp::data::kv::{KeyType, KvTable, ValueType};
+use harp::{Array, Combiner, DType, Layout, Table};
+use jni::objects::{JByteBuffer, JClass, JIntArray, JObject, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
@@ -49,6 +50,102 @@ pub extern "system" fn Java_harp_Table_open<'l>(
             pool: we.worker.pool().clone(),
             table: Mutex::new(Table::new(c)),
         }))))
+    })
+}
+
+/// A new empty table of worker `w` whose key-value entries are combined by `combiner`, a Java
+/// `harp.KvCombiner` named `name` (called back through JNI: see `kv_combiner.rs`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_openWith<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    name: JString<'l>,
+    combiner: JObject<'l>,
+) -> jlong {
+    call(&mut env, |env, scope| {
+        let we = worker(w)?;
+        scope.worker(we.worker.rank());
+        if combiner.is_null() {
+            return Err(fail("the combiner is null"));
+        }
+        let name = jstr(env, &name)?;
+        let bridge = crate::kv_combiner::JavaKvCombiner::new(
+            env.get_java_vm()?,
+            env.new_global_ref(&combiner)?,
+            name,
+        );
+        let c = Combiner::KeyValue(Arc::new(bridge));
+        Ok(insert(Obj::Table(Arc::new(TableEntry {
+            pool: we.worker.pool().clone(),
+            table: Mutex::new(Table::new(c)),
+        }))))
+    })
+}
+
+/// Adds the first `len` bytes of the direct buffer `batch` to table `t` as key-value entries of
+/// `key` → `value` types (names), spread over `partitions` partition ids by the engine's key
+/// hash: entries in the partition encoding, in any order, keys possibly repeated
+/// (`KvTable::add_encoded`). Equal keys are combined with the table's combiner, in the batch
+/// and with the partitions the table already holds. A malformed batch adds nothing.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_addEntries<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    key: JString<'l>,
+    value: JString<'l>,
+    partitions: jint,
+    batch: JByteBuffer<'l>,
+    len: jint,
+) {
+    call(&mut env, |env, _| {
+        let kt = KeyType::parse(&jstr(env, &key)?)?;
+        let vt = ValueType::parse(&jstr(env, &value)?)?;
+        let parts = u32::try_from(partitions)
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| fail(format!("partitions must be at least 1, got {partitions}")))?;
+        let cap = env.get_direct_buffer_capacity(&batch)?;
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= cap)
+            .ok_or_else(|| {
+                fail(format!(
+                    "batch length {len} outside the buffer ({cap} bytes)"
+                ))
+            })?;
+        let ptr = env.get_direct_buffer_address(&batch)?;
+        // SAFETY: `batch` is a live direct buffer of `cap` >= `len` bytes for this call.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        let e = table(t)?;
+        let mut tb = e.lock();
+        let mut kv = KvTable::new(kt, vt, tb.combiner().clone(), parts)?;
+        kv.add_encoded(bytes)?;
+        tb.merge(kv.into_table(&e.pool)?)?;
+        Ok(())
+    })
+}
+
+/// The layout of partition `pid`: its element type's name for a dense array (`f64`, …),
+/// `kv KEY VALUE` for a key-value partition (`kv str i64`), or null when absent.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_layout<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    pid: jint,
+) -> JString<'l> {
+    call(&mut env, |env, _| {
+        match with_partition(t, pid, |a| a.layout())? {
+            Some(Layout::Dense { dtype }) => new_jstring(env, dtype.name()),
+            Some(Layout::KeyValue { key, value }) => {
+                new_jstring(env, &format!("kv {} {}", key.name(), value.name()))
+            }
+            #[allow(unreachable_patterns)]
+            Some(other) => new_jstring(env, &format!("{other:?}")),
+            None => Ok(JString::default()),
+        }
     })
 }
 

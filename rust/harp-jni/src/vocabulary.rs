@@ -1,9 +1,10 @@
-//! The vocabularies shared with Java: element types, combiners, the algorithms offered to Java,
+//! The vocabularies shared with Java: element types, key-value key and value types, combiners, the algorithms offered to Java,
 //! error kinds and collectives, each listed by the engine's own names (`harp.Native.names`) and
 //! parsed by the engine's own parsers (`harp.Native.canonicalName`). Java's enums are checked
 //! against these lists in both directions (`VocabularyTest`).
 
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
+use harp::data::kv::{KeyType, ValueType};
 use harp::wire::Op;
 use harp::{Combiner, DType, Error};
 
@@ -72,7 +73,7 @@ fn collectives() -> Vec<&'static str> {
 
 fn unknown_vocabulary(v: &str) -> Failure {
     fail(format!(
-        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective)"
+        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective, key, value)"
     ))
 }
 
@@ -90,6 +91,8 @@ pub fn names(vocabulary: &str) -> Result<Vec<String>, Failure> {
         "reduce" => owned(reduce_algorithms()),
         "error-kind" => owned(error_kinds()),
         "collective" => owned(collectives()),
+        "key" => owned(KeyType::ALL.into_iter().map(KeyType::name).collect()),
+        "value" => ValueType::all().into_iter().map(ValueType::name).collect(),
         _ => return Err(unknown_vocabulary(vocabulary)),
     })
 }
@@ -103,6 +106,8 @@ pub fn canonical(vocabulary: &str, name: &str) -> Result<String, Failure> {
         "allreduce" => AllreduceAlgorithm::parse(name)?.name().to_string(),
         "reduce" => ReduceAlgorithm::parse(name)?.name().to_string(),
         "collective" => Op::parse(name)?.name().to_string(),
+        "key" => KeyType::parse(name)?.name().to_string(),
+        "value" => ValueType::parse(name)?.name(),
         "error-kind" if error_kinds().contains(&name) => name.to_string(),
         "error-kind" => return Err(fail(format!("unknown error kind {name:?}"))),
         _ => return Err(unknown_vocabulary(vocabulary)),

@@ -9,6 +9,7 @@ public final class Driver {
   public static void main(String[] args) throws Throwable {
     ProgramDriver pd = new ProgramDriver();
     pd.addClass("kmeans", harp.examples.kmeans.KMeans.class, "K-means clustering with allreduce (Map-Collective)");
+    pd.addClass("wordcount", harp.examples.wordcount.WordCount.class, "word count with a key-value table and regroup (Map-Collective)");
     pd.addClass("bench", harp.examples.bench.Bench.class, "time allreduce/broadcast through the Java API");
     System.exit(pd.run(args));
   }

@@ -986,6 +986,85 @@ fn key_of(kt: KeyType, raw: &[u8]) -> Key<'_> {
     }
 }
 
+impl KvTable {
+    /// Adds every entry of `batch`: entries in the partition encoding (see the module docs) but
+    /// in any order and with repeated keys, as a foreign caller (Java) writes them. The batch
+    /// is checked whole first, so a malformed one adds nothing and is a data error naming the
+    /// byte where it goes wrong. Returns the number of entries.
+    pub fn add_encoded(&mut self, batch: &[u8]) -> Result<usize> {
+        let bad = |why: String| Error::data(format!("key-value batch: {why}"));
+        let mut n = 0;
+        let mut at = 0;
+        while at < batch.len() {
+            let (k, v, end) = read_entry(self.t, batch, at).map_err(bad)?;
+            check_entry(self.t, &k, &v)?;
+            at = end;
+            n += 1;
+        }
+        at = 0;
+        while at < batch.len() {
+            let (k, v, end) = read_entry(self.t, batch, at).map_err(bad)?;
+            self.add(k, v)?;
+            at = end;
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod add_encoded_tests {
+    use super::*;
+
+    /// A batch as Java writes it: str keys, i64 values, unsorted, repeated keys.
+    fn batch(entries: &[(&str, i64)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (k, v) in entries {
+            b.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            b.extend_from_slice(k.as_bytes());
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn unsorted_batches_with_repeated_keys_are_combined() {
+        let mut t = KvTable::new(
+            KeyType::Str,
+            ValueType::Scalar(DType::I64),
+            Combiner::Sum,
+            3,
+        )
+        .unwrap();
+        let n = t
+            .add_encoded(&batch(&[("b", 2), ("a", 1), ("b", 5), ("", 7)]))
+            .unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.get(Key::Str(b"b")).unwrap().get::<i64>().unwrap(), 7);
+        assert_eq!(t.get(Key::Str(b"")).unwrap().get::<i64>().unwrap(), 7);
+    }
+
+    #[test]
+    fn a_malformed_batch_adds_nothing_and_names_the_byte() {
+        let mut t = KvTable::new(
+            KeyType::Str,
+            ValueType::Scalar(DType::I64),
+            Combiner::Sum,
+            2,
+        )
+        .unwrap();
+        let mut b = batch(&[("ok", 1), ("cut", 2)]);
+        b.truncate(b.len() - 3);
+        let e = t.add_encoded(&b).unwrap_err();
+        assert_eq!(e.kind(), "data");
+        assert!(e.to_string().contains("byte 14"), "{e}");
+        assert!(t.is_empty());
+        // A key length far beyond the batch: an error, no allocation of that size.
+        let e = t.add_encoded(&[0xff, 0xff, 0xff, 0xff, 1]).unwrap_err();
+        assert!(e.to_string().contains("runs past the end"), "{e}");
+    }
+}
+
 /// A key-value combiner from a closure (`kv::combiner_fn("concat", |k, a, b, out| …)`).
 pub fn combiner_fn(
     name: &str,

@@ -162,6 +162,20 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return w().newTable(combiner);
   }
 
+  /**
+   * A new empty key-value table of {@code keys → values} spread over {@code partitions} partition
+   * ids (a few per worker is typical), combined with {@code combiner}; closed automatically at the
+   * end of {@link #run} if still open. Collectives take it like a {@link Table}.
+   */
+  public KeyValueTable newKeyValueTable(KeyType keys, ValueType values, Combiner combiner, int partitions) {
+    return w().newKeyValueTable(keys, values, combiner, partitions);
+  }
+
+  /** A new empty key-value table whose equal keys are combined by Java code (the slow path). */
+  public KeyValueTable newKeyValueTable(KeyType keys, ValueType values, KvCombiner combiner, int partitions) {
+    return w().newKeyValueTable(keys, values, combiner, partitions);
+  }
+
   /** Runs one collective, reporting progress to Hadoop while it waits. */
   private void collective(java.util.function.Consumer<Worker> op) {
     runNative(w -> {
@@ -232,6 +246,21 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   /** Partitions move to their owners under {@code p} and are combined there. */
   public void regroup(String label, Table t, Partitioner p) {
     collective(w -> w.regroup(label, t, p));
+  }
+
+  /** Key-value partitions move to their owners under {@code p} (null: modulo) and are combined there. */
+  public void regroup(String label, KeyValueTable t, Partitioner p) {
+    regroup(label, t.table(), p);
+  }
+
+  /** Every worker ends with every key-value partition (combined where ids meet). */
+  public void allgather(String label, KeyValueTable t) {
+    allgather(label, t.table());
+  }
+
+  /** Every worker ends with the combination of every worker's entries. */
+  public void allreduce(String label, KeyValueTable t) {
+    allreduce(label, t.table());
   }
 
   /** Regroup whose owners the master decides from the actual distribution of the partitions. */

@@ -31,6 +31,13 @@ public final class Table implements AutoCloseable {
     this.handle = open(worker.handle(), combiner.wireName());
   }
 
+  /** A table whose key-value entries are combined by Java code (see {@link KvCombiner}). */
+  Table(Worker worker, KvCombiner combiner) {
+    this.worker = worker;
+    this.combiner = null;
+    this.handle = openWith(worker.handle(), combiner.name(), combiner);
+  }
+
   long handle() {
     if (handle == 0) {
       throw new HarpException(HarpException.Kind.CLOSED, "table is closed");
@@ -54,6 +61,7 @@ public final class Table implements AutoCloseable {
     return generation;
   }
 
+  /** The built-in combiner, or null for a table combined by a {@link KvCombiner}. */
   public Combiner combiner() {
     return combiner;
   }
@@ -142,6 +150,15 @@ public final class Table implements AutoCloseable {
   }
 
   static native long open(long worker, String combiner);
+
+  static native long openWith(long worker, String name, KvCombiner combiner);
+
+  /** Adds {@code len} bytes of key-value entries (any order, keys may repeat) from a direct buffer. */
+  static native void addEntries(long table, String keyType, String valueType, int partitions, ByteBuffer batch,
+      int len);
+
+  /** The layout of a partition: its element type's name, {@code kv KEY VALUE}, or null when absent. */
+  static native String layout(long table, int pid);
 
   static native ByteBuffer create(long table, int pid, String dtype, int length);
 

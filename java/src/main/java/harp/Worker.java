@@ -65,6 +65,18 @@ final class Worker implements AutoCloseable {
     return t;
   }
 
+  /** A new empty key-value table. */
+  KeyValueTable newKeyValueTable(KeyType k, ValueType v, Combiner c, int partitions) {
+    return new KeyValueTable(newTable(c), k, v, partitions);
+  }
+
+  /** A new empty key-value table whose equal keys are combined by Java code. */
+  KeyValueTable newKeyValueTable(KeyType k, ValueType v, KvCombiner c, int partitions) {
+    Table t = new Table(this, c);
+    open.add(t);
+    return new KeyValueTable(t, k, v, partitions);
+  }
+
   /** Called by {@link Table#close}. */
   void forget(Table t) {
     open.remove(t);

@@ -2,7 +2,9 @@ package harp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.LinkedHashSet;
 import java.util.Set;
 import java.util.function.Function;
@@ -32,6 +34,18 @@ class VocabularyTest {
   @Test
   void combiners() {
     sameNames("combiner", Combiner.values(), Combiner::wireName);
+  }
+
+  @Test
+  void keyAndValueTypes() {
+    sameNames("key", KeyType.values(), KeyType::wireName);
+    List<String> java = new ArrayList<>();
+    for (ValueType v : ValueType.values()) {
+      java.add(v.wireName());
+      assertEquals(v.wireName(), Native.canonicalName("value", v.wireName()));
+      assertEquals(v, ValueType.fromWireName(v.wireName()));
+    }
+    assertEquals(Arrays.asList(Native.names("value").split("\n")), java);
   }
 
   @Test

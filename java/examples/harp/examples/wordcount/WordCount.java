@@ -1,0 +1,98 @@
+package harp.examples.wordcount;
+
+import harp.io.WorkerInputFormat;
+import harp.mapred.MapCollectiveClientProtocolProvider;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.conf.Configured;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
+import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
+import org.apache.hadoop.util.Tool;
+import org.apache.hadoop.util.ToolRunner;
+
+/**
+ * Word count on the Map-Collective model, as a Hadoop Tool:
+ * {@code wordcount [generic -D options] <input> <output-dir> <workers>}.
+ *
+ * <p>Tokens are split exactly as Hadoop's own WordCount example splits them ({@link
+ * java.util.StringTokenizer} over each line: space, tab, newline, carriage return, form feed).
+ * Each worker counts its splits into a key-value table (str → i64, sum), the engine combines
+ * equal words before anything is sent, one regroup gives each worker the words of its
+ * partitions, and each worker writes {@code part-NNNNN} ({@code word<TAB>count} lines, any
+ * order). The parts are moved into {@code <output-dir>} with a {@code _SUCCESS} marker once
+ * every worker has written its own: a failed job leaves no result. {@code
+ * -Dwordcount.partitions=N} sets the number of key partitions (default 4 per worker).
+ */
+public class WordCount extends Configured implements Tool {
+  public static final String OUTPUT = "wordcount.output";
+  public static final String PARTITIONS = "wordcount.partitions";
+
+  private Job job;
+
+  public static void main(String[] args) throws Exception {
+    System.exit(ToolRunner.run(new Configuration(), new WordCount(), args));
+  }
+
+  @Override
+  public int run(String[] args) throws Exception {
+    if (args.length != 3) {
+      System.err.println("usage: wordcount [generic -D options] <input> <output-dir> <workers>");
+      return 2;
+    }
+    int workers;
+    try {
+      workers = Integer.parseInt(args[2]);
+    } catch (NumberFormatException e) {
+      System.err.println("wordcount: workers must be a whole number: " + e.getMessage());
+      return 2;
+    }
+    if (workers < 1) {
+      System.err.println("wordcount: workers must be at least 1");
+      return 2;
+    }
+    Configuration conf = getConf();
+    Path input = new Path(args[0]);
+    if (!input.getFileSystem(conf).exists(input)) {
+      System.err.println("wordcount: input path does not exist: " + input);
+      return 2;
+    }
+    Path out = new Path(args[1]);
+    FileSystem fs = out.getFileSystem(conf);
+    if (fs.exists(out)) {
+      System.err.println("wordcount: output directory " + out + " already exists");
+      return 2;
+    }
+    if (!fs.mkdirs(new Path(out, "_temporary"))) {
+      System.err.println("wordcount: cannot create output directory " + out);
+      return 2;
+    }
+    conf.set(OUTPUT, fs.makeQualified(out).toString());
+    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
+    conf.setInt(WorkerInputFormat.WORKERS, workers);
+    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
+    conf.setInt("mapreduce.map.maxattempts", 1);
+    job = Job.getInstance(conf, "harp-wordcount");
+    job.setJarByClass(WordCount.class);
+    job.setInputFormatClass(WorkerInputFormat.class);
+    FileInputFormat.addInputPath(job, input);
+    job.setMapperClass(WordCountMapper.class);
+    job.setNumReduceTasks(0);
+    job.setOutputFormatClass(NullOutputFormat.class);
+    boolean ok = false;
+    try {
+      ok = job.waitForCompletion(true);
+    } finally {
+      if (!ok) {
+        fs.delete(new Path(out, "_temporary"), true);
+      }
+    }
+    return ok ? 0 : 1;
+  }
+
+  /** The job of the last {@link #run}, or null. */
+  public Job job() {
+    return job;
+  }
+}

@@ -1,0 +1,64 @@
+package harp;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.function.DoubleBinaryOperator;
+import java.util.function.LongBinaryOperator;
+
+/**
+ * A key-value combiner written in Java: what a {@link KeyValueTable} does when two entries with
+ * the same key meet (in {@code add} or in a collective). The engine calls {@link #combine} with
+ * the key's bytes (8 or 4 little-endian bytes for integer keys, the bytes of a string key) and
+ * the two values' bytes (little-endian numbers, or the byte string), the value already in the
+ * table first; the result must be a value of the table's type (for a scalar table: exactly one
+ * number). It may run on any thread, several at once, while a collective runs: it must be
+ * thread-safe and must not use the table. An exception fails the operation on every worker
+ * with its class and message.
+ *
+ * <p>This is the slow path (two JNI crossings and three copies per combination): prefer the
+ * built-in {@link Combiner}s where one fits.
+ */
+public interface KvCombiner {
+  /** The name in errors and logs. */
+  default String name() {
+    return getClass().getName();
+  }
+
+  byte[] combine(byte[] key, byte[] acc, byte[] other);
+
+  /** A combiner of f64 scalar values. */
+  static KvCombiner ofDoubles(String name, DoubleBinaryOperator f) {
+    return new KvCombiner() {
+      @Override
+      public String name() {
+        return name;
+      }
+
+      @Override
+      public byte[] combine(byte[] key, byte[] acc, byte[] other) {
+        double r = f.applyAsDouble(le(acc).getDouble(0), le(other).getDouble(0));
+        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putDouble(0, r).array();
+      }
+    };
+  }
+
+  /** A combiner of i64 scalar values. */
+  static KvCombiner ofLongs(String name, LongBinaryOperator f) {
+    return new KvCombiner() {
+      @Override
+      public String name() {
+        return name;
+      }
+
+      @Override
+      public byte[] combine(byte[] key, byte[] acc, byte[] other) {
+        long r = f.applyAsLong(le(acc).getLong(0), le(other).getLong(0));
+        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, r).array();
+      }
+    };
+  }
+
+  private static ByteBuffer le(byte[] b) {
+    return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+  }
+}
