@@ -270,6 +270,12 @@ impl Buf {
                 r.ptr.as_ptr()
             })
     }
+    /// The pool this buffer returns to (none for an empty buffer).
+    pub fn pool(&self) -> Option<Pool> {
+        self.pool.as_ref().map(|inner| Pool {
+            inner: inner.clone(),
+        })
+    }
     /// Shrinks the visible length (capacity is kept).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

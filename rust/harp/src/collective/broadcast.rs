@@ -191,7 +191,7 @@ pub async fn broadcast(
         let mut pieces: Vec<Out<'_>> = Vec::new();
         for (pid, a) in table.iter() {
             let n = a.bytes().len() as u64;
-            for (off, len) in chunks(n, a.dtype().size() as u64, chunk) {
+            for (off, len) in chunks(n, a.layout().unit(), chunk) {
                 pieces.push(if len == n {
                     Out::whole(pid, a)
                 } else {

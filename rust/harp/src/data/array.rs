@@ -81,10 +81,13 @@ impl Elem for u8 {
     const DTYPE: DType = DType::U8;
 }
 
-/// A typed array in a pooled buffer.
+/// A typed array in a pooled buffer. Partitions of other layouts (edges) are arrays of bytes
+/// (`u8`) that remember their layout.
 pub struct Array {
     dtype: DType,
     buf: Buf,
+    /// Set for partitions whose layout is not a dense array of `dtype`.
+    other: Option<Layout>,
 }
 
 impl std::fmt::Debug for Array {
@@ -99,6 +102,7 @@ impl Array {
         Array {
             dtype,
             buf: pool.get_zeroed(len * dtype.size()),
+            other: None,
         }
     }
     /// An array of `len` elements whose values are unspecified (left from earlier use).
@@ -106,6 +110,7 @@ impl Array {
         Array {
             dtype,
             buf: pool.get(len * dtype.size()),
+            other: None,
         }
     }
     /// A pooled copy of `values`.
@@ -113,6 +118,7 @@ impl Array {
         Array {
             dtype: T::DTYPE,
             buf: pool.copy_of(bytemuck::cast_slice(values)),
+            other: None,
         }
     }
     /// Wraps a buffer whose length is a multiple of the element size.
@@ -124,18 +130,38 @@ impl Array {
                 dtype.name()
             )));
         }
-        Ok(Array { dtype, buf })
+        Ok(Array {
+            dtype,
+            buf,
+            other: None,
+        })
     }
     /// Wraps a buffer holding a partition of `layout`.
     pub fn from_layout(layout: Layout, buf: Buf) -> Result<Array> {
         match layout {
             Layout::Dense { dtype } => Array::from_buf(dtype, buf),
+            Layout::Edges { weighted } => {
+                super::graph::check_size(weighted, buf.len())?;
+                Ok(Array {
+                    dtype: DType::U8,
+                    buf,
+                    other: Some(layout),
+                })
+            }
         }
     }
     /// A partition of `layout` and `bytes` bytes whose values are unspecified.
     pub fn uninit_layout(pool: &Pool, layout: Layout, bytes: u64) -> Array {
         match layout {
             Layout::Dense { dtype } => Array::uninit(pool, dtype, (bytes / layout.unit()) as usize),
+            Layout::Edges { .. } => Array {
+                other: Some(layout),
+                ..Array::uninit(
+                    pool,
+                    DType::U8,
+                    (bytes / layout.unit() * layout.unit()) as usize,
+                )
+            },
         }
     }
     pub fn dtype(&self) -> DType {
@@ -143,7 +169,7 @@ impl Array {
     }
     /// How this array's bytes are arranged (on the wire).
     pub fn layout(&self) -> Layout {
-        Layout::dense(self.dtype)
+        self.other.unwrap_or(Layout::dense(self.dtype))
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -182,7 +208,12 @@ impl Array {
         Array {
             dtype: self.dtype,
             buf: pool.copy_of(self.bytes()),
+            other: self.other,
         }
+    }
+    /// The pool this array's buffer returns to (none for an empty array).
+    pub fn pool(&self) -> Option<Pool> {
+        self.buf.pool()
     }
     pub fn into_buf(self) -> Buf {
         self.buf

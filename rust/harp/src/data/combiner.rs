@@ -116,6 +116,9 @@ impl Combiner {
 
     /// Folds `other` into `acc` (partition `id`, for error messages).
     pub fn combine(&self, id: u32, acc: &mut Array, other: &Array) -> Result<()> {
+        if acc.layout().is_edges() || other.layout().is_edges() {
+            return super::graph::combine(self, id, acc, other);
+        }
         match self {
             Combiner::KeepFirst => Ok(()),
             Combiner::Reject => Err(Error::data(format!(

@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 pub enum Layout {
     /// A dense array of `dtype` elements, little-endian.
     Dense { dtype: DType },
+    /// Edge records `(src i64, dst i64[, weight f64])`, little-endian (`data/graph.rs`).
+    Edges { weighted: bool },
 }
 
 impl Layout {
@@ -24,11 +26,16 @@ impl Layout {
         Layout::Dense { dtype }
     }
 
+    pub fn is_edges(self) -> bool {
+        matches!(self, Layout::Edges { .. })
+    }
+
     /// The indivisible run of bytes: a partition's size and every piece's offset and length
     /// are whole multiples of it.
     pub fn unit(self) -> u64 {
         match self {
             Layout::Dense { dtype } => dtype.size() as u64,
+            Layout::Edges { weighted } => super::graph::edge_bytes(weighted) as u64,
         }
     }
 
@@ -38,6 +45,7 @@ impl Layout {
             Layout::Dense { dtype } => {
                 format!("{} {} elements", total / self.unit(), dtype.name())
             }
+            Layout::Edges { weighted } => super::graph::describe(weighted, total / self.unit()),
         }
     }
 

@@ -16,6 +16,7 @@
 
 pub mod array;
 pub mod combiner;
+pub mod graph;
 pub mod layout;
 pub mod partitioner;
 pub mod table;

@@ -1,0 +1,179 @@
+//! The graph collectives on in-process workers (p = 1…8) against a sequential model: every
+//! edge (and message) ends on the worker holding its vertex, nothing is lost or duplicated,
+//! with uneven tables (some workers start with nothing, others with many partitions).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harp::data::graph::{vertex_partition, Edge, EdgeBuilder, Edges, Endpoint};
+use harp::graph::{owner, regroup_edges, send_edges_to_vertices};
+use harp::{Array, Combiner, Table};
+
+use common::{config, on_workers};
+
+/// A reproducible pseudo-random number from a few integers.
+fn mix(parts: &[u64]) -> u64 {
+    parts.iter().fold(0x243f_6a88_85a3_08d3u64, |h, &x| {
+        let mut z = (h ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+/// Rank `r`'s starting edges of round `seed` among `p` workers: uneven (rank 1 holds none,
+/// the others 0..3 partitions of 0..~60 edges with arbitrary ids), weighted or not; a few
+/// vertex ids are huge or negative.
+fn edges_of(seed: u64, p: usize, r: usize, weighted: bool) -> Vec<(u32, Vec<Edge>)> {
+    if r == 1 {
+        return Vec::new();
+    }
+    let parts = mix(&[seed, p as u64, r as u64]) % 4;
+    (0..parts)
+        .map(|k| {
+            let n = mix(&[seed, r as u64, k, 1]) % (20 * (r as u64 + 1) + 1);
+            let edges = (0..n)
+                .map(|i| {
+                    let v = |j| {
+                        let x = mix(&[seed, r as u64, k, i, j]);
+                        match x % 17 {
+                            0 => (1i64 << 40) + (x % 5) as i64,
+                            1 => -((x % 3) as i64) - 1,
+                            _ => (x % 50) as i64,
+                        }
+                    };
+                    Edge {
+                        src: v(2),
+                        dst: v(3),
+                        weight: if weighted {
+                            (i as f64) * 0.5 - k as f64
+                        } else {
+                            1.0
+                        },
+                    }
+                })
+                .collect();
+            ((mix(&[seed, r as u64, k, 9]) % 7) as u32, edges)
+        })
+        .collect()
+}
+
+fn table_of(pool: &harp::Pool, parts: &[(u32, Vec<Edge>)], weighted: bool) -> Table {
+    let mut t = Table::new(Combiner::Sum);
+    for (pid, edges) in parts {
+        let mut b = EdgeBuilder::new(weighted);
+        for e in edges {
+            b.push_edge(*e);
+        }
+        t.add(*pid, b.build(pool)).unwrap();
+    }
+    t
+}
+
+fn key(e: &Edge) -> (i64, i64, u64) {
+    (e.src, e.dst, e.weight.to_bits())
+}
+
+/// Every edge of every rank goes to `place(edge)` = (worker, partition id); returns the model's
+/// sorted edges per (worker, partition).
+fn model(
+    all: &[Vec<(u32, Vec<Edge>)>],
+    place: impl Fn(&Edge) -> (usize, u32),
+) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+    let mut m: BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> = BTreeMap::new();
+    for parts in all {
+        for (_, edges) in parts {
+            for e in edges {
+                m.entry(place(e)).or_default().push(key(e));
+            }
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_unstable();
+    }
+    m
+}
+
+fn got(r: usize, t: &Table) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+    t.iter()
+        .map(|(pid, a)| {
+            let mut v: Vec<_> = Edges::of(a).unwrap().iter().map(|e| key(&e)).collect();
+            v.sort_unstable();
+            ((r, pid), v)
+        })
+        .collect()
+}
+
+#[test]
+fn regroup_edges_moves_every_edge_to_the_owner_of_its_vertex() {
+    for p in 1..=8 {
+        for (seed, by, partitions, weighted) in [
+            (1u64, Endpoint::Src, 5u32, false),
+            (2, Endpoint::Dst, 13, true),
+            (3, Endpoint::Src, 1, false),
+            (4, Endpoint::Dst, 32, false),
+        ] {
+            let all: Vec<_> = (0..p).map(|r| edges_of(seed, p, r, weighted)).collect();
+            let want = model(&all, |e| {
+                let pid = vertex_partition(e.endpoint(by), partitions);
+                (owner(pid, p), pid)
+            });
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = table_of(w.pool(), &all[w.rank()], weighted);
+                regroup_edges(&w, "edges", &mut t, by, partitions).unwrap();
+                let g = got(w.rank(), &t);
+                assert!(t
+                    .iter()
+                    .all(|(_, a)| a.layout() == harp::Layout::Edges { weighted }));
+                w.close();
+                g
+            });
+            let mut merged = BTreeMap::new();
+            for g in results {
+                merged.extend(g);
+            }
+            assert_eq!(merged, want, "p = {p}, seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn edges_go_to_wherever_the_vertex_partitions_are() {
+    for p in 1..=8 {
+        let partitions = 11u32;
+        // Vertex partition pid is held by rank (pid * 3 + 1) mod p, not by its modulo owner;
+        // partition 10 by nobody (its edges go to the modulo owner).
+        let holder = |pid: u32| (pid as usize * 3 + 1) % p;
+        let all: Vec<_> = (0..p).map(|r| edges_of(7, p, r, false)).collect();
+        let want = model(&all, |e| {
+            let pid = vertex_partition(e.dst, partitions);
+            let w = if pid == 10 {
+                owner(pid, p)
+            } else {
+                holder(pid)
+            };
+            (w, pid)
+        });
+        let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let mut vertices = Table::new(Combiner::Sum);
+            for pid in 0..10 {
+                if holder(pid) == w.rank() {
+                    vertices.put(pid, Array::from_slice(w.pool(), &[pid as f64]));
+                }
+            }
+            let mut t = table_of(w.pool(), &all[w.rank()], false);
+            send_edges_to_vertices(&w, "to-v", &mut t, Endpoint::Dst, &vertices, partitions)
+                .unwrap();
+            let g = got(w.rank(), &t);
+            w.close();
+            g
+        });
+        let mut merged = BTreeMap::new();
+        for g in results {
+            merged.extend(g);
+        }
+        assert_eq!(merged, want, "p = {p}");
+    }
+}
