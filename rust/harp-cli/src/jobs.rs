@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans};
+use crate::{bench, check, kmeans, pagerank};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -39,6 +39,8 @@ macro_rules! jobs {
 jobs! {
     /// K-means (Lloyd's algorithm).
     Kmeans(kmeans::KmeansArgs) => kmeans::run,
+    /// PageRank of an edge list.
+    Pagerank(pagerank::PagerankArgs) => pagerank::run,
     /// Time one collective.
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
@@ -84,9 +86,9 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "bench", "check"] {
+        for job in ["kmeans", "pagerank", "bench", "check"] {
             let extra: &[&str] = match job {
-                "kmeans" => &["--input", "p", "--output", "o"],
+                "kmeans" | "pagerank" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

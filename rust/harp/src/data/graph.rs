@@ -244,12 +244,15 @@ pub fn combine(c: &Combiner, pid: u32, acc: &mut Array, other: &Array) -> Result
 /// The partition of vertex `v` among `partitions` (≥ 1): the stable hash of i64 keys of
 /// key-value tables, modulo `partitions`. The same on every worker, platform and run.
 pub fn vertex_partition(v: i64, partitions: u32) -> u32 {
-    // Placeholder until the key-value tables' documented hash is available: splitmix64.
-    let mut z = (v as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    (splitmix64(v as u64) % partitions.max(1) as u64) as u32
+}
+
+/// Placeholder until the key-value tables' documented hash is available: splitmix64.
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z % partitions.max(1) as u64) as u32
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
