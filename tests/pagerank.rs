@@ -140,6 +140,8 @@ fn ranks_match_the_reference_on_1_to_4_workers() {
         (2, 12, 0.85, "2", "compiled"),
         (3, 7, 0.5, "1", "compiled"),
         (4, 12, 0.85, "3", "compiled"),
+        (3, 12, 0.85, "1", "kv"),
+        (2, 1, 1.0, "1", "kv"),
     ] {
         let out = dir.join(format!("out-{workers}-{messages}"));
         let w = workers.to_string();
@@ -167,6 +169,25 @@ fn ranks_match_the_reference_on_1_to_4_workers() {
         let got = ranks(&out, workers);
         check_against_reference(&got, &edges, iters, d);
     }
+    // The compiled plan and key-value messages give the same bits.
+    let a = std::fs::read_to_string(dir.join("out-3-compiled/part-00001")).unwrap();
+    let kv = dir.join("out-3-kv-again");
+    ok(harp(&[
+        "pagerank",
+        "--workers",
+        "3",
+        "--input",
+        &input,
+        "--iterations",
+        "7",
+        "--damping",
+        "0.5",
+        "--messages",
+        "kv",
+        "--output",
+        &s(&kv),
+    ]));
+    assert_eq!(a, std::fs::read_to_string(kv.join("part-00001")).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

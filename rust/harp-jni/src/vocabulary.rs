@@ -47,11 +47,11 @@ fn reduce_algorithms() -> Vec<&'static str> {
 
 fn combiners() -> Vec<String> {
     use Combiner::*;
-    let offered = [Sum, Min, Max, KeepFirst, Reject];
+    let offered = [Sum, Min, Max, KeepFirst, Reject, Append];
     for c in &offered {
         match c {
             // User-defined combiners are Rust code: Java cannot name one.
-            Sum | Min | Max | KeepFirst | Reject | Custom(_) => {}
+            Sum | Min | Max | KeepFirst | Reject | Append | Custom(_) | KeyValue(_) => {}
         }
     }
     offered.iter().map(|c| c.name().to_string()).collect()

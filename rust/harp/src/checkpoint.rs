@@ -23,7 +23,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::collective::AllreduceAlgorithm;
-use crate::data::{Array, Combiner, DType, Table};
+use crate::data::{Array, Combiner, DType, KeyType, Layout, Table, ValueType};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::storage::{self, Storage};
@@ -80,8 +80,12 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Serialises named tables: `HARPCKPT`, format (u32), table count (u32), then per table its
-/// name (u32 length + UTF-8), partition count (u32) and per partition its id (u32), element
-/// type (u8), byte length (u64) and bytes, all little-endian, partitions in id order.
+/// name (u32 length + UTF-8), partition count (u32) and per partition its id (u32), layout,
+/// byte length (u64) and bytes, all little-endian, partitions in id order. The layout is the
+/// element type's code (u8, 0–4) for a dense array, or 16 then the key type (u8: 0 i64, 1 i32,
+/// 2 str) and the value type (u8: the element type's code for a scalar, 64 + it for an array,
+/// 128 for bytes) for a key-value partition, or 17 then 0 or 1 (weighted) for an edge
+/// partition.
 pub fn encode_part(tables: &[(&str, &Table)]) -> Vec<u8> {
     let total: u64 = tables.iter().map(|(_, t)| t.bytes()).sum();
     let mut v = Vec::with_capacity(total as usize + 64);
@@ -97,12 +101,65 @@ pub fn encode_part(tables: &[(&str, &Table)]) -> Vec<u8> {
         for id in ids {
             let a = t.get(id).expect("listed id");
             v.extend_from_slice(&id.to_le_bytes());
-            v.push(a.dtype() as u8);
+            encode_layout(&mut v, a.layout());
             v.extend_from_slice(&(a.bytes().len() as u64).to_le_bytes());
             v.extend_from_slice(a.bytes());
         }
     }
     v
+}
+
+const KV_LAYOUT: u8 = 16;
+const EDGES_LAYOUT: u8 = 17;
+
+fn encode_layout(v: &mut Vec<u8>, layout: Layout) {
+    match layout {
+        Layout::Dense { dtype } => v.push(dtype as u8),
+        Layout::Edges { weighted } => v.extend_from_slice(&[EDGES_LAYOUT, weighted as u8]),
+        Layout::KeyValue { key, value } => {
+            v.push(KV_LAYOUT);
+            v.push(match key {
+                KeyType::I64 => 0,
+                KeyType::I32 => 1,
+                KeyType::Str => 2,
+            });
+            v.push(match value {
+                ValueType::Scalar(d) => d as u8,
+                ValueType::Array(d) => 64 + d as u8,
+                ValueType::Bytes => 128,
+            });
+        }
+    }
+}
+
+fn decode_layout<'a>(
+    take: &mut impl FnMut(usize) -> Result<&'a [u8]>,
+) -> std::result::Result<Layout, String> {
+    let mut byte = || take(1).map(|b| b[0]).map_err(|e| e.to_string());
+    let code = byte()?;
+    if code == EDGES_LAYOUT {
+        return match byte()? {
+            w @ (0 | 1) => Ok(Layout::Edges { weighted: w == 1 }),
+            w => Err(format!("bad edge layout {w}")),
+        };
+    }
+    if code != KV_LAYOUT {
+        return DType::from_u8(code)
+            .map(Layout::dense)
+            .map_err(|e| e.to_string());
+    }
+    let key = match byte()? {
+        0 => KeyType::I64,
+        1 => KeyType::I32,
+        2 => KeyType::Str,
+        k => return Err(format!("unknown key type {k}")),
+    };
+    let value = match byte()? {
+        128 => ValueType::Bytes,
+        v if v >= 64 => ValueType::Array(DType::from_u8(v - 64).map_err(|e| e.to_string())?),
+        v => ValueType::Scalar(DType::from_u8(v).map_err(|e| e.to_string())?),
+    };
+    Ok(Layout::KeyValue { key, value })
 }
 
 /// The inverse of [`encode_part`]; `what` names the file in errors. Tables get `Combiner::Sum`
@@ -136,15 +193,15 @@ pub fn decode_part(bytes: &[u8], pool: &Pool, what: &str) -> Result<Vec<(String,
         let mut t = Table::new(Combiner::Sum);
         for _ in 0..parts {
             let id = u32_(take(4)?);
-            let dtype = DType::from_u8(take(1)?[0]).map_err(|e| bad(&e.to_string()))?;
+            let layout = decode_layout(&mut take).map_err(|e| bad(&e))?;
             let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
             let len = usize::try_from(len).map_err(|_| bad("partition too large"))?;
             let data = take(len)?;
-            if !len.is_multiple_of(dtype.size()) {
+            if !(len as u64).is_multiple_of(layout.unit()) {
                 return Err(bad("partition length is not a whole number of elements"));
             }
-            let mut a = Array::uninit(pool, dtype, len / dtype.size());
-            a.bytes_mut().copy_from_slice(data);
+            let a = Array::from_layout(layout, pool.copy_of(data))
+                .map_err(|e| bad(&format!("partition {id}: {e}")))?;
             t.put(id, a);
         }
         out.push((name, t));
@@ -464,6 +521,96 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode_part(&longer, &pool, "x").is_err());
+    }
+
+    /// Edge tables come back with their layouts; a bad weighted flag is refused.
+    #[test]
+    fn edge_tables_round_trip() {
+        use crate::data::graph::EdgeBuilder;
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        for (pid, weighted) in [(0u32, false), (5, true)] {
+            let mut b = EdgeBuilder::new(weighted);
+            b.push(1, -2, 0.5);
+            b.push(i64::MAX, 3, 2.0);
+            t.put(pid, b.build(&pool));
+        }
+        let bytes = encode_part(&[("e", &t)]);
+        let back = decode_part(&bytes, &pool, "x").unwrap();
+        for (id, a) in t.iter() {
+            let g = back[0].1.get(id).unwrap();
+            assert_eq!((g.layout(), g.bytes()), (a.layout(), a.bytes()));
+        }
+        let flag = bytes.iter().position(|&b| b == 17).unwrap() + 1;
+        let mut bad = bytes.clone();
+        bad[flag] = 7;
+        let e = decode_part(&bad, &pool, "x").unwrap_err().to_string();
+        assert!(e.contains("bad edge layout 7"), "{e}");
+    }
+
+    /// Key-value tables (str → i64, i32 → f64[], i64 → bytes) come back byte for byte, with
+    /// their layouts; a corrupted key-value partition is refused naming the partition.
+    #[test]
+    fn key_value_tables_round_trip() {
+        use crate::data::kv::{self, Key, KvTable, Value};
+        let pool = Pool::default();
+        let mut words = KvTable::new(
+            KeyType::Str,
+            ValueType::Scalar(DType::I64),
+            Combiner::Sum,
+            3,
+        )
+        .unwrap();
+        for w in [&b"a"[..], b"b\xff", b"a", b"", b"zz"] {
+            words.add_scalar(w, 1i64).unwrap();
+        }
+        let words = words.into_table(&pool).unwrap();
+        let mut arrays = KvTable::new(
+            KeyType::I32,
+            ValueType::Array(DType::F64),
+            Combiner::Append,
+            2,
+        )
+        .unwrap();
+        arrays
+            .add(Key::I32(-4), Value::array(&[1.5f64, 2.0]))
+            .unwrap();
+        arrays.add(Key::I32(9), Value::array::<f64>(&[])).unwrap();
+        let arrays = arrays.into_table(&pool).unwrap();
+        let mut blobs =
+            KvTable::new(KeyType::I64, ValueType::Bytes, Combiner::KeepFirst, 1).unwrap();
+        blobs
+            .add(Key::I64(i64::MIN), Value::bytes(b"\0\x01"))
+            .unwrap();
+        let blobs = blobs.into_table(&pool).unwrap();
+        let dense = table_of(&pool, 1, 1);
+        let tables = [("w", &words), ("a", &arrays), ("b", &blobs), ("d", &dense)];
+        let bytes = encode_part(&tables);
+        let back = decode_part(&bytes, &pool, "x").unwrap();
+        for ((name, want), (got_name, got)) in tables.iter().zip(&back) {
+            assert_eq!(name, got_name);
+            assert_eq!(want.ids(), got.ids());
+            for (id, a) in want.iter() {
+                let g = got.get(id).unwrap();
+                assert_eq!(
+                    (g.layout(), g.bytes()),
+                    (a.layout(), a.bytes()),
+                    "{name} {id}"
+                );
+            }
+        }
+        let w0 = back[0]
+            .1
+            .iter()
+            .map(|(_, a)| kv::get(a, Key::Str(b"a")).unwrap());
+        let counts: Vec<i64> = w0.flatten().map(|v| v.get::<i64>().unwrap()).collect();
+        assert_eq!(counts, vec![2]);
+        // The first partition of "w": swap its first key's length for a huge one.
+        let at = 8 + 4 + 4 + 4 + 1 + 4 + 4 + 3 + 8;
+        let mut bad = bytes.clone();
+        bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = decode_part(&bad, &pool, "x").unwrap_err().to_string();
+        assert!(e.contains("corrupt") && e.contains("partition"), "{e}");
     }
 
     #[test]

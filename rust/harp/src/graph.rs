@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 
 use crate::collective::AllgatherAlgorithm;
 use crate::data::graph::{vertex_partition, EdgeBuilder, Edges, Endpoint};
-use crate::data::{Array, Combiner, Partitioner, Table};
+use crate::data::kv::{KeyType, KvTable};
+use crate::data::{Array, Combiner, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::worker::Worker;
 
@@ -126,4 +127,26 @@ pub fn send_edges_to_vertices(
         edges,
         Some(&Partitioner::Map(std::sync::Arc::new(map))),
     )
+}
+
+/// Send messages to vertices: `messages` is a key-value message table being built (destination
+/// vertex id, an i64 key → message), whose partitions are by destination-vertex hash
+/// (`vertex_partition(dst, P)`, P = `messages.partitions()`); messages to the same vertex from
+/// this worker were already combined on insert (local aggregation). Each partition moves to its
+/// [`owner`] and equal keys from different workers are combined there with the table's
+/// combiner: the owner's own messages first, then the others' in rank order. Returns the
+/// message partitions this worker owns. Cost: encoding the local table (one sort per
+/// partition), one regroup of the encoded bytes.
+pub fn send_messages(w: &Worker, label: &str, messages: KvTable) -> Result<Table> {
+    if let Layout::KeyValue { key, .. } = messages.layout() {
+        if key != KeyType::I64 {
+            return Err(Error::config(format!(
+                "{label}: messages are keyed by vertex id (i64), not {}",
+                key.name()
+            )));
+        }
+    }
+    let mut t = messages.into_table(w.pool())?;
+    w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
+    Ok(t)
 }

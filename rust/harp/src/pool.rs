@@ -270,11 +270,9 @@ impl Buf {
                 r.ptr.as_ptr()
             })
     }
-    /// The pool this buffer returns to (none for an empty buffer).
+    /// The pool this buffer returns to (`None` for an empty buffer).
     pub fn pool(&self) -> Option<Pool> {
-        self.pool.as_ref().map(|inner| Pool {
-            inner: inner.clone(),
-        })
+        self.pool.clone().map(|inner| Pool { inner })
     }
     /// Shrinks the visible length (capacity is kept).
     pub fn truncate(&mut self, len: usize) {

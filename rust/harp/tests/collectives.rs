@@ -40,6 +40,31 @@ fn every_collective_and_algorithm_matches_the_model_for_p_1_to_8() {
     }
 }
 
+/// Key-value tables through every collective that moves whole partitions, with every
+/// allreduce algorithm and auto, against the model, p = 1…8 (check::run_kv).
+#[test]
+fn key_value_tables_match_the_model_for_p_1_to_8() {
+    let spec = Spec {
+        rounds: 6,
+        ..Spec::default()
+    };
+    for p in 1..=8 {
+        let reports = on_workers(p, cfg(), |w| {
+            let r = check::run_kv(&w, &spec);
+            w.close();
+            r
+        });
+        for (rank, r) in reports.into_iter().enumerate() {
+            let r = r.unwrap_or_else(|e| panic!("p = {p}, rank {rank}: {e}"));
+            assert_eq!(
+                r.verified,
+                check::KV_CHECKS_PER_ROUND * spec.rounds as usize,
+                "p = {p}"
+            );
+        }
+    }
+}
+
 /// The tables `check::run` uses with the default spec really are uneven: some workers hold
 /// nothing, workers hold different numbers of partitions, and tables (and the broadcast
 /// roots' tables) lie on both sides of the automatic choices' crossovers.

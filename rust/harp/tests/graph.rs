@@ -177,3 +177,99 @@ fn edges_go_to_wherever_the_vertex_partitions_are() {
         assert_eq!(merged, want, "p = {p}");
     }
 }
+
+#[test]
+fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
+    use harp::data::kv::{self, Key, KeyType, KvTable, ValueType};
+    use harp::graph::send_messages;
+    use harp::DType;
+    for p in 1..=8 {
+        for (seed, partitions, combiner) in [
+            (11u64, 5u32, Combiner::Sum),
+            (12, 13, Combiner::Min),
+            (13, 1, Combiner::Sum),
+        ] {
+            // Rank r sends 0..~40·r messages (rank 1 none), several to the same vertex.
+            let msgs = |r: usize| -> Vec<(i64, i64)> {
+                if r == 1 {
+                    return Vec::new();
+                }
+                let n = mix(&[seed, p as u64, r as u64]) % (40 * r as u64 + 3);
+                (0..n)
+                    .map(|i| {
+                        let x = mix(&[seed, r as u64, i]);
+                        let v = if x % 11 == 0 {
+                            -(x as i64 % 5) - (1 << 50)
+                        } else {
+                            (x % 30) as i64
+                        };
+                        (v, (x >> 20) as i64 % 1000 - 500)
+                    })
+                    .collect()
+            };
+            let mut want: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
+            for r in 0..p {
+                for (v, x) in msgs(r) {
+                    let pid = vertex_partition(v, partitions);
+                    let slot = want.entry((owner(pid, p), pid)).or_default();
+                    slot.entry(v)
+                        .and_modify(|acc| {
+                            *acc = match combiner {
+                                Combiner::Min => (*acc).min(x),
+                                _ => *acc + x,
+                            }
+                        })
+                        .or_insert(x);
+                }
+            }
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = KvTable::new(
+                    KeyType::I64,
+                    ValueType::Scalar(DType::I64),
+                    combiner.clone(),
+                    partitions,
+                )
+                .unwrap();
+                for (v, x) in msgs(w.rank()) {
+                    t.add_scalar(v, x).unwrap();
+                }
+                let got = send_messages(&w, "msgs", t).unwrap();
+                let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
+                for (pid, a) in got.iter() {
+                    let m = g.entry((w.rank(), pid)).or_default();
+                    for (k, v) in kv::entries(a).unwrap() {
+                        let Key::I64(k) = k else { panic!("i64 keys") };
+                        m.insert(k, v.get::<i64>().unwrap());
+                    }
+                }
+                w.close();
+                g
+            });
+            let mut merged = BTreeMap::new();
+            for g in results {
+                merged.extend(g);
+            }
+            assert_eq!(merged, want, "p = {p}, seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn messages_must_be_keyed_by_vertex_id() {
+    use harp::data::kv::{KeyType, KvTable, ValueType};
+    let results = on_workers(1, config(Duration::from_secs(5)), |w| {
+        let t = KvTable::new(
+            KeyType::Str,
+            ValueType::Scalar(harp::DType::F64),
+            Combiner::Sum,
+            2,
+        )
+        .unwrap();
+        let e = harp::graph::send_messages(&w, "m", t)
+            .unwrap_err()
+            .to_string();
+        w.close();
+        e
+    });
+    assert!(results[0].contains("vertex id (i64)"), "{}", results[0]);
+}

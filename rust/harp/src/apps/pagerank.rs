@@ -27,9 +27,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::collective::AllreduceAlgorithm;
+use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
 use crate::data::graph::{EdgeBuilder, Edges, Endpoint};
-use crate::data::{Array, Combiner, Partitioner, Table};
+use crate::data::kv::{Key, KeyType, KvTable, ValueType};
+use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::io::{quote, read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
@@ -249,25 +250,7 @@ pub fn reference(edges: &[(i64, i64)], iterations: usize, damping: f64) -> Vec<(
 // ---------------------------------------------------------------------------------------------
 // The distributed run
 
-/// A fast hasher for vertex-id maps (ids are the job's own data).
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.0 = crate::data::graph::splitmix64(v as u64);
-    }
-}
-
-type IdMap = HashMap<i64, u32, std::hash::BuildHasherDefault<IdHasher>>;
+type IdMap = HashMap<i64, u32, std::hash::BuildHasherDefault<crate::data::kv::KeyHasher>>;
 
 /// This worker's part of the graph after the edges are regrouped and the plan is made.
 struct Local {
@@ -440,7 +423,7 @@ fn exchange_compiled(
     let mut t = Table::new(Combiner::Reject);
     for o in 0..p {
         let (from, to) = (g.offset[o], g.offset[o + 1]);
-        let mut a = Array::uninit(w.pool(), crate::data::DType::F64, to - from + 1);
+        let mut a = Array::uninit(w.pool(), DType::F64, to - from + 1);
         let out = a.as_mut_slice::<f64>()?;
         out[to - from] = dangling;
         out[..to - from]
@@ -482,14 +465,56 @@ fn exchange_compiled(
     Ok((incoming, dangling_total(parts.into_iter())))
 }
 
+/// One iteration's exchange with key-value messages: a message table (destination → sum of
+/// contributions) sent with [`crate::graph::send_messages`], and an allgather of the workers'
+/// dangling ranks. Same sums in the same order as [`exchange_compiled`].
 fn exchange_kv(
-    _w: &Worker,
-    _label: &str,
-    _g: &Local,
-    _share: &[f64],
-    _dangling: f64,
+    w: &Worker,
+    label: &str,
+    g: &Local,
+    index: &IdMap,
+    share: &[f64],
+    dangling: f64,
 ) -> Result<(Vec<f64>, f64)> {
-    Err(Error::config("kv messages: not yet"))
+    let (me, p) = (w.rank(), w.size());
+    let mut kv = KvTable::new(
+        KeyType::I64,
+        ValueType::Scalar(DType::F64),
+        Combiner::Sum,
+        p as u32,
+    )?;
+    for (&u, &v) in g.src.iter().zip(&g.dst) {
+        kv.add_scalar(v, share[u as usize])?;
+    }
+    let got = crate::graph::send_messages(w, label, kv)?;
+    let mut incoming = vec![0.0f64; g.vertices.len()];
+    for (pid, a) in got.iter() {
+        for (k, v) in crate::data::kv::entries(a)? {
+            let i = match k {
+                Key::I64(k) => index.get(&k).copied(),
+                _ => None,
+            };
+            let i = i.ok_or_else(|| {
+                Error::data(format!(
+                    "{label}: partition {pid}: a message to {k}, not a vertex here"
+                ))
+            })?;
+            incoming[i as usize] = v.get::<f64>()?;
+        }
+    }
+    let mut d = Table::new(Combiner::Reject);
+    d.put(me as u32, Array::from_slice(w.pool(), &[dangling]));
+    w.allgather(label, &mut d, AllgatherAlgorithm::Ring)?;
+    let parts = (0..p as u32)
+        .map(|r| {
+            Ok(d.get(r)
+                .map(|a| a.as_slice::<f64>())
+                .transpose()?
+                .and_then(|x| x.first().copied())
+                .unwrap_or(0.0))
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    Ok((incoming, dangling_total(parts.into_iter())))
 }
 
 /// Runs PageRank on this worker's share of the input; every worker calls it.
@@ -539,6 +564,16 @@ fn run_in(
     let load_s = t0.elapsed().as_secs_f64();
     let nf = n as f64;
     let d = opts.damping;
+    // Key-value messages are looked up by vertex id.
+    let index: IdMap = match opts.messages {
+        Messages::KeyValue => g
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v, i as u32))
+            .collect(),
+        Messages::Compiled => IdMap::default(),
+    };
     let mut rank = vec![1.0 / nf; g.vertices.len()];
     let mut share = vec![0.0f64; g.vertices.len()];
     let mut iteration_s = Vec::with_capacity(opts.iterations);
@@ -555,7 +590,9 @@ fn run_in(
         }
         let (incoming, dangling) = match opts.messages {
             Messages::Compiled => exchange_compiled(w, "pagerank-messages", &g, &share, dangling)?,
-            Messages::KeyValue => exchange_kv(w, "pagerank-messages", &g, &share, dangling)?,
+            Messages::KeyValue => {
+                exchange_kv(w, "pagerank-messages", &g, &index, &share, dangling)?
+            }
         };
         rank.par_iter_mut()
             .zip(incoming.par_iter())

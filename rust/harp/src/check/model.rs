@@ -5,17 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::data::{Array, Combiner, DType, Elem, Table};
+use crate::data::kv::{self, Key, KeyType, KvTable, Value, ValueType};
+use crate::data::{Array, Combiner, DType, Elem, Layout, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
 /// splitmix64
-pub fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use crate::data::kv::splitmix64 as mix;
 
 /// A hash of several numbers (the model's source of randomness).
 pub fn h(parts: &[u64]) -> u64 {
@@ -147,18 +143,142 @@ pub fn same(op: &str, got: &Table, want: &Table) -> Result<()> {
     }
     for (id, a) in want.iter() {
         let g = got.get(id).expect("same ids");
-        if g.dtype() != a.dtype() || g.bytes() != a.bytes() {
+        if g.layout() != a.layout() || g.bytes() != a.bytes() {
             let at = g.bytes().iter().zip(a.bytes()).position(|(x, y)| x != y);
             return Err(Error::data(format!(
-                "{op}: partition {id} differs ({} {} bytes vs expected {} {} bytes, first difference at byte {at:?})",
-                g.dtype().name(),
-                g.bytes().len(),
-                a.dtype().name(),
-                a.bytes().len()
+                "{op}: partition {id} differs ({} vs expected {}, first difference at byte {at:?})",
+                g.layout().describe(g.bytes().len() as u64),
+                a.layout().describe(a.bytes().len() as u64),
             )));
         }
     }
     Ok(())
+}
+
+/// One key-value round's shape, shared by all ranks: key type, combiner (sum of i64 scalars or
+/// append of i32 arrays), and the number of distinct keys each partition id draws from.
+pub struct KvShape {
+    pub key: KeyType,
+    pub combiner: Combiner,
+    pub keys_of: BTreeMap<u32, u64>,
+}
+
+impl KvShape {
+    pub fn value(&self) -> ValueType {
+        match self.combiner {
+            Combiner::Append => ValueType::Array(DType::I32),
+            _ => ValueType::Scalar(DType::I64),
+        }
+    }
+    pub fn layout(&self) -> Layout {
+        Layout::KeyValue {
+            key: self.key,
+            value: self.value(),
+        }
+    }
+    /// E.g. "str → i64 sum".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} → {} {}",
+            self.key.name(),
+            self.value().name(),
+            self.combiner.name()
+        )
+    }
+}
+
+/// The key-value shape of `round`: i64 or str keys, sum or append, and for each of 9 partition
+/// ids a key space of 0, 1, 4, 60 or 3000 keys (so partitions are uneven and ranks share keys).
+pub fn kv_shape(seed: u64, round: u64) -> KvShape {
+    let key = [KeyType::I64, KeyType::Str][(h(&[seed, round, 21]) % 2) as usize];
+    let combiner = [Combiner::Sum, Combiner::Append][(h(&[seed, round, 22]) % 2) as usize].clone();
+    let sizes = [0u64, 1, 4, 60, 3000];
+    let keys_of = (0..9u32)
+        .map(|pid| (pid, sizes[(h(&[seed, round, 23, pid as u64]) % 5) as usize]))
+        .collect();
+    KvShape {
+        key,
+        combiner,
+        keys_of,
+    }
+}
+
+/// The `i`-th key of a key space: i64 keys spread over the whole range (negative too), str
+/// keys of varying length with bytes that are not UTF-8.
+fn kv_key(key: KeyType, i: u64, buf: &mut Vec<u8>) -> Key<'_> {
+    let z = mix(i ^ 0x5eed);
+    match key {
+        KeyType::I64 => Key::I64(z as i64),
+        KeyType::I32 => Key::I32(z as i32),
+        KeyType::Str => {
+            buf.clear();
+            buf.extend_from_slice(format!("k{i}").as_bytes());
+            buf.extend(std::iter::repeat_n(0xff - (z % 7) as u8, (z % 5) as usize));
+            Key::Str(buf)
+        }
+    }
+}
+
+/// Rank `r`'s random key-value table for (seed, round, salt): for a random subset of the 9
+/// partition ids (possibly none), a random number of keys drawn from the id's key space
+/// (entries keyed by the partition id the key hashes to are left out: a table's partition ids
+/// are its own, the model only needs tables of many uneven partitions), with values: small i64
+/// for sum, arrays of 0–3 small i32 for append.
+pub fn kv_gen(pool: &Pool, s: &KvShape, seed: u64, round: u64, salt: u64, r: usize) -> Table {
+    let mut t = Table::new(s.combiner.clone());
+    let count = h(&[seed, round, salt, r as u64, 24]) % 6;
+    let mut buf = Vec::new();
+    for k in 0..count {
+        let pid = (h(&[seed, round, salt, r as u64, 25, k]) % 9) as u32;
+        let space = s.keys_of[&pid];
+        if t.contains(pid) {
+            continue;
+        }
+        let mut b = KvTable::new(s.key, s.value(), s.combiner.clone(), 1).expect("suits");
+        let n = h(&[seed, round, salt, r as u64, 26, pid as u64]) % (space + 1);
+        for e in 0..n {
+            let x = h(&[seed, round, salt, r as u64, 27, pid as u64, e]);
+            let key = kv_key(s.key, pid as u64 * 1_000_003 + x % space.max(1), &mut buf);
+            let v = (x >> 20) % 201;
+            let res = match s.value() {
+                ValueType::Scalar(_) => b.add(key, Value::scalar(&(v as i64 - 100))),
+                _ => {
+                    let a: Vec<i32> = (0..(x >> 40) % 4).map(|j| (v + j) as i32 - 100).collect();
+                    b.add(key, Value::array(&a))
+                }
+            };
+            res.expect("model entry");
+        }
+        let part = b.into_table(pool).expect("encodes").remove(0);
+        let a = part.unwrap_or_else(|| Array::uninit_layout(pool, s.layout(), 0));
+        t.put(pid, a);
+    }
+    t
+}
+
+/// `t` with the elements of every array value of its key-value partitions sorted: the order in
+/// which `append` concatenates depends on the order partitions meet, which differs between
+/// algorithms and workers, so results are compared in this form.
+pub fn canonical(pool: &Pool, t: &Table) -> Result<Table> {
+    let mut c = Table::new(t.combiner().clone());
+    for (id, a) in t.iter() {
+        let Layout::KeyValue {
+            value: ValueType::Array(DType::I32),
+            ..
+        } = a.layout()
+        else {
+            c.put(id, a.duplicate(pool));
+            continue;
+        };
+        let mut w = kv::Writer::new(a.layout())?;
+        for (k, v) in kv::entries(a)? {
+            let mut xs = v.to_vec::<i32>()?;
+            xs.sort_unstable();
+            w.push(k, Value::array(&xs))?;
+        }
+        c.put(id, w.finish(pool)?);
+    }
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -190,6 +310,59 @@ mod tests {
         assert!(
             e.contains("allreduce: partition ids [4, 5], expected [4]"),
             "{e}"
+        );
+    }
+
+    /// Key-value tables are reproducible, uneven, share keys between ranks, and the model's
+    /// combination of them (sum, append) is the key-wise combination.
+    #[test]
+    fn key_value_tables_are_uneven_and_overlap() {
+        let pool = Pool::default();
+        let (mut sizes, mut overlap, mut kinds) = (Vec::new(), false, BTreeMap::new());
+        for round in 0..8 {
+            let s = kv_shape(3, round);
+            kinds.insert(s.describe(), ());
+            let ts: Vec<Table> = (0..4).map(|r| kv_gen(&pool, &s, 3, round, 0, r)).collect();
+            same("regenerated", &ts[1], &kv_gen(&pool, &s, 3, round, 0, 1)).unwrap();
+            let all = combine_all(&pool, &ts);
+            let mut want: BTreeMap<(u32, Vec<u8>), Vec<i64>> = BTreeMap::new();
+            for t in &ts {
+                for (id, a) in t.iter() {
+                    sizes.push(a.bytes().len());
+                    for (k, v) in kv::entries(a).unwrap() {
+                        let key = (id, format!("{k}").into_bytes());
+                        overlap |= want.contains_key(&key);
+                        let e = want.entry(key).or_default();
+                        match v.ty {
+                            ValueType::Scalar(_) => {
+                                e.resize(1, 0);
+                                e[0] += v.get::<i64>().unwrap();
+                            }
+                            _ => e.extend(v.elems::<i32>().unwrap().map(i64::from)),
+                        }
+                    }
+                }
+            }
+            let mut got: BTreeMap<(u32, Vec<u8>), Vec<i64>> = BTreeMap::new();
+            for (id, a) in canonical(&pool, &all).unwrap().iter() {
+                for (k, v) in kv::entries(a).unwrap() {
+                    let vals = match v.ty {
+                        ValueType::Scalar(_) => vec![v.get::<i64>().unwrap()],
+                        _ => v.elems::<i32>().unwrap().map(i64::from).collect(),
+                    };
+                    got.insert((id, format!("{k}").into_bytes()), vals);
+                }
+            }
+            for v in want.values_mut() {
+                v.sort_unstable();
+            }
+            assert_eq!(got, want, "round {round}");
+        }
+        sizes.sort_unstable();
+        assert!(overlap && kinds.len() == 4, "{kinds:?}");
+        assert!(
+            sizes.contains(&0) && *sizes.last().unwrap() > 16384,
+            "{sizes:?}"
         );
     }
 }

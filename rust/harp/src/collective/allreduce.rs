@@ -8,7 +8,7 @@ use super::framing::In;
 use super::framing::{recv_batch_expecting, send_batch, table_pieces, whole_piece};
 use super::segment::Segmenter;
 use super::{choose, tags, Ctx};
-use crate::data::{Combiner, Table};
+use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::wire::Header;
@@ -222,6 +222,12 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
             if have.contains(&(m.pid, m.offset)) {
                 let a = table.get_mut(m.pid).expect("have implies present");
                 check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
+                if !m.layout.splittable() {
+                    // A whole key-value partition (never segmented): combined key by key.
+                    let other = Array::received(m.pid, m.layout, piece.buf)?;
+                    combiner.combine(m.pid, a, &other)?;
+                    continue;
+                }
                 let range = m.offset as usize..(m.offset + m.len) as usize;
                 let dtype = a.dtype();
                 combiner.combine_bytes(
@@ -271,7 +277,7 @@ pub async fn ring_allgather_segments(
 mod tests {
     use super::*;
     use crate::collective::framing::crafted::{self, Piece};
-    use crate::data::{Array, DType};
+    use crate::data::DType;
     use crate::wire::Op;
 
     /// Rank 0's table: partition 0 of 4096 f64 (32768 bytes), cut into two segments of 16384

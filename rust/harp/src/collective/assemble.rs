@@ -63,7 +63,7 @@ impl Assembler {
             )));
         }
         if m.whole() {
-            return table.add(m.pid, Array::from_layout(m.layout, p.buf)?);
+            return table.add(m.pid, Array::received(m.pid, m.layout, p.buf)?);
         }
         if m.len == 0 {
             // Carries nothing: it neither starts nor completes a partition.
@@ -117,7 +117,9 @@ impl Assembler {
         }
         if part.got == part.total {
             let part = self.partial.remove(&m.pid).expect("present");
-            table.add(m.pid, part.arr.expect("allocated at half"))?;
+            let arr = part.arr.expect("allocated at half");
+            arr.check_received(m.pid)?;
+            table.add(m.pid, arr)?;
         }
         Ok(())
     }
@@ -158,8 +160,15 @@ pub fn write_piece(table: &mut Table, pool: &Pool, piece: In) -> Result<()> {
         )));
     }
     if m.whole() {
-        table.put(m.pid, Array::from_layout(m.layout, piece.buf)?);
+        table.put(m.pid, Array::received(m.pid, m.layout, piece.buf)?);
         return Ok(());
+    }
+    if !m.layout.splittable() {
+        return Err(Error::Protocol(format!(
+            "partition {} ({:?}) arrived as a range {}..+{} of {} bytes where only whole \
+             partitions are written",
+            m.pid, m.layout, m.offset, m.len, m.total
+        )));
     }
     if !table.contains(m.pid) {
         check_creation(&m)?;

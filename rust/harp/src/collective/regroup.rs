@@ -229,7 +229,7 @@ pub async fn pull(
             wanted.remove(&piece.meta.pid);
             local.put(
                 piece.meta.pid,
-                crate::data::Array::from_layout(piece.meta.layout, piece.buf)?,
+                crate::data::Array::received(piece.meta.pid, piece.meta.layout, piece.buf)?,
             );
         }
     }

@@ -52,7 +52,8 @@ pub struct Segmenter {
 }
 
 impl Segmenter {
-    /// Segments for allreduce-style operations (split when the combiner allows it).
+    /// Segments for allreduce-style operations (split when the combiner allows it and the
+    /// partition's layout is splittable, see [`Combiner::elementwise_on`](crate::data::Combiner::elementwise_on)).
     pub fn new(cx: &Ctx<'_>, table: &Table) -> Segmenter {
         Segmenter::split(
             cx.size(),
@@ -80,7 +81,8 @@ impl Segmenter {
         }
     }
     fn ranges(&self, total: u64, layout: Layout) -> Vec<(u64, u64)> {
-        let n = if self.split && total >= self.min && self.p > 1 {
+        // Only splittable layouts are ever cut: a key-value partition is one segment.
+        let n = if self.split && layout.splittable() && total >= self.min && self.p > 1 {
             self.p
         } else {
             1

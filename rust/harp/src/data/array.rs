@@ -81,18 +81,20 @@ impl Elem for u8 {
     const DTYPE: DType = DType::U8;
 }
 
-/// A typed array in a pooled buffer. Partitions of other layouts (edges) are arrays of bytes
-/// (`u8`) that remember their layout.
+/// A partition's data in a pooled buffer: a typed array ([`Layout::Dense`]) or the encoded
+/// bytes of another layout (key-value partitions, [`super::kv`]; edge partitions,
+/// [`super::graph`]).
 pub struct Array {
-    dtype: DType,
+    layout: Layout,
     buf: Buf,
-    /// Set for partitions whose layout is not a dense array of `dtype`.
-    other: Option<Layout>,
 }
 
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Array<{}>[{}]", self.dtype.name(), self.len())
+        match self.layout {
+            Layout::Dense { dtype } => write!(f, "Array<{}>[{}]", dtype.name(), self.len()),
+            l => write!(f, "Array<{l:?}>[{} bytes]", self.buf.len()),
+        }
     }
 }
 
@@ -100,25 +102,22 @@ impl Array {
     /// An array of `len` zeros.
     pub fn zeros(pool: &Pool, dtype: DType, len: usize) -> Array {
         Array {
-            dtype,
+            layout: Layout::dense(dtype),
             buf: pool.get_zeroed(len * dtype.size()),
-            other: None,
         }
     }
     /// An array of `len` elements whose values are unspecified (left from earlier use).
     pub fn uninit(pool: &Pool, dtype: DType, len: usize) -> Array {
         Array {
-            dtype,
+            layout: Layout::dense(dtype),
             buf: pool.get(len * dtype.size()),
-            other: None,
         }
     }
     /// A pooled copy of `values`.
     pub fn from_slice<T: Elem>(pool: &Pool, values: &[T]) -> Array {
         Array {
-            dtype: T::DTYPE,
+            layout: Layout::dense(T::DTYPE),
             buf: pool.copy_of(bytemuck::cast_slice(values)),
-            other: None,
         }
     }
     /// Wraps a buffer whose length is a multiple of the element size.
@@ -131,49 +130,76 @@ impl Array {
             )));
         }
         Ok(Array {
-            dtype,
+            layout: Layout::dense(dtype),
             buf,
-            other: None,
         })
     }
-    /// Wraps a buffer holding a partition of `layout`.
+    /// Wraps a buffer holding a partition of `layout`; the bytes are validated (a malformed
+    /// key-value partition is a data error).
     pub fn from_layout(layout: Layout, buf: Buf) -> Result<Array> {
         match layout {
             Layout::Dense { dtype } => Array::from_buf(dtype, buf),
+            Layout::KeyValue { .. } => {
+                super::kv::validate(layout, buf.as_slice())
+                    .map_err(|why| Error::data(format!("malformed key-value partition: {why}")))?;
+                Ok(Array { layout, buf })
+            }
             Layout::Edges { weighted } => {
                 super::graph::check_size(weighted, buf.len())?;
-                Ok(Array {
-                    dtype: DType::U8,
-                    buf,
-                    other: Some(layout),
-                })
+                Ok(Array { layout, buf })
             }
         }
     }
-    /// A partition of `layout` and `bytes` bytes whose values are unspecified.
+    /// A partition `pid` of `layout` received from a peer: validated like [`Array::from_layout`],
+    /// a malformed one is a protocol error naming the partition.
+    pub fn received(pid: u32, layout: Layout, buf: Buf) -> Result<Array> {
+        Array::from_layout(layout, buf)
+            .map_err(|e| Error::Protocol(format!("partition {pid} ({layout:?}): {e}")))
+    }
+    /// Checks a partition assembled from received pieces (as [`Array::received`]).
+    pub fn check_received(&self, pid: u32) -> Result<()> {
+        match self.layout {
+            // Whole units were checked piece by piece: any whole records are valid edges.
+            Layout::Dense { .. } | Layout::Edges { .. } => Ok(()),
+            Layout::KeyValue { .. } => super::kv::validate(self.layout, self.bytes())
+                .map(|_| ())
+                .map_err(|why| {
+                    Error::Protocol(format!(
+                        "partition {pid} ({:?}): malformed key-value partition: {why}",
+                        self.layout
+                    ))
+                }),
+        }
+    }
+    /// A partition of `layout` and `bytes` bytes whose values are unspecified (to be filled by
+    /// received pieces, then checked with [`Array::check_received`]).
     pub fn uninit_layout(pool: &Pool, layout: Layout, bytes: u64) -> Array {
         match layout {
             Layout::Dense { dtype } => Array::uninit(pool, dtype, (bytes / layout.unit()) as usize),
-            Layout::Edges { .. } => Array {
-                other: Some(layout),
-                ..Array::uninit(
-                    pool,
-                    DType::U8,
-                    (bytes / layout.unit() * layout.unit()) as usize,
-                )
+            Layout::KeyValue { .. } | Layout::Edges { .. } => Array {
+                layout,
+                buf: pool.get(bytes as usize),
             },
         }
     }
+    /// The element type of a dense array; `u8` for the encoded bytes of other layouts.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        match self.layout {
+            Layout::Dense { dtype } => dtype,
+            Layout::KeyValue { .. } | Layout::Edges { .. } => DType::U8,
+        }
     }
     /// How this array's bytes are arranged (on the wire).
     pub fn layout(&self) -> Layout {
-        self.other.unwrap_or(Layout::dense(self.dtype))
+        self.layout
     }
-    /// Number of elements.
+    /// The pool this array's buffer came from (`None` for an empty array).
+    pub fn pool(&self) -> Option<Pool> {
+        self.buf.pool()
+    }
+    /// Number of elements (of a dense array; bytes for other layouts).
     pub fn len(&self) -> usize {
-        self.buf.len() / self.dtype.size()
+        self.buf.len() / self.dtype().size()
     }
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
@@ -194,10 +220,17 @@ impl Array {
         Ok(bytemuck::cast_slice_mut(self.buf.as_mut_slice()))
     }
     fn check<T: Elem>(&self) -> Result<()> {
-        if T::DTYPE != self.dtype {
+        let Layout::Dense { dtype } = self.layout else {
+            return Err(Error::data(format!(
+                "a {:?} partition was read as an array of {}",
+                self.layout,
+                T::DTYPE.name()
+            )));
+        };
+        if T::DTYPE != dtype {
             return Err(Error::data(format!(
                 "array holds {} but was read as {}",
-                self.dtype.name(),
+                dtype.name(),
                 T::DTYPE.name()
             )));
         }
@@ -206,14 +239,9 @@ impl Array {
     /// A pooled copy.
     pub fn duplicate(&self, pool: &Pool) -> Array {
         Array {
-            dtype: self.dtype,
+            layout: self.layout,
             buf: pool.copy_of(self.bytes()),
-            other: self.other,
         }
-    }
-    /// The pool this array's buffer returns to (none for an empty array).
-    pub fn pool(&self) -> Option<Pool> {
-        self.buf.pool()
     }
     pub fn into_buf(self) -> Buf {
         self.buf

@@ -1,9 +1,18 @@
 //! Combiners: what happens when two partitions with the same id meet (built-in element-wise
 //! folds for every element type, keep-first, reject, or a user-defined [`CustomCombiner`]).
+//!
+//! Combiners are layout-aware: on dense arrays they work element by element as above; on
+//! key-value partitions ([`Layout::KeyValue`]) entries with equal keys are combined by the
+//! combiner applied to their values (sum, min, max of numbers, element-wise for arrays;
+//! `append` concatenates arrays or byte strings; keep-first; reject; or a user-defined
+//! [`KvCombiner`]), see [`super::kv`]. Edge partitions ([`Layout::Edges`]) with the same id
+//! are concatenated ([`super::graph::combine`]).
 
 use std::sync::Arc;
 
 use super::array::{Array, DType, Elem};
+use super::kv::KvCombiner;
+use super::layout::Layout;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -32,9 +41,14 @@ pub enum Combiner {
     Max,
     /// Keep the partition already in the table, drop the newcomer.
     KeepFirst,
-    /// Meeting the same id twice is an error.
+    /// Meeting the same id twice is an error (for key-value partitions: the same key).
     Reject,
+    /// Key-value tables: values with equal keys are concatenated (arrays, byte strings).
+    Append,
+    /// A user-defined combiner of whole dense partitions.
     Custom(Arc<dyn CustomCombiner>),
+    /// A user-defined combiner of the values of equal keys in key-value tables.
+    KeyValue(Arc<dyn KvCombiner>),
 }
 
 impl std::fmt::Debug for Combiner {
@@ -48,6 +62,26 @@ fn fold<T: Elem>(acc: &mut [u8], other: &[u8], f: impl Fn(T, T) -> T) {
     let other: &[T] = bytemuck::cast_slice(other);
     for (a, b) in acc.iter_mut().zip(other) {
         *a = f(*a, *b);
+    }
+}
+
+/// Folds `other` into `acc`, both runs of `dtype` elements at any alignment (the values of
+/// key-value entries), with sum, min or max.
+pub(crate) fn fold_unaligned(dtype: DType, acc: &mut [u8], other: &[u8], op: &Combiner) {
+    let n = dtype.size();
+    let mut x = [0u64; 1];
+    let mut y = [0u64; 1];
+    for (a, b) in acc.chunks_exact_mut(n).zip(other.chunks_exact(n)) {
+        let xa = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut x)[..n];
+        xa.copy_from_slice(a);
+        bytemuck::cast_slice_mut::<u64, u8>(&mut y)[..n].copy_from_slice(b);
+        fold_typed(
+            dtype,
+            &mut bytemuck::cast_slice_mut::<u64, u8>(&mut x)[..n],
+            &bytemuck::cast_slice::<u64, u8>(&y)[..n],
+            op,
+        );
+        a.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&x)[..n]);
     }
 }
 
@@ -86,9 +120,10 @@ impl Combiner {
             "max" => Combiner::Max,
             "keep-first" => Combiner::KeepFirst,
             "reject" => Combiner::Reject,
+            "append" => Combiner::Append,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown combiner {name:?} (sum, min, max, keep-first, reject)"
+                    "unknown combiner {name:?} (sum, min, max, keep-first, reject, append)"
                 )))
             }
         })
@@ -101,23 +136,52 @@ impl Combiner {
             Combiner::Max => "max",
             Combiner::KeepFirst => "keep-first",
             Combiner::Reject => "reject",
+            Combiner::Append => "append",
             Combiner::Custom(c) => c.name(),
+            Combiner::KeyValue(c) => c.name(),
         }
     }
 
-    /// True when partitions may be split into element ranges and combined range by range.
+    /// True when dense partitions may be split into element ranges and combined range by
+    /// range. Partitions of other layouts never are ([`Combiner::elementwise_on`]).
     pub fn elementwise(&self) -> bool {
         match self {
             Combiner::Sum | Combiner::Min | Combiner::Max => true,
-            Combiner::KeepFirst | Combiner::Reject => false,
+            Combiner::KeepFirst | Combiner::Reject | Combiner::Append | Combiner::KeyValue(_) => {
+                false
+            }
             Combiner::Custom(c) => c.elementwise(),
         }
     }
 
-    /// Folds `other` into `acc` (partition `id`, for error messages).
+    /// True when partitions of `layout` may be split into element ranges and combined range by
+    /// range: dense arrays with an element-wise combiner; never key-value partitions.
+    pub fn elementwise_on(&self, layout: Layout) -> bool {
+        layout.splittable() && self.elementwise()
+    }
+
+    /// Folds `other` into `acc` (partition `id`, for error messages). Dense arrays are folded
+    /// element by element; key-value partitions are merged key by key ([`super::kv`]).
     pub fn combine(&self, id: u32, acc: &mut Array, other: &Array) -> Result<()> {
         if acc.layout().is_edges() || other.layout().is_edges() {
             return super::graph::combine(self, id, acc, other);
+        }
+        if let Layout::KeyValue { .. } = acc.layout() {
+            if acc.layout() != other.layout() {
+                return Err(Error::data(format!(
+                    "partition {id}: cannot combine {} with {}",
+                    acc.layout().describe(acc.bytes().len() as u64),
+                    other.layout().describe(other.bytes().len() as u64)
+                )));
+            }
+            return super::kv::combine_partitions(self, id, acc, other);
+        }
+        if let Layout::KeyValue { .. } = other.layout() {
+            return Err(Error::data(format!(
+                "partition {id}: cannot combine {} with {}",
+                acc.layout().describe(acc.bytes().len() as u64),
+                other.layout().describe(other.bytes().len() as u64)
+            )));
         }
         match self {
             Combiner::KeepFirst => Ok(()),
@@ -125,6 +189,10 @@ impl Combiner {
                 "partition {id} arrived twice and the table's combiner rejects duplicates"
             ))),
             Combiner::Custom(c) => c.combine(acc, other),
+            Combiner::Append | Combiner::KeyValue(_) => Err(Error::data(format!(
+                "partition {id}: combiner {} combines key-value tables, not dense arrays",
+                self.name()
+            ))),
             _ => {
                 let dtype = acc.dtype();
                 self.combine_bytes(id, dtype, acc.bytes_mut(), other.dtype(), other.bytes())?;
@@ -188,7 +256,7 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for c in ["sum", "min", "max", "keep-first", "reject"] {
+        for c in ["sum", "min", "max", "keep-first", "reject", "append"] {
             assert_eq!(Combiner::parse(c).unwrap().name(), c);
         }
         assert!(Combiner::parse("avg")

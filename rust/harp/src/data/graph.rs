@@ -221,8 +221,9 @@ pub fn append(pool: &Pool, pid: u32, acc: &Array, other: &Array) -> Result<Array
 }
 
 /// What a table's combiner does to two edge partitions with the same id: `keep-first` keeps
-/// the partition held, `reject` refuses the second, a custom combiner does what it does, and
-/// every other (`sum`, `min`, `max`) appends the newcomer's edges ([`append`]).
+/// the partition held, `reject` refuses the second, a custom combiner does what it does, a
+/// key-value combiner is refused, and every other (`sum`, `min`, `max`, `append`) appends the
+/// newcomer's edges ([`append`]).
 pub fn combine(c: &Combiner, pid: u32, acc: &mut Array, other: &Array) -> Result<()> {
     match c {
         Combiner::KeepFirst => Ok(()),
@@ -230,7 +231,11 @@ pub fn combine(c: &Combiner, pid: u32, acc: &mut Array, other: &Array) -> Result
             "partition {pid} arrived twice and the table's combiner rejects duplicates"
         ))),
         Combiner::Custom(f) => f.combine(acc, other),
-        Combiner::Sum | Combiner::Min | Combiner::Max => {
+        Combiner::KeyValue(_) => Err(Error::data(format!(
+            "partition {pid}: combiner {} combines key-value tables, not edges",
+            c.name()
+        ))),
+        Combiner::Sum | Combiner::Min | Combiner::Max | Combiner::Append => {
             if other.bytes().is_empty() && acc.layout() == other.layout() {
                 return Ok(());
             }
@@ -244,15 +249,7 @@ pub fn combine(c: &Combiner, pid: u32, acc: &mut Array, other: &Array) -> Result
 /// The partition of vertex `v` among `partitions` (≥ 1): the stable hash of i64 keys of
 /// key-value tables, modulo `partitions`. The same on every worker, platform and run.
 pub fn vertex_partition(v: i64, partitions: u32) -> u32 {
-    (splitmix64(v as u64) % partitions.max(1) as u64) as u32
-}
-
-/// Placeholder until the key-value tables' documented hash is available: splitmix64.
-pub fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    super::kv::partition_of(super::kv::Key::I64(v), partitions)
 }
 
 #[cfg(test)]

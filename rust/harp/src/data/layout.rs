@@ -2,14 +2,17 @@
 //! its partition, so a receiver validates each piece and combines it with a partition it holds
 //! without guessing.
 //!
-//! Today there is one layout, [`Layout::Dense`]: a typed array. Key-value tables (i64, i32 or
-//! string keys; numeric, array or byte values) and graph partitions (vertices, edges, messages)
-//! are to be added as new variants, each saying here which byte ranges a piece may cover
-//! ([`Layout::unit`]) and what it is called in errors ([`Layout::describe`]).
+//! Layouts: [`Layout::Dense`], a typed array, [`Layout::KeyValue`], the entries of a
+//! key-value table encoded as in [`super::kv`] (also the vertex and message partitions of
+//! graphs), and [`Layout::Edges`], the edge records of [`super::graph`]. Each says here which
+//! byte ranges a piece may cover
+//! ([`Layout::unit`]), whether partitions may be cut into ranges that are combined range by
+//! range ([`Layout::splittable`]) and what it is called in errors ([`Layout::describe`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::array::DType;
+use super::kv::{KeyType, ValueType};
 use crate::error::{Error, Result};
 
 /// The arrangement of a partition's bytes.
@@ -17,7 +20,12 @@ use crate::error::{Error, Result};
 pub enum Layout {
     /// A dense array of `dtype` elements, little-endian.
     Dense { dtype: DType },
-    /// Edge records `(src i64, dst i64[, weight f64])`, little-endian (`data/graph.rs`).
+    /// Entries of a key-value table, keys ascending (encoding: [`super::kv`]). Pieces are
+    /// byte ranges (unit 1) that are only ever reassembled into whole partitions before they
+    /// are combined: a key-value partition is never combined range by range.
+    KeyValue { key: KeyType, value: ValueType },
+    /// Edge records `(src i64, dst i64[, weight f64])`, little-endian (`data/graph.rs`); equal
+    /// ids concatenate, never combined range by range.
     Edges { weighted: bool },
 }
 
@@ -35,7 +43,19 @@ impl Layout {
     pub fn unit(self) -> u64 {
         match self {
             Layout::Dense { dtype } => dtype.size() as u64,
+            Layout::KeyValue { .. } => 1,
             Layout::Edges { weighted } => super::graph::edge_bytes(weighted) as u64,
+        }
+    }
+
+    /// True when a partition may be cut into ranges of units that are combined range by range
+    /// with the same range of another partition (dense arrays); false when only whole
+    /// partitions can be combined (key-value partitions: sizes differ, entries have no fixed
+    /// place).
+    pub fn splittable(self) -> bool {
+        match self {
+            Layout::Dense { .. } => true,
+            Layout::KeyValue { .. } | Layout::Edges { .. } => false,
         }
     }
 
@@ -46,6 +66,11 @@ impl Layout {
                 format!("{} {} elements", total / self.unit(), dtype.name())
             }
             Layout::Edges { weighted } => super::graph::describe(weighted, total / self.unit()),
+            Layout::KeyValue { key, value } => format!(
+                "a key-value partition of {total} bytes ({} keys, {} values)",
+                key.name(),
+                value.name()
+            ),
         }
     }
 
@@ -64,10 +89,11 @@ impl Layout {
         Ok(())
     }
 
-    /// Checks that a piece of a partition of `theirs` layout and `their_total` bytes belongs to
-    /// the local partition `pid` of this layout and `total` bytes (same layout, same size).
+    /// Checks that a piece of a partition of `theirs` layout and `their_total` bytes can be
+    /// combined with the local partition `pid` of this layout and `total` bytes: same layout,
+    /// and for splittable layouts the same size (key-value partitions differ in size).
     pub fn check_same(self, pid: u32, total: u64, theirs: Layout, their_total: u64) -> Result<()> {
-        if self != theirs || total != their_total {
+        if self != theirs || (self.splittable() && total != their_total) {
             return Err(Error::data(format!(
                 "partition {pid}: this worker holds {}, a peer sent a piece of a partition of {}",
                 self.describe(total),

@@ -11,18 +11,24 @@
 //!   arrays and applies its [`Combiner`] whenever a partition arrives with an id it already
 //!   holds.
 //!
-//! Key-value and graph partitions are to be added as new [`Layout`] variants (with their own
-//! encodings and combiners); the collectives move pieces of any layout.
+//! * [`kv`]: key-value tables ([`Layout::KeyValue`]): key and value types, the partition
+//!   encoding, key-wise combining, the stable key → partition hash, and the [`kv::KvTable`]
+//!   builder with local aggregation.
+//!
+//! Graph partitions are to be added as new [`Layout`] variants (with their own encodings and
+//! combiners); the collectives move pieces of any layout.
 
 pub mod array;
 pub mod combiner;
 pub mod graph;
+pub mod kv;
 pub mod layout;
 pub mod partitioner;
 pub mod table;
 
 pub use array::{Array, DType, Elem};
 pub use combiner::{Combiner, CustomCombiner};
+pub use kv::{Key, KeyType, KvCombiner, KvTable, Value, ValueType};
 pub use layout::Layout;
 pub use partitioner::Partitioner;
 pub use table::{aggregate, Partition, Table};

@@ -9,7 +9,12 @@ public enum Combiner {
   /** Keep the partition already in the table. */
   KEEP_FIRST("keep-first"),
   /** Meeting the same id twice is an error. */
-  REJECT("reject");
+  REJECT("reject"),
+  /**
+   * Key-value tables: values of equal keys are concatenated (arrays, byte strings). Dense
+   * partitions cannot be appended (combining them with it is an error).
+   */
+  APPEND("append");
 
   private final String wireName;
 
