@@ -273,3 +273,94 @@ fn messages_must_be_keyed_by_vertex_id() {
     });
     assert!(results[0].contains("vertex id (i64)"), "{}", results[0]);
 }
+
+/// Edge pieces from a peer: whole records assemble into an edge partition (and append to the
+/// one held); a size that is not whole records, or a piece cut inside a record, is a protocol
+/// error naming the partition, before anything is combined.
+#[test]
+fn received_edge_pieces_are_checked() {
+    use harp::collective::{absorb, In};
+    use harp::wire::PieceMeta;
+    use harp::{Layout, Pool};
+    let pool = Pool::default();
+    let mut b = EdgeBuilder::new(false);
+    b.push(1, 2, 1.0);
+    b.push(3, 4, 1.0);
+    let bytes = b.build(&pool).bytes().to_vec();
+    let piece = |pid, total, offset: u64, len: u64| In {
+        meta: PieceMeta {
+            pid,
+            layout: Layout::Edges { weighted: false },
+            total,
+            offset,
+            len,
+            inline: false,
+        },
+        buf: pool.copy_of(&bytes[offset as usize..(offset + len) as usize]),
+    };
+    let mut t = Table::new(Combiner::Sum);
+    t.add(4, b.build(&pool)).unwrap();
+    absorb(
+        &mut t,
+        &pool,
+        vec![piece(4, 32, 16, 16), piece(4, 32, 0, 16)],
+    )
+    .unwrap();
+    let got: Vec<(i64, i64)> = Edges::of(t.get(4).unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| (e.src, e.dst))
+        .collect();
+    assert_eq!(got, vec![(1, 2), (3, 4), (1, 2), (3, 4)]);
+    for bad in [piece(6, 24, 0, 24), piece(6, 32, 8, 16), piece(6, 32, 0, 8)] {
+        let e = absorb(&mut t, &pool, vec![bad]).unwrap_err();
+        assert_eq!(e.kind(), "protocol", "{e}");
+        assert!(e.to_string().contains("partition 6"), "{e}");
+    }
+    assert_eq!(t.ids(), vec![4]);
+}
+
+/// Edge tables travel through the chunked broadcast and the allgather whole or in
+/// record-aligned pieces and arrive intact.
+#[test]
+fn edge_tables_survive_broadcast_and_allgather() {
+    use harp::collective::{AllgatherAlgorithm, BroadcastAlgorithm};
+    for p in [2usize, 3, 5] {
+        for algo in [BroadcastAlgorithm::Chain, BroadcastAlgorithm::Binomial] {
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = Table::new(Combiner::Sum);
+                if w.rank() == 1 {
+                    // About 4.8 MB of weighted edges: cut into chunks.
+                    let mut b = EdgeBuilder::new(true);
+                    for i in 0..200_000i64 {
+                        b.push(i, i * 7 - 3, i as f64 / 8.0);
+                    }
+                    t.put(3, b.build(w.pool()));
+                }
+                w.broadcast("b", &mut t, 1, algo).unwrap();
+                let e = Edges::of(t.get(3).unwrap()).unwrap();
+                let ok = e.len() == 200_000
+                    && e.iter().enumerate().all(|(i, e)| {
+                        let i = i as i64;
+                        e.src == i && e.dst == i * 7 - 3 && e.weight == i as f64 / 8.0
+                    });
+                let mut g = Table::new(Combiner::Sum);
+                let mut b = EdgeBuilder::new(false);
+                for i in 0..w.rank() as i64 {
+                    b.push(w.rank() as i64, i, 1.0);
+                }
+                g.put(w.rank() as u32, b.build(w.pool()));
+                w.allgather("g", &mut g, AllgatherAlgorithm::Ring).unwrap();
+                let sizes: Vec<usize> = (0..p as u32)
+                    .map(|r| Edges::of(g.get(r).unwrap()).unwrap().len())
+                    .collect();
+                w.close();
+                (ok, sizes)
+            });
+            for (ok, sizes) in results {
+                assert!(ok, "p = {p}, {algo:?}");
+                assert_eq!(sizes, (0..p).collect::<Vec<_>>());
+            }
+        }
+    }
+}
