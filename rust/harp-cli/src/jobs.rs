@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans, wordcount};
+use crate::{bench, check, kmeans, pagerank, wordcount};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -39,6 +39,8 @@ macro_rules! jobs {
 jobs! {
     /// K-means (Lloyd's algorithm).
     Kmeans(kmeans::KmeansArgs) => kmeans::run,
+    /// PageRank of an edge list.
+    Pagerank(pagerank::PagerankArgs) => pagerank::run,
     /// Time one collective.
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
@@ -89,6 +91,8 @@ mod tests {
         for job in ["kmeans", "bench", "check", "wordcount"] {
             let extra: &[&str] = match job {
                 "kmeans" | "wordcount" => &["--input", "p", "--output", "o"],
+        for job in ["kmeans", "pagerank", "bench", "check"] {
+                "kmeans" | "pagerank" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

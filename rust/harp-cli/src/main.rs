@@ -11,6 +11,7 @@ mod cluster;
 mod jobs;
 mod kmeans;
 mod options;
+mod pagerank;
 #[cfg(test)]
 mod vocabulary_tests;
 mod wordcount;

@@ -84,7 +84,8 @@ fn hex(bytes: &[u8]) -> String {
 /// byte length (u64) and bytes, all little-endian, partitions in id order. The layout is the
 /// element type's code (u8, 0–4) for a dense array, or 16 then the key type (u8: 0 i64, 1 i32,
 /// 2 str) and the value type (u8: the element type's code for a scalar, 64 + it for an array,
-/// 128 for bytes) for a key-value partition.
+/// 128 for bytes) for a key-value partition, or 17 then 0 or 1 (weighted) for an edge
+/// partition.
 pub fn encode_part(tables: &[(&str, &Table)]) -> Vec<u8> {
     let total: u64 = tables.iter().map(|(_, t)| t.bytes()).sum();
     let mut v = Vec::with_capacity(total as usize + 64);
@@ -109,10 +110,12 @@ pub fn encode_part(tables: &[(&str, &Table)]) -> Vec<u8> {
 }
 
 const KV_LAYOUT: u8 = 16;
+const EDGES_LAYOUT: u8 = 17;
 
 fn encode_layout(v: &mut Vec<u8>, layout: Layout) {
     match layout {
         Layout::Dense { dtype } => v.push(dtype as u8),
+        Layout::Edges { weighted } => v.extend_from_slice(&[EDGES_LAYOUT, weighted as u8]),
         Layout::KeyValue { key, value } => {
             v.push(KV_LAYOUT);
             v.push(match key {
@@ -134,6 +137,12 @@ fn decode_layout<'a>(
 ) -> std::result::Result<Layout, String> {
     let mut byte = || take(1).map(|b| b[0]).map_err(|e| e.to_string());
     let code = byte()?;
+    if code == EDGES_LAYOUT {
+        return match byte()? {
+            w @ (0 | 1) => Ok(Layout::Edges { weighted: w == 1 }),
+            w => Err(format!("bad edge layout {w}")),
+        };
+    }
     if code != KV_LAYOUT {
         return DType::from_u8(code)
             .map(Layout::dense)
@@ -512,6 +521,31 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode_part(&longer, &pool, "x").is_err());
+    }
+
+    /// Edge tables come back with their layouts; a bad weighted flag is refused.
+    #[test]
+    fn edge_tables_round_trip() {
+        use crate::data::graph::EdgeBuilder;
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        for (pid, weighted) in [(0u32, false), (5, true)] {
+            let mut b = EdgeBuilder::new(weighted);
+            b.push(1, -2, 0.5);
+            b.push(i64::MAX, 3, 2.0);
+            t.put(pid, b.build(&pool));
+        }
+        let bytes = encode_part(&[("e", &t)]);
+        let back = decode_part(&bytes, &pool, "x").unwrap();
+        for (id, a) in t.iter() {
+            let g = back[0].1.get(id).unwrap();
+            assert_eq!((g.layout(), g.bytes()), (a.layout(), a.bytes()));
+        }
+        let flag = bytes.iter().position(|&b| b == 17).unwrap() + 1;
+        let mut bad = bytes.clone();
+        bad[flag] = 7;
+        let e = decode_part(&bad, &pool, "x").unwrap_err().to_string();
+        assert!(e.contains("bad edge layout 7"), "{e}");
     }
 
     /// Key-value tables (str → i64, i32 → f64[], i64 → bytes) come back byte for byte, with

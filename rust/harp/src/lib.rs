@@ -11,6 +11,7 @@
 //! * [`topology`]: hosts, racks, rack-ordered chains.
 //! * [`collective`]: the collective algorithms, their automatic choices and the piece machinery.
 //! * [`worker`]: a running worker and its synchronous collective API.
+//! * [`graph`]: the graph collectives (regroup edges, send edges or messages to vertices).
 //! * [`storage`]: local files and `hdfs://` behind one trait.
 //! * [`io`]: Hadoop-style input splitting and reading of a worker's share (lines, records).
 //! * [`checkpoint`]: consistent checkpoints of named tables at an iteration (resume).
@@ -25,6 +26,7 @@ pub mod collective;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod graph;
 pub mod io;
 pub mod pool;
 pub mod storage;

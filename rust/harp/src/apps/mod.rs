@@ -5,3 +5,5 @@
 pub mod kmeans;
 pub mod output;
 pub mod wordcount;
+//! * [`pagerank`]: PageRank on the graph tables.
+pub mod pagerank;

@@ -82,7 +82,8 @@ impl Elem for u8 {
 }
 
 /// A partition's data in a pooled buffer: a typed array ([`Layout::Dense`]) or the encoded
-/// bytes of another layout (key-value partitions, [`super::kv`]).
+/// bytes of another layout (key-value partitions, [`super::kv`]; edge partitions,
+/// [`super::graph`]).
 pub struct Array {
     layout: Layout,
     buf: Buf,
@@ -143,6 +144,10 @@ impl Array {
                     .map_err(|why| Error::data(format!("malformed key-value partition: {why}")))?;
                 Ok(Array { layout, buf })
             }
+            Layout::Edges { weighted } => {
+                super::graph::check_size(weighted, buf.len())?;
+                Ok(Array { layout, buf })
+            }
         }
     }
     /// A partition `pid` of `layout` received from a peer: validated like [`Array::from_layout`],
@@ -154,7 +159,8 @@ impl Array {
     /// Checks a partition assembled from received pieces (as [`Array::received`]).
     pub fn check_received(&self, pid: u32) -> Result<()> {
         match self.layout {
-            Layout::Dense { .. } => Ok(()),
+            // Whole units were checked piece by piece: any whole records are valid edges.
+            Layout::Dense { .. } | Layout::Edges { .. } => Ok(()),
             Layout::KeyValue { .. } => super::kv::validate(self.layout, self.bytes())
                 .map(|_| ())
                 .map_err(|why| {
@@ -170,7 +176,7 @@ impl Array {
     pub fn uninit_layout(pool: &Pool, layout: Layout, bytes: u64) -> Array {
         match layout {
             Layout::Dense { dtype } => Array::uninit(pool, dtype, (bytes / layout.unit()) as usize),
-            Layout::KeyValue { .. } => Array {
+            Layout::KeyValue { .. } | Layout::Edges { .. } => Array {
                 layout,
                 buf: pool.get(bytes as usize),
             },
@@ -180,7 +186,7 @@ impl Array {
     pub fn dtype(&self) -> DType {
         match self.layout {
             Layout::Dense { dtype } => dtype,
-            Layout::KeyValue { .. } => DType::U8,
+            Layout::KeyValue { .. } | Layout::Edges { .. } => DType::U8,
         }
     }
     /// How this array's bytes are arranged (on the wire).

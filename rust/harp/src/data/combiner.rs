@@ -5,7 +5,8 @@
 //! key-value partitions ([`Layout::KeyValue`]) entries with equal keys are combined by the
 //! combiner applied to their values (sum, min, max of numbers, element-wise for arrays;
 //! `append` concatenates arrays or byte strings; keep-first; reject; or a user-defined
-//! [`KvCombiner`]), see [`super::kv`].
+//! [`KvCombiner`]), see [`super::kv`]. Edge partitions ([`Layout::Edges`]) with the same id
+//! are concatenated ([`super::graph::combine`]).
 
 use std::sync::Arc;
 
@@ -162,6 +163,9 @@ impl Combiner {
     /// Folds `other` into `acc` (partition `id`, for error messages). Dense arrays are folded
     /// element by element; key-value partitions are merged key by key ([`super::kv`]).
     pub fn combine(&self, id: u32, acc: &mut Array, other: &Array) -> Result<()> {
+        if acc.layout().is_edges() || other.layout().is_edges() {
+            return super::graph::combine(self, id, acc, other);
+        }
         if let Layout::KeyValue { .. } = acc.layout() {
             if acc.layout() != other.layout() {
                 return Err(Error::data(format!(

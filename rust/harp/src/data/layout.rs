@@ -2,9 +2,10 @@
 //! its partition, so a receiver validates each piece and combines it with a partition it holds
 //! without guessing.
 //!
-//! Layouts: [`Layout::Dense`], a typed array, and [`Layout::KeyValue`], the entries of a
-//! key-value table encoded as in [`super::kv`]. Graph partitions (vertices, edges, messages)
-//! are to be added as new variants, each saying here which byte ranges a piece may cover
+//! Layouts: [`Layout::Dense`], a typed array, [`Layout::KeyValue`], the entries of a
+//! key-value table encoded as in [`super::kv`] (also the vertex and message partitions of
+//! graphs), and [`Layout::Edges`], the edge records of [`super::graph`]. Each says here which
+//! byte ranges a piece may cover
 //! ([`Layout::unit`]), whether partitions may be cut into ranges that are combined range by
 //! range ([`Layout::splittable`]) and what it is called in errors ([`Layout::describe`]).
 
@@ -23,11 +24,18 @@ pub enum Layout {
     /// byte ranges (unit 1) that are only ever reassembled into whole partitions before they
     /// are combined: a key-value partition is never combined range by range.
     KeyValue { key: KeyType, value: ValueType },
+    /// Edge records `(src i64, dst i64[, weight f64])`, little-endian (`data/graph.rs`); equal
+    /// ids concatenate, never combined range by range.
+    Edges { weighted: bool },
 }
 
 impl Layout {
     pub fn dense(dtype: DType) -> Layout {
         Layout::Dense { dtype }
+    }
+
+    pub fn is_edges(self) -> bool {
+        matches!(self, Layout::Edges { .. })
     }
 
     /// The indivisible run of bytes: a partition's size and every piece's offset and length
@@ -36,6 +44,7 @@ impl Layout {
         match self {
             Layout::Dense { dtype } => dtype.size() as u64,
             Layout::KeyValue { .. } => 1,
+            Layout::Edges { weighted } => super::graph::edge_bytes(weighted) as u64,
         }
     }
 
@@ -46,7 +55,7 @@ impl Layout {
     pub fn splittable(self) -> bool {
         match self {
             Layout::Dense { .. } => true,
-            Layout::KeyValue { .. } => false,
+            Layout::KeyValue { .. } | Layout::Edges { .. } => false,
         }
     }
 
@@ -56,6 +65,7 @@ impl Layout {
             Layout::Dense { dtype } => {
                 format!("{} {} elements", total / self.unit(), dtype.name())
             }
+            Layout::Edges { weighted } => super::graph::describe(weighted, total / self.unit()),
             Layout::KeyValue { key, value } => format!(
                 "a key-value partition of {total} bytes ({} keys, {} values)",
                 key.name(),

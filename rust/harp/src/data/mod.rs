@@ -20,6 +20,7 @@
 
 pub mod array;
 pub mod combiner;
+pub mod graph;
 pub mod kv;
 pub mod layout;
 pub mod partitioner;

@@ -1,0 +1,685 @@
+//! PageRank on the graph tables (docs/apps-graph.md).
+//!
+//! Input: text lines `src dst` (two non-negative integer vertex ids separated by spaces or
+//! tabs); blank lines and lines starting with `#` are skipped. Every id seen is a vertex
+//! (N = the number of distinct ids), ranks start at 1/N and each iteration computes
+//!
+//! ```text
+//! r'(v) = (1 − d)/N + d · (Σ_{u→v} r(u)/outdeg(u) + D/N)
+//! ```
+//!
+//! where D is the total rank of the vertices without out-edges. Every line is an edge:
+//! duplicate lines are separate out-edges (u → v twice carries twice the share) and a
+//! self-loop u → u is an out-edge of u to itself.
+//!
+//! The distributed run ([`run`]): each worker reads its share of the lines; the edges are
+//! regrouped by source ([`crate::graph::regroup_edges`]), so each worker holds the out-edges
+//! of its vertices (vertex `v` lives on worker `vertex_partition(v, W) mod W`); each worker
+//! sends every owner the sorted distinct destination ids it will send contributions to (a
+//! regroup of ids), which tells every worker its vertices and fixes a *message plan*: per
+//! iteration, the contributions to each owner are one dense f64 array in that key order
+//! ([`Messages::Compiled`]), or, with [`Messages::KeyValue`], a key-value message table sent
+//! with [`crate::graph::send_messages`] (sum) every iteration. Both give bit-identical ranks:
+//! the sums are taken in the same order. D and N travel by allreduce.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
+use crate::data::graph::{EdgeBuilder, Edges, Endpoint};
+use crate::data::kv::{Key, KeyType, KvTable, ValueType};
+use crate::data::{Array, Combiner, DType, Partitioner, Table};
+use crate::error::{Error, Result};
+use crate::io::{quote, read_lines, spread, LineError};
+use crate::storage::{FileInfo, Storage};
+use crate::worker::Worker;
+
+/// How contributions travel each iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Messages {
+    /// Dense f64 arrays in the key order fixed before the first iteration (no keys on the wire).
+    Compiled,
+    /// A key-value message table (vertex → contribution, sum) every iteration.
+    KeyValue,
+}
+
+impl std::str::FromStr for Messages {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Messages> {
+        match s {
+            "compiled" => Ok(Messages::Compiled),
+            "kv" => Ok(Messages::KeyValue),
+            _ => Err(Error::config(format!(
+                "unknown message plan {s:?} (compiled, kv)"
+            ))),
+        }
+    }
+}
+
+/// What [`run`] needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Edges: a file or a directory of files.
+    pub input: String,
+    pub iterations: usize,
+    pub damping: f64,
+    /// Compute threads per worker.
+    pub threads: usize,
+    pub messages: Messages,
+}
+
+impl Options {
+    pub fn new(input: impl Into<String>, iterations: usize) -> Options {
+        Options {
+            input: input.into(),
+            iterations,
+            damping: 0.85,
+            threads: 1,
+            messages: Messages::Compiled,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.damping.is_finite() && (0.0..=1.0).contains(&self.damping)) {
+            return Err(Error::config(format!(
+                "--damping must be a number in [0, 1], not {}",
+                self.damping
+            )));
+        }
+        if self.threads == 0 {
+            return Err(Error::config("--threads must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The result on one worker.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// This worker's vertices in increasing id order, with their ranks.
+    pub vertices: Vec<i64>,
+    pub ranks: Vec<f64>,
+    /// Distinct vertices and edges of the whole graph.
+    pub n: u64,
+    pub edges: u64,
+    /// Reading, regrouping and planning, in seconds.
+    pub load_s: f64,
+    /// Seconds per iteration.
+    pub iteration_s: Vec<f64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+#[inline]
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t' || b == b'\r'
+}
+
+/// A vertex id: a non-negative decimal integer that fits in i64.
+fn parse_id(tok: &[u8]) -> Option<i64> {
+    if tok.is_empty() || tok.len() > 19 || !tok.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = tok
+        .iter()
+        .fold(0u64, |acc, &d| acc * 10 + (d - b'0') as u64);
+    i64::try_from(v).ok()
+}
+
+/// Parses the lines in `buf` (whole lines) into `out`.
+fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        let end = buf[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| pos + i);
+        let line = &buf[pos..end];
+        let bad = |msg: String| LineError {
+            line_start: pos,
+            msg,
+        };
+        let mut toks = line.split(|&b| is_blank(b)).filter(|t| !t.is_empty());
+        match (toks.next(), toks.next(), toks.next()) {
+            (None, _, _) => {}
+            (Some(t), _, _) if t.starts_with(b"#") => {}
+            (Some(a), Some(b), None) => {
+                let id = |t: &[u8]| {
+                    parse_id(t).ok_or_else(|| {
+                        bad(format!(
+                            "bad vertex id {}: expected a non-negative integer (at most {})",
+                            quote(t),
+                            i64::MAX
+                        ))
+                    })
+                };
+                out.push(id(a)?, id(b)?, 1.0);
+            }
+            (Some(_), None, _) | (Some(_), Some(_), Some(_)) => {
+                let n = line
+                    .split(|&b| is_blank(b))
+                    .filter(|t| !t.is_empty())
+                    .count();
+                return Err(bad(format!(
+                    "expected 2 fields (src dst), found {n}: {}",
+                    quote(line)
+                )));
+            }
+        }
+        pos = end + 1;
+    }
+    Ok(())
+}
+
+/// The edges of the lines of `files` that belong to `rank` of `workers` (Hadoop-style line
+/// shares), as one unweighted edge partition.
+pub fn load_share(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    rank: usize,
+    workers: usize,
+) -> Result<EdgeBuilder> {
+    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
+    let mut out = EdgeBuilder::new(false);
+    for (f, (s, e)) in files.iter().zip(spread(&sizes, rank, workers)) {
+        read_lines(
+            storage,
+            f,
+            s,
+            e,
+            crate::io::lines::STREAM_BLOCK,
+            |lines, _| {
+                if out.is_empty() {
+                    // About 12 bytes of text per edge: one reservation for the share.
+                    out.reserve((e.saturating_sub(s) / 12) as usize);
+                }
+                parse_edges(lines, &mut out)
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+/// Every edge of `path` (a file or a directory), in input order (for tests and the reference).
+pub fn read_all_edges(storage: &dyn Storage, path: &str) -> Result<Vec<(i64, i64)>> {
+    let files = storage.list_input(path, false)?;
+    let b = load_share(storage, &files, 0, 1)?;
+    let pool = crate::pool::Pool::default();
+    let a = b.build(&pool);
+    let e = Edges::of(&a)?;
+    Ok(e.iter().map(|e| (e.src, e.dst)).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sequential reference
+
+/// PageRank of the edge list `edges`, straightforwardly: every vertex in increasing id order
+/// with its rank after `iterations` iterations.
+pub fn reference(edges: &[(i64, i64)], iterations: usize, damping: f64) -> Vec<(i64, f64)> {
+    let mut ids: Vec<i64> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let n = ids.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let index: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let mut outdeg = vec![0usize; n];
+    for (a, _) in edges {
+        outdeg[index[a]] += 1;
+    }
+    let nf = n as f64;
+    let mut rank = vec![1.0 / nf; n];
+    for _ in 0..iterations {
+        let dangling: f64 = (0..n).filter(|&i| outdeg[i] == 0).map(|i| rank[i]).sum();
+        let mut incoming = vec![0.0f64; n];
+        for (a, b) in edges {
+            let u = index[a];
+            incoming[index[b]] += rank[u] / outdeg[u] as f64;
+        }
+        for i in 0..n {
+            rank[i] = (1.0 - damping) / nf + damping * (incoming[i] + dangling / nf);
+        }
+    }
+    ids.into_iter().zip(rank).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The distributed run
+
+type IdMap = HashMap<i64, u32, std::hash::BuildHasherDefault<crate::data::kv::KeyHasher>>;
+
+/// This worker's part of the graph after the edges are regrouped and the plan is made.
+struct Local {
+    /// This worker's vertices, highest out-degree first.
+    vertices: Vec<i64>,
+    /// Out-degree of each local vertex.
+    outdeg: Vec<u32>,
+    /// Local out-edges in regrouped order: source index and destination id.
+    src: Vec<u32>,
+    dst: Vec<i64>,
+    /// The plan: `keys[o]` = the sorted distinct destinations owned by worker `o`; slot of a
+    /// key = `offset[o]` + its position; `by_slot` = the edges' source indices grouped by slot
+    /// (CSR: `slot_start`), each group in edge order.
+    offset: Vec<usize>,
+    slot_start: Vec<u32>,
+    by_slot: Vec<u32>,
+    /// For each sender `s`, the local index of every key it sends, in its order.
+    incoming: Vec<Vec<u32>>,
+}
+
+/// The label of a worker-pair partition: sender `s` to owner `o` (owner = id mod W).
+fn pair(s: usize, o: usize, p: usize) -> u32 {
+    (s * p + o) as u32
+}
+
+fn plan(w: &Worker, label: &str, edges: &Table) -> Result<Local> {
+    let (me, p) = (w.rank(), w.size());
+    let mut srcs: Vec<i64> = Vec::new();
+    let mut dst: Vec<i64> = Vec::new();
+    for (_, a) in edges.iter() {
+        let e = Edges::of(a)?;
+        srcs.reserve(e.len());
+        dst.reserve(e.len());
+        for i in 0..e.len() {
+            srcs.push(e.src(i));
+            dst.push(e.dst(i));
+        }
+    }
+    // The distinct destinations per owner, sorted: the keys of the plan.
+    let mut keys: Vec<Vec<i64>> = vec![Vec::new(); p];
+    {
+        let mut all = dst.clone();
+        all.par_sort_unstable();
+        all.dedup();
+        for v in all {
+            keys[crate::graph::vertex_owner(v, p as u32, p)].push(v);
+        }
+    }
+    // Send each owner its keys (ids, dense i64): every worker learns who sends it what.
+    let mut t = Table::new(Combiner::Reject);
+    for (o, k) in keys.iter().enumerate() {
+        t.put(pair(me, o, p), Array::from_slice(w.pool(), k));
+    }
+    w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
+    let mut got: Vec<Vec<i64>> = vec![Vec::new(); p];
+    for (pid, a) in t.iter() {
+        let (s, o) = (pid as usize / p, pid as usize % p);
+        if o != me || s >= p {
+            return Err(Error::data(format!("{label}: unexpected key list {pid}")));
+        }
+        got[s] = a.as_slice::<i64>()?.to_vec();
+    }
+    drop(t);
+    // This worker's vertices: the sources it holds and the destinations sent to it.
+    let mut vertices: Vec<i64> = srcs.clone();
+    for k in &got {
+        vertices.extend_from_slice(k);
+    }
+    vertices.par_sort_unstable();
+    vertices.dedup();
+    if vertices.len() > u32::MAX as usize {
+        return Err(Error::data("more than 2^32 vertices on one worker"));
+    }
+    let index: IdMap = vertices
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v, i as u32))
+        .collect();
+    let mut src: Vec<u32> = srcs.iter().map(|v| index[v]).collect();
+    drop(srcs);
+    let mut outdeg = vec![0u32; vertices.len()];
+    for &u in &src {
+        outdeg[u as usize] += 1;
+    }
+    // Local order: highest out-degree first (ties by id), so that the ranks most edges read
+    // stay in cache. Sums are unaffected: each slot still adds its edges in edge order.
+    let mut order: Vec<u32> = (0..vertices.len() as u32).collect();
+    order.par_sort_unstable_by_key(|&i| (std::cmp::Reverse(outdeg[i as usize]), i));
+    let mut new_of = vec![0u32; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_of[old as usize] = new as u32;
+    }
+    let vertices: Vec<i64> = order.iter().map(|&i| vertices[i as usize]).collect();
+    let outdeg: Vec<u32> = order.iter().map(|&i| outdeg[i as usize]).collect();
+    drop(order);
+    for u in src.iter_mut() {
+        *u = new_of[*u as usize];
+    }
+    let incoming: Vec<Vec<u32>> = got
+        .iter()
+        .map(|k| k.iter().map(|v| new_of[index[v] as usize]).collect())
+        .collect();
+    drop((index, new_of));
+    // Slots: position of each edge's destination among the keys of its owner.
+    let mut offset = vec![0usize; p + 1];
+    for o in 0..p {
+        offset[o + 1] = offset[o] + keys[o].len();
+    }
+    let slot_of: IdMap = keys
+        .iter()
+        .enumerate()
+        .flat_map(|(o, k)| {
+            let base = offset[o];
+            k.iter()
+                .enumerate()
+                .map(move |(i, &v)| (v, (base + i) as u32))
+        })
+        .collect();
+    let slots = offset[p];
+    let mut slot_start = vec![0u32; slots + 1];
+    let edge_slot: Vec<u32> = dst.iter().map(|v| slot_of[v]).collect();
+    drop(slot_of);
+    for &s in &edge_slot {
+        slot_start[s as usize + 1] += 1;
+    }
+    for i in 0..slots {
+        slot_start[i + 1] += slot_start[i];
+    }
+    let mut fill: Vec<u32> = slot_start[..slots].to_vec();
+    let mut by_slot = vec![0u32; src.len()];
+    for (e, &s) in edge_slot.iter().enumerate() {
+        by_slot[fill[s as usize] as usize] = src[e];
+        fill[s as usize] += 1;
+    }
+    Ok(Local {
+        vertices,
+        outdeg,
+        src,
+        dst,
+        offset,
+        slot_start,
+        by_slot,
+        incoming,
+    })
+}
+
+/// The order in which a worker adds the contributions of its senders: itself first, then the
+/// others by rank (the order a regroup combines partitions with the same id in).
+fn sender_order(me: usize, p: usize) -> impl Iterator<Item = usize> {
+    std::iter::once(me).chain((0..p).filter(move |&s| s != me))
+}
+
+/// The total rank of the dangling vertices: the workers' partial sums, added in rank order
+/// (the same bits on every worker and in both message modes).
+fn dangling_total(parts: impl Iterator<Item = f64>) -> f64 {
+    parts.fold(0.0, |acc, x| acc + x)
+}
+
+/// One iteration's exchange with the compiled plan: every owner gets one dense f64 array of
+/// the contributions for its keys in plan order, plus this worker's dangling rank as the last
+/// element. Returns the incoming sum of every local vertex and the total dangling rank.
+fn exchange_compiled(
+    w: &Worker,
+    label: &str,
+    g: &Local,
+    share: &[f64],
+    dangling: f64,
+) -> Result<(Vec<f64>, f64)> {
+    let (me, p) = (w.rank(), w.size());
+    let mut t = Table::new(Combiner::Reject);
+    for o in 0..p {
+        let (from, to) = (g.offset[o], g.offset[o + 1]);
+        let mut a = Array::uninit(w.pool(), DType::F64, to - from + 1);
+        let out = a.as_mut_slice::<f64>()?;
+        out[to - from] = dangling;
+        out[..to - from]
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(4096)
+            .for_each(|(i, out)| {
+                let s = from + i;
+                let (a, b) = (g.slot_start[s] as usize, g.slot_start[s + 1] as usize);
+                let mut acc = 0.0f64;
+                for &u in &g.by_slot[a..b] {
+                    acc += share[u as usize];
+                }
+                *out = acc;
+            });
+        t.put(pair(me, o, p), a);
+    }
+    w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
+    let mut incoming = vec![0.0f64; g.vertices.len()];
+    let mut parts = vec![0.0f64; p];
+    for s in sender_order(me, p) {
+        let vals = match t.get(pair(s, me, p)) {
+            Some(a) => a.as_slice::<f64>()?,
+            None => &[],
+        };
+        let idx = &g.incoming[s];
+        let Some((&theirs, vals)) = vals.split_last().filter(|(_, v)| v.len() == idx.len()) else {
+            return Err(Error::data(format!(
+                "{label}: rank {s} sent {} values, the plan expects {}",
+                vals.len(),
+                idx.len() + 1
+            )));
+        };
+        parts[s] = theirs;
+        for (&i, &v) in idx.iter().zip(vals) {
+            incoming[i as usize] += v;
+        }
+    }
+    Ok((incoming, dangling_total(parts.into_iter())))
+}
+
+/// One iteration's exchange with key-value messages: a message table (destination → sum of
+/// contributions) sent with [`crate::graph::send_messages`], and an allgather of the workers'
+/// dangling ranks. Same sums in the same order as [`exchange_compiled`].
+fn exchange_kv(
+    w: &Worker,
+    label: &str,
+    g: &Local,
+    index: &IdMap,
+    share: &[f64],
+    dangling: f64,
+) -> Result<(Vec<f64>, f64)> {
+    let (me, p) = (w.rank(), w.size());
+    let mut kv = KvTable::new(
+        KeyType::I64,
+        ValueType::Scalar(DType::F64),
+        Combiner::Sum,
+        p as u32,
+    )?;
+    for (&u, &v) in g.src.iter().zip(&g.dst) {
+        kv.add_scalar(v, share[u as usize])?;
+    }
+    let got = crate::graph::send_messages(w, label, kv)?;
+    let mut incoming = vec![0.0f64; g.vertices.len()];
+    for (pid, a) in got.iter() {
+        for (k, v) in crate::data::kv::entries(a)? {
+            let i = match k {
+                Key::I64(k) => index.get(&k).copied(),
+                _ => None,
+            };
+            let i = i.ok_or_else(|| {
+                Error::data(format!(
+                    "{label}: partition {pid}: a message to {k}, not a vertex here"
+                ))
+            })?;
+            incoming[i as usize] = v.get::<f64>()?;
+        }
+    }
+    let mut d = Table::new(Combiner::Reject);
+    d.put(me as u32, Array::from_slice(w.pool(), &[dangling]));
+    w.allgather(label, &mut d, AllgatherAlgorithm::Ring)?;
+    let parts = (0..p as u32)
+        .map(|r| {
+            Ok(d.get(r)
+                .map(|a| a.as_slice::<f64>())
+                .transpose()?
+                .and_then(|x| x.first().copied())
+                .unwrap_or(0.0))
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    Ok((incoming, dangling_total(parts.into_iter())))
+}
+
+/// Runs PageRank on this worker's share of the input; every worker calls it.
+pub fn run(w: &Worker, opts: &Options, mut each: impl FnMut(usize, f64) + Send) -> Result<Outcome> {
+    opts.validate()?;
+    let threads = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .build()
+        .map_err(|e| Error::config(format!("cannot start {} threads: {e}", opts.threads)))?;
+    threads.install(|| run_in(w, opts, &mut each))
+}
+
+fn run_in(
+    w: &Worker,
+    opts: &Options,
+    each: &mut (dyn FnMut(usize, f64) + Send),
+) -> Result<Outcome> {
+    let (me, p) = (w.rank(), w.size());
+    let t0 = Instant::now();
+    let storage = crate::storage::for_path_on(&opts.input, Some(w.runtime().clone()))?;
+    let loaded = storage.list_input(&opts.input, false).and_then(|files| {
+        if files.is_empty() {
+            return Err(Error::config(format!(
+                "no input files in {}",
+                quote(opts.input.as_bytes())
+            )));
+        }
+        load_share(&*storage, &files, me, p)
+    });
+    let failed = loaded.as_ref().err().map(|e| Error::config(e.to_string()));
+    crate::checkpoint::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
+    let mut edges = Table::new(Combiner::Sum);
+    edges.put(me as u32, loaded?.build(w.pool()));
+    crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
+    let g = plan(w, "pagerank-plan", &edges)?;
+    drop(edges);
+    let mut totals = Table::new(Combiner::Sum);
+    totals.put(
+        0,
+        Array::from_slice(w.pool(), &[g.vertices.len() as i64, g.src.len() as i64]),
+    );
+    w.allreduce("pagerank-n", &mut totals, AllreduceAlgorithm::Auto)?;
+    let (n, m) = {
+        let t = totals.get(0).expect("totals").as_slice::<i64>()?;
+        (t[0] as u64, t[1] as u64)
+    };
+    let load_s = t0.elapsed().as_secs_f64();
+    let nf = n as f64;
+    let d = opts.damping;
+    // Key-value messages are looked up by vertex id.
+    let index: IdMap = match opts.messages {
+        Messages::KeyValue => g
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v, i as u32))
+            .collect(),
+        Messages::Compiled => IdMap::default(),
+    };
+    let mut rank = vec![1.0 / nf; g.vertices.len()];
+    let mut share = vec![0.0f64; g.vertices.len()];
+    let mut iteration_s = Vec::with_capacity(opts.iterations);
+    for it in 0..opts.iterations {
+        let ti = Instant::now();
+        let mut dangling = 0.0f64;
+        for (i, (&r, &k)) in rank.iter().zip(&g.outdeg).enumerate() {
+            if k == 0 {
+                dangling += r;
+                share[i] = 0.0;
+            } else {
+                share[i] = r / k as f64;
+            }
+        }
+        let (incoming, dangling) = match opts.messages {
+            Messages::Compiled => exchange_compiled(w, "pagerank-messages", &g, &share, dangling)?,
+            Messages::KeyValue => {
+                exchange_kv(w, "pagerank-messages", &g, &index, &share, dangling)?
+            }
+        };
+        rank.par_iter_mut()
+            .zip(incoming.par_iter())
+            .for_each(|(r, &inc)| *r = (1.0 - d) / nf + d * (inc + dangling / nf));
+        let secs = ti.elapsed().as_secs_f64();
+        iteration_s.push(secs);
+        each(it + 1, secs);
+    }
+    let mut out: Vec<(i64, f64)> = g.vertices.iter().copied().zip(rank).collect();
+    out.par_sort_unstable_by_key(|x| x.0);
+    Ok(Outcome {
+        vertices: out.iter().map(|x| x.0).collect(),
+        ranks: out.iter().map(|x| x.1).collect(),
+        n,
+        edges: m,
+        load_s,
+        iteration_s,
+    })
+}
+
+/// `vertex<TAB>rank` lines, ranks in Rust's shortest round-trip form.
+pub fn format_ranks(vertices: &[i64], ranks: &[f64]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(vertices.len() * 28);
+    for (v, r) in vertices.iter().zip(ranks) {
+        let _ = writeln!(s, "{v}\t{r}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<(i64, i64)>, LineError> {
+        let mut b = EdgeBuilder::new(false);
+        parse_edges(text.as_bytes(), &mut b)?;
+        let pool = crate::pool::Pool::default();
+        let a = b.build(&pool);
+        Ok(Edges::of(&a)
+            .unwrap()
+            .iter()
+            .map(|e| (e.src, e.dst))
+            .collect())
+    }
+
+    #[test]
+    fn lines_parse_into_edges() {
+        assert_eq!(
+            parse("1 2\n# comment\n\n 3\t4 \r\n9223372036854775807 0").unwrap(),
+            vec![(1, 2), (3, 4), (i64::MAX, 0)]
+        );
+        let e = parse("1 2\n1 2 3\n").unwrap_err();
+        assert_eq!(e.line_start, 4);
+        assert_eq!(e.msg, "expected 2 fields (src dst), found 3: '1 2 3'");
+        let e = parse("7\n").unwrap_err();
+        assert!(e.msg.contains("found 1: '7'"), "{}", e.msg);
+        for bad in ["-1", "x", "1.5", "9223372036854775808", "+3"] {
+            let e = parse(&format!("1 {bad}\n")).unwrap_err();
+            assert!(
+                e.msg.contains(&format!("bad vertex id '{bad}'")),
+                "{}",
+                e.msg
+            );
+        }
+    }
+
+    #[test]
+    fn the_reference_follows_the_formula() {
+        // 0 → 1, 1 → 0, 2 dangling with an edge to it: by hand for one iteration.
+        let edges = [(0, 1), (1, 0), (0, 2)];
+        let got = reference(&edges, 1, 0.85);
+        let (n, d) = (3.0, 0.85);
+        let r0 = 1.0 / n;
+        let dang = r0;
+        let want = [
+            (1.0 - d) / n + d * (r0 + dang / n),
+            (1.0 - d) / n + d * (r0 / 2.0 + dang / n),
+            (1.0 - d) / n + d * (r0 / 2.0 + dang / n),
+        ];
+        for (i, (v, r)) in got.iter().enumerate() {
+            assert_eq!(*v, i as i64);
+            assert!((r - want[i]).abs() < 1e-15, "{r} vs {}", want[i]);
+        }
+        // Ranks sum to 1 with dangling mass redistributed.
+        let got = reference(&[(5, 6), (6, 6), (6, 7), (5, 6)], 20, 0.85);
+        let s: f64 = got.iter().map(|x| x.1).sum();
+        assert!((s - 1.0).abs() < 1e-12, "{s}");
+    }
+}

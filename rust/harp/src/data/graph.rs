@@ -1,0 +1,367 @@
+//! Graph partitions: edge partitions ([`Layout::Edges`]) with their typed builder and reader.
+//!
+//! An edge partition is a run of fixed-size records, little-endian, no header:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..8 | `src`, i64 |
+//! | 8..16 | `dst`, i64 |
+//! | 16..24 | `weight`, f64 (only when the layout says `weighted`) |
+//!
+//! The unit of the layout is the record (16 or 24 bytes), so pieces on the wire always carry
+//! whole edges and any run of whole records is a valid partition: a received partition is
+//! checked for its size only ([`check`]). Two edge partitions with the same id combine by
+//! concatenation ([`append`]): the edges of the partition already held, then the newcomer's.
+//!
+//! Vertex partitions (vertex id → value) and message partitions (destination vertex id →
+//! message, combined on arrival) are key-value tables with i64 keys (`data/kv.rs`); which
+//! partition a vertex belongs to is [`vertex_partition`].
+
+use super::array::Array;
+use super::combiner::Combiner;
+use super::layout::Layout;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+
+/// Bytes of one edge record: 16 (src, dst) or 24 (src, dst, weight).
+pub const fn edge_bytes(weighted: bool) -> usize {
+    if weighted {
+        24
+    } else {
+        16
+    }
+}
+
+/// `n` edges in words, for errors: "3 edges", "1 weighted edge".
+pub fn describe(weighted: bool, n: u64) -> String {
+    let w = if weighted { "weighted " } else { "" };
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {w}edge{s}")
+}
+
+/// One edge. `weight` is 1.0 for edges of an unweighted partition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Edge {
+    pub src: i64,
+    pub dst: i64,
+    pub weight: f64,
+}
+
+/// Which endpoint of an edge decides where it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Src,
+    Dst,
+}
+
+impl Edge {
+    pub fn endpoint(&self, by: Endpoint) -> i64 {
+        match by {
+            Endpoint::Src => self.src,
+            Endpoint::Dst => self.dst,
+        }
+    }
+}
+
+/// Checks that `bytes` bytes are whole edge records (a protocol error otherwise).
+pub fn check_size(weighted: bool, bytes: usize) -> Result<()> {
+    let unit = edge_bytes(weighted);
+    if !bytes.is_multiple_of(unit) {
+        return Err(Error::Protocol(format!(
+            "{bytes} bytes is not a whole number of {unit}-byte edge records"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that `bytes` bytes are a valid edge partition `pid` (whole records; any record is
+/// a valid edge): a malformed one is a protocol error naming the partition.
+pub fn check(pid: u32, weighted: bool, bytes: usize) -> Result<()> {
+    check_size(weighted, bytes).map_err(|e| match e {
+        Error::Protocol(m) => Error::Protocol(format!("edge partition {pid}: {m}")),
+        e => e,
+    })
+}
+
+/// Builds an edge partition record by record.
+#[derive(Debug, Clone, Default)]
+pub struct EdgeBuilder {
+    weighted: bool,
+    bytes: Vec<u8>,
+}
+
+impl EdgeBuilder {
+    /// An empty builder of unweighted (`weighted == false`) or weighted edges.
+    pub fn new(weighted: bool) -> EdgeBuilder {
+        EdgeBuilder {
+            weighted,
+            bytes: Vec::new(),
+        }
+    }
+    /// Room for `n` more edges.
+    pub fn reserve(&mut self, n: usize) {
+        self.bytes.reserve(n * edge_bytes(self.weighted));
+    }
+    pub fn weighted(&self) -> bool {
+        self.weighted
+    }
+    /// Adds an edge; the weight is ignored by an unweighted builder.
+    pub fn push(&mut self, src: i64, dst: i64, weight: f64) {
+        self.bytes.extend_from_slice(&src.to_le_bytes());
+        self.bytes.extend_from_slice(&dst.to_le_bytes());
+        if self.weighted {
+            self.bytes.extend_from_slice(&weight.to_le_bytes());
+        }
+    }
+    pub fn push_edge(&mut self, e: Edge) {
+        self.push(e.src, e.dst, e.weight)
+    }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / edge_bytes(self.weighted)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    /// The partition, in a buffer of `pool`.
+    pub fn build(&self, pool: &Pool) -> Array {
+        Array::from_layout(
+            Layout::Edges {
+                weighted: self.weighted,
+            },
+            pool.copy_of(&self.bytes),
+        )
+        .expect("whole records")
+    }
+}
+
+/// A checked view of an edge partition.
+#[derive(Debug, Clone, Copy)]
+pub struct Edges<'a> {
+    weighted: bool,
+    bytes: &'a [u8],
+}
+
+impl<'a> Edges<'a> {
+    /// The edges of `a`; fails unless `a` is an edge partition.
+    pub fn of(a: &'a Array) -> Result<Edges<'a>> {
+        match a.layout() {
+            Layout::Edges { weighted } => Edges::parse(0, weighted, a.bytes()),
+            other => Err(Error::data(format!(
+                "expected an edge partition, found {}",
+                other.describe(a.bytes().len() as u64)
+            ))),
+        }
+    }
+    /// The edges of partition `pid` in `bytes` (checked: whole records).
+    pub fn parse(pid: u32, weighted: bool, bytes: &'a [u8]) -> Result<Edges<'a>> {
+        check(pid, weighted, bytes.len())?;
+        Ok(Edges { weighted, bytes })
+    }
+    pub fn weighted(&self) -> bool {
+        self.weighted
+    }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / edge_bytes(self.weighted)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    fn word(&self, i: usize, k: usize) -> [u8; 8] {
+        let at = i * edge_bytes(self.weighted) + 8 * k;
+        self.bytes[at..at + 8].try_into().expect("8 bytes")
+    }
+    pub fn src(&self, i: usize) -> i64 {
+        i64::from_le_bytes(self.word(i, 0))
+    }
+    pub fn dst(&self, i: usize) -> i64 {
+        i64::from_le_bytes(self.word(i, 1))
+    }
+    /// The weight of edge `i` (1.0 in an unweighted partition).
+    pub fn weight(&self, i: usize) -> f64 {
+        if self.weighted {
+            f64::from_le_bytes(self.word(i, 2))
+        } else {
+            1.0
+        }
+    }
+    pub fn get(&self, i: usize) -> Edge {
+        Edge {
+            src: self.src(i),
+            dst: self.dst(i),
+            weight: self.weight(i),
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Edge> + 'a {
+        let this = *self;
+        (0..this.len()).map(move |i| this.get(i))
+    }
+    /// The raw records of edges `[from, to)`.
+    pub fn record_bytes(&self, from: usize, to: usize) -> &'a [u8] {
+        let u = edge_bytes(self.weighted);
+        &self.bytes[from * u..to * u]
+    }
+}
+
+/// Concatenation of two edge partitions of the same layout (partition `pid`, for errors): the
+/// edges of `acc`, then those of `other`, in a buffer of `pool`.
+pub fn append(pool: &Pool, pid: u32, acc: &Array, other: &Array) -> Result<Array> {
+    let (la, lb) = (acc.layout(), other.layout());
+    if la != lb || !matches!(la, Layout::Edges { .. }) {
+        return Err(Error::data(format!(
+            "partition {pid}: cannot append {} to {}",
+            lb.describe(other.bytes().len() as u64),
+            la.describe(acc.bytes().len() as u64)
+        )));
+    }
+    let (a, b) = (acc.bytes(), other.bytes());
+    let mut buf = pool.get(a.len() + b.len());
+    buf[..a.len()].copy_from_slice(a);
+    buf[a.len()..].copy_from_slice(b);
+    Array::from_layout(la, buf)
+}
+
+/// What a table's combiner does to two edge partitions with the same id: `keep-first` keeps
+/// the partition held, `reject` refuses the second, a custom combiner does what it does, a
+/// key-value combiner is refused, and every other (`sum`, `min`, `max`, `append`) appends the
+/// newcomer's edges ([`append`]).
+pub fn combine(c: &Combiner, pid: u32, acc: &mut Array, other: &Array) -> Result<()> {
+    match c {
+        Combiner::KeepFirst => Ok(()),
+        Combiner::Reject => Err(Error::data(format!(
+            "partition {pid} arrived twice and the table's combiner rejects duplicates"
+        ))),
+        Combiner::Custom(f) => f.combine(acc, other),
+        Combiner::KeyValue(_) => Err(Error::data(format!(
+            "partition {pid}: combiner {} combines key-value tables, not edges",
+            c.name()
+        ))),
+        Combiner::Sum | Combiner::Min | Combiner::Max | Combiner::Append => {
+            if other.bytes().is_empty() && acc.layout() == other.layout() {
+                return Ok(());
+            }
+            let pool = acc.pool().or_else(|| other.pool()).unwrap_or_default();
+            *acc = append(&pool, pid, acc, other)?;
+            Ok(())
+        }
+    }
+}
+
+/// The partition of vertex `v` among `partitions` (≥ 1): the stable hash of i64 keys of
+/// key-value tables, modulo `partitions`. The same on every worker, platform and run.
+pub fn vertex_partition(v: i64, partitions: u32) -> u32 {
+    super::kv::partition_of(super::kv::Key::I64(v), partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_describe_themselves() {
+        let pool = Pool::default();
+        for weighted in [false, true] {
+            let mut b = EdgeBuilder::new(weighted);
+            let want = [
+                Edge {
+                    src: 0,
+                    dst: i64::MAX,
+                    weight: 0.5,
+                },
+                Edge {
+                    src: -3,
+                    dst: 1 << 40,
+                    weight: -2.25,
+                },
+            ];
+            for e in want {
+                b.push_edge(e);
+            }
+            assert_eq!(b.len(), 2);
+            let a = b.build(&pool);
+            assert_eq!(a.layout(), Layout::Edges { weighted });
+            assert_eq!(a.bytes().len(), 2 * edge_bytes(weighted));
+            let got: Vec<Edge> = Edges::of(&a).unwrap().iter().collect();
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!((g.src, g.dst), (w.src, w.dst));
+                assert_eq!(g.weight, if weighted { w.weight } else { 1.0 });
+            }
+            assert_eq!(
+                a.layout().describe(a.bytes().len() as u64),
+                if weighted {
+                    "2 weighted edges"
+                } else {
+                    "2 edges"
+                }
+            );
+        }
+        assert_eq!(describe(false, 1), "1 edge");
+        assert_eq!(Layout::Edges { weighted: true }.unit(), 24);
+    }
+
+    #[test]
+    fn malformed_partitions_are_protocol_errors_naming_the_partition() {
+        let e = Edges::parse(7, false, &[0u8; 20]).unwrap_err();
+        assert_eq!(e.kind(), "protocol");
+        assert!(e.to_string().contains("edge partition 7"), "{e}");
+        assert!(Edges::parse(7, true, &[0u8; 48]).is_ok());
+        assert!(Edges::parse(7, true, &[0u8; 32]).is_err());
+        // Pieces of an edge partition are whole records.
+        let l = Layout::Edges { weighted: false };
+        assert!(l.check_piece(3, 32, 16, 16).is_ok());
+        assert!(l.check_piece(3, 32, 8, 16).is_err());
+        assert!(l.check_piece(3, 40, 0, 16).is_err());
+        let pool = Pool::default();
+        let dense = Array::from_slice(&pool, &[1i64, 2]);
+        assert!(Edges::of(&dense).is_err());
+    }
+
+    #[test]
+    fn same_ids_append() {
+        let pool = Pool::default();
+        let mut a = EdgeBuilder::new(false);
+        a.push(1, 2, 1.0);
+        let mut b = EdgeBuilder::new(false);
+        b.push(3, 4, 1.0);
+        b.push(5, 6, 1.0);
+        let c = append(&pool, 9, &a.build(&pool), &b.build(&pool)).unwrap();
+        let got: Vec<(i64, i64)> = Edges::of(&c)
+            .unwrap()
+            .iter()
+            .map(|e| (e.src, e.dst))
+            .collect();
+        assert_eq!(got, vec![(1, 2), (3, 4), (5, 6)]);
+        // In a table, equal ids append (sum, min, max), keep the first or are refused.
+        let mut t = crate::data::Table::new(Combiner::Sum);
+        t.add(9, a.build(&pool)).unwrap();
+        t.add(9, b.build(&pool)).unwrap();
+        t.add(9, EdgeBuilder::new(false).build(&pool)).unwrap();
+        assert_eq!(Edges::of(t.get(9).unwrap()).unwrap().len(), 3);
+        let mut k = crate::data::Table::new(Combiner::KeepFirst);
+        k.add(9, a.build(&pool)).unwrap();
+        k.add(9, b.build(&pool)).unwrap();
+        assert_eq!(Edges::of(k.get(9).unwrap()).unwrap().len(), 1);
+        let mut r = crate::data::Table::new(Combiner::Reject);
+        r.add(9, a.build(&pool)).unwrap();
+        assert!(r.add(9, b.build(&pool)).is_err());
+        let dense = Array::from_slice(&pool, &[1u8; 16]);
+        assert!(t.add(9, dense).is_err(), "edges and bytes do not mix");
+        let w = EdgeBuilder::new(true).build(&pool);
+        let e = append(&pool, 9, &c, &w).unwrap_err().to_string();
+        assert!(e.contains("partition 9") && e.contains("weighted"), "{e}");
+    }
+
+    #[test]
+    fn vertex_partitions_are_stable_and_spread() {
+        let mut counts = [0usize; 8];
+        for v in 0..8000i64 {
+            let p = vertex_partition(v, 8);
+            assert_eq!(p, vertex_partition(v, 8));
+            counts[p as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
+        assert_eq!(vertex_partition(-5, 1), 0);
+    }
+}

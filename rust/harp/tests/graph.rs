@@ -1,0 +1,366 @@
+//! The graph collectives on in-process workers (p = 1…8) against a sequential model: every
+//! edge (and message) ends on the worker holding its vertex, nothing is lost or duplicated,
+//! with uneven tables (some workers start with nothing, others with many partitions).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harp::data::graph::{vertex_partition, Edge, EdgeBuilder, Edges, Endpoint};
+use harp::graph::{owner, regroup_edges, send_edges_to_vertices};
+use harp::{Array, Combiner, Table};
+
+use common::{config, on_workers};
+
+/// A reproducible pseudo-random number from a few integers.
+fn mix(parts: &[u64]) -> u64 {
+    parts.iter().fold(0x243f_6a88_85a3_08d3u64, |h, &x| {
+        let mut z = (h ^ x).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+/// Rank `r`'s starting edges of round `seed` among `p` workers: uneven (rank 1 holds none,
+/// the others 0..3 partitions of 0..~60 edges with arbitrary ids), weighted or not; a few
+/// vertex ids are huge or negative.
+fn edges_of(seed: u64, p: usize, r: usize, weighted: bool) -> Vec<(u32, Vec<Edge>)> {
+    if r == 1 {
+        return Vec::new();
+    }
+    let parts = mix(&[seed, p as u64, r as u64]) % 4;
+    (0..parts)
+        .map(|k| {
+            let n = mix(&[seed, r as u64, k, 1]) % (20 * (r as u64 + 1) + 1);
+            let edges = (0..n)
+                .map(|i| {
+                    let v = |j| {
+                        let x = mix(&[seed, r as u64, k, i, j]);
+                        match x % 17 {
+                            0 => (1i64 << 40) + (x % 5) as i64,
+                            1 => -((x % 3) as i64) - 1,
+                            _ => (x % 50) as i64,
+                        }
+                    };
+                    Edge {
+                        src: v(2),
+                        dst: v(3),
+                        weight: if weighted {
+                            (i as f64) * 0.5 - k as f64
+                        } else {
+                            1.0
+                        },
+                    }
+                })
+                .collect();
+            ((mix(&[seed, r as u64, k, 9]) % 7) as u32, edges)
+        })
+        .collect()
+}
+
+fn table_of(pool: &harp::Pool, parts: &[(u32, Vec<Edge>)], weighted: bool) -> Table {
+    let mut t = Table::new(Combiner::Sum);
+    for (pid, edges) in parts {
+        let mut b = EdgeBuilder::new(weighted);
+        for e in edges {
+            b.push_edge(*e);
+        }
+        t.add(*pid, b.build(pool)).unwrap();
+    }
+    t
+}
+
+fn key(e: &Edge) -> (i64, i64, u64) {
+    (e.src, e.dst, e.weight.to_bits())
+}
+
+/// Every edge of every rank goes to `place(edge)` = (worker, partition id); returns the model's
+/// sorted edges per (worker, partition).
+fn model(
+    all: &[Vec<(u32, Vec<Edge>)>],
+    place: impl Fn(&Edge) -> (usize, u32),
+) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+    let mut m: BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> = BTreeMap::new();
+    for parts in all {
+        for (_, edges) in parts {
+            for e in edges {
+                m.entry(place(e)).or_default().push(key(e));
+            }
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_unstable();
+    }
+    m
+}
+
+fn got(r: usize, t: &Table) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+    t.iter()
+        .map(|(pid, a)| {
+            let mut v: Vec<_> = Edges::of(a).unwrap().iter().map(|e| key(&e)).collect();
+            v.sort_unstable();
+            ((r, pid), v)
+        })
+        .collect()
+}
+
+#[test]
+fn regroup_edges_moves_every_edge_to_the_owner_of_its_vertex() {
+    for p in 1..=8 {
+        for (seed, by, partitions, weighted) in [
+            (1u64, Endpoint::Src, 5u32, false),
+            (2, Endpoint::Dst, 13, true),
+            (3, Endpoint::Src, 1, false),
+            (4, Endpoint::Dst, 32, false),
+        ] {
+            let all: Vec<_> = (0..p).map(|r| edges_of(seed, p, r, weighted)).collect();
+            let want = model(&all, |e| {
+                let pid = vertex_partition(e.endpoint(by), partitions);
+                (owner(pid, p), pid)
+            });
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = table_of(w.pool(), &all[w.rank()], weighted);
+                regroup_edges(&w, "edges", &mut t, by, partitions).unwrap();
+                let g = got(w.rank(), &t);
+                assert!(t
+                    .iter()
+                    .all(|(_, a)| a.layout() == harp::Layout::Edges { weighted }));
+                w.close();
+                g
+            });
+            let mut merged = BTreeMap::new();
+            for g in results {
+                merged.extend(g);
+            }
+            assert_eq!(merged, want, "p = {p}, seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn edges_go_to_wherever_the_vertex_partitions_are() {
+    for p in 1..=8 {
+        let partitions = 11u32;
+        // Vertex partition pid is held by rank (pid * 3 + 1) mod p, not by its modulo owner;
+        // partition 10 by nobody (its edges go to the modulo owner).
+        let holder = |pid: u32| (pid as usize * 3 + 1) % p;
+        let all: Vec<_> = (0..p).map(|r| edges_of(7, p, r, false)).collect();
+        let want = model(&all, |e| {
+            let pid = vertex_partition(e.dst, partitions);
+            let w = if pid == 10 {
+                owner(pid, p)
+            } else {
+                holder(pid)
+            };
+            (w, pid)
+        });
+        let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let mut vertices = Table::new(Combiner::Sum);
+            for pid in 0..10 {
+                if holder(pid) == w.rank() {
+                    vertices.put(pid, Array::from_slice(w.pool(), &[pid as f64]));
+                }
+            }
+            let mut t = table_of(w.pool(), &all[w.rank()], false);
+            send_edges_to_vertices(&w, "to-v", &mut t, Endpoint::Dst, &vertices, partitions)
+                .unwrap();
+            let g = got(w.rank(), &t);
+            w.close();
+            g
+        });
+        let mut merged = BTreeMap::new();
+        for g in results {
+            merged.extend(g);
+        }
+        assert_eq!(merged, want, "p = {p}");
+    }
+}
+
+#[test]
+fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
+    use harp::data::kv::{self, Key, KeyType, KvTable, ValueType};
+    use harp::graph::send_messages;
+    use harp::DType;
+    for p in 1..=8 {
+        for (seed, partitions, combiner) in [
+            (11u64, 5u32, Combiner::Sum),
+            (12, 13, Combiner::Min),
+            (13, 1, Combiner::Sum),
+        ] {
+            // Rank r sends 0..~40·r messages (rank 1 none), several to the same vertex.
+            let msgs = |r: usize| -> Vec<(i64, i64)> {
+                if r == 1 {
+                    return Vec::new();
+                }
+                let n = mix(&[seed, p as u64, r as u64]) % (40 * r as u64 + 3);
+                (0..n)
+                    .map(|i| {
+                        let x = mix(&[seed, r as u64, i]);
+                        let v = if x % 11 == 0 {
+                            -(x as i64 % 5) - (1 << 50)
+                        } else {
+                            (x % 30) as i64
+                        };
+                        (v, (x >> 20) as i64 % 1000 - 500)
+                    })
+                    .collect()
+            };
+            let mut want: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
+            for r in 0..p {
+                for (v, x) in msgs(r) {
+                    let pid = vertex_partition(v, partitions);
+                    let slot = want.entry((owner(pid, p), pid)).or_default();
+                    slot.entry(v)
+                        .and_modify(|acc| {
+                            *acc = match combiner {
+                                Combiner::Min => (*acc).min(x),
+                                _ => *acc + x,
+                            }
+                        })
+                        .or_insert(x);
+                }
+            }
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = KvTable::new(
+                    KeyType::I64,
+                    ValueType::Scalar(DType::I64),
+                    combiner.clone(),
+                    partitions,
+                )
+                .unwrap();
+                for (v, x) in msgs(w.rank()) {
+                    t.add_scalar(v, x).unwrap();
+                }
+                let got = send_messages(&w, "msgs", t).unwrap();
+                let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
+                for (pid, a) in got.iter() {
+                    let m = g.entry((w.rank(), pid)).or_default();
+                    for (k, v) in kv::entries(a).unwrap() {
+                        let Key::I64(k) = k else { panic!("i64 keys") };
+                        m.insert(k, v.get::<i64>().unwrap());
+                    }
+                }
+                w.close();
+                g
+            });
+            let mut merged = BTreeMap::new();
+            for g in results {
+                merged.extend(g);
+            }
+            assert_eq!(merged, want, "p = {p}, seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn messages_must_be_keyed_by_vertex_id() {
+    use harp::data::kv::{KeyType, KvTable, ValueType};
+    let results = on_workers(1, config(Duration::from_secs(5)), |w| {
+        let t = KvTable::new(
+            KeyType::Str,
+            ValueType::Scalar(harp::DType::F64),
+            Combiner::Sum,
+            2,
+        )
+        .unwrap();
+        let e = harp::graph::send_messages(&w, "m", t)
+            .unwrap_err()
+            .to_string();
+        w.close();
+        e
+    });
+    assert!(results[0].contains("vertex id (i64)"), "{}", results[0]);
+}
+
+/// Edge pieces from a peer: whole records assemble into an edge partition (and append to the
+/// one held); a size that is not whole records, or a piece cut inside a record, is a protocol
+/// error naming the partition, before anything is combined.
+#[test]
+fn received_edge_pieces_are_checked() {
+    use harp::collective::{absorb, In};
+    use harp::wire::PieceMeta;
+    use harp::{Layout, Pool};
+    let pool = Pool::default();
+    let mut b = EdgeBuilder::new(false);
+    b.push(1, 2, 1.0);
+    b.push(3, 4, 1.0);
+    let bytes = b.build(&pool).bytes().to_vec();
+    let piece = |pid, total, offset: u64, len: u64| In {
+        meta: PieceMeta {
+            pid,
+            layout: Layout::Edges { weighted: false },
+            total,
+            offset,
+            len,
+            inline: false,
+        },
+        buf: pool.copy_of(&bytes[offset as usize..(offset + len) as usize]),
+    };
+    let mut t = Table::new(Combiner::Sum);
+    t.add(4, b.build(&pool)).unwrap();
+    absorb(
+        &mut t,
+        &pool,
+        vec![piece(4, 32, 16, 16), piece(4, 32, 0, 16)],
+    )
+    .unwrap();
+    let got: Vec<(i64, i64)> = Edges::of(t.get(4).unwrap())
+        .unwrap()
+        .iter()
+        .map(|e| (e.src, e.dst))
+        .collect();
+    assert_eq!(got, vec![(1, 2), (3, 4), (1, 2), (3, 4)]);
+    for bad in [piece(6, 24, 0, 24), piece(6, 32, 8, 16), piece(6, 32, 0, 8)] {
+        let e = absorb(&mut t, &pool, vec![bad]).unwrap_err();
+        assert_eq!(e.kind(), "protocol", "{e}");
+        assert!(e.to_string().contains("partition 6"), "{e}");
+    }
+    assert_eq!(t.ids(), vec![4]);
+}
+
+/// Edge tables travel through the chunked broadcast and the allgather whole or in
+/// record-aligned pieces and arrive intact.
+#[test]
+fn edge_tables_survive_broadcast_and_allgather() {
+    use harp::collective::{AllgatherAlgorithm, BroadcastAlgorithm};
+    for p in [2usize, 3, 5] {
+        for algo in [BroadcastAlgorithm::Chain, BroadcastAlgorithm::Binomial] {
+            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+                let mut t = Table::new(Combiner::Sum);
+                if w.rank() == 1 {
+                    // About 4.8 MB of weighted edges: cut into chunks.
+                    let mut b = EdgeBuilder::new(true);
+                    for i in 0..200_000i64 {
+                        b.push(i, i * 7 - 3, i as f64 / 8.0);
+                    }
+                    t.put(3, b.build(w.pool()));
+                }
+                w.broadcast("b", &mut t, 1, algo).unwrap();
+                let e = Edges::of(t.get(3).unwrap()).unwrap();
+                let ok = e.len() == 200_000
+                    && e.iter().enumerate().all(|(i, e)| {
+                        let i = i as i64;
+                        e.src == i && e.dst == i * 7 - 3 && e.weight == i as f64 / 8.0
+                    });
+                let mut g = Table::new(Combiner::Sum);
+                let mut b = EdgeBuilder::new(false);
+                for i in 0..w.rank() as i64 {
+                    b.push(w.rank() as i64, i, 1.0);
+                }
+                g.put(w.rank() as u32, b.build(w.pool()));
+                w.allgather("g", &mut g, AllgatherAlgorithm::Ring).unwrap();
+                let sizes: Vec<usize> = (0..p as u32)
+                    .map(|r| Edges::of(g.get(r).unwrap()).unwrap().len())
+                    .collect();
+                w.close();
+                (ok, sizes)
+            });
+            for (ok, sizes) in results {
+                assert!(ok, "p = {p}, {algo:?}");
+                assert_eq!(sizes, (0..p).collect::<Vec<_>>());
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! `harp pagerank` with real worker processes against the sequential reference
+//! (`harp::apps::pagerank::reference`), input errors, and the output left untouched on failure.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use harp::apps::pagerank::{read_all_edges, reference};
+use harp::storage::LocalStorage;
+
+fn harp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_harp"))
+        .args(args)
+        .env("HARP_LOG", "warn")
+        .output()
+        .expect("harp runs")
+}
+
+fn ok(o: Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+fn failed(o: Output) -> String {
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-pr-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The ranks in every part file of `dir`; each vertex must appear once.
+fn ranks(dir: &Path, workers: usize) -> BTreeMap<i64, f64> {
+    assert!(dir.join("_SUCCESS").exists());
+    let mut m = BTreeMap::new();
+    for r in 0..workers {
+        let text = std::fs::read_to_string(dir.join(format!("part-{r:05}"))).unwrap();
+        for line in text.lines() {
+            let (v, x) = line.split_once('\t').expect("vertex<TAB>rank");
+            let before = m.insert(v.parse::<i64>().unwrap(), x.parse::<f64>().unwrap());
+            assert!(before.is_none(), "vertex {v} twice");
+        }
+    }
+    m
+}
+
+fn check_against_reference(got: &BTreeMap<i64, f64>, edges: &[(i64, i64)], iters: usize, d: f64) {
+    let want = reference(edges, iters, d);
+    assert_eq!(got.len(), want.len(), "number of vertices");
+    for (v, r) in want {
+        let g = got[&v];
+        let rel = (g - r).abs() / r.abs();
+        assert!(rel <= 1e-12, "vertex {v}: {g} vs {r} (relative {rel:e})");
+    }
+}
+
+/// A reproducible pseudo-random number.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = (a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b).wrapping_add(0x632b_e59b_d9b4_e019);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The test graph, cut into uneven files (one empty): dangling vertices (7, 12, 10^12+3),
+/// self-loops (3 → 3, 10^12 → 10^12), duplicate edges (1 → 2 three times), sparse large ids,
+/// vertices without in-edges (20, 21), plus pseudo-random edges among 0..60, comments and blank
+/// lines.
+fn write_graph(dir: &Path) -> String {
+    let input = dir.join("edges");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut lines: Vec<String> = [
+        "1 2",
+        "1 2",
+        "1 2",
+        "2 1",
+        "3 3",
+        "3 4",
+        "4 7",
+        "20 1",
+        "21 12",
+        "1000000000000 1000000000000",
+        "1000000000000 5",
+        "5 1000000000003",
+        "999999999999999 1",
+        "2 999999999999999",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    for i in 0..400u64 {
+        let (a, b) = (mix(1, i) % 60, mix(2, i) % 60);
+        if a == 7 || a == 12 {
+            continue; // stay dangling
+        }
+        lines.push(if i % 3 == 0 {
+            format!("{a}\t{b}")
+        } else {
+            format!("  {a}  {b} ")
+        });
+    }
+    lines.insert(5, "# a comment".into());
+    lines.insert(9, String::new());
+    let cuts = [0, 3, 3, 200, lines.len()];
+    for (f, w) in cuts.windows(2).enumerate() {
+        let mut text = lines[w[0]..w[1]].join("\n");
+        if f != 2 {
+            text.push('\n');
+        }
+        std::fs::write(input.join(format!("part-{f}")), text).unwrap();
+    }
+    s(&input)
+}
+
+#[test]
+fn ranks_match_the_reference_on_1_to_4_workers() {
+    let dir = tmpdir("ref");
+    let input = write_graph(&dir);
+    let edges = read_all_edges(&LocalStorage, &input).unwrap();
+    assert_eq!(edges.len(), 14 + 400 - edges_skipped());
+    for (workers, iters, d, threads, messages) in [
+        (1usize, 12usize, 0.85, "1", "compiled"),
+        (2, 12, 0.85, "2", "compiled"),
+        (3, 7, 0.5, "1", "compiled"),
+        (4, 12, 0.85, "3", "compiled"),
+        (3, 12, 0.85, "1", "kv"),
+        (2, 1, 1.0, "1", "kv"),
+    ] {
+        let out = dir.join(format!("out-{workers}-{messages}"));
+        let w = workers.to_string();
+        let it = iters.to_string();
+        let dd = d.to_string();
+        let args = [
+            "pagerank",
+            "--workers",
+            &w,
+            "--input",
+            &input,
+            "--iterations",
+            &it,
+            "--damping",
+            &dd,
+            "--threads",
+            threads,
+            "--messages",
+            messages,
+            "--output",
+            &s(&out),
+        ];
+        let text = ok(harp(&args));
+        assert!(text.contains(&format!("{} edges", edges.len())), "{text}");
+        let got = ranks(&out, workers);
+        check_against_reference(&got, &edges, iters, d);
+    }
+    // The compiled plan and key-value messages give the same bits.
+    let a = std::fs::read_to_string(dir.join("out-3-compiled/part-00001")).unwrap();
+    let kv = dir.join("out-3-kv-again");
+    ok(harp(&[
+        "pagerank",
+        "--workers",
+        "3",
+        "--input",
+        &input,
+        "--iterations",
+        "7",
+        "--damping",
+        "0.5",
+        "--messages",
+        "kv",
+        "--output",
+        &s(&kv),
+    ]));
+    assert_eq!(a, std::fs::read_to_string(kv.join("part-00001")).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Edges of the pseudo-random part dropped to keep 7 and 12 dangling.
+fn edges_skipped() -> usize {
+    (0..400u64)
+        .filter(|&i| [7, 12].contains(&(mix(1, i) % 60)))
+        .count()
+}
+
+#[test]
+fn bad_input_names_file_line_and_token_and_writes_nothing() {
+    let dir = tmpdir("bad");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("part-00000"), "earlier result\n").unwrap();
+    for (text, line, msg) in [
+        ("1 2\n3 x\n", 2, "bad vertex id 'x'"),
+        ("1 2\n\n5 -4\n", 3, "bad vertex id '-4'"),
+        (
+            "1 2 3\n",
+            1,
+            "expected 2 fields (src dst), found 3: '1 2 3'",
+        ),
+        (
+            "1 2\n2 1\n7\n",
+            3,
+            "expected 2 fields (src dst), found 1: '7'",
+        ),
+        ("1 2.5\n", 1, "bad vertex id '2.5'"),
+    ] {
+        let input = dir.join("in.txt");
+        // Padding so that the bad line falls in the last worker's share.
+        std::fs::write(&input, format!("{}{text}", "0 1\n".repeat(50))).unwrap();
+        let want = format!("{}:{}: {msg}", s(&input), line + 50);
+        for workers in ["1", "3"] {
+            let err = failed(harp(&[
+                "pagerank",
+                "--workers",
+                workers,
+                "--input",
+                &s(&input),
+                "--output",
+                &s(&out),
+            ]));
+            assert!(err.contains(&want), "{workers} workers: {err}\nwant {want}");
+            let names: Vec<String> = std::fs::read_dir(&out)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "_temporary")
+                .collect();
+            assert_eq!(names, vec!["part-00000".to_string()], "{err}");
+            assert_eq!(
+                std::fs::read_to_string(out.join("part-00000")).unwrap(),
+                "earlier result\n"
+            );
+        }
+    }
+    let err = failed(harp(&[
+        "pagerank",
+        "--workers",
+        "2",
+        "--input",
+        &s(&dir.join("missing")),
+        "--output",
+        &s(&out),
+    ]));
+    assert!(err.contains("missing"), "{err}");
+    let err = failed(harp(&[
+        "pagerank",
+        "--workers",
+        "1",
+        "--input",
+        "x",
+        "--damping",
+        "1.5",
+        "--output",
+        &s(&out),
+    ]));
+    assert!(err.contains("--damping"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
