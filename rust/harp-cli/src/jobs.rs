@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans};
+use crate::{bench, check, kmeans, layout, mds};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -43,6 +43,10 @@ jobs! {
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
     Check(check::CheckArgs) => check::run,
+    /// Multidimensional scaling (WDA-SMACOF).
+    Mds(mds::MdsArgs) => mds::run,
+    /// Force-directed graph drawing (Fruchterman–Reingold).
+    Layout(layout::LayoutArgs) => layout::run,
 }
 
 impl<X: Args> Job<X> {
@@ -84,9 +88,9 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "bench", "check"] {
+        for job in ["kmeans", "bench", "check", "mds", "layout"] {
             let extra: &[&str] = match job {
-                "kmeans" => &["--input", "p", "--output", "o"],
+                "kmeans" | "mds" | "layout" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

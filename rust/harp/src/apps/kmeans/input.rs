@@ -111,7 +111,7 @@ fn is_sep(b: u8) -> bool {
 
 /// Parses one non-blank line into `out`. `expect` is the number of values required after the
 /// `skip` ignored columns (`None`: any number ≥ 1). Returns the number of values appended.
-fn parse_line<T: Real>(
+pub(crate) fn parse_line<T: Real>(
     line: &[u8],
     skip: usize,
     expect: Option<usize>,
@@ -198,7 +198,7 @@ fn parse_text<T: Real>(
 
 /// A line made only of whitespace is blank (commas alone are not: they are an empty record).
 #[inline]
-fn is_sep_or_blank(b: u8) -> bool {
+pub(crate) fn is_sep_or_blank(b: u8) -> bool {
     b.is_ascii_whitespace()
 }
 
