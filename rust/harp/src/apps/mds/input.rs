@@ -123,8 +123,12 @@ pub fn columns(storage: &dyn Storage, path: &str, format: Format) -> Result<usiz
         return Err(Error::config(format!("no input files in '{path}'")));
     }
     match format {
-        Format::Text => text_dim(storage, path, 0)
-            .map_err(|e| Error::config(format!("{e} (no row in '{path}')"))),
+        Format::Text => text_dim(storage, path, 0).map_err(|e| match e {
+            Error::Config(m) if m.starts_with("no points") => {
+                Error::config(format!("no rows in '{path}': the input is empty"))
+            }
+            e => e,
+        }),
         Format::F64 => {
             let bytes: u64 = files.iter().map(|f| f.size).sum();
             let first = &files[0].path;
