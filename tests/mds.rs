@@ -301,7 +301,7 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
         &[&path("five.f64"), "5 f64 values is not a square matrix"],
     );
     // Weights of the wrong shape name their file.
-    std::fs::write(dir.join("w.txt"), &lines[..11].join("\n")).unwrap();
+    std::fs::write(dir.join("w.txt"), lines[..11].join("\n")).unwrap();
     let w = path("w.txt");
     let o = run("ok.txt", &good, &["--weights", &w]);
     fails(&o, &[&w, "11 rows, the distances are 12×12"]);

@@ -132,7 +132,7 @@ pub fn columns(storage: &dyn Storage, path: &str, format: Format) -> Result<usiz
         Format::F64 => {
             let bytes: u64 = files.iter().map(|f| f.size).sum();
             let first = &files[0].path;
-            if bytes % 8 != 0 {
+            if !bytes.is_multiple_of(8) {
                 return Err(Error::Input {
                     file: first.clone(),
                     line: 1,
