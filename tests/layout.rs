@@ -2,31 +2,14 @@
 //! sequential reference (`apps::layout::reference`); bad input names file, line and token and
 //! leaves the output directory alone.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
+
+use common::{harp, s, tmpdir};
 
 use harp::apps::kmeans::gen::Rng;
 use harp::apps::layout;
-
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("harp runs")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harp-layout-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
 
 /// Every `vertex x y` line of the committed part files, in part order.
 fn positions(out: &Path, workers: usize) -> Vec<(i64, f64, f64)> {
@@ -51,7 +34,7 @@ fn positions(out: &Path, workers: usize) -> Vec<(i64, f64, f64)> {
 /// files: every worker count gives the reference's layout (and each other's, bit for bit).
 #[test]
 fn layout_is_independent_of_the_worker_count_and_equals_the_reference() {
-    let dir = tmpdir("ref");
+    let dir = tmpdir("layout-ref");
     let input = dir.join("edges");
     std::fs::create_dir_all(&input).unwrap();
     let mut rng = Rng::new(17);
@@ -131,7 +114,7 @@ fn layout_is_independent_of_the_worker_count_and_equals_the_reference() {
 /// result stays as it was.
 #[test]
 fn bad_edges_name_file_line_and_token() {
-    let dir = tmpdir("bad");
+    let dir = tmpdir("layout-bad");
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("part-00000"), "earlier\n").unwrap();

@@ -3,56 +3,15 @@
 //! weights, annealing, an initial configuration from a file, and input errors (file and line
 //! named, nothing written to the output directory).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{fails, harp, ok, s, tmpdir};
 
 use harp::apps::mds::{self, input, Solver};
 use harp::storage::LocalStorage;
-
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("harp runs")
-}
-
-fn ok(o: Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-/// A failure with an exit code, no panic, and every one of `want` in standard error.
-fn fails(o: &Output, want: &[&str]) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(
-        matches!(o.status.code(), Some(c) if c != 0),
-        "expected a failure, got {:?}\n{err}",
-        o.status
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    for w in want {
-        assert!(err.contains(w), "missing {w:?} in:\n{err}");
-    }
-    err
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harp-mds-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
 
 fn write_f64(path: &Path, v: &[f64]) {
     std::fs::write(
@@ -110,7 +69,7 @@ fn rel(got: &[f64], want: &[f64]) -> f64 {
 /// weights file of ones give the Guttman transform's.
 #[test]
 fn unit_weights_equal_the_reference_for_every_worker_count_and_cg_equals_guttman() {
-    let dir = tmpdir("unit");
+    let dir = tmpdir("mds-unit");
     let n = 57;
     let delta = mds::euclidean_distances(n, 4, 7, 0.1);
     // Short rows first, long ones last: byte shares hold very different row counts.
@@ -175,7 +134,7 @@ fn unit_weights_equal_the_reference_for_every_worker_count_and_cg_equals_guttman
 /// worker count equals the reference's CG.
 #[test]
 fn weighted_and_annealed_runs_equal_the_reference() {
-    let dir = tmpdir("weighted");
+    let dir = tmpdir("mds-weighted");
     let n = 41;
     let delta = mds::euclidean_distances(n, 3, 2, 0.2);
     let mut wts = vec![0.0; n * n];
@@ -238,7 +197,7 @@ fn weighted_and_annealed_runs_equal_the_reference() {
 /// result in the output directory as it was.
 #[test]
 fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
-    let dir = tmpdir("bad");
+    let dir = tmpdir("mds-bad");
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("coords.txt"), "earlier\n").unwrap();

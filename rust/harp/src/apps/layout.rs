@@ -32,7 +32,7 @@ use crate::apps::kmeans::gen::{splitmix64, Rng};
 use crate::apps::kmeans::kernel::Kernel;
 use crate::checkpoint::agree;
 use crate::error::{Error, Result};
-use crate::io::lines::STREAM_BLOCK;
+use crate::io::lines::{each_line, STREAM_BLOCK};
 use crate::io::{quote, read_lines, split, LineError};
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
@@ -106,13 +106,7 @@ impl Graph {
 
 /// Parses the edges in a block of lines (see the module doc); `at` is each line's start.
 fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(), LineError> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
+    each_line(buf, |line, pos| {
         let fail = |msg: String| LineError {
             line_start: pos,
             msg,
@@ -148,9 +142,8 @@ fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(),
                 out.push((id(a, 1)?, id(b, 2)?));
             }
         }
-        pos = end + 1;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The edges of `rank`'s byte share of the input, each as (smaller id, larger id), sorted and

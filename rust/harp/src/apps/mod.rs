@@ -4,6 +4,45 @@
 //! * [`kmeans`]: K-means (Lloyd's algorithm).
 //! * [`mds`]: multidimensional scaling (WDA-SMACOF).
 //! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
+// Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
+// case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
+// lists the valid values.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal,
+     { $($(#[$vm:meta])* $var:ident => $canon:literal $(| $alias:literal)*,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name { $($(#[$vm])* $var,)+ }
+
+        impl $name {
+            /// The canonical command-line name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$var => $canon,)+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::error::Error;
+            fn from_str(s: &str) -> $crate::error::Result<$name> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($canon $(| $alias)* => Ok($name::$var),)+
+                    _ => Err($crate::error::Error::config(format!(
+                        concat!("unknown ", $what, " '{}': valid values are {}"),
+                        s,
+                        [$(concat!("'", $canon, "'")),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
 pub mod dense;
 pub mod kmeans;
 pub mod layout;

@@ -19,50 +19,22 @@
 //! its rows `[first, first + rows)` and stops (the worker owning the last row reads to the end
 //! to check the row count).
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::apps::kmeans::input::{is_sep_or_blank, parse_line, text_dim};
 use crate::error::{Error, Result};
-use crate::io::lines::STREAM_BLOCK;
-use crate::io::{check_records, quote, read_lines, read_records, split, LineError, RecordError};
+use crate::io::lines::{each_line, STREAM_BLOCK};
+use crate::io::{check_records, read_lines, read_records, split, LineError, RecordError};
 use crate::storage::{FileInfo, Storage};
 
-/// Format of a matrix file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    F64,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Text => "text",
-            Format::F64 => "f64",
-        }
+named_enum!(
+    /// Format of a matrix file.
+    Format, "matrix format", {
+        /// One row per line.
+        #[default]
+        Text => "text" | "txt",
+        /// Raw little-endian f64, row after row.
+        F64 => "f64",
     }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Format {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Format> {
-        match s.to_ascii_lowercase().as_str() {
-            "text" | "txt" => Ok(Format::Text),
-            "f64" => Ok(Format::F64),
-            _ => Err(Error::config(format!(
-                "unknown matrix format {}: valid formats are 'text' and 'f64'",
-                quote(s.as_bytes())
-            ))),
-        }
-    }
-}
+);
 
 /// The rows `[first, first + rows)` of an `n`×`n` matrix, row-major in `data`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -93,25 +65,18 @@ fn parse_row(line: &[u8], n: usize, what: &str, out: &mut Vec<f64>) -> Result<()
     Ok(())
 }
 
-/// Calls `row(line, start)` for every non-blank line of the block `buf`; `start` is the line's
-/// byte offset in the block. Stops at the first error.
+/// Calls `row(line, start)` for every non-blank line of the block `buf`.
 fn each_row(
     buf: &[u8],
     mut row: impl FnMut(&[u8], usize) -> std::result::Result<(), LineError>,
 ) -> std::result::Result<(), LineError> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
-        if !line.iter().all(|&b| is_sep_or_blank(b)) {
-            row(line, pos)?;
+    each_line(buf, |line, at| {
+        if line.iter().all(|&b| is_sep_or_blank(b)) {
+            Ok(())
+        } else {
+            row(line, at)
         }
-        pos = end + 1;
-    }
-    Ok(())
+    })
 }
 
 /// The number of columns N: for text the values on the first row, for f64 the square root of

@@ -44,41 +44,18 @@ use crate::worker::Worker;
 
 pub use input::Format;
 
-/// How the majorizer's minimum is found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Solver {
-    /// Guttman transform without weights, conjugate gradients with them.
-    Auto,
-    /// X' = B·X / N (unit weights only).
-    Guttman,
-    /// Conjugate gradients on V·X' = B·X (any weights).
-    Cg,
-}
-
-impl std::str::FromStr for Solver {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Solver> {
-        match s {
-            "auto" => Ok(Solver::Auto),
-            "guttman" => Ok(Solver::Guttman),
-            "cg" => Ok(Solver::Cg),
-            _ => Err(Error::config(format!(
-                "unknown solver {}: valid solvers are 'auto', 'guttman' and 'cg'",
-                crate::io::quote(s.as_bytes())
-            ))),
-        }
+named_enum!(
+    /// How the majorizer's minimum is found.
+    Solver, "solver", {
+        /// Guttman transform without weights, conjugate gradients with them.
+        #[default]
+        Auto => "auto",
+        /// X' = B·X / N (unit weights only).
+        Guttman => "guttman",
+        /// Conjugate gradients on V·X' = B·X (any weights).
+        Cg => "cg",
     }
-}
-
-impl Solver {
-    pub fn name(self) -> &'static str {
-        match self {
-            Solver::Auto => "auto",
-            Solver::Guttman => "guttman",
-            Solver::Cg => "cg",
-        }
-    }
-}
+);
 
 /// Options of a run.
 #[derive(Debug, Clone)]
