@@ -381,3 +381,12 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
         )))
     }
 }
+
+/// The job's name, as the launcher set it for its workers (HARP_JOB), or "harp": names the
+/// staging directory of a job's output.
+pub fn job_name() -> String {
+    std::env::var("HARP_JOB")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .unwrap_or_else(|| "harp".into())
+}

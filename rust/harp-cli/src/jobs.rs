@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans, pagerank, wordcount};
+use crate::{bench, check, kmeans, layout, mds, pagerank, wordcount};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -47,6 +47,10 @@ jobs! {
     Check(check::CheckArgs) => check::run,
     /// WordCount (Hadoop's example) on a key-value table.
     Wordcount(wordcount::WordcountArgs) => wordcount::run,
+    /// Multidimensional scaling (WDA-SMACOF).
+    Mds(mds::MdsArgs) => mds::run,
+    /// Force-directed graph drawing (Fruchterman–Reingold).
+    Layout(layout::LayoutArgs) => layout::run,
 }
 
 impl<X: Args> Job<X> {
@@ -88,11 +92,19 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "bench", "check", "wordcount"] {
+        for job in [
+            "kmeans",
+            "wordcount",
+            "pagerank",
+            "mds",
+            "layout",
+            "bench",
+            "check",
+        ] {
             let extra: &[&str] = match job {
-                "kmeans" | "wordcount" => &["--input", "p", "--output", "o"],
-        for job in ["kmeans", "pagerank", "bench", "check"] {
-                "kmeans" | "pagerank" => &["--input", "p", "--output", "o"],
+                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" => {
+                    &["--input", "p", "--output", "o"]
+                }
                 "bench" => &["allreduce"],
                 _ => &[],
             };

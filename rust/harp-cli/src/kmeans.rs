@@ -241,10 +241,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
             "--checkpoint-dir needs --checkpoint-every N or --resume",
         ));
     }
-    o.job = std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into());
+    o.job = crate::cluster::job_name();
     flag("--checkpoint-dir/HARP_JOB", o.validate())?;
     Ok(o)
 }

@@ -10,6 +10,8 @@ mod check;
 mod cluster;
 mod jobs;
 mod kmeans;
+mod layout;
+mod mds;
 mod options;
 mod pagerank;
 #[cfg(test)]
@@ -49,6 +51,8 @@ enum Cmd {
 enum GenCmd {
     /// Reproducible points (a mixture of Gaussian blobs) and, with --init, initial centroids.
     Points(kmeans::GenArgs),
+    /// A reproducible N×N Euclidean distance matrix (for `harp mds`).
+    Dist(mds::GenDistArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,9 @@ fn main() -> ExitCode {
         Cmd::Gen {
             what: GenCmd::Points(a),
         } => kmeans::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Dist(a),
+        } => mds::gen(&a),
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),

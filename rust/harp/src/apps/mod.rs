@@ -1,9 +1,55 @@
 //! Applications written against the worker API, and what they share.
 //! * [`output`]: a job's result directory, committed with `_SUCCESS` (nothing on failure).
+//! * [`dense`]: dense vectors in contiguous per-worker blocks, gathered and reduced.
 //! * [`kmeans`]: K-means (Lloyd's algorithm).
 //! * [`wordcount`]: WordCount on a key-value table (local aggregation, one regroup).
-pub mod kmeans;
-pub mod output;
-pub mod wordcount;
+//! * [`mds`]: multidimensional scaling (WDA-SMACOF).
+//! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
 //! * [`pagerank`]: PageRank on the graph tables.
+// Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
+// case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
+// lists the valid values.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal,
+     { $($(#[$vm:meta])* $var:ident => $canon:literal $(| $alias:literal)*,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name { $($(#[$vm])* $var,)+ }
+
+        impl $name {
+            /// The canonical command-line name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$var => $canon,)+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::error::Error;
+            fn from_str(s: &str) -> $crate::error::Result<$name> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($canon $(| $alias)* => Ok($name::$var),)+
+                    _ => Err($crate::error::Error::config(format!(
+                        concat!("unknown ", $what, " '{}': valid values are {}"),
+                        s,
+                        [$(concat!("'", $canon, "'")),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+pub mod dense;
+pub mod kmeans;
+pub mod layout;
+pub mod mds;
+pub mod output;
 pub mod pagerank;
+pub mod wordcount;
+

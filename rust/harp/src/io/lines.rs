@@ -39,6 +39,25 @@ pub fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64
     Ok(lines)
 }
 
+/// Calls `line(text, start)` for every line of the block `buf` (without its newline; `start`
+/// is the line's byte offset in the block, for [`LineError::line_start`]), stopping at the
+/// first error.
+pub fn each_line(
+    buf: &[u8],
+    mut line: impl FnMut(&[u8], usize) -> Result<(), LineError>,
+) -> Result<(), LineError> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        let end = buf[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| pos + i);
+        line(&buf[pos..end], pos)?;
+        pos = end + 1;
+    }
+    Ok(())
+}
+
 /// Calls `each(lines, offset)` with the lines of `f` that start in the byte range `[s, e)`, in
 /// order, in blocks of whole lines (`offset` is the file offset of the block's first byte; the
 /// last line of the file may lack its newline). The range is read `block` bytes at a time and

@@ -5,8 +5,6 @@
 //! A cluster that receives no point keeps its previous centroid, or takes half of the largest
 //! cluster ([`EmptyCluster`]). With a tolerance the loop stops early ([`StopReason`]).
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Instant;
 
 use super::gen::Rng;
@@ -20,45 +18,6 @@ use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
 use crate::storage;
 use crate::worker::Worker;
-
-/// Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
-/// case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
-/// lists the valid values.
-macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident, $what:literal,
-     { $($(#[$vm:meta])* $var:ident => $canon:literal $(| $alias:literal)*,)+ }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-        pub enum $name { $($(#[$vm])* $var,)+ }
-
-        impl $name {
-            /// The canonical command-line name.
-            pub fn name(self) -> &'static str {
-                match self { $($name::$var => $canon,)+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<$name> {
-                match s.to_ascii_lowercase().as_str() {
-                    $($canon $(| $alias)* => Ok($name::$var),)+
-                    _ => Err(Error::config(format!(
-                        concat!("unknown ", $what, " '{}': valid values are {}"),
-                        s,
-                        [$(concat!("'", $canon, "'")),+].join(", ")
-                    ))),
-                }
-            }
-        }
-    };
-}
 
 named_enum!(
     /// Arithmetic of the points, the centroids and the distances. Per-cluster sums are always

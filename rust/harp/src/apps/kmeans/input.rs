@@ -111,7 +111,7 @@ fn is_sep(b: u8) -> bool {
 
 /// Parses one non-blank line into `out`. `expect` is the number of values required after the
 /// `skip` ignored columns (`None`: any number ≥ 1). Returns the number of values appended.
-fn parse_line<T: Real>(
+pub(crate) fn parse_line<T: Real>(
     line: &[u8],
     skip: usize,
     expect: Option<usize>,
@@ -177,13 +177,7 @@ fn parse_text<T: Real>(
     out: &mut Vec<T>,
 ) -> Result<usize, LineError> {
     let mut n = 0;
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
+    crate::io::lines::each_line(buf, |line, pos| {
         if !line.iter().all(|&b| is_sep_or_blank(b)) {
             parse_line(line, skip, Some(dim), out).map_err(|msg| LineError {
                 line_start: pos,
@@ -191,14 +185,14 @@ fn parse_text<T: Real>(
             })?;
             n += 1;
         }
-        pos = end + 1;
-    }
+        Ok(())
+    })?;
     Ok(n)
 }
 
 /// A line made only of whitespace is blank (commas alone are not: they are an empty record).
 #[inline]
-fn is_sep_or_blank(b: u8) -> bool {
+pub(crate) fn is_sep_or_blank(b: u8) -> bool {
     b.is_ascii_whitespace()
 }
 
