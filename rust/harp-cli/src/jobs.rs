@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans};
+use crate::{bench, check, components, kmeans};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -43,6 +43,8 @@ jobs! {
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
     Check(check::CheckArgs) => check::run,
+    /// Connected components by label propagation over events.
+    Components(components::ComponentsArgs) => components::run,
 }
 
 impl<X: Args> Job<X> {
@@ -84,9 +86,9 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "bench", "check"] {
+        for job in ["kmeans", "bench", "check", "components"] {
             let extra: &[&str] = match job {
-                "kmeans" => &["--input", "p", "--output", "o"],
+                "kmeans" | "components" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

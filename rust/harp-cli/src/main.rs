@@ -8,6 +8,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod bench;
 mod check;
 mod cluster;
+mod components;
 mod jobs;
 mod kmeans;
 mod options;

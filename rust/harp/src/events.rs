@@ -41,6 +41,28 @@ pub fn label_receivers(label: &str, copies: usize, workers: usize) -> Vec<usize>
         .collect()
 }
 
+/// What [`Worker::run_until_quiet_with`] calls.
+pub trait Handler {
+    /// Handles one application event; may send events.
+    fn event(&mut self, ev: Event) -> Result<()>;
+
+    /// Called when no event is queued, before this worker counts as idle: the place to send
+    /// what the handled events produced, batched (e.g. one event per destination). May send
+    /// events; the worker is idle once this returns and nothing new is queued.
+    fn idle(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A closure as a [`Handler`] without an idle step.
+struct OnEvent<F>(F);
+
+impl<F: FnMut(Event) -> Result<()>> Handler for OnEvent<F> {
+    fn event(&mut self, ev: Event) -> Result<()> {
+        (self.0)(ev)
+    }
+}
+
 /// What [`Worker::run_until_quiet`] returns: `events` and `waves` are the same on every worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quiet {
@@ -356,13 +378,19 @@ impl Worker {
     /// handler, or a failed or silent peer, fails the call on this worker and then on every
     /// worker, with the cause; so does a worker whose handler has not returned within the
     /// operation timeout (rank 0 waits that long for its report).
-    pub fn run_until_quiet(&self, mut handle: impl FnMut(Event) -> Result<()>) -> Result<Quiet> {
+    pub fn run_until_quiet(&self, handle: impl FnMut(Event) -> Result<()>) -> Result<Quiet> {
+        self.run_until_quiet_with(&mut OnEvent(handle))
+    }
+
+    /// [`Worker::run_until_quiet`] with a [`Handler`], whose `idle` step runs whenever the
+    /// worker has no event queued (before it counts as idle).
+    pub fn run_until_quiet_with(&self, handler: &mut dyn Handler) -> Result<Quiet> {
         self.check_usable()?;
-        let res = self.quiet_loop(&mut handle);
+        let res = self.quiet_loop(handler);
         self.failed_events(res)
     }
 
-    fn quiet_loop(&self, handle: &mut dyn FnMut(Event) -> Result<()>) -> Result<Quiet> {
+    fn quiet_loop(&self, handler: &mut dyn Handler) -> Result<Quiet> {
         let (rank, size) = (self.rank(), self.size());
         let st = &self.events;
         let phase = {
@@ -384,6 +412,8 @@ impl Worker {
         let mut handled = 0u64;
         let mut heard_from_0 = Instant::now();
         let mut next: Option<Event> = None;
+        // Whether the handler's idle step has run since the last event.
+        let mut idle_done = false;
         loop {
             // 1. Everything queued: control messages taken earlier, then the mailbox.
             let stashed = st.lock().stash.pop_front();
@@ -402,7 +432,8 @@ impl Worker {
                 Some(Item::App(ev)) => {
                     st.received.fetch_add(1, Ordering::SeqCst);
                     handled += 1;
-                    handle(ev)?;
+                    idle_done = false;
+                    handler.event(ev)?;
                     continue;
                 }
                 Some(Item::Ctrl(src, msg)) => {
@@ -443,7 +474,13 @@ impl Worker {
                 }
                 None => {}
             }
-            // 2. Nothing queued: this worker is idle. Answer a probe with the counters now.
+            // 2. Nothing queued: the handler's idle step, then this worker is idle. Answer a
+            //    probe with the counters now.
+            if !idle_done {
+                idle_done = true;
+                handler.idle()?;
+                continue;
+            }
             if let Some(wave) = probe.take() {
                 let (sent, received) = st.counts();
                 let msg = Ctrl::Report {
