@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, components, kmeans};
+use crate::{bench, check, components, events_check, kmeans};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -45,6 +45,8 @@ jobs! {
     Check(check::CheckArgs) => check::run,
     /// Connected components by label propagation over events.
     Components(components::ComponentsArgs) => components::run,
+    /// Verify events and termination detection under a random workload with delays.
+    EventsCheck(events_check::EventsCheckArgs) => events_check::run,
 }
 
 impl<X: Args> Job<X> {
@@ -86,7 +88,7 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "bench", "check", "components"] {
+        for job in ["kmeans", "bench", "check", "components", "events-check"] {
             let extra: &[&str] = match job {
                 "kmeans" | "components" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],

@@ -9,6 +9,7 @@ mod bench;
 mod check;
 mod cluster;
 mod components;
+mod events_check;
 mod jobs;
 mod kmeans;
 mod options;

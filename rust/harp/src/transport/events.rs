@@ -206,7 +206,83 @@ impl Endpoint<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::mailbox::Mailbox;
+    use crate::transport::{Io, Link};
     use crate::wire::Header;
+    use std::sync::Arc;
+
+    /// A link that sends nowhere: its peers never send anything (not even heartbeats).
+    struct Mute;
+
+    impl Link for Mute {
+        fn send<'a>(
+            &'a self,
+            _dst: usize,
+            _hdr: Header,
+            _parts: &'a [&'a [u8]],
+        ) -> Io<'a, std::io::Result<()>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
+        fn close<'a>(&'a self, _last: Header, _body: &'a [u8]) -> Io<'a, ()> {
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    /// A peer that sends nothing at all fails a wait as silent after half the timeout (not at
+    /// the caller's longer wait); events to itself arrive in order; a failed peer fails at once.
+    #[test]
+    fn waits_fail_on_silent_or_failed_peers_and_self_events_keep_order() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let pool = Pool::default();
+            let mb = Arc::new(Mailbox::new(3));
+            let t = Transport::new(
+                0,
+                3,
+                1,
+                Duration::from_millis(400),
+                mb.clone(),
+                Box::new(Mute),
+            );
+            let ep = t.event_endpoint("wait_event");
+            for i in 0..3u8 {
+                ep.send_event(0, EVENT_PLAIN, "", &[i], &pool)
+                    .await
+                    .unwrap();
+            }
+            ep.send_event(0, EVENT_LABELED, "k", &[9], &pool)
+                .await
+                .unwrap();
+            for i in 0..3u8 {
+                let ev = ep.poll_event(0, &[], true).unwrap().unwrap();
+                assert_eq!((ev.src, ev.payload()), (0, &[i][..]));
+            }
+            let ev = ep.poll_event(0, &[], true).unwrap().unwrap();
+            assert_eq!((ev.label.as_deref(), ev.payload()), (Some("k"), &[9][..]));
+            let t0 = std::time::Instant::now();
+            let e = ep
+                .wait_event(0, &[], Duration::from_secs(30))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), "silent", "{e}");
+            assert!(e
+                .to_string()
+                .contains("events #0 'wait_event': rank 1 has been silent"));
+            assert!(t0.elapsed() < Duration::from_secs(5));
+
+            mb.seen(1);
+            mb.seen(2);
+            mb.mark_gone(2, "it failed: rank 2: out of memory".into());
+            let e = ep.poll_event(0, &[], false).unwrap_err().to_string();
+            assert!(
+                e.ends_with("rank 2 is gone: it failed: rank 2: out of memory"),
+                "{e}"
+            );
+        });
+    }
 
     fn frame(tag: u32, aux: u32, body: &[u8]) -> Frame {
         let mut hdr = Header::control(Kind::Event, 3, 1, body.len());
