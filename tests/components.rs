@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use harp::apps::kmeans::gen::Rng;
+
 fn harp(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_harp"))
         .args(args)
@@ -26,24 +28,10 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// A small deterministic random generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, self.below(i as u64 + 1) as usize);
-        }
+/// Fisher–Yates.
+fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        v.swap(i, rng.below(i + 1));
     }
 }
 
@@ -76,10 +64,10 @@ fn union_find(edges: &[(u64, u64)]) -> BTreeMap<u64, u64> {
 /// trees, self-loops (alone and on chain vertices), duplicate and reversed edges, and huge ids
 /// up to 10^12 linked to small ones.
 fn graph() -> Vec<(u64, u64)> {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut edges = Vec::new();
     let mut path: Vec<u64> = (10_000..12_000).collect();
-    rng.shuffle(&mut path);
+    shuffle(&mut rng, &mut path);
     edges.extend(path.windows(2).map(|w| (w[0], w[1])));
     for i in 0..300u64 {
         edges.push((20_000 + 2 * i, 20_001 + 2 * i));
@@ -87,7 +75,7 @@ fn graph() -> Vec<(u64, u64)> {
     for t in 0..40u64 {
         let base = 30_000 + t * 100;
         for k in 1..(5 + t % 30) {
-            edges.push((base + k, base + rng.below(k)));
+            edges.push((base + k, base + rng.below(k as usize) as u64));
         }
     }
     edges.extend([(7, 7), (8, 8), (path[500], path[500])]);
@@ -100,7 +88,7 @@ fn graph() -> Vec<(u64, u64)> {
         (1_000_000_000_000, 1_000_000_000_000),
         (500_000_000_000, 500_000_000_001),
     ]);
-    rng.shuffle(&mut edges);
+    shuffle(&mut rng, &mut edges);
     edges
 }
 
@@ -191,11 +179,11 @@ fn components_equal_union_find_on_1_to_4_workers() {
 #[test]
 fn a_long_chain_in_random_order_ends_with_one_component() {
     let dir = tmpdir("chain");
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut path: Vec<u64> = (0..2000).map(|i| i * 3 + 5).collect();
-    rng.shuffle(&mut path);
+    shuffle(&mut rng, &mut path);
     let mut edges: Vec<(u64, u64)> = path.windows(2).map(|w| (w[0], w[1])).collect();
-    rng.shuffle(&mut edges);
+    shuffle(&mut rng, &mut edges);
     let input = write_edges(&dir, &edges, 1);
     for workers in [2, 4] {
         let out = dir.join(format!("out-{workers}"));

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use harp::apps::kmeans::gen::Rng;
 use harp::collective::AllreduceAlgorithm;
 use harp::{Array, Combiner, Error, Result, Table, Worker};
 
@@ -37,19 +38,6 @@ pub struct EventsCheckArgs {
     pub cluster: ClusterOpts,
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
 fn msg(hops: u64, slow: bool) -> [u8; 9] {
     let mut m = [0u8; 9];
     m[..8].copy_from_slice(&hops.to_le_bytes());
@@ -59,14 +47,14 @@ fn msg(hops: u64, slow: bool) -> [u8; 9] {
 
 pub fn run(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
     let (r, p) = (w.rank(), w.size());
-    let mut rng = Rng(a.seed ^ (r as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let mut rng = Rng::new(a.seed ^ (r as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
     for phase in 1..=a.phases {
         if r == p - 1 && phase % 2 == 1 {
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut sent = 0u64;
         for _ in 0..3 {
-            w.send_event(rng.below(p as u64) as usize, &msg(a.hops, false))?;
+            w.send_event(rng.below(p), &msg(a.hops, false))?;
             sent += 1;
         }
         if r == 0 && phase == 2 {
@@ -100,11 +88,13 @@ pub fn run(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
                 return Ok(());
             }
             if a.delay_ms > 0 && rng.below(8) == 0 {
-                std::thread::sleep(Duration::from_millis(rng.below(a.delay_ms + 1)));
+                std::thread::sleep(Duration::from_millis(
+                    rng.below(a.delay_ms as usize + 1) as u64
+                ));
             }
             if hops > 0 {
                 for _ in 0..rng.below(3) {
-                    w.send_event(rng.below(p as u64) as usize, &msg(hops - 1, false))?;
+                    w.send_event(rng.below(p), &msg(hops - 1, false))?;
                     sent += 1;
                 }
             }

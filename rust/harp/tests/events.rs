@@ -7,28 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{config, on_workers};
+use harp::apps::kmeans::gen::Rng;
 use harp::collective::AllreduceAlgorithm;
 use harp::events::{label_receivers, Quiet};
 use harp::{Array, Combiner, DType, Table, Worker};
 
 fn cfg() -> harp::Config {
     config(Duration::from_secs(20))
-}
-
-/// A small deterministic random generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn enc(v: &[u64]) -> Vec<u8> {
@@ -180,7 +165,7 @@ fn termination_is_never_early_under_adversarial_schedules() {
         let sent_total = AtomicU64::new(0);
         let res = on_workers(p, cfg(), |w: Worker| {
             let r = w.rank();
-            let mut rng = Rng(0x5eed + r as u64 * 7919 + p as u64);
+            let mut rng = Rng::new(0x5eed + r as u64 * 7919 + p as u64);
             let mut quiets: Vec<Quiet> = Vec::new();
             let mut handled_total = 0;
             for phase in 0..4u64 {
@@ -190,7 +175,7 @@ fn termination_is_never_early_under_adversarial_schedules() {
                 }
                 let mut sent = 0;
                 for _ in 0..3 {
-                    let dst = rng.below(p as u64) as usize;
+                    let dst = rng.below(p);
                     w.send_event(dst, &enc(&[6, 0])).unwrap();
                     sent += 1;
                 }
@@ -210,11 +195,11 @@ fn termination_is_never_early_under_adversarial_schedules() {
                             return Ok(());
                         }
                         if rng.below(8) == 0 {
-                            std::thread::sleep(Duration::from_millis(rng.below(4)));
+                            std::thread::sleep(Duration::from_millis(rng.below(4) as u64));
                         }
                         if hops > 0 {
                             for _ in 0..rng.below(3) {
-                                let dst = rng.below(p as u64) as usize;
+                                let dst = rng.below(p);
                                 w.send_event(dst, &enc(&[hops - 1, 0]))?;
                                 sent += 1;
                             }

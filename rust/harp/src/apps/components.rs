@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 
+use super::kmeans::gen::splitmix64;
 use crate::error::{Error, Result};
 use crate::events::{Event, Handler};
 use crate::io::{quote, read_lines, spread, LineError};
@@ -28,14 +29,12 @@ const BLOCK: u64 = 4 << 20;
 const EDGES: u8 = 0;
 const LABELS: u8 = 1;
 
-/// The worker that owns vertex `v` among `workers`: the SplitMix64 finalizer of `v`
-/// (`z = (v ^ v>>30)·0xbf58476d1ce4e5b9; z = (z ^ z>>27)·0x94d049bb133111eb; z ^ z>>31`) modulo
-/// `workers`, so consecutive ids spread evenly.
+/// The worker that owns vertex `v` among `workers`: `splitmix64(v) mod workers`
+/// ([`splitmix64`]: `z = v + 0x9e3779b97f4a7c15; z = (z ^ z>>30)·0xbf58476d1ce4e5b9;
+/// z = (z ^ z>>27)·0x94d049bb133111eb; z ^ z>>31`, all mod 2^64), so consecutive ids spread
+/// evenly.
 pub fn owner(v: u64, workers: usize) -> usize {
-    let mut z = v;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) % workers as u64) as usize
+    (splitmix64(v) % workers as u64) as usize
 }
 
 /// What a run found on this worker.
@@ -137,7 +136,7 @@ impl<'w> Outbox<'w> {
         }
         buf.extend_from_slice(&v.to_le_bytes());
         buf.extend_from_slice(&x.to_le_bytes());
-        if buf.len() >= 1 + 16 * BATCH_PAIRS {
+        if buf.len() > 16 * BATCH_PAIRS {
             self.send(dst)?;
         }
         Ok(())
@@ -173,7 +172,7 @@ fn pairs(ev: &Event, kind: u8, rank: usize, workers: usize) -> Result<Vec<(u64, 
         None => return Err(bad("with an empty payload".into())),
     }
     let body = &p[1..];
-    if body.len() % 16 != 0 {
+    if !body.len().is_multiple_of(16) {
         return Err(bad(format!(
             "of {} bytes (not a whole number of 16-byte pairs)",
             body.len()
