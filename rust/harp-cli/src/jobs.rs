@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans, layout, mds, pagerank, wordcount};
+use crate::{bench, check, components, events_check, kmeans, layout, mds, pagerank, wordcount};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -51,6 +51,10 @@ jobs! {
     Mds(mds::MdsArgs) => mds::run,
     /// Force-directed graph drawing (Fruchterman–Reingold).
     Layout(layout::LayoutArgs) => layout::run,
+    /// Connected components by label propagation over events.
+    Components(components::ComponentsArgs) => components::run,
+    /// Verify events and termination detection under a random workload with delays.
+    EventsCheck(events_check::EventsCheckArgs) => events_check::run,
 }
 
 impl<X: Args> Job<X> {
@@ -98,11 +102,13 @@ mod tests {
             "pagerank",
             "mds",
             "layout",
+            "components",
             "bench",
             "check",
+            "events-check",
         ] {
             let extra: &[&str] = match job {
-                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" => {
+                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" => {
                     &["--input", "p", "--output", "o"]
                 }
                 "bench" => &["allreduce"],

@@ -8,6 +8,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod bench;
 mod check;
 mod cluster;
+mod components;
+mod events_check;
 mod jobs;
 mod kmeans;
 mod layout;

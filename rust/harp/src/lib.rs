@@ -12,6 +12,8 @@
 //! * [`collective`]: the collective algorithms, their automatic choices and the piece machinery.
 //! * [`worker`]: a running worker and its synchronous collective API.
 //! * [`graph`]: the graph collectives (regroup edges, send edges or messages to vertices).
+//! * [`events`]: events between workers outside the collectives (to one, all, or by label)
+//!   and distributed termination detection (`Worker::run_until_quiet`).
 //! * [`storage`]: local files and `hdfs://` behind one trait.
 //! * [`io`]: Hadoop-style input splitting and reading of a worker's share (lines, records).
 //! * [`checkpoint`]: consistent checkpoints of named tables at an iteration (resume).
@@ -26,6 +28,7 @@ pub mod collective;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod events;
 pub mod graph;
 pub mod io;
 pub mod pool;

@@ -32,7 +32,8 @@ use crate::error::{Error, Result};
 
 pub const MAGIC: u32 = 0x4841_5250;
 /// 3: `Hello` and `Challenge` state the sender's `frame_mac` setting (2 did not).
-pub const WIRE_VERSION: u16 = 3;
+/// 4: `Event` frames (messages between workers outside collectives).
+pub const WIRE_VERSION: u16 = 4;
 pub const HEADER_LEN: usize = 48;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
@@ -45,6 +46,17 @@ pub const MAX_FRAME: u64 = 1 << 32;
 /// Largest partition a piece may claim to belong to (1 TiB). Receivers allocate partitions as
 /// their bytes arrive, so this bound only rejects absurd metadata early.
 pub const MAX_PARTITION: u64 = 1 << 40;
+
+/// `Event` frame tag: an application event without a label (`aux` = 0).
+pub const EVENT_PLAIN: u32 = 0;
+/// `Event` frame tag: an application event whose payload starts with a UTF-8 label of `aux`
+/// bytes.
+pub const EVENT_LABELED: u32 = 1;
+/// `Event` frame tag: a message of the termination-detection protocol (`aux` = 0, the payload
+/// is a bincode-encoded control message).
+pub const EVENT_CONTROL: u32 = 2;
+/// Longest event label, in bytes.
+pub const MAX_LABEL: u32 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -61,6 +73,9 @@ pub enum Kind {
     Abort = 8,
     /// Liveness only (sent on idle connections).
     Heartbeat = 9,
+    /// A message outside the collectives (the event lane): `tag` is one of the `EVENT_*`
+    /// codes, `aux` the length of the label that starts the payload.
+    Event = 10,
 }
 
 impl Kind {
@@ -75,6 +90,7 @@ impl Kind {
             7 => Kind::Bye,
             8 => Kind::Abort,
             9 => Kind::Heartbeat,
+            10 => Kind::Event,
             _ => return Err(Error::Protocol(format!("unknown frame kind {v}"))),
         })
     }

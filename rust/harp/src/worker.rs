@@ -65,6 +65,8 @@ pub struct Worker {
     transport: Transport,
     seq: AtomicU64,
     poisoned: Mutex<Option<String>>,
+    /// Counters and queued control messages of the event lane (`crate::events`).
+    pub(crate) events: crate::events::State,
     /// Set by [`Worker::close`] and [`Worker::abort`]; a worker dropped without either aborts.
     finished: bool,
     /// The runtime of in-process workers, kept alive by the workers that share it (dropped
@@ -116,6 +118,7 @@ impl Worker {
             transport,
             seq: AtomicU64::new(0),
             poisoned: Mutex::new(None),
+            events: Default::default(),
             finished: false,
             _runtime: None,
         })
@@ -155,6 +158,7 @@ impl Worker {
                 transport,
                 seq: AtomicU64::new(0),
                 poisoned: Mutex::new(None),
+                events: Default::default(),
                 finished: false,
                 _runtime: Some(rt.clone()),
             })
@@ -180,6 +184,33 @@ impl Worker {
         &self.rt
     }
 
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Fails if an earlier operation failed (the worker is poisoned).
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        match self
+            .poisoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            Some(first) => Err(Error::Poisoned {
+                rank: self.rank,
+                first,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// After a failed operation: poisons the worker and tells every peer why (`msg`).
+    pub(crate) fn fail(&self, msg: &str) {
+        tracing::debug!("{msg}");
+        *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.to_string());
+        self.rt.block_on(self.transport.abort(msg));
+    }
+
     fn op<'a, T, Fut>(
         &'a self,
         op: Op,
@@ -190,17 +221,7 @@ impl Worker {
     where
         Fut: Future<Output = Result<T>>,
     {
-        if let Some(first) = self
-            .poisoned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Err(Error::Poisoned {
-                rank: self.rank,
-                first,
-            });
-        }
+        self.check_usable()?;
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let cx = Ctx {
             ep: self.transport.endpoint(op, algo, seq, label),
@@ -219,12 +240,7 @@ impl Worker {
                 secs = t0.elapsed().as_secs_f64(),
                 "done"
             ),
-            Err(e) => {
-                let msg = e.to_string();
-                tracing::debug!("{msg}");
-                *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
-                self.rt.block_on(self.transport.abort(&msg));
-            }
+            Err(e) => self.fail(&e.to_string()),
         }
         res
     }

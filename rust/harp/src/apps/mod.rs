@@ -6,6 +6,7 @@
 //! * [`mds`]: multidimensional scaling (WDA-SMACOF).
 //! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
 //! * [`pagerank`]: PageRank on the graph tables.
+//! * [`components`]: connected components by label propagation over events.
 // Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
 // case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
 // lists the valid values.
@@ -45,6 +46,7 @@ macro_rules! named_enum {
     };
 }
 
+pub mod components;
 pub mod dense;
 pub mod kmeans;
 pub mod layout;

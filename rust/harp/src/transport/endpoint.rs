@@ -19,7 +19,7 @@ pub struct Transport {
     pub size: usize,
     pub job: u64,
     op_timeout: Duration,
-    mailbox: Arc<Mailbox>,
+    pub(super) mailbox: Arc<Mailbox>,
     link: Box<dyn Link>,
 }
 
@@ -91,13 +91,18 @@ impl Endpoint<'_> {
         self.t.size
     }
 
+    /// How long this endpoint's waits may take (half of it is the silence limit).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The same endpoint with another deadline (the start-up handshake uses the connect timeout).
     pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
-    fn header(&self, kind: Kind, tag: u32, aux: u32, len: u64) -> Header {
+    pub(super) fn header(&self, kind: Kind, tag: u32, aux: u32, len: u64) -> Header {
         Header {
             kind,
             op: self.op,
@@ -114,7 +119,7 @@ impl Endpoint<'_> {
     /// `peer` is gone for `reason`. When that is only a broken connection and another peer
     /// failed first, the first failure (the likely root cause) is quoted too. A peer that broke
     /// the protocol (e.g. a frame whose integrity tag does not verify) is a protocol error.
-    fn lost(&self, peer: usize, reason: String) -> Error {
+    pub(super) fn lost(&self, peer: usize, reason: String) -> Error {
         let mb = &self.t.mailbox;
         if mb.violated(peer) {
             let why = mb.gone(peer).unwrap_or(reason);
@@ -133,7 +138,7 @@ impl Endpoint<'_> {
         }
     }
 
-    fn silent(&self, peer: usize, quiet: Duration) -> Error {
+    pub(super) fn silent(&self, peer: usize, quiet: Duration) -> Error {
         Error::Silent {
             ctx: self.ctx.clone(),
             peer,

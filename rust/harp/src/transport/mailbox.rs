@@ -21,7 +21,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::pool::Buf;
-use crate::wire::{Header, Op};
+use crate::wire::{Header, Kind, Op};
 
 /// The reason filed for a peer that left the job normally (`Bye` over TCP, `close` in
 /// process). Every other reason is a failure.
@@ -40,14 +40,16 @@ pub(crate) enum Lane {
     /// Frames of a collective, matched by (operation sequence, sender, tag).
     Collective,
     /// Events outside collectives: one FIFO per sender.
-    #[cfg_attr(not(test), allow(dead_code))]
     Event,
 }
 
-/// The lane of a frame received from a peer. Every frame kind a peer sends today belongs to a
-/// collective; the events issue adds its kind here.
-pub(crate) fn lane_of(_hdr: &Header) -> Lane {
-    Lane::Collective
+/// The lane of a frame received from a peer: `Event` frames go to the event lane, every other
+/// kind belongs to a collective.
+pub(crate) fn lane_of(hdr: &Header) -> Lane {
+    match hdr.kind {
+        Kind::Event => Lane::Event,
+        _ => Lane::Collective,
+    }
 }
 
 /// What a waiter waits on.
@@ -262,7 +264,6 @@ impl Mailbox {
     }
 
     /// A waiter for events from any of `from`.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn watch_events(&self, from: &[usize]) -> Watch<'_> {
         self.watch(from.iter().map(|&src| Spot::Event { src }).collect())
     }
@@ -300,7 +301,6 @@ impl Mailbox {
 
     /// Takes the oldest event from the first of `from` that has one (callers rotate `from` for
     /// fairness). Gone only when every candidate is gone and has nothing queued.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn take_event(&self, from: &[usize]) -> Take {
         let mut st = self.lock();
         for &src in from {
@@ -326,7 +326,6 @@ fn all_gone(st: &State, from: &[usize]) -> Take {
 mod tests {
     use super::*;
     use crate::pool::{Pool, PoolConfig};
-    use crate::wire::Kind;
 
     fn frame(pool: &Pool, src: u32, seq: u64, tag: u32, op: Op, byte: u8) -> Frame {
         let hdr = Header {

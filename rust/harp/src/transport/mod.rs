@@ -29,6 +29,7 @@
 
 mod auth;
 mod endpoint;
+mod events;
 mod handshake;
 mod integrity;
 mod local;
@@ -42,6 +43,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub use endpoint::{Endpoint, Transport};
+pub use events::Event;
 pub use mailbox::Frame;
 #[cfg(target_os = "linux")]
 pub use socket::congestion_of;
@@ -51,7 +53,13 @@ use crate::wire::Header;
 
 /// Job id on the wire: FNV-1a of the job name.
 pub fn job_id(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+    fnv1a(name.as_bytes())
+}
+
+/// 64-bit FNV-1a of `bytes` (offset basis 0xcbf29ce484222325, prime 0x100000001b3): the job id
+/// and the hash that routes labeled events.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     })
 }

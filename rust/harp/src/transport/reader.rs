@@ -15,7 +15,7 @@ use super::mailbox::{lane_of, Frame, Mailbox};
 use super::mesh::Writer;
 use super::socket::Limits;
 use crate::pool::{Buf, Pool};
-use crate::wire::{Header, Kind, HEADER_LEN};
+use crate::wire::{Header, Kind, EVENT_CONTROL, EVENT_LABELED, EVENT_PLAIN, HEADER_LEN, MAX_LABEL};
 
 /// Sends a heartbeat on every idle connection (a busy one is proof of life already).
 pub(super) async fn heartbeats(
@@ -171,7 +171,28 @@ pub(crate) fn check_header(
             h.kind, h.len
         ));
     }
+    if h.kind == Kind::Event {
+        check_event_header(&h)?;
+    }
     Ok(h)
+}
+
+/// Checks an `Event` frame's header: a known tag, and a label (only on labeled events) of at
+/// most [`MAX_LABEL`] bytes inside the payload. The label's UTF-8 is checked when it is taken.
+pub(crate) fn check_event_header(h: &Header) -> std::result::Result<(), String> {
+    let label_ok = match h.tag {
+        EVENT_PLAIN | EVENT_CONTROL => h.aux == 0,
+        EVENT_LABELED => h.aux <= MAX_LABEL && u64::from(h.aux) <= h.len,
+        tag => return Err(format!("sent an event frame with unknown tag {tag}")),
+    };
+    if !label_ok {
+        return Err(format!(
+            "sent an event frame (tag {}) announcing a {}-byte label in a {}-byte payload (labels \
+             are at most {MAX_LABEL} bytes, on labeled events only)",
+            h.tag, h.aux, h.len
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a payload of `len` bytes (already checked against `limits.max_frame`) into a pooled
@@ -242,6 +263,26 @@ mod tests {
         let mut bad = h(Kind::Data, 2, 9, 0);
         bad[0] ^= 1;
         assert!(check_header(&bad, 2, 9, &l).unwrap_err().contains("magic"));
+    }
+
+    #[test]
+    fn event_headers_need_a_known_tag_and_a_bounded_label_inside_the_payload() {
+        let l = limits(1 << 20, 1 << 20);
+        let ev = |tag, aux, len| {
+            let mut h = Header::control(Kind::Event, 2, 9, 0);
+            (h.tag, h.aux, h.len) = (tag, aux, len);
+            check_header(&h.encode(), 2, 9, &l)
+        };
+        assert!(ev(EVENT_PLAIN, 0, 100).is_ok());
+        assert!(ev(EVENT_CONTROL, 0, 7).is_ok());
+        assert!(ev(EVENT_LABELED, 5, 5).is_ok());
+        assert!(ev(EVENT_LABELED, MAX_LABEL, 1 << 16).is_ok());
+        let e = ev(EVENT_LABELED, 6, 5).unwrap_err();
+        assert!(e.contains("6-byte label in a 5-byte payload"), "{e}");
+        assert!(ev(EVENT_LABELED, MAX_LABEL + 1, 1 << 16).is_err());
+        assert!(ev(EVENT_PLAIN, 1, 5).is_err());
+        assert!(ev(EVENT_CONTROL, 3, 5).is_err());
+        assert!(ev(3, 0, 5).unwrap_err().contains("unknown tag 3"));
     }
 
     /// A frame announcing 1 GiB of which 3 MiB arrive allocates a few MiB, not 1 GiB, and

@@ -1,0 +1,47 @@
+//! `harp components`: connected components by label propagation over events.
+
+use clap::Args;
+use harp::apps::components;
+use harp::apps::output::Output;
+use harp::{storage, Result, Worker};
+
+use crate::cluster::ClusterOpts;
+
+#[derive(Args, Clone, Debug)]
+pub struct ComponentsArgs {
+    /// Edges: a file or a directory of files, one `src dst` line per edge (non-negative
+    /// integer vertex ids; undirected; every id seen is a vertex).
+    #[arg(long)]
+    pub input: String,
+    /// Output directory: `vertex<TAB>component` lines (component = the smallest vertex id in
+    /// it), one part-RRRRR file per worker, then _SUCCESS; nothing is written on failure.
+    #[arg(long)]
+    pub output: String,
+    #[command(flatten)]
+    pub cluster: ClusterOpts,
+}
+
+pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
+    let job = std::env::var("HARP_JOB")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .unwrap_or_else(|| "harp".into());
+    let out = Output::prepare(w, &a.output, &job, "components-output")?;
+    let st = storage::for_path_on(&a.input, Some(w.runtime().clone()))?;
+    let c = components::run(w, &*st, &a.input)?;
+    let text = components::format(&c.labels);
+    out.commit_parts(w, "components-commit", text.as_bytes(), &[])?;
+    println!(
+        "rank {}: {} edge lines read, {} vertices owned; job: {} label events, {} detection \
+         waves",
+        w.rank(),
+        c.edges_read,
+        c.labels.len(),
+        c.label_events,
+        c.waves
+    );
+    if w.is_master() {
+        println!("wrote {}/part-* and _SUCCESS", out.dir());
+    }
+    Ok(())
+}
