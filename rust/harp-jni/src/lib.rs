@@ -7,6 +7,7 @@
 //! - [`table`]: `harp.Table` (partitions as direct buffers over pooled memory; key-value
 //!   entry batches);
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
+//! - [`job`]: `harp.HarpJob` (one of the `harp` tool's jobs, run by a Hadoop task);
 //! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
@@ -19,6 +20,7 @@
 mod convert;
 mod errors;
 mod handles;
+mod job;
 mod kmeans;
 mod kv_combiner;
 mod native;

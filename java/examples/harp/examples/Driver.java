@@ -10,6 +10,10 @@ public final class Driver {
     ProgramDriver pd = new ProgramDriver();
     pd.addClass("kmeans", harp.examples.kmeans.KMeans.class, "K-means clustering with allreduce (Map-Collective)");
     pd.addClass("wordcount", harp.examples.wordcount.WordCount.class, "word count with a key-value table and regroup (Map-Collective)");
+    pd.addClass("pagerank", harp.examples.engine.EngineJob.PageRank.class, "PageRank on graph tables (the engine's harp pagerank)");
+    pd.addClass("mds", harp.examples.engine.EngineJob.Mds.class, "multidimensional scaling, WDA-SMACOF (the engine's harp mds)");
+    pd.addClass("layout", harp.examples.engine.EngineJob.Layout.class, "force-directed graph layout (the engine's harp layout)");
+    pd.addClass("components", harp.examples.engine.EngineJob.Components.class, "connected components over events (the engine's harp components)");
     pd.addClass("bench", harp.examples.bench.Bench.class, "time allreduce/broadcast through the Java API");
     System.exit(pd.run(args));
   }

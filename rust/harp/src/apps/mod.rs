@@ -54,4 +54,3 @@ pub mod mds;
 pub mod output;
 pub mod pagerank;
 pub mod wordcount;
-

@@ -1,0 +1,126 @@
+package harp.examples.engine;
+
+import harp.io.WorkerInputFormat;
+import harp.mapred.MapCollectiveClientProtocolProvider;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.conf.Configured;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
+import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
+import org.apache.hadoop.util.Tool;
+
+/**
+ * One of the {@code harp} tool's jobs as a Hadoop job:
+ * {@code hadoop jar harp-rs-examples.jar JOB [generic -D options] --workers W <the arguments of harp JOB>},
+ * e.g. {@code pagerank --workers 4 --input edges --iterations 20 --output ranks}. The arguments
+ * are those of {@code harp JOB} (docs/apps.md), checked by the engine the same way; paths
+ * ({@code --input}, {@code --output}, {@code --weights}, {@code --init}) without a scheme are
+ * resolved against the job's default file system (HDFS on a cluster), as Hadoop resolves
+ * paths. Each of the W map tasks runs one worker ({@link harp.HarpJob}); the engine reads that
+ * worker's share of the input and the workers commit the output with {@code _SUCCESS}, so a
+ * failed job leaves no result.
+ */
+public class EngineJob extends Configured implements Tool {
+  /** The job's name ({@code pagerank}, …) and its arguments, one per line. */
+  public static final String JOB = "harp.example.job";
+  public static final String ARGS = "harp.example.args";
+  static final Set<String> PATHS = Set.of("--input", "--output", "--weights", "--init");
+
+  private final String name;
+  private Job job;
+
+  public EngineJob(String name) {
+    this.name = name;
+  }
+
+  @Override
+  public int run(String[] args) throws Exception {
+    List<String> rest = new ArrayList<>(Arrays.asList(args));
+    int at = rest.indexOf("--workers");
+    if (at < 0 || at + 1 >= rest.size() || !rest.contains("--input")) {
+      System.err.println("usage: " + name + " [generic -D options] --workers W --input PATH … (the arguments of harp "
+          + name + ")");
+      return 2;
+    }
+    int workers;
+    try {
+      workers = Integer.parseInt(rest.get(at + 1));
+    } catch (NumberFormatException e) {
+      System.err.println(name + ": --workers must be a whole number: " + rest.get(at + 1));
+      return 2;
+    }
+    if (workers < 1) {
+      System.err.println(name + ": --workers must be at least 1");
+      return 2;
+    }
+    rest.remove(at + 1);
+    rest.remove(at);
+    Configuration conf = getConf();
+    Path input = null;
+    for (int i = 0; i + 1 < rest.size(); i++) {
+      if (PATHS.contains(rest.get(i))) {
+        Path p = new Path(rest.get(i + 1));
+        FileSystem fs = p.getFileSystem(conf);
+        Path q = fs.makeQualified(p);
+        rest.set(i + 1, q.toString());
+        if (rest.get(i).equals("--input")) {
+          input = q;
+          if (!fs.exists(q)) {
+            System.err.println(name + ": input path does not exist: " + q);
+            return 2;
+          }
+        }
+      }
+    }
+    conf.set(JOB, name);
+    conf.set(ARGS, String.join("\n", rest));
+    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
+    conf.setInt(WorkerInputFormat.WORKERS, workers);
+    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
+    conf.setInt("mapreduce.map.maxattempts", 1);
+    job = Job.getInstance(conf, "harp-" + name);
+    job.setJarByClass(EngineJob.class);
+    job.setInputFormatClass(WorkerInputFormat.class);
+    FileInputFormat.addInputPath(job, input);
+    job.setMapperClass(EngineJobMapper.class);
+    job.setNumReduceTasks(0);
+    job.setOutputFormatClass(NullOutputFormat.class);
+    return job.waitForCompletion(true) ? 0 : 1;
+  }
+
+  /** The job of the last {@link #run}, or null. */
+  public Job job() {
+    return job;
+  }
+
+  /** {@code pagerank}, {@code mds}, {@code layout} and {@code components} for the program driver. */
+  public static class PageRank {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("pagerank"), args));
+    }
+  }
+
+  public static class Mds {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("mds"), args));
+    }
+  }
+
+  public static class Layout {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("layout"), args));
+    }
+  }
+
+  public static class Components {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("components"), args));
+    }
+  }
+}

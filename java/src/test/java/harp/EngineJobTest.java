@@ -1,0 +1,134 @@
+package harp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import harp.examples.engine.EngineJob;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.apache.hadoop.util.ToolRunner;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The Hadoop examples that run the engine's jobs (pagerank, mds, layout, components) through
+ * LocalJobRunner with 3 map tasks, each equal to `harp JOB` on 2 local worker processes.
+ */
+class EngineJobTest {
+  /** Every line of the result files of {@code dir} (not `_SUCCESS`, not summaries), sorted. */
+  static List<String> result(Path dir) throws Exception {
+    assertTrue(Files.exists(dir.resolve("_SUCCESS")), "no _SUCCESS in " + dir);
+    List<String> lines = new ArrayList<>();
+    try (Stream<Path> files = Files.list(dir)) {
+      for (Path f : (Iterable<Path>) files.sorted()::iterator) {
+        String n = f.getFileName().toString();
+        if (n.startsWith("_") || n.startsWith(".") || n.endsWith(".json") || Files.isDirectory(f)) {
+          continue;
+        }
+        for (String l : Files.readAllLines(f)) {
+          if (!l.isBlank()) {
+            lines.add(n.startsWith("part-") ? l : n + " " + l);
+          }
+        }
+      }
+    }
+    Collections.sort(lines);
+    return lines;
+  }
+
+  /** The two results agree line by line, numbers within {@code rel} relative (or 1e-12 absolute). */
+  static void sameResult(Path want, Path got, double rel) throws Exception {
+    List<String> a = result(want);
+    List<String> b = result(got);
+    assertEquals(a.size(), b.size(), "lines");
+    assertFalse(a.isEmpty());
+    for (int i = 0; i < a.size(); i++) {
+      String[] x = a.get(i).trim().split("\\s+");
+      String[] y = b.get(i).trim().split("\\s+");
+      assertEquals(x.length, y.length, a.get(i) + " vs " + b.get(i));
+      for (int j = 0; j < x.length; j++) {
+        if (x[j].equals(y[j])) {
+          continue;
+        }
+        double u = Double.parseDouble(x[j]);
+        double v = Double.parseDouble(y[j]);
+        assertTrue(Math.abs(u - v) <= Math.max(rel * Math.abs(u), 1e-12), a.get(i) + " vs " + b.get(i));
+      }
+    }
+  }
+
+  static Path edges(Path dir, int n, int m, long seed) throws Exception {
+    Files.createDirectories(dir);
+    Random r = new Random(seed);
+    StringBuilder a = new StringBuilder();
+    StringBuilder b = new StringBuilder();
+    for (int i = 0; i < m; i++) {
+      (i % 3 == 0 ? b : a).append(r.nextInt(n) * 7L).append(' ').append(r.nextInt(n) * 7L).append('\n');
+    }
+    Files.writeString(dir.resolve("a.txt"), a);
+    Files.writeString(dir.resolve("b.txt"), b);
+    return dir;
+  }
+
+  static int example(Path tmp, String job, String... args) throws Exception {
+    return ToolRunner.run(JobTestSupport.localConf(tmp, 3), new EngineJob(job), args);
+  }
+
+  @Test
+  @Timeout(180)
+  void pagerankAndComponentsEqualTheHarpTool(@TempDir Path tmp) throws Exception {
+    Path in = edges(tmp.resolve("edges"), 300, 900, 3);
+    KMeansJobTest.harp("pagerank", "--workers", "2", "--input", in.toString(), "--iterations", "15", "--output",
+        tmp.resolve("rust-pr").toString());
+    assertEquals(0, example(tmp, "pagerank", "--workers", "3", "--input", in.toUri().toString(), "--iterations", "15",
+        "--output", tmp.resolve("java-pr").toUri().toString()));
+    sameResult(tmp.resolve("rust-pr"), tmp.resolve("java-pr"), 1e-12);
+
+    KMeansJobTest.harp("components", "--workers", "2", "--input", in.toString(), "--output",
+        tmp.resolve("rust-cc").toString());
+    assertEquals(0, example(tmp, "components", "--workers", "3", "--input", in.toUri().toString(), "--output",
+        tmp.resolve("java-cc").toUri().toString()));
+    sameResult(tmp.resolve("rust-cc"), tmp.resolve("java-cc"), 0);
+  }
+
+  @Test
+  @Timeout(180)
+  void mdsAndLayoutEqualTheHarpTool(@TempDir Path tmp) throws Exception {
+    Path dist = tmp.resolve("d.txt");
+    KMeansJobTest.harp("gen", "dist", "--n", "120", "--dim", "3", "--seed", "4", "--output", dist.toString());
+    KMeansJobTest.harp("mds", "--workers", "2", "--input", dist.toString(), "--dim", "2", "--iterations", "10",
+        "--output", tmp.resolve("rust-mds").toString());
+    assertEquals(0, example(tmp, "mds", "--workers", "3", "--input", dist.toUri().toString(), "--dim", "2",
+        "--iterations", "10", "--output", tmp.resolve("java-mds").toUri().toString()));
+    sameResult(tmp.resolve("rust-mds"), tmp.resolve("java-mds"), 1e-9);
+
+    Path in = edges(tmp.resolve("edges"), 80, 160, 9);
+    KMeansJobTest.harp("layout", "--workers", "2", "--input", in.toString(), "--iterations", "10", "--output",
+        tmp.resolve("rust-layout").toString());
+    assertEquals(0, example(tmp, "layout", "--workers", "3", "--input", in.toUri().toString(), "--iterations", "10",
+        "--output", tmp.resolve("java-layout").toUri().toString()));
+    sameResult(tmp.resolve("rust-layout"), tmp.resolve("java-layout"), 1e-9);
+  }
+
+  @Test
+  @Timeout(120)
+  void badInputFailsTheJobAndLeavesNoResult(@TempDir Path tmp) throws Exception {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    Files.writeString(in.resolve("e.txt"), "1 2\n3 x4\n");
+    Path out = tmp.resolve("out");
+    assertNotEquals(0, example(tmp, "pagerank", "--workers", "2", "--input", in.toUri().toString(), "--iterations",
+        "3", "--output", out.toUri().toString()));
+    assertFalse(Files.exists(out.resolve("_SUCCESS")));
+    assertEquals(2, example(tmp, "pagerank", "--workers", "2", "--input", tmp.resolve("nope").toUri().toString(),
+        "--output", out.toUri().toString()));
+    assertEquals(2, example(tmp, "pagerank", "--input", in.toUri().toString()));
+  }
+}

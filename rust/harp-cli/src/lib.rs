@@ -1,0 +1,116 @@
+//! `harp`: runs Harp-RS jobs on an embedded local cluster (worker processes on loopback) or as
+//! one worker of a cluster described by a hosts file. The binary (`main.rs`) calls [`main`];
+//! the JNI library calls [`run_job`] to run a job as the part of a worker it already started
+//! (a Hadoop task: `harp.HarpJob` in Java), with the same arguments and output as here.
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use harp::Worker;
+
+mod bench;
+mod check;
+mod cluster;
+mod components;
+mod events_check;
+mod jobs;
+mod kmeans;
+mod layout;
+mod mds;
+mod options;
+mod pagerank;
+#[cfg(test)]
+mod vocabulary_tests;
+mod wordcount;
+
+#[derive(Parser)]
+#[command(
+    name = "harp",
+    version,
+    about = "Harp-RS: Map-Collective jobs with MPI-style collectives",
+    after_help = "`harp JOB --workers W …` runs JOB on W local worker processes; \
+                  `harp worker … JOB …` runs one rank of it."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate data sets.
+    Gen {
+        #[command(subcommand)]
+        what: GenCmd,
+    },
+    /// A job on W local worker processes (the jobs: src/jobs.rs).
+    #[command(flatten)]
+    Launch(jobs::Job<jobs::Local>),
+    /// Run this process as one rank of a cluster (hosts file or the local launcher).
+    Worker(cluster::WorkerArgs),
+    /// List the engine options: CLI flag, Java job key, engine key, default, meaning.
+    Options(options::OptionsArgs),
+}
+
+#[derive(Subcommand)]
+enum GenCmd {
+    /// Reproducible points (a mixture of Gaussian blobs) and, with --init, initial centroids.
+    Points(kmeans::GenArgs),
+    /// A reproducible N×N Euclidean distance matrix (for `harp mds`).
+    Dist(mds::GenDistArgs),
+}
+
+/// The `harp` command line.
+pub fn main() -> ExitCode {
+    init_logging();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let res = match cli.cmd {
+        Cmd::Gen {
+            what: GenCmd::Points(a),
+        } => kmeans::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Dist(a),
+        } => mds::gen(&a),
+        Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
+        Cmd::Worker(w) => cluster::worker(w),
+        Cmd::Options(a) => options::print(&a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One write call, so lines of several workers sharing a pipe never interleave.
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(format!("harp: error: {e}\n").as_bytes());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("HARP_LOG").unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// A job's arguments alone, as `harp worker … JOB …` takes them after the worker's own.
+#[derive(Parser)]
+#[command(name = "harp", no_binary_name = true)]
+struct JobOnly {
+    #[command(subcommand)]
+    job: jobs::Job<jobs::InWorker>,
+}
+
+/// Runs `args` (`["pagerank", "--input", …]`: a job and its arguments, exactly as after
+/// `harp worker … `) as worker `w`'s part of that job. A usage error is a config error carrying
+/// clap's message; the job's own options that set up workers (timeouts, sockets) are those `w`
+/// was started with.
+pub fn run_job(w: &Worker, args: &[String]) -> harp::Result<()> {
+    let parsed = JobOnly::try_parse_from(args)
+        .map_err(|e| harp::Error::config(e.render().to_string().trim_end().to_string()))?;
+    parsed.job.run(w)
+}
