@@ -261,17 +261,18 @@ impl<'a> Value<'a> {
     }
     /// Checks that the payload is a well-formed value of its type.
     fn check(&self) -> std::result::Result<(), String> {
+        let n = self.payload.len();
         let ok = match self.ty {
-            ValueType::Scalar(d) => self.payload.len() == d.size(),
-            ValueType::Array(d) => self.payload.len().is_multiple_of(d.size()),
-            ValueType::Bytes => true,
-        } && self.payload.len() <= u32::MAX as usize * 8;
+            ValueType::Scalar(d) => n == d.size(),
+            // The encoding's u32 count: at most u32::MAX elements or bytes.
+            ValueType::Array(d) => n.is_multiple_of(d.size()) && n / d.size() <= u32::MAX as usize,
+            ValueType::Bytes => n <= u32::MAX as usize,
+        };
         if ok {
             Ok(())
         } else {
             Err(format!(
-                "{} bytes are not a value of type {}",
-                self.payload.len(),
+                "{n} bytes are not a value of type {}",
                 self.ty.name()
             ))
         }
@@ -539,6 +540,14 @@ fn check_entry(t: Types, key: &Key<'_>, v: &Value<'_>) -> Result<()> {
             t.key.name()
         )));
     }
+    if let Key::Str(s) = key {
+        if s.len() > u32::MAX as usize {
+            return Err(Error::data(format!(
+                "key {key}: longer than {} bytes",
+                u32::MAX
+            )));
+        }
+    }
     if v.ty != t.value {
         return Err(Error::data(format!(
             "key {key}: a value of type {} given to a table of {} values",
@@ -608,7 +617,9 @@ fn combine_values(
             ValueType::Scalar(_) => Err(check_combiner(c, ty).unwrap_err()),
             _ => {
                 acc.extend_from_slice(other);
-                Ok(())
+                Value { ty, payload: acc }
+                    .check()
+                    .map_err(|why| Error::data(format!("key {key}: appended, {why}")))
             }
         },
         Combiner::KeepFirst => Ok(()),
