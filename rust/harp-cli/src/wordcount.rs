@@ -76,13 +76,16 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
     };
     if w.is_master() {
         println!(
-            "wordcount: {} distinct words, {} tokens, {} workers × {} threads, {} partitions, {:.3} s -> {}",
+            "wordcount: {} distinct words, {} tokens, {} workers × {} threads, {} partitions, {:.3} s \
+             (master: count {:.3} s, encode+regroup {:.3} s) -> {}",
             counts.words,
             counts.tokens,
             w.size(),
             opts.threads,
             opts.partitions,
             start.elapsed().as_secs_f64(),
+            counts.count_s,
+            counts.regroup_s,
             out.dir()
         );
     }

@@ -11,7 +11,7 @@ use std::cell::Cell;
 
 use harp::collective::framing::decode_inline_batch;
 use harp::collective::{absorb, write_pieces};
-use harp::data::{Array, Combiner, DType, Layout, Table};
+use harp::data::{Array, Combiner, DType, Key, KeyType, KvTable, Layout, Table, Value, ValueType};
 use harp::pool::Pool;
 use harp::wire::{self, BatchMeta, Header, Kind, Op, PieceMeta, HEADER_LEN};
 
@@ -167,13 +167,29 @@ impl Rng {
     }
 }
 
-/// A valid batch payload: 1–5 partitions, each whole or cut in two pieces, inline, as a
-/// sender encodes them (pids from 2: partition 1 is already in the receiving table).
+/// A valid batch payload: 1–5 partitions, dense ones whole or cut in two pieces, key-value ones
+/// whole, inline, as a sender encodes them (pids from 2: partition 1 is already in the
+/// receiving table).
 fn valid_batch(rng: &mut Rng) -> Vec<u8> {
     let n = 1 + rng.below(5) as u32;
     let mut pieces = Vec::new();
     let mut bytes = Vec::new();
     for pid in 2..2 + n {
+        if rng.below(3) == 0 {
+            // A key-value partition, whole (only whole ones are written into tables).
+            let kv = kv_partition(rng);
+            let total = kv.len() as u64;
+            pieces.push(PieceMeta {
+                pid,
+                layout: KV,
+                total,
+                offset: 0,
+                len: total,
+                inline: true,
+            });
+            bytes.extend(kv);
+            continue;
+        }
         let dtype = DType::ALL[rng.below(DType::ALL.len() as u64) as usize];
         let unit = dtype.size() as u64;
         let elems = rng.below(40);
@@ -197,6 +213,30 @@ fn valid_batch(rng: &mut Rng) -> Vec<u8> {
     }
     let meta = wire::encode(&BatchMeta { pieces });
     [&(meta.len() as u32).to_le_bytes()[..], &meta, &bytes].concat()
+}
+
+const KV: Layout = Layout::KeyValue {
+    key: KeyType::Str,
+    value: ValueType::Array(DType::I32),
+};
+
+/// The bytes of a valid key-value partition (str keys → i32 arrays) of 0–8 entries.
+fn kv_partition(rng: &mut Rng) -> Vec<u8> {
+    let mut t = KvTable::new(
+        KeyType::Str,
+        ValueType::Array(DType::I32),
+        Combiner::Append,
+        1,
+    )
+    .expect("append suits arrays");
+    for _ in 0..rng.below(9) {
+        let key: Vec<u8> = (0..rng.below(6)).map(|_| rng.next() as u8).collect();
+        let vals: Vec<i32> = (0..rng.below(4)).map(|_| rng.next() as i32).collect();
+        t.add(Key::Str(&key), Value::array(&vals)).unwrap();
+    }
+    let pool = Pool::default();
+    let table = t.into_table(&pool).unwrap();
+    table.get(0).map(|a| a.bytes().to_vec()).unwrap_or_default()
 }
 
 const INTERESTING: [u64; 10] = [
@@ -262,6 +302,8 @@ fn randomized_batches_never_panic_or_over_allocate() {
     let iters = iterations();
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let (mut ok, mut refused, mut panics) = (0u64, 0u64, Vec::new());
+    // Mutated key-value partitions refused by their validation.
+    let mut kv_refused = 0u64;
     let mut worst = 0usize;
     let start = std::time::Instant::now();
     for _ in 0..iters {
@@ -281,6 +323,7 @@ fn randomized_batches_never_panic_or_over_allocate() {
                     hex(&b)
                 );
                 refused += 1;
+                kv_refused += e.to_string().contains("malformed key-value partition") as u64;
             }
             Err(_) => panics.push(hex(&b)),
         }
@@ -296,8 +339,8 @@ fn randomized_batches_never_panic_or_over_allocate() {
         );
     }
     eprintln!(
-        "fuzz batches: {iters} inputs in {:.2} s: {ok} accepted, {refused} refused, {} \
-         panics, largest allocation {worst} bytes",
+        "fuzz batches: {iters} inputs in {:.2} s: {ok} accepted, {refused} refused ({kv_refused} \
+         malformed key-value partitions), {} panics, largest allocation {worst} bytes",
         start.elapsed().as_secs_f64(),
         panics.len()
     );
@@ -306,6 +349,10 @@ fn randomized_batches_never_panic_or_over_allocate() {
         "{} panics, first: {:?}",
         panics.len(),
         &panics[..panics.len().min(3)]
+    );
+    assert!(
+        kv_refused > iters / 1000,
+        "{kv_refused} key-value partitions refused"
     );
     assert!(
         refused > iters / 10 && ok > 0,

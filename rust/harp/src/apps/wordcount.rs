@@ -48,6 +48,10 @@ pub struct Counts {
     pub words: u64,
     /// Tokens over all workers.
     pub tokens: u64,
+    /// Seconds this worker spent reading, counting and merging its threads' tables.
+    pub count_s: f64,
+    /// Seconds this worker spent encoding its table and in the regroup.
+    pub regroup_s: f64,
 }
 
 /// A new counting table: str keys, i64 counts, summed.
@@ -151,6 +155,8 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
         ));
     }
     let pool = w.pool().clone();
+    let start = std::time::Instant::now();
+    let mut count_s = 0.0;
     let counted = (|| {
         let (local, tokens) = count_share(
             storage,
@@ -160,6 +166,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
             o.threads,
             o.partitions,
         )?;
+        count_s = start.elapsed().as_secs_f64();
         Ok((local.into_table(&pool)?, tokens))
     })();
     let (outcome, counted) = match counted {
@@ -169,6 +176,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
     crate::checkpoint::agree(w, "wordcount-input", outcome)?;
     let (mut table, tokens) = counted.expect("agreed: counted");
     w.regroup("wordcount", &mut table, Some(&Partitioner::Modulo))?;
+    let regroup_s = start.elapsed().as_secs_f64() - count_s;
     let mut words = 0u64;
     for (_, a) in table.iter() {
         words += kv::entries(a)?.count() as u64;
@@ -185,6 +193,8 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
         table,
         words: t[0] as u64,
         tokens: t[1] as u64,
+        count_s,
+        regroup_s,
     })
 }
 

@@ -261,17 +261,18 @@ impl<'a> Value<'a> {
     }
     /// Checks that the payload is a well-formed value of its type.
     fn check(&self) -> std::result::Result<(), String> {
+        let n = self.payload.len();
         let ok = match self.ty {
-            ValueType::Scalar(d) => self.payload.len() == d.size(),
-            ValueType::Array(d) => self.payload.len().is_multiple_of(d.size()),
-            ValueType::Bytes => true,
-        } && self.payload.len() <= u32::MAX as usize * 8;
+            ValueType::Scalar(d) => n == d.size(),
+            // The encoding's u32 count: at most u32::MAX elements or bytes.
+            ValueType::Array(d) => n.is_multiple_of(d.size()) && n / d.size() <= u32::MAX as usize,
+            ValueType::Bytes => n <= u32::MAX as usize,
+        };
         if ok {
             Ok(())
         } else {
             Err(format!(
-                "{} bytes are not a value of type {}",
-                self.payload.len(),
+                "{n} bytes are not a value of type {}",
                 self.ty.name()
             ))
         }
@@ -539,6 +540,14 @@ fn check_entry(t: Types, key: &Key<'_>, v: &Value<'_>) -> Result<()> {
             t.key.name()
         )));
     }
+    if let Key::Str(s) = key {
+        if s.len() > u32::MAX as usize {
+            return Err(Error::data(format!(
+                "key {key}: longer than {} bytes",
+                u32::MAX
+            )));
+        }
+    }
     if v.ty != t.value {
         return Err(Error::data(format!(
             "key {key}: a value of type {} given to a table of {} values",
@@ -608,7 +617,9 @@ fn combine_values(
             ValueType::Scalar(_) => Err(check_combiner(c, ty).unwrap_err()),
             _ => {
                 acc.extend_from_slice(other);
-                Ok(())
+                Value { ty, payload: acc }
+                    .check()
+                    .map_err(|why| Error::data(format!("key {key}: appended, {why}")))
             }
         },
         Combiner::KeepFirst => Ok(()),
@@ -873,53 +884,43 @@ impl KvTable {
                 self.layout()
             )));
         }
+        use std::collections::hash_map::Entry;
+        let (kt, vt) = (self.t.key, self.t.value);
         for (pid, theirs) in other.maps.into_iter().enumerate() {
             let mine = &mut self.maps[pid];
-            let (mine, theirs) = if mine.len() < theirs.len() {
-                // Fold the smaller map into the larger one, keeping `self` as the first
-                // operand of the combiner.
-                let ours = std::mem::replace(mine, theirs);
-                for (k, v) in ours {
-                    let slot = mine.entry(k);
-                    use std::collections::hash_map::Entry;
-                    match slot {
-                        Entry::Occupied(mut o) => {
-                            let key = key_of(self.t.key, o.key());
-                            let mut acc = v;
-                            combine_values(
-                                &self.combiner,
-                                self.t.value,
-                                key,
-                                &mut acc,
-                                o.get(),
-                                &mut self.scratch,
-                            )?;
-                            *o.get_mut() = acc;
+            if mine.len() >= theirs.len() {
+                for (k, v) in theirs {
+                    match mine.get_mut(&k) {
+                        Some(acc) => {
+                            let key = key_of(kt, &k);
+                            combine_values(&self.combiner, vt, key, acc, &v, &mut self.scratch)?;
                         }
-                        Entry::Vacant(e) => {
-                            e.insert(v);
+                        None => {
+                            mine.insert(k, v);
                         }
                     }
                 }
                 continue;
-            } else {
-                (mine, theirs)
-            };
-            for (k, v) in theirs {
-                match mine.get_mut(&k) {
-                    Some(acc) => {
-                        let key = key_of(self.t.key, &k);
+            }
+            // Fold the smaller map (ours) into the larger one, keeping our value as the first
+            // operand of the combiner.
+            let ours = std::mem::replace(mine, theirs);
+            for (k, mut acc) in ours {
+                match mine.entry(k) {
+                    Entry::Occupied(mut o) => {
+                        let key = key_of(kt, o.key());
                         combine_values(
                             &self.combiner,
-                            self.t.value,
+                            vt,
                             key,
-                            acc,
-                            &v,
+                            &mut acc,
+                            o.get(),
                             &mut self.scratch,
                         )?;
+                        *o.get_mut() = acc;
                     }
-                    None => {
-                        mine.insert(k, v);
+                    Entry::Vacant(e) => {
+                        e.insert(acc);
                     }
                 }
             }
@@ -1453,6 +1454,21 @@ mod tests {
         b.add(Key::Str(b"k"), Value::bytes(b"ab")).unwrap();
         b.add(Key::Str(b"k"), Value::bytes(b"\xffc")).unwrap();
         assert_eq!(b.get(Key::Str(b"k")).unwrap().payload, b"ab\xffc");
+        // Merging keeps this table's value first, whichever map is larger.
+        for extra in [0u8, 5] {
+            let mut other =
+                KvTable::new(KeyType::Str, ValueType::Bytes, Combiner::Append, 4).unwrap();
+            other.add(Key::Str(b"k"), Value::bytes(b"Z")).unwrap();
+            for i in 0..extra {
+                other.add(Key::Str(&[i]), Value::bytes(b"")).unwrap();
+            }
+            let mut mine =
+                KvTable::new(KeyType::Str, ValueType::Bytes, Combiner::Append, 4).unwrap();
+            mine.add(Key::Str(b"k"), Value::bytes(b"ab")).unwrap();
+            mine.merge(other).unwrap();
+            assert_eq!(mine.get(Key::Str(b"k")).unwrap().payload, b"abZ", "{extra}");
+            assert_eq!(mine.len(), 1 + extra as usize);
+        }
         // Combiners that do not suit the value type are refused when the table is made.
         for (c, v) in [
             (Combiner::Append, ValueType::Scalar(DType::I64)),
