@@ -181,13 +181,14 @@ fn edges_go_to_wherever_the_vertex_partitions_are() {
 #[test]
 fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
     use harp::data::kv::{self, Key, KeyType, KvTable, ValueType};
-    use harp::graph::send_messages;
+    use harp::graph::{send_messages, MessageTable};
     use harp::DType;
     for p in 1..=8 {
         for (seed, partitions, combiner) in [
             (11u64, 5u32, Combiner::Sum),
             (12, 13, Combiner::Min),
             (13, 1, Combiner::Sum),
+            (14, 7, Combiner::Max),
         ] {
             // Rank r sends 0..~40·r messages (rank 1 none), several to the same vertex.
             let msgs = |r: usize| -> Vec<(i64, i64)> {
@@ -216,6 +217,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                         .and_modify(|acc| {
                             *acc = match combiner {
                                 Combiner::Min => (*acc).min(x),
+                                Combiner::Max => (*acc).max(x),
                                 _ => *acc + x,
                             }
                         })
@@ -223,17 +225,27 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                 }
             }
             let results = on_workers(p, config(Duration::from_secs(30)), |w| {
-                let mut t = KvTable::new(
-                    KeyType::I64,
-                    ValueType::Scalar(DType::I64),
-                    combiner.clone(),
-                    partitions,
-                )
-                .unwrap();
-                for (v, x) in msgs(w.rank()) {
-                    t.add_scalar(v, x).unwrap();
-                }
-                let got = send_messages(&w, "msgs", t).unwrap();
+                // Built with the typed message table or the general key-value builder.
+                let mut got = if seed % 2 == 1 {
+                    let mut t = MessageTable::<i64>::new(combiner.clone(), partitions).unwrap();
+                    for (v, x) in msgs(w.rank()) {
+                        t.add(v, x).unwrap();
+                    }
+                    t.into_table(w.pool()).unwrap()
+                } else {
+                    let mut t = KvTable::new(
+                        KeyType::I64,
+                        ValueType::Scalar(DType::I64),
+                        combiner.clone(),
+                        partitions,
+                    )
+                    .unwrap();
+                    for (v, x) in msgs(w.rank()) {
+                        t.add_scalar(v, x).unwrap();
+                    }
+                    t.into_table(w.pool()).unwrap()
+                };
+                send_messages(&w, "msgs", &mut got).unwrap();
                 let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
                 for (pid, a) in got.iter() {
                     let m = g.entry((w.rank(), pid)).or_default();
@@ -256,22 +268,33 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
 
 #[test]
 fn messages_must_be_keyed_by_vertex_id() {
-    use harp::data::kv::{KeyType, KvTable, ValueType};
+    use harp::data::kv::{Key, KeyType, KvTable, ValueType};
+    use harp::graph::{send_messages, MessageTable};
     let results = on_workers(1, config(Duration::from_secs(5)), |w| {
-        let t = KvTable::new(
+        let mut words = KvTable::new(
             KeyType::Str,
             ValueType::Scalar(harp::DType::F64),
             Combiner::Sum,
             2,
         )
         .unwrap();
-        let e = harp::graph::send_messages(&w, "m", t)
-            .unwrap_err()
-            .to_string();
+        words.add_scalar(Key::Str(b"v"), 1.0f64).unwrap();
+        let mut t = words.into_table(w.pool()).unwrap();
+        let str_keys = send_messages(&w, "m", &mut t).unwrap_err().to_string();
+        let mut t = Table::new(Combiner::Sum);
+        t.put(9, Array::from_slice(w.pool(), &[1.0f64]));
+        let dense = send_messages(&w, "m", &mut t).unwrap_err().to_string();
+        let append = MessageTable::<f64>::new(Combiner::Append, 2).is_err();
         w.close();
-        e
+        (str_keys, dense, append)
     });
-    assert!(results[0].contains("vertex id (i64)"), "{}", results[0]);
+    let (str_keys, dense, append) = &results[0];
+    assert!(str_keys.contains("keyed by vertex id (i64)"), "{str_keys}");
+    assert!(
+        dense.contains("partition 9") && dense.contains("f64 elements"),
+        "{dense}"
+    );
+    assert!(append);
 }
 
 /// Edge pieces from a peer: whole records assemble into an edge partition (and append to the

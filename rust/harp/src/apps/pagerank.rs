@@ -29,9 +29,10 @@ use rayon::prelude::*;
 
 use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
 use crate::data::graph::{EdgeBuilder, Edges, Endpoint};
-use crate::data::kv::{Key, KeyType, KvTable, ValueType};
+use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::graph::MessageTable;
 use crate::io::{quote, read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
 use crate::worker::Worker;
@@ -477,16 +478,12 @@ fn exchange_kv(
     dangling: f64,
 ) -> Result<(Vec<f64>, f64)> {
     let (me, p) = (w.rank(), w.size());
-    let mut kv = KvTable::new(
-        KeyType::I64,
-        ValueType::Scalar(DType::F64),
-        Combiner::Sum,
-        p as u32,
-    )?;
+    let mut kv = MessageTable::<f64>::new(Combiner::Sum, p as u32)?;
     for (&u, &v) in g.src.iter().zip(&g.dst) {
-        kv.add_scalar(v, share[u as usize])?;
+        kv.add(v, share[u as usize])?;
     }
-    let got = crate::graph::send_messages(w, label, kv)?;
+    let mut got = kv.into_table(w.pool())?;
+    crate::graph::send_messages(w, label, &mut got)?;
     let mut incoming = vec![0.0f64; g.vertices.len()];
     for (pid, a) in got.iter() {
         for (k, v) in crate::data::kv::entries(a)? {
