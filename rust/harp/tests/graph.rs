@@ -72,17 +72,17 @@ fn table_of(pool: &harp::Pool, parts: &[(u32, Vec<Edge>)], weighted: bool) -> Ta
     t
 }
 
+/// Sorted edges (src, dst, weight bits) per (worker, partition id).
+type Placed = BTreeMap<(usize, u32), Vec<(i64, i64, u64)>>;
+
 fn key(e: &Edge) -> (i64, i64, u64) {
     (e.src, e.dst, e.weight.to_bits())
 }
 
 /// Every edge of every rank goes to `place(edge)` = (worker, partition id); returns the model's
 /// sorted edges per (worker, partition).
-fn model(
-    all: &[Vec<(u32, Vec<Edge>)>],
-    place: impl Fn(&Edge) -> (usize, u32),
-) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
-    let mut m: BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> = BTreeMap::new();
+fn model(all: &[Vec<(u32, Vec<Edge>)>], place: impl Fn(&Edge) -> (usize, u32)) -> Placed {
+    let mut m: Placed = BTreeMap::new();
     for parts in all {
         for (_, edges) in parts {
             for e in edges {
@@ -96,7 +96,7 @@ fn model(
     m
 }
 
-fn got(r: usize, t: &Table) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+fn got(r: usize, t: &Table) -> Placed {
     t.iter()
         .map(|(pid, a)| {
             let mut v: Vec<_> = Edges::of(a).unwrap().iter().map(|e| key(&e)).collect();
@@ -199,7 +199,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                 (0..n)
                     .map(|i| {
                         let x = mix(&[seed, r as u64, i]);
-                        let v = if x % 11 == 0 {
+                        let v = if x.is_multiple_of(11) {
                             -(x as i64 % 5) - (1 << 50)
                         } else {
                             (x % 30) as i64
