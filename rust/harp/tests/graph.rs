@@ -343,8 +343,8 @@ fn received_edge_pieces_are_checked() {
     assert_eq!(t.ids(), vec![4]);
 }
 
-/// Edge tables travel through the chunked broadcast and the allgather whole or in
-/// record-aligned pieces and arrive intact.
+/// Edge tables travel through the chunked broadcast, the allgather and the allreduce whole or
+/// in record-aligned pieces and arrive intact.
 #[test]
 fn edge_tables_survive_broadcast_and_allgather() {
     use harp::collective::{AllgatherAlgorithm, BroadcastAlgorithm};
@@ -377,6 +377,25 @@ fn edge_tables_survive_broadcast_and_allgather() {
                 let sizes: Vec<usize> = (0..p as u32)
                     .map(|r| Edges::of(g.get(r).unwrap()).unwrap().len())
                     .collect();
+                // Allreduce of one shared id: every worker ends with every edge.
+                let mut a = Table::new(Combiner::Sum);
+                let mut b = EdgeBuilder::new(false);
+                for i in 0..=w.rank() as i64 {
+                    b.push(w.rank() as i64, i, 1.0);
+                }
+                a.put(0, b.build(w.pool()));
+                w.allreduce("a", &mut a, harp::collective::AllreduceAlgorithm::Auto)
+                    .unwrap();
+                let mut all: Vec<(i64, i64)> = Edges::of(a.get(0).unwrap())
+                    .unwrap()
+                    .iter()
+                    .map(|e| (e.src, e.dst))
+                    .collect();
+                all.sort_unstable();
+                let want: Vec<(i64, i64)> = (0..p as i64)
+                    .flat_map(|r| (0..=r).map(move |i| (r, i)))
+                    .collect();
+                assert_eq!(all, want, "allreduce, p = {p}");
                 w.close();
                 (ok, sizes)
             });
