@@ -473,7 +473,7 @@ fn exchange_kv(
     w: &Worker,
     label: &str,
     g: &Local,
-    index: &IdMap,
+    by_id: &[(i64, u32)],
     share: &[f64],
     dangling: f64,
 ) -> Result<(Vec<f64>, f64)> {
@@ -486,17 +486,23 @@ fn exchange_kv(
     crate::graph::send_messages(w, label, &mut got)?;
     let mut incoming = vec![0.0f64; g.vertices.len()];
     for (pid, a) in got.iter() {
+        // Keys ascend in a partition: a merge with the vertices sorted by id.
+        let mut at = 0usize;
         for (k, v) in crate::data::kv::entries(a)? {
-            let i = match k {
-                Key::I64(k) => index.get(&k).copied(),
-                _ => None,
+            let Key::I64(k) = k else {
+                return Err(Error::data(format!("{label}: partition {pid}: key {k}")));
             };
-            let i = i.ok_or_else(|| {
-                Error::data(format!(
-                    "{label}: partition {pid}: a message to {k}, not a vertex here"
-                ))
-            })?;
-            incoming[i as usize] = v.get::<f64>()?;
+            while at < by_id.len() && by_id[at].0 < k {
+                at += 1;
+            }
+            match by_id.get(at) {
+                Some(&(id, i)) if id == k => incoming[i as usize] = v.get::<f64>()?,
+                _ => {
+                    return Err(Error::data(format!(
+                        "{label}: partition {pid}: a message to {k}, not a vertex here"
+                    )))
+                }
+            }
         }
     }
     let mut d = Table::new(Combiner::Reject);
@@ -561,15 +567,19 @@ fn run_in(
     let load_s = t0.elapsed().as_secs_f64();
     let nf = n as f64;
     let d = opts.damping;
-    // Key-value messages are looked up by vertex id.
-    let index: IdMap = match opts.messages {
-        Messages::KeyValue => g
-            .vertices
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (v, i as u32))
-            .collect(),
-        Messages::Compiled => IdMap::default(),
+    // Key-value messages are looked up by vertex id: (id, local index), by id.
+    let by_id: Vec<(i64, u32)> = match opts.messages {
+        Messages::KeyValue => {
+            let mut v: Vec<(i64, u32)> = g
+                .vertices
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v, i as u32))
+                .collect();
+            v.par_sort_unstable();
+            v
+        }
+        Messages::Compiled => Vec::new(),
     };
     let mut rank = vec![1.0 / nf; g.vertices.len()];
     let mut share = vec![0.0f64; g.vertices.len()];
@@ -588,7 +598,7 @@ fn run_in(
         let (incoming, dangling) = match opts.messages {
             Messages::Compiled => exchange_compiled(w, "pagerank-messages", &g, &share, dangling)?,
             Messages::KeyValue => {
-                exchange_kv(w, "pagerank-messages", &g, &index, &share, dangling)?
+                exchange_kv(w, "pagerank-messages", &g, &by_id, &share, dangling)?
             }
         };
         rank.par_iter_mut()
