@@ -51,6 +51,11 @@ fn check_p(p: usize) {
         out.contains(&format!("42 results verified on {p} workers")),
         "{out}"
     );
+    // Key-value tables (harp::check::run_kv: 13 results per round) over TCP too.
+    assert!(
+        out.contains(&format!("26 key-value results verified on {p} workers")),
+        "{out}"
+    );
 }
 
 #[test]

@@ -72,10 +72,18 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
     };
     let r = w.rank();
     let report = harp::check::run(w, &spec, &faults, &mut |f, op| inflict(r, f, op))?;
+    let kv = harp::check::run_kv(w, &spec)?;
     if r == 0 {
         println!(
             "check: {} results verified on {} workers ({} rounds, seed {})",
             report.verified,
+            w.size(),
+            a.rounds,
+            a.seed
+        );
+        println!(
+            "check: {} key-value results verified on {} workers ({} rounds, seed {})",
+            kv.verified,
             w.size(),
             a.rounds,
             a.seed

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, kmeans, pagerank};
+use crate::{bench, check, kmeans, pagerank, wordcount};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -45,6 +45,8 @@ jobs! {
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
     Check(check::CheckArgs) => check::run,
+    /// WordCount (Hadoop's example) on a key-value table.
+    Wordcount(wordcount::WordcountArgs) => wordcount::run,
 }
 
 impl<X: Args> Job<X> {
@@ -86,9 +88,9 @@ mod tests {
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in ["kmeans", "pagerank", "bench", "check"] {
+        for job in ["kmeans", "pagerank", "bench", "check", "wordcount"] {
             let extra: &[&str] = match job {
-                "kmeans" | "pagerank" => &["--input", "p", "--output", "o"],
+                "kmeans" | "pagerank" | "wordcount" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

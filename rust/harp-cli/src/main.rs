@@ -14,6 +14,7 @@ mod options;
 mod pagerank;
 #[cfg(test)]
 mod vocabulary_tests;
+mod wordcount;
 
 #[derive(Parser)]
 #[command(

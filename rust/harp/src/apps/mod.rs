@@ -2,6 +2,8 @@
 //! * [`output`]: a job's result directory, committed with `_SUCCESS` (nothing on failure).
 //! * [`kmeans`]: K-means (Lloyd's algorithm).
 //! * [`pagerank`]: PageRank on the graph tables.
+//! * [`wordcount`]: WordCount on a key-value table (local aggregation, one regroup).
 pub mod kmeans;
 pub mod output;
 pub mod pagerank;
+pub mod wordcount;

@@ -85,6 +85,21 @@ impl Output {
         crate::checkpoint::agree(w, label, committed)
     }
 
+    /// Master only, after a failed run: removes the staging directory, and `dir/_temporary`
+    /// when nothing else is left in it, so that the result directory is as it was before
+    /// [`Output::prepare`] (best effort: a failure to clean up is not reported over the run's
+    /// own error).
+    pub fn abort(&self) {
+        let _ = self.st.remove_all(&self.staging);
+        if let Some((parent, _)) = self.staging.rsplit_once('/') {
+            let empty = self.st.list(parent).is_ok_and(|f| f.is_empty())
+                && self.st.list_dirs(parent).is_ok_and(|d| d.is_empty());
+            if empty {
+                let _ = self.st.remove_all(parent);
+            }
+        }
+    }
+
     /// Master only: moves `files` from the staging directory into the result directory (see
     /// [`commit_files`]).
     pub fn commit(&self, files: &[String], stale: impl Fn(&str) -> bool) -> Result<()> {

@@ -152,7 +152,15 @@ impl std::fmt::Display for Key<'_> {
         match self {
             Key::I64(v) => write!(f, "{v}"),
             Key::I32(v) => write!(f, "{v}"),
-            Key::Str(s) => f.write_str(&crate::io::quote(s)),
+            // Quoted like a Rust string (invalid UTF-8 as U+FFFD), cut after 64 bytes: a huge
+            // key must not become a huge message.
+            Key::Str(s) => {
+                write!(f, "{:?}", String::from_utf8_lossy(&s[..s.len().min(64)]))?;
+                if s.len() > 64 {
+                    write!(f, "… ({} bytes)", s.len())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -1140,7 +1148,7 @@ mod tests {
         w.push(Key::Str(b"b"), Value::scalar(&1i64)).unwrap();
         w.push(Key::Str(b"a"), Value::scalar(&1i64)).unwrap();
         let e = w.finish(&pool).unwrap_err().to_string();
-        assert!(e.contains("key 'a' does not follow key 'b'"), "{e}");
+        assert!(e.contains("key \"a\" does not follow key \"b\""), "{e}");
         assert!(Writer::new(Layout::dense(DType::F64)).is_err());
     }
 
@@ -1284,7 +1292,7 @@ mod tests {
             t.add(4, words(&pool, c.clone(), y)).unwrap();
             let want: Vec<(String, i64)> = [("a", 5), ("b", 2), ("c", want_c), ("d", want_d)]
                 .iter()
-                .map(|(k, v)| (format!("'{k}'"), *v))
+                .map(|(k, v)| (format!("{k:?}"), *v))
                 .collect();
             assert_eq!(pairs(t.get(4).unwrap()), want, "{c:?}");
         }
@@ -1296,7 +1304,8 @@ mod tests {
             .add(4, words(&pool, Combiner::Reject, &[("c", 1)]))
             .unwrap_err();
         assert!(
-            e.to_string().contains("partition 4: key 'c' arrived twice"),
+            e.to_string()
+                .contains("partition 4: key \"c\" arrived twice"),
             "{e}"
         );
         // Wrapping sums, as for dense arrays.
@@ -1306,7 +1315,7 @@ mod tests {
         t.add(0, words(&pool, Combiner::Sum, &[("m", 1)])).unwrap();
         assert_eq!(
             pairs(t.get(0).unwrap()),
-            vec![("'m'".to_string(), i64::MIN)]
+            vec![("\"m\"".to_string(), i64::MIN)]
         );
         // Empty partitions on either side.
         let mut t = Table::new(Combiner::Sum);
@@ -1448,8 +1457,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("'a'".into(), b"xx".to_vec()),
-                ("'b'".into(), b"yyy".to_vec())
+                ("\"a\"".into(), b"xx".to_vec()),
+                ("\"b\"".into(), b"yyy".to_vec())
             ]
         );
         // A combiner returning a malformed value fails, naming the key and the combiner.

@@ -1,0 +1,102 @@
+//! `harp wordcount`: Hadoop's WordCount example on a key-value table (harp::apps::wordcount).
+
+use clap::Args;
+use harp::apps::output::Output;
+use harp::apps::wordcount::{self, Options};
+use harp::{storage, Result, Worker};
+
+use crate::cluster::ClusterOpts;
+
+#[derive(Args, Clone, Debug)]
+pub struct WordcountArgs {
+    /// Text: a file or a directory of files (names starting with `_` or `.` skipped).
+    #[arg(long)]
+    pub input: String,
+    /// Output directory: part-RRRRR per worker (`word<TAB>count` lines, sorted by word) and
+    /// _SUCCESS, committed when every worker has succeeded (a failed run leaves it as it was).
+    #[arg(long)]
+    pub output: String,
+    /// Counting threads per worker.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Partition ids the words are spread over (default: 8 per worker); partition i ends on
+    /// worker i mod W.
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    #[command(flatten)]
+    pub cluster: ClusterOpts,
+}
+
+pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
+    let start = std::time::Instant::now();
+    let opts = Options {
+        input: a.input.clone(),
+        threads: a.threads,
+        partitions: a
+            .partitions
+            .unwrap_or((w.size() * 8).min(u32::MAX as usize) as u32),
+    };
+    if opts.threads == 0 || opts.partitions == 0 {
+        return Err(harp::Error::config(
+            "--threads and --partitions must be at least 1",
+        ));
+    }
+    let job = std::env::var("HARP_JOB")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .unwrap_or_else(|| "harp".into());
+    // Before anything is written: the output is not a file and the input can be listed (every
+    // worker fails at once with the cause otherwise).
+    let st = storage::for_path_on(&a.input, Some(w.runtime().clone()));
+    let checked = (|| -> Result<()> {
+        not_a_file(&a.output, w)?;
+        st.as_ref()
+            .map_err(|e| harp::Error::config(e.to_string()))?
+            .list_input(&a.input, false)?;
+        Ok(())
+    })();
+    harp::checkpoint::agree(w, "wordcount-check", checked)?;
+    let st = st?;
+    // The output must be usable before any input is read.
+    let out = Output::prepare(w, &a.output, &job, "wordcount-output")?;
+    let counted = (|| {
+        let counts = wordcount::run(w, &*st, &opts)?;
+        let part = wordcount::format_counts(&counts.table)?;
+        out.commit_parts(w, "wordcount-commit", &part, &[])?;
+        Ok(counts)
+    })();
+    let counts = match counted {
+        Ok(c) => c,
+        Err(e) => {
+            if w.is_master() {
+                out.abort();
+            }
+            return Err(e);
+        }
+    };
+    if w.is_master() {
+        println!(
+            "wordcount: {} distinct words, {} tokens, {} workers × {} threads, {} partitions, {:.3} s -> {}",
+            counts.words,
+            counts.tokens,
+            w.size(),
+            opts.threads,
+            opts.partitions,
+            start.elapsed().as_secs_f64(),
+            out.dir()
+        );
+    }
+    Ok(())
+}
+
+/// Fails when `output` exists and is a file (a result directory is created if missing).
+fn not_a_file(output: &str, w: &Worker) -> Result<()> {
+    let dir = output.trim_end_matches('/');
+    let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+    if st.exists(dir)? && st.list(dir)?.iter().any(|f| f.path == dir) {
+        return Err(harp::Error::config(format!(
+            "--output '{dir}' is a file; the result is a directory (created if missing)"
+        )));
+    }
+    Ok(())
+}
