@@ -277,7 +277,7 @@ fn pair(s: usize, o: usize, p: usize) -> u32 {
     (s * p + o) as u32
 }
 
-fn plan(w: &Worker, label: &str, edges: &Table) -> Result<Local> {
+fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let (me, p) = (w.rank(), w.size());
     let mut srcs: Vec<i64> = Vec::new();
     let mut dst: Vec<i64> = Vec::new();
@@ -290,6 +290,16 @@ fn plan(w: &Worker, label: &str, edges: &Table) -> Result<Local> {
             dst.push(e.dst(i));
         }
     }
+    // The records are no longer needed (the plan holds what the iterations use).
+    drop(edges);
+    if dst.len() > u32::MAX as usize {
+        return Err(Error::data(format!(
+            "{} edges on one worker (at most {}): use more workers",
+            dst.len(),
+            u32::MAX
+        )));
+    }
+
     // The distinct destinations per owner, sorted: the keys of the plan.
     let mut keys: Vec<Vec<i64>> = vec![Vec::new(); p];
     {
@@ -552,8 +562,7 @@ fn run_in(
     let mut edges = Table::new(Combiner::Sum);
     edges.put(me as u32, loaded?.build(w.pool()));
     crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
-    let g = plan(w, "pagerank-plan", &edges)?;
-    drop(edges);
+    let g = plan(w, "pagerank-plan", edges)?;
     let mut totals = Table::new(Combiner::Sum);
     totals.put(
         0,
