@@ -53,13 +53,26 @@ pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
         .unwrap_or_else(|| "harp".into());
     let out = Output::prepare(w, &a.output, &job, "pagerank-output")?;
     let master = w.is_master();
-    let res = pagerank::run(w, &opts, |it, secs| {
-        if master {
-            println!("iteration {it:>3}/{}  {secs:.4} s", opts.iterations);
+    let done = (|| {
+        let res = pagerank::run(w, &opts, |it, secs| {
+            if master {
+                println!("iteration {it:>3}/{}  {secs:.4} s", opts.iterations);
+            }
+        })?;
+        let text = pagerank::format_ranks(&res.vertices, &res.ranks);
+        out.commit_parts(w, "pagerank-commit", text.as_bytes(), &[])?;
+        Ok(res)
+    })();
+    let res = match done {
+        Ok(r) => r,
+        Err(e) => {
+            // The output directory goes back to what it was (no staging left behind).
+            if master {
+                out.abort();
+            }
+            return Err(e);
         }
-    })?;
-    let text = pagerank::format_ranks(&res.vertices, &res.ranks);
-    out.commit_parts(w, "pagerank-commit", text.as_bytes(), &[])?;
+    };
     if master {
         let iters: f64 = res.iteration_s.iter().sum();
         println!(

@@ -13,13 +13,16 @@
 //! value, its out-edges (after [`regroup_edges`] by source) and the messages sent to it
 //! ([`send_messages`]) meet on the same worker.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 use crate::collective::AllgatherAlgorithm;
 use crate::data::graph::{vertex_partition, EdgeBuilder, Edges, Endpoint};
-use crate::data::kv::{KeyType, KvTable};
-use crate::data::{Array, Combiner, Layout, Partitioner, Table};
+use crate::data::kv::{Key, KeyHasher, KeyType, Value, ValueType, Writer};
+use crate::data::{Array, Combiner, Elem, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::pool::Pool;
 use crate::worker::Worker;
 
 /// The worker holding partition `pid` among `workers`: `pid mod workers` (the same function
@@ -129,24 +132,116 @@ pub fn send_edges_to_vertices(
     )
 }
 
-/// Send messages to vertices: `messages` is a key-value message table being built (destination
-/// vertex id, an i64 key → message), whose partitions are by destination-vertex hash
-/// (`vertex_partition(dst, P)`, P = `messages.partitions()`); messages to the same vertex from
-/// this worker were already combined on insert (local aggregation). Each partition moves to its
-/// [`owner`] and equal keys from different workers are combined there with the table's
-/// combiner: the owner's own messages first, then the others' in rank order. Returns the
-/// message partitions this worker owns. Cost: encoding the local table (one sort per
-/// partition), one regroup of the encoded bytes.
-pub fn send_messages(w: &Worker, label: &str, messages: KvTable) -> Result<Table> {
-    if let Layout::KeyValue { key, .. } = messages.layout() {
-        if key != KeyType::I64 {
+/// Messages to vertices being built, typed: destination vertex id (i64) → a number `T`,
+/// combined on insert with the table's `sum`, `min` or `max` (local aggregation), one map per
+/// vertex partition (`vertex_partition(dst, P)`). The fast path for scalar messages next to
+/// [`KvTable`](crate::data::kv::KvTable) (which takes any key and value type): [`MessageTable::into_table`] encodes the
+/// same key-value partitions (`kv::Writer`), so both feed [`send_messages`].
+pub struct MessageTable<T: Elem> {
+    combiner: Combiner,
+    maps: Vec<HashMap<i64, T, BuildHasherDefault<KeyHasher>>>,
+}
+
+impl<T: Elem> MessageTable<T> {
+    /// An empty table over `partitions` (≥ 1) vertex partitions, combining with `combiner`
+    /// (sum, min or max).
+    pub fn new(combiner: Combiner, partitions: u32) -> Result<MessageTable<T>> {
+        if !matches!(combiner, Combiner::Sum | Combiner::Min | Combiner::Max) {
             return Err(Error::config(format!(
-                "{label}: messages are keyed by vertex id (i64), not {}",
-                key.name()
+                "messages combine with sum, min or max, not {}",
+                combiner.name()
+            )));
+        }
+        if partitions == 0 {
+            return Err(Error::config("messages need at least one vertex partition"));
+        }
+        Ok(MessageTable {
+            combiner,
+            maps: (0..partitions).map(|_| HashMap::default()).collect(),
+        })
+    }
+    pub fn partitions(&self) -> u32 {
+        self.maps.len() as u32
+    }
+    /// Number of distinct destinations.
+    pub fn len(&self) -> usize {
+        self.maps.iter().map(|m| m.len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.maps.iter().all(|m| m.is_empty())
+    }
+    /// Adds a message to `dst`, combined with the one already there.
+    pub fn add(&mut self, dst: i64, v: T) -> Result<()> {
+        let pid = vertex_partition(dst, self.partitions()) as usize;
+        match self.maps[pid].entry(dst) {
+            Entry::Occupied(mut o) => self.combiner.combine_bytes(
+                pid as u32,
+                T::DTYPE,
+                bytemuck::bytes_of_mut(o.get_mut()),
+                T::DTYPE,
+                bytemuck::bytes_of(&v),
+            ),
+            Entry::Vacant(e) => {
+                e.insert(v);
+                Ok(())
+            }
+        }
+    }
+    /// The message partitions (key-value, i64 keys, scalar `T` values, keys ascending) in
+    /// buffers of `pool`, with the table's combiner.
+    pub fn into_table(self, pool: &Pool) -> Result<Table> {
+        use rayon::prelude::*;
+        let layout = Layout::KeyValue {
+            key: KeyType::I64,
+            value: ValueType::Scalar(T::DTYPE),
+        };
+        let parts: Vec<(u32, Array)> = self
+            .maps
+            .into_par_iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(pid, m)| {
+                let mut entries: Vec<(i64, T)> = m.into_iter().collect();
+                entries.sort_unstable_by_key(|e| e.0);
+                let mut w = Writer::new(layout)?;
+                for (k, v) in &entries {
+                    w.push(Key::I64(*k), Value::scalar(v))?;
+                }
+                Ok((pid as u32, w.finish(pool)?))
+            })
+            .collect::<Result<_>>()?;
+        let mut t = Table::new(self.combiner);
+        for (pid, a) in parts {
+            t.put(pid, a);
+        }
+        Ok(t)
+    }
+}
+
+/// Send messages to vertices: `messages` holds key-value message partitions (destination
+/// vertex id, an i64 key → message) whose ids are by destination-vertex hash, as
+/// [`MessageTable::into_table`] or [`KvTable::into_table`](crate::data::kv::KvTable::into_table)
+/// make them (their builders combine
+/// the messages to one vertex on insert: local aggregation). Each partition moves to its
+/// [`owner`] and equal keys from different workers are combined there with the table's
+/// combiner: the owner's own messages first, then the others' in rank order. Afterwards
+/// `messages` holds the message partitions this worker owns. Cost: one regroup of the encoded
+/// bytes (8 bytes of key plus the value per distinct destination and sender).
+pub fn send_messages(w: &Worker, label: &str, messages: &mut Table) -> Result<()> {
+    for (pid, a) in messages.iter() {
+        if !matches!(
+            a.layout(),
+            Layout::KeyValue {
+                key: KeyType::I64,
+                ..
+            }
+        ) {
+            return Err(Error::data(format!(
+                "{label}: partition {pid}: messages are key-value partitions keyed by vertex id \
+                 (i64), not {}",
+                a.layout().describe(a.bytes().len() as u64)
             )));
         }
     }
-    let mut t = messages.into_table(w.pool())?;
-    w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
-    Ok(t)
+    w.regroup(label, messages, Some(&Partitioner::Modulo))
 }

@@ -72,17 +72,17 @@ fn table_of(pool: &harp::Pool, parts: &[(u32, Vec<Edge>)], weighted: bool) -> Ta
     t
 }
 
+/// Sorted edges (src, dst, weight bits) per (worker, partition id).
+type Placed = BTreeMap<(usize, u32), Vec<(i64, i64, u64)>>;
+
 fn key(e: &Edge) -> (i64, i64, u64) {
     (e.src, e.dst, e.weight.to_bits())
 }
 
 /// Every edge of every rank goes to `place(edge)` = (worker, partition id); returns the model's
 /// sorted edges per (worker, partition).
-fn model(
-    all: &[Vec<(u32, Vec<Edge>)>],
-    place: impl Fn(&Edge) -> (usize, u32),
-) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
-    let mut m: BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> = BTreeMap::new();
+fn model(all: &[Vec<(u32, Vec<Edge>)>], place: impl Fn(&Edge) -> (usize, u32)) -> Placed {
+    let mut m: Placed = BTreeMap::new();
     for parts in all {
         for (_, edges) in parts {
             for e in edges {
@@ -96,7 +96,7 @@ fn model(
     m
 }
 
-fn got(r: usize, t: &Table) -> BTreeMap<(usize, u32), Vec<(i64, i64, u64)>> {
+fn got(r: usize, t: &Table) -> Placed {
     t.iter()
         .map(|(pid, a)| {
             let mut v: Vec<_> = Edges::of(a).unwrap().iter().map(|e| key(&e)).collect();
@@ -181,13 +181,14 @@ fn edges_go_to_wherever_the_vertex_partitions_are() {
 #[test]
 fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
     use harp::data::kv::{self, Key, KeyType, KvTable, ValueType};
-    use harp::graph::send_messages;
+    use harp::graph::{send_messages, MessageTable};
     use harp::DType;
     for p in 1..=8 {
         for (seed, partitions, combiner) in [
             (11u64, 5u32, Combiner::Sum),
             (12, 13, Combiner::Min),
             (13, 1, Combiner::Sum),
+            (14, 7, Combiner::Max),
         ] {
             // Rank r sends 0..~40·r messages (rank 1 none), several to the same vertex.
             let msgs = |r: usize| -> Vec<(i64, i64)> {
@@ -198,7 +199,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                 (0..n)
                     .map(|i| {
                         let x = mix(&[seed, r as u64, i]);
-                        let v = if x % 11 == 0 {
+                        let v = if x.is_multiple_of(11) {
                             -(x as i64 % 5) - (1 << 50)
                         } else {
                             (x % 30) as i64
@@ -216,6 +217,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                         .and_modify(|acc| {
                             *acc = match combiner {
                                 Combiner::Min => (*acc).min(x),
+                                Combiner::Max => (*acc).max(x),
                                 _ => *acc + x,
                             }
                         })
@@ -223,17 +225,27 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                 }
             }
             let results = on_workers(p, config(Duration::from_secs(30)), |w| {
-                let mut t = KvTable::new(
-                    KeyType::I64,
-                    ValueType::Scalar(DType::I64),
-                    combiner.clone(),
-                    partitions,
-                )
-                .unwrap();
-                for (v, x) in msgs(w.rank()) {
-                    t.add_scalar(v, x).unwrap();
-                }
-                let got = send_messages(&w, "msgs", t).unwrap();
+                // Built with the typed message table or the general key-value builder.
+                let mut got = if seed % 2 == 1 {
+                    let mut t = MessageTable::<i64>::new(combiner.clone(), partitions).unwrap();
+                    for (v, x) in msgs(w.rank()) {
+                        t.add(v, x).unwrap();
+                    }
+                    t.into_table(w.pool()).unwrap()
+                } else {
+                    let mut t = KvTable::new(
+                        KeyType::I64,
+                        ValueType::Scalar(DType::I64),
+                        combiner.clone(),
+                        partitions,
+                    )
+                    .unwrap();
+                    for (v, x) in msgs(w.rank()) {
+                        t.add_scalar(v, x).unwrap();
+                    }
+                    t.into_table(w.pool()).unwrap()
+                };
+                send_messages(&w, "msgs", &mut got).unwrap();
                 let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
                 for (pid, a) in got.iter() {
                     let m = g.entry((w.rank(), pid)).or_default();
@@ -256,22 +268,33 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
 
 #[test]
 fn messages_must_be_keyed_by_vertex_id() {
-    use harp::data::kv::{KeyType, KvTable, ValueType};
+    use harp::data::kv::{Key, KeyType, KvTable, ValueType};
+    use harp::graph::{send_messages, MessageTable};
     let results = on_workers(1, config(Duration::from_secs(5)), |w| {
-        let t = KvTable::new(
+        let mut words = KvTable::new(
             KeyType::Str,
             ValueType::Scalar(harp::DType::F64),
             Combiner::Sum,
             2,
         )
         .unwrap();
-        let e = harp::graph::send_messages(&w, "m", t)
-            .unwrap_err()
-            .to_string();
+        words.add_scalar(Key::Str(b"v"), 1.0f64).unwrap();
+        let mut t = words.into_table(w.pool()).unwrap();
+        let str_keys = send_messages(&w, "m", &mut t).unwrap_err().to_string();
+        let mut t = Table::new(Combiner::Sum);
+        t.put(9, Array::from_slice(w.pool(), &[1.0f64]));
+        let dense = send_messages(&w, "m", &mut t).unwrap_err().to_string();
+        let append = MessageTable::<f64>::new(Combiner::Append, 2).is_err();
         w.close();
-        e
+        (str_keys, dense, append)
     });
-    assert!(results[0].contains("vertex id (i64)"), "{}", results[0]);
+    let (str_keys, dense, append) = &results[0];
+    assert!(str_keys.contains("keyed by vertex id (i64)"), "{str_keys}");
+    assert!(
+        dense.contains("partition 9") && dense.contains("f64 elements"),
+        "{dense}"
+    );
+    assert!(append);
 }
 
 /// Edge pieces from a peer: whole records assemble into an edge partition (and append to the
@@ -320,8 +343,8 @@ fn received_edge_pieces_are_checked() {
     assert_eq!(t.ids(), vec![4]);
 }
 
-/// Edge tables travel through the chunked broadcast and the allgather whole or in
-/// record-aligned pieces and arrive intact.
+/// Edge tables travel through the chunked broadcast, the allgather and the allreduce whole or
+/// in record-aligned pieces and arrive intact.
 #[test]
 fn edge_tables_survive_broadcast_and_allgather() {
     use harp::collective::{AllgatherAlgorithm, BroadcastAlgorithm};
@@ -354,6 +377,25 @@ fn edge_tables_survive_broadcast_and_allgather() {
                 let sizes: Vec<usize> = (0..p as u32)
                     .map(|r| Edges::of(g.get(r).unwrap()).unwrap().len())
                     .collect();
+                // Allreduce of one shared id: every worker ends with every edge.
+                let mut a = Table::new(Combiner::Sum);
+                let mut b = EdgeBuilder::new(false);
+                for i in 0..=w.rank() as i64 {
+                    b.push(w.rank() as i64, i, 1.0);
+                }
+                a.put(0, b.build(w.pool()));
+                w.allreduce("a", &mut a, harp::collective::AllreduceAlgorithm::Auto)
+                    .unwrap();
+                let mut all: Vec<(i64, i64)> = Edges::of(a.get(0).unwrap())
+                    .unwrap()
+                    .iter()
+                    .map(|e| (e.src, e.dst))
+                    .collect();
+                all.sort_unstable();
+                let want: Vec<(i64, i64)> = (0..p as i64)
+                    .flat_map(|r| (0..=r).map(move |i| (r, i)))
+                    .collect();
+                assert_eq!(all, want, "allreduce, p = {p}");
                 w.close();
                 (ok, sizes)
             });

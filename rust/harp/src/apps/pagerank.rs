@@ -29,9 +29,10 @@ use rayon::prelude::*;
 
 use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
 use crate::data::graph::{EdgeBuilder, Edges, Endpoint};
-use crate::data::kv::{Key, KeyType, KvTable, ValueType};
+use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::graph::MessageTable;
 use crate::io::{quote, read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
 use crate::worker::Worker;
@@ -276,7 +277,7 @@ fn pair(s: usize, o: usize, p: usize) -> u32 {
     (s * p + o) as u32
 }
 
-fn plan(w: &Worker, label: &str, edges: &Table) -> Result<Local> {
+fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let (me, p) = (w.rank(), w.size());
     let mut srcs: Vec<i64> = Vec::new();
     let mut dst: Vec<i64> = Vec::new();
@@ -289,6 +290,16 @@ fn plan(w: &Worker, label: &str, edges: &Table) -> Result<Local> {
             dst.push(e.dst(i));
         }
     }
+    // The records are no longer needed (the plan holds what the iterations use).
+    drop(edges);
+    if dst.len() > u32::MAX as usize {
+        return Err(Error::data(format!(
+            "{} edges on one worker (at most {}): use more workers",
+            dst.len(),
+            u32::MAX
+        )));
+    }
+
     // The distinct destinations per owner, sorted: the keys of the plan.
     let mut keys: Vec<Vec<i64>> = vec![Vec::new(); p];
     {
@@ -472,34 +483,36 @@ fn exchange_kv(
     w: &Worker,
     label: &str,
     g: &Local,
-    index: &IdMap,
+    by_id: &[(i64, u32)],
     share: &[f64],
     dangling: f64,
 ) -> Result<(Vec<f64>, f64)> {
     let (me, p) = (w.rank(), w.size());
-    let mut kv = KvTable::new(
-        KeyType::I64,
-        ValueType::Scalar(DType::F64),
-        Combiner::Sum,
-        p as u32,
-    )?;
+    let mut kv = MessageTable::<f64>::new(Combiner::Sum, p as u32)?;
     for (&u, &v) in g.src.iter().zip(&g.dst) {
-        kv.add_scalar(v, share[u as usize])?;
+        kv.add(v, share[u as usize])?;
     }
-    let got = crate::graph::send_messages(w, label, kv)?;
+    let mut got = kv.into_table(w.pool())?;
+    crate::graph::send_messages(w, label, &mut got)?;
     let mut incoming = vec![0.0f64; g.vertices.len()];
     for (pid, a) in got.iter() {
+        // Keys ascend in a partition: a merge with the vertices sorted by id.
+        let mut at = 0usize;
         for (k, v) in crate::data::kv::entries(a)? {
-            let i = match k {
-                Key::I64(k) => index.get(&k).copied(),
-                _ => None,
+            let Key::I64(k) = k else {
+                return Err(Error::data(format!("{label}: partition {pid}: key {k}")));
             };
-            let i = i.ok_or_else(|| {
-                Error::data(format!(
-                    "{label}: partition {pid}: a message to {k}, not a vertex here"
-                ))
-            })?;
-            incoming[i as usize] = v.get::<f64>()?;
+            while at < by_id.len() && by_id[at].0 < k {
+                at += 1;
+            }
+            match by_id.get(at) {
+                Some(&(id, i)) if id == k => incoming[i as usize] = v.get::<f64>()?,
+                _ => {
+                    return Err(Error::data(format!(
+                        "{label}: partition {pid}: a message to {k}, not a vertex here"
+                    )))
+                }
+            }
         }
     }
     let mut d = Table::new(Combiner::Reject);
@@ -549,8 +562,7 @@ fn run_in(
     let mut edges = Table::new(Combiner::Sum);
     edges.put(me as u32, loaded?.build(w.pool()));
     crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
-    let g = plan(w, "pagerank-plan", &edges)?;
-    drop(edges);
+    let g = plan(w, "pagerank-plan", edges)?;
     let mut totals = Table::new(Combiner::Sum);
     totals.put(
         0,
@@ -564,15 +576,19 @@ fn run_in(
     let load_s = t0.elapsed().as_secs_f64();
     let nf = n as f64;
     let d = opts.damping;
-    // Key-value messages are looked up by vertex id.
-    let index: IdMap = match opts.messages {
-        Messages::KeyValue => g
-            .vertices
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (v, i as u32))
-            .collect(),
-        Messages::Compiled => IdMap::default(),
+    // Key-value messages are looked up by vertex id: (id, local index), by id.
+    let by_id: Vec<(i64, u32)> = match opts.messages {
+        Messages::KeyValue => {
+            let mut v: Vec<(i64, u32)> = g
+                .vertices
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v, i as u32))
+                .collect();
+            v.par_sort_unstable();
+            v
+        }
+        Messages::Compiled => Vec::new(),
     };
     let mut rank = vec![1.0 / nf; g.vertices.len()];
     let mut share = vec![0.0f64; g.vertices.len()];
@@ -591,7 +607,7 @@ fn run_in(
         let (incoming, dangling) = match opts.messages {
             Messages::Compiled => exchange_compiled(w, "pagerank-messages", &g, &share, dangling)?,
             Messages::KeyValue => {
-                exchange_kv(w, "pagerank-messages", &g, &index, &share, dangling)?
+                exchange_kv(w, "pagerank-messages", &g, &by_id, &share, dangling)?
             }
         };
         rank.par_iter_mut()
