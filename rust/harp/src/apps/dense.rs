@@ -155,4 +155,41 @@ mod tests {
         }
         assert_eq!(offsets(&[2, 0, 3]), vec![0, 2, 2, 5]);
     }
+
+    /// A block whose length differs from what the receiver expects is a protocol error naming
+    /// the sender's rank and partition, not a panic or a short result.
+    #[test]
+    fn a_block_of_the_wrong_length_is_refused() {
+        let workers = Worker::in_process(2, Config::default()).unwrap();
+        let handles: Vec<_> = workers
+            .into_iter()
+            .map(|w| {
+                std::thread::spawn(move || {
+                    // Rank 1 sends 3 values; rank 0 was told 5.
+                    let (mine, lens) = if w.rank() == 0 {
+                        (vec![1.0], vec![1u64, 5])
+                    } else {
+                        (vec![2.0; 3], vec![1u64, 3])
+                    };
+                    let r = allgather_blocks(&w, "blocks", &mine, &lens).map(|v| v.len());
+                    w.close();
+                    r
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let e = results[0].as_ref().unwrap_err();
+        assert!(matches!(e, Error::Protocol(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("block of rank 1 (partition 1) has 3 elements, 5 announced"),
+            "{e}"
+        );
+        assert_eq!(results[1].as_ref().ok(), Some(&4));
+        // A worker's own block must match its announced length.
+        let w = Worker::in_process(1, Config::default()).unwrap().remove(0);
+        let e = allgather_blocks(&w, "own", &[1.0, 2.0], &[3]).unwrap_err();
+        assert!(e.to_string().contains("has 2 elements, 3 announced"), "{e}");
+        w.close();
+    }
 }

@@ -65,6 +65,25 @@ fn parse_row(line: &[u8], n: usize, what: &str, out: &mut Vec<f64>) -> Result<()
     Ok(())
 }
 
+/// Makes room in `data` for one more row of `n` values, growing it by doubling; fails with a
+/// clear error (instead of aborting on the allocation) when the new size cannot fit in this
+/// host's memory.
+fn room_for_row(data: &mut Vec<f64>, n: usize) -> Result<()> {
+    if data.capacity() - data.len() >= n {
+        return Ok(());
+    }
+    let want = (data.len() as u128 + n as u128).max(2 * data.capacity() as u128);
+    crate::io::memory::check_fits(
+        &format!(
+            "the {} rows of this worker's share",
+            data.len() / n.max(1) + 1
+        ),
+        want.checked_mul(8),
+    )?;
+    data.try_reserve_exact(want as usize - data.len())
+        .map_err(|e| Error::config(format!("cannot allocate {want} f64 values: {e}")))
+}
+
 /// Calls `row(line, start)` for every non-blank line of the block `buf`.
 fn each_row(
     buf: &[u8],
@@ -145,10 +164,12 @@ pub fn load_share(
             for (f, (s, e)) in files.iter().zip(split::spread(&sizes, rank, workers)) {
                 read_lines(storage, f, s, e, STREAM_BLOCK, |buf, _| {
                     each_row(buf, |line, at| {
-                        parse_row(line, n, "distance", &mut out.data).map_err(|msg| LineError {
+                        let fail = |msg| LineError {
                             line_start: at,
                             msg,
-                        })?;
+                        };
+                        room_for_row(&mut out.data, n).map_err(|e| fail(e.to_string()))?;
+                        parse_row(line, n, "distance", &mut out.data).map_err(fail)?;
                         out.rows += 1;
                         Ok(())
                     })
@@ -195,6 +216,10 @@ pub fn load_rows(
             read_f64_rows(storage, &files, n, a, b, "weight")
         }
         Format::Text => {
+            crate::io::memory::check_fits(
+                &format!("{rows} rows of {n} weights"),
+                (rows as u128).checked_mul(8 * n as u128),
+            )?;
             let mut data = Vec::with_capacity(rows * n);
             let mut row = 0u64; // rows seen so far, over all files
             let stop = "\u{0}stop"; // not an error: the rows wanted are read

@@ -179,8 +179,9 @@ pub struct Outcome {
 
 /// The rows `first..first + rows` of B(X)·X into `out` (rows×D), with δ̂ = max(δ − shift, 0),
 /// and for each row Σ_{j≠i} w_ij (δ_ij − d_ij)² and Σ_{j≠i} w_ij δ_ij² into `stress`
-/// (2 values per row). Every row is summed over j = 0..N in order: its value does not depend on
-/// how rows are split among workers or threads.
+/// (2 values per row). A row's value depends only on the row, X and δ: the sums over j run in
+/// a fixed order ([`LANES`] interleaved partial sums, added in lane order), whatever the split
+/// of rows among workers or threads.
 #[allow(clippy::too_many_arguments)]
 pub fn b_times_x(
     delta: &[f64],
@@ -193,63 +194,208 @@ pub fn b_times_x(
     out: &mut [f64],
     stress: &mut [f64],
 ) {
-    #[inline(always)]
-    fn row(
-        i: usize,
-        d_row: &[f64],
-        w_row: Option<&[f64]>,
-        x: &[f64],
-        dim: usize,
-        shift: f64,
-        out: &mut [f64],
-    ) -> [f64; 2] {
-        let xi = &x[i * dim..(i + 1) * dim];
-        out.iter_mut().for_each(|v| *v = 0.0);
-        let (mut s, mut norm) = (0.0f64, 0.0f64);
-        for (j, xj) in x.chunks_exact(dim).enumerate() {
-            if j == i {
-                continue;
-            }
-            let mut d2 = 0.0;
-            for k in 0..dim {
-                let t = xi[k] - xj[k];
-                d2 += t * t;
-            }
-            let d = d2.sqrt();
-            let delta = d_row[j];
-            let w = w_row.map_or(1.0, |w| w[j]);
-            s += w * (delta - d) * (delta - d);
-            norm += w * delta * delta;
-            let target = if shift > 0.0 {
-                (delta - shift).max(0.0)
-            } else {
-                delta
-            };
-            if d > 0.0 {
-                let c = w * target / d;
-                for k in 0..dim {
-                    out[k] += c * (xi[k] - xj[k]);
-                }
-            }
+    // X column by column (D×N), so that the loop over j reads each coordinate contiguously.
+    let mut cols = vec![0.0; n * dim];
+    for (j, xj) in x.chunks_exact(dim).enumerate() {
+        for k in 0..dim {
+            cols[k * n + j] = xj[k];
         }
-        [s, norm]
     }
     let rows = out.len() / dim;
+    debug_assert_eq!(rows * 2, stress.len());
     out.par_chunks_mut(dim)
         .zip(stress.par_chunks_mut(2))
         .enumerate()
         .with_min_len(8)
         .for_each(|(r, (o, st))| {
             let d_row = &delta[r * n..(r + 1) * n];
-            let w_row = weights.map(|w| &w[r * n..(r + 1) * n]);
-            let v = match dim {
-                2 => row(first + r, d_row, w_row, x, 2, shift, o),
-                3 => row(first + r, d_row, w_row, x, 3, shift, o),
-                _ => row(first + r, d_row, w_row, x, dim, shift, o),
+            let i = first + r;
+            let v = match (dim, weights) {
+                (2, None) => row::<2, false>(i, d_row, &[], &cols, n, shift, o),
+                (2, Some(w)) => row::<2, true>(i, d_row, &w[r * n..][..n], &cols, n, shift, o),
+                (3, None) => row::<3, false>(i, d_row, &[], &cols, n, shift, o),
+                (3, Some(w)) => row::<3, true>(i, d_row, &w[r * n..][..n], &cols, n, shift, o),
+                _ => row_any(
+                    i,
+                    d_row,
+                    weights.map(|w| &w[r * n..][..n]),
+                    &cols,
+                    n,
+                    shift,
+                    o,
+                ),
             };
             st.copy_from_slice(&v);
         });
-    debug_assert_eq!(rows * 2, stress.len());
+}
+
+/// Interleaved partial sums per row in [`b_times_x`] (so the loop over j vectorises).
+pub const LANES: usize = 8;
+
+/// Lanes `0..m` of the block of pairs (i, j0 + l) into the lane sums; `xi` is x_i, `col[k]`
+/// coordinate k of every point. Written lane by lane over small arrays so that it vectorises.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block<const D: usize, const WEIGHTED: bool>(
+    acc: &mut [[f64; LANES]; D],
+    s: &mut [f64; LANES],
+    norm: &mut [f64; LANES],
+    j0: usize,
+    m: usize,
+    xi: &[f64; D],
+    col: &[&[f64]; D],
+    d_row: &[f64],
+    w_row: &[f64],
+    shift: f64,
+) {
+    let mut d2 = [0.0f64; LANES];
+    let mut diff = [[0.0f64; LANES]; D];
+    for k in 0..D {
+        let c = &col[k][j0..j0 + m];
+        for l in 0..m {
+            diff[k][l] = xi[k] - c[l];
+            d2[l] += diff[k][l] * diff[k][l];
+        }
+    }
+    let dr = &d_row[j0..j0 + m];
+    let wr = if WEIGHTED { &w_row[j0..j0 + m] } else { dr };
+    for l in 0..m {
+        let d = d2[l].sqrt();
+        let delta = dr[l];
+        let w = if WEIGHTED { wr[l] } else { 1.0 };
+        let e = delta - d;
+        s[l] += w * e * e;
+        norm[l] += w * delta * delta;
+        let t = delta - shift;
+        let t = if t > 0.0 { t } else { 0.0 };
+        let c = if d > 0.0 { w * t / d } else { 0.0 };
+        for k in 0..D {
+            acc[k][l] += c * diff[k][l];
+        }
+    }
+}
+
+/// Row `i` of B·X (into `out`) with its stress terms, for D = 2 or 3. The pair j = i adds
+/// nothing to B·X (d = 0) and is taken out of the sums afterwards.
+#[inline(always)]
+fn row_impl<const D: usize, const WEIGHTED: bool>(
+    i: usize,
+    d_row: &[f64],
+    w_row: &[f64],
+    cols: &[f64],
+    n: usize,
+    shift: f64,
+    out: &mut [f64],
+) -> [f64; 2] {
+    let col: [&[f64]; D] = std::array::from_fn(|k| &cols[k * n..(k + 1) * n]);
+    let xi: [f64; D] = std::array::from_fn(|k| col[k][i]);
+    assert!(d_row.len() == n && (!WEIGHTED || w_row.len() == n));
+    let mut acc = [[0.0; LANES]; D];
+    let (mut s, mut norm) = ([0.0; LANES], [0.0; LANES]);
+    let full = n / LANES * LANES;
+    for j0 in (0..full).step_by(LANES) {
+        block::<D, WEIGHTED>(
+            &mut acc, &mut s, &mut norm, j0, LANES, &xi, &col, d_row, w_row, shift,
+        );
+    }
+    block::<D, WEIGHTED>(
+        &mut acc,
+        &mut s,
+        &mut norm,
+        full,
+        n - full,
+        &xi,
+        &col,
+        d_row,
+        w_row,
+        shift,
+    );
+    let sum = |v: &[f64; LANES]| v.iter().fold(0.0, |s, x| s + x);
+    for k in 0..D {
+        out[k] = sum(&acc[k]);
+    }
+    let w_ii = if WEIGHTED { w_row[i] } else { 1.0 };
+    let self_term = w_ii * d_row[i] * d_row[i];
+    [sum(&s) - self_term, sum(&norm) - self_term]
+}
+
+/// Declares `$name`: [`row_impl`] compiled with the target features `$feat`. No FMA contraction
+/// happens (Rust never fuses), and vector square roots and divisions are exactly rounded: every
+/// version gives bit-identical results.
+macro_rules! row_with {
+    ($name:ident, $feat:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feat)]
+        unsafe fn $name<const D: usize, const WEIGHTED: bool>(
+            i: usize,
+            d_row: &[f64],
+            w_row: &[f64],
+            cols: &[f64],
+            n: usize,
+            shift: f64,
+            out: &mut [f64],
+        ) -> [f64; 2] {
+            row_impl::<D, WEIGHTED>(i, d_row, w_row, cols, n, shift, out)
+        }
+    };
+}
+row_with!(row_avx512, "avx512f");
+row_with!(row_avx2, "avx2");
+
+/// [`row_impl`] with the widest vectors this CPU has (AVX-512, AVX2, else the baseline).
+fn row<const D: usize, const WEIGHTED: bool>(
+    i: usize,
+    d_row: &[f64],
+    w_row: &[f64],
+    cols: &[f64],
+    n: usize,
+    shift: f64,
+    out: &mut [f64],
+) -> [f64; 2] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { row_avx512::<D, WEIGHTED>(i, d_row, w_row, cols, n, shift, out) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { row_avx2::<D, WEIGHTED>(i, d_row, w_row, cols, n, shift, out) };
+        }
+    }
+    row_impl::<D, WEIGHTED>(i, d_row, w_row, cols, n, shift, out)
+}
+
+/// [`row`] for any dimension (one running sum per quantity, j = i skipped).
+fn row_any(
+    i: usize,
+    d_row: &[f64],
+    w_row: Option<&[f64]>,
+    cols: &[f64],
+    n: usize,
+    shift: f64,
+    out: &mut [f64],
+) -> [f64; 2] {
+    let dim = out.len();
+    out.iter_mut().for_each(|v| *v = 0.0);
+    let (mut s, mut norm) = (0.0f64, 0.0f64);
+    for j in (0..n).filter(|&j| j != i) {
+        let d = (0..dim)
+            .map(|k| (cols[k * n + i] - cols[k * n + j]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let delta = d_row[j];
+        let w = w_row.map_or(1.0, |w| w[j]);
+        s += w * (delta - d) * (delta - d);
+        norm += w * delta * delta;
+        if d > 0.0 {
+            let c = w * (delta - shift).max(0.0) / d;
+            for k in 0..dim {
+                out[k] += c * (cols[k * n + i] - cols[k * n + j]);
+            }
+        }
+    }
+    [s, norm]
 }
 
 /// The rows `first..first + rows` of V·P into `out`: (V·P)_i = Σ_{j≠i} w_ij (p_i − p_j), summed
@@ -691,6 +837,95 @@ mod tests {
         v_times(None, &x, n, dim, 0, &column_sums(&x, dim), &mut a);
         v_times(Some(&ones), &x, n, dim, 0, &[], &mut b);
         assert!(max_rel(&a, &b) < 1e-12);
+    }
+
+    /// The vectorised row kernel gives the same bits on every instruction set, and the general
+    /// one's values to rounding, for D = 2 and 3, with and without weights and annealing, N not
+    /// a multiple of the lane count, and a non-zero diagonal (ignored).
+    #[test]
+    fn vector_paths_are_bit_identical() {
+        for (n, dim) in [(3usize, 2usize), (29, 2), (40, 3), (17, 3)] {
+            let mut delta = euclidean_distances(n, 4, n as u64, 0.1);
+            delta[5 % n * n + 5 % n] = 0.7;
+            let wts: Vec<f64> = (0..n * n).map(|i| ((i * 7) % 5) as f64 * 0.5).collect();
+            let mut rng = Rng::new(3);
+            let x: Vec<f64> = (0..n * dim).map(|_| rng.normal()).collect();
+            let mut cols = vec![0.0; n * dim];
+            for j in 0..n {
+                for k in 0..dim {
+                    cols[k * n + j] = x[j * dim + k];
+                }
+            }
+            for shift in [0.0, 0.3] {
+                for i in 0..n {
+                    let d_row = &delta[i * n..(i + 1) * n];
+                    let w_row = &wts[i * n..(i + 1) * n];
+                    let run = |path: u8, weighted: bool| {
+                        let mut o = vec![0.0; dim];
+                        let w: &[f64] = if weighted { w_row } else { &[] };
+                        let st = match (path, dim, weighted) {
+                            (0, 2, false) => {
+                                row_impl::<2, false>(i, d_row, w, &cols, n, shift, &mut o)
+                            }
+                            (0, 2, true) => {
+                                row_impl::<2, true>(i, d_row, w, &cols, n, shift, &mut o)
+                            }
+                            (0, 3, false) => {
+                                row_impl::<3, false>(i, d_row, w, &cols, n, shift, &mut o)
+                            }
+                            (0, 3, true) => {
+                                row_impl::<3, true>(i, d_row, w, &cols, n, shift, &mut o)
+                            }
+                            (1, 2, false) => row::<2, false>(i, d_row, w, &cols, n, shift, &mut o),
+                            (1, 2, true) => row::<2, true>(i, d_row, w, &cols, n, shift, &mut o),
+                            (1, 3, false) => row::<3, false>(i, d_row, w, &cols, n, shift, &mut o),
+                            (1, 3, true) => row::<3, true>(i, d_row, w, &cols, n, shift, &mut o),
+                            _ => row_any(
+                                i,
+                                d_row,
+                                weighted.then_some(w_row),
+                                &cols,
+                                n,
+                                shift,
+                                &mut o,
+                            ),
+                        };
+                        (o, st)
+                    };
+                    for weighted in [false, true] {
+                        let base = run(0, weighted);
+                        assert_eq!(run(1, weighted), base, "n={n} i={i}");
+                        #[cfg(target_arch = "x86_64")]
+                        if std::arch::is_x86_feature_detected!("avx2") {
+                            let mut o = vec![0.0; dim];
+                            let w: &[f64] = if weighted { w_row } else { &[] };
+                            // SAFETY: AVX2 is present.
+                            let st = unsafe {
+                                match (dim, weighted) {
+                                    (2, false) => {
+                                        row_avx2::<2, false>(i, d_row, w, &cols, n, shift, &mut o)
+                                    }
+                                    (2, true) => {
+                                        row_avx2::<2, true>(i, d_row, w, &cols, n, shift, &mut o)
+                                    }
+                                    (3, false) => {
+                                        row_avx2::<3, false>(i, d_row, w, &cols, n, shift, &mut o)
+                                    }
+                                    _ => row_avx2::<3, true>(i, d_row, w, &cols, n, shift, &mut o),
+                                }
+                            };
+                            assert_eq!((o, st), base);
+                        }
+                        let any = run(2, weighted);
+                        assert!(max_rel(&any.0, &base.0) < 1e-12, "n={n} i={i}");
+                        for q in 0..2 {
+                            let tol = 1e-12 * any.1[q].abs().max(1e-300);
+                            assert!((any.1[q] - base.1[q]).abs() <= tol, "n={n} i={i} {q}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// SMACOF never increases the stress, and the reference's CG path with unit weights is the
