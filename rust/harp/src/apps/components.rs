@@ -264,8 +264,9 @@ impl Handler for Propagate<'_, '_> {
 }
 
 /// Reads this worker's share of the edges under `input` (a file or a directory) and sends each
-/// edge to the owners of both endpoints; returns the lines read.
-fn send_edges(w: &Worker, st: &dyn Storage, input: &str) -> Result<u64> {
+/// edge to the owners of both endpoints; returns the lines read. After each block, the edges
+/// already received are handled (`gather`), so they do not pile up in the mailbox.
+fn send_edges(w: &Worker, st: &dyn Storage, input: &str, gather: &mut Gather) -> Result<u64> {
     let files = st.list_input(input, false)?;
     if files.is_empty() {
         return Err(Error::config(format!("no input files in '{input}'")));
@@ -278,19 +279,25 @@ fn send_edges(w: &Worker, st: &dyn Storage, input: &str) -> Result<u64> {
         let r = read_lines(st, f, s, e, BLOCK, |lines, _| {
             let mut batch = Vec::new();
             parse_edges(lines, |a, b| batch.push((a, b)))?;
-            for (a, b) in batch {
-                edges += 1;
-                let sent = out.add(a, b).and_then(|_| out.add(b, a));
-                if let Err(err) = sent {
-                    let msg = err.to_string();
-                    failed = Some(err);
-                    return Err(LineError { line_start: 0, msg });
+            let mut sent = || -> Result<()> {
+                for &(a, b) in &batch {
+                    out.add(a, b)?;
+                    out.add(b, a)?;
                 }
-            }
-            Ok(())
+                while let Some(ev) = w.try_event()? {
+                    gather.event(ev)?;
+                }
+                Ok(())
+            };
+            edges += batch.len() as u64;
+            sent().map_err(|err| {
+                let msg = err.to_string();
+                failed = Some(err);
+                LineError { line_start: 0, msg }
+            })
         });
         if let Some(err) = failed {
-            return Err(err); // a send, not the line
+            return Err(err); // a send or a received event, not the line
         }
         r?;
     }
@@ -302,15 +309,15 @@ fn send_edges(w: &Worker, st: &dyn Storage, input: &str) -> Result<u64> {
 /// `input`, then the two event phases. A bad line fails every worker with the file, line and
 /// token.
 pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Components> {
-    let read = send_edges(w, st, input);
-    let edges_read = *read.as_ref().unwrap_or(&0);
-    crate::checkpoint::agree(w, "components-input", read.map(|_| ()))?;
     let (rank, workers) = (w.rank(), w.size());
     let mut gather = Gather {
         rank,
         workers,
         adj: HashMap::new(),
     };
+    let read = send_edges(w, st, input, &mut gather);
+    let edges_read = *read.as_ref().unwrap_or(&0);
+    crate::checkpoint::agree(w, "components-input", read.map(|_| ()))?;
     w.run_until_quiet_with(&mut gather)?;
     let mut adj = gather.adj;
     let mut label = HashMap::with_capacity(adj.len());

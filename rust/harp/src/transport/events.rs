@@ -41,11 +41,22 @@ impl Event {
             .map_err(|e| Error::Protocol(format!("event from rank {}: {e}", self.src)))
     }
 
+    #[cfg(test)]
+    pub(crate) fn from_frame_for_tests(f: Frame) -> Result<Event> {
+        Event::from_frame(f)
+    }
+
     /// Decodes a frame of the event lane; bad bytes are a protocol error naming the sender.
     fn from_frame(f: Frame) -> Result<Event> {
         let src = f.hdr.src as usize;
         let bad = |what: String| Error::Protocol(format!("rank {src} sent an event {what}"));
         let (label, at, control) = match f.hdr.tag {
+            EVENT_PLAIN | EVENT_CONTROL if f.hdr.aux != 0 => {
+                return Err(bad(format!(
+                    "(tag {}) announcing a {}-byte label (labels are on tag {EVENT_LABELED} only)",
+                    f.hdr.tag, f.hdr.aux
+                )))
+            }
             EVENT_PLAIN => (None, 0, false),
             EVENT_CONTROL => (None, 0, true),
             EVENT_LABELED => {
@@ -322,5 +333,42 @@ mod tests {
         let odd = Event::from_frame(frame(EVENT_PLAIN, 0, b"abc")).unwrap();
         let e = odd.array(&pool, crate::DType::F32).unwrap_err();
         assert!(e.to_string().contains("event from rank 3"), "{e}");
+    }
+
+    /// Random tags, label lengths and bytes (valid UTF-8 or not) either pass the reader's header
+    /// check and decode, or fail cleanly; nothing panics and a decoded label is the bytes sent.
+    #[test]
+    fn random_event_frames_decode_or_fail_cleanly() {
+        let mut rng = crate::apps::kmeans::gen::Rng::new(13);
+        let limits = super::super::socket::Limits::default();
+        for _ in 0..20_000 {
+            let len = rng.below(40);
+            let body: Vec<u8> = (0..len)
+                .map(|_| match rng.below(3) {
+                    0 => rng.below(256) as u8,
+                    _ => b'a' + rng.below(26) as u8,
+                })
+                .collect();
+            let tag = rng.below(4) as u32;
+            let aux = match rng.below(3) {
+                0 => rng.below(50) as u32,
+                1 => rng.next_u64() as u32,
+                _ => 0,
+            };
+            let f = frame(tag, aux, &body);
+            let header_ok = super::super::reader::check_header(&f.hdr.encode(), 3, 1, &limits);
+            match Event::from_frame(f) {
+                Ok(ev) => {
+                    assert!(header_ok.is_ok(), "{header_ok:?}");
+                    let n = ev.label.as_ref().map_or(0, |l| l.len());
+                    assert_eq!(
+                        ev.label.as_deref().map(str::as_bytes),
+                        (tag == 1).then(|| &body[..n])
+                    );
+                    assert_eq!(ev.payload(), &body[n..]);
+                }
+                Err(e) => assert_eq!(e.kind(), "protocol", "{e}"),
+            }
+        }
     }
 }

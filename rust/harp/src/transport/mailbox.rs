@@ -5,8 +5,8 @@
 //!   frames of its own sequence number, so a fast peer may already be sending the next
 //!   operation's frames;
 //! * the **event lane**, one FIFO per sender in arrival order, for messages between workers
-//!   outside collectives (not keyed by any sequence; used by the events issue, no public API
-//!   yet).
+//!   outside collectives (`Event` frames, not keyed by any sequence; `transport::events`,
+//!   `crate::events`).
 //!
 //! Waiters register the spots they wait on (a collective position (sequence, sender), or a
 //! sender's event FIFO); an arriving frame wakes only the waiters of its spot, and a peer that is

@@ -20,6 +20,9 @@
 //! 3. The three-step handshake of the Harp paper (`handshake`): the master pings every
 //!    worker, each answers, then the master tells everyone the job is initialised.
 //!
+//! Events (`events`): `Event` frames outside the collectives go to the mailbox's event lane
+//! (one FIFO per sender); an event to oneself goes straight into one's own mailbox.
+//!
 //! Failure handling: a link that sees a peer end (end-of-file, a reset or an `Abort` frame
 //! over TCP; an abort, close or drop in process) marks the peer gone in the `mailbox` and
 //! wakes every waiter on it; a waiter whose peer is gone (and has nothing queued) fails at
