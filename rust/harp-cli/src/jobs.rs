@@ -8,7 +8,6 @@ use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
 use crate::{bench, check, components, events_check, kmeans, layout, mds, pagerank, wordcount};
-use crate::{bench, check, kmeans, pagerank, wordcount};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -112,8 +111,6 @@ mod tests {
                 "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" => {
                     &["--input", "p", "--output", "o"]
                 }
-        for job in ["kmeans", "pagerank", "bench", "check", "wordcount"] {
-                "kmeans" | "pagerank" | "wordcount" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

@@ -127,8 +127,45 @@ pub extern "system" fn Java_harp_Table_addEntries<'l>(
     })
 }
 
+/// Appends the first `len` bytes of the direct buffer `batch`, edge records (`src`, `dst` i64
+/// and, when `weighted`, a f64 weight, little-endian: docs/wire-protocol.md), to edge partition
+/// `pid` of table `t` (created if absent; combined with the table's combiner, `append`, if
+/// present). A batch that is not whole records adds nothing.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_addEdges<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    weighted: jboolean,
+    pid: jint,
+    batch: JByteBuffer<'l>,
+    len: jint,
+) {
+    call(&mut env, |env, _| {
+        let pid = u32::try_from(pid)
+            .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
+        let cap = env.get_direct_buffer_capacity(&batch)?;
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= cap)
+            .ok_or_else(|| {
+                fail(format!(
+                    "batch length {len} outside the buffer ({cap} bytes)"
+                ))
+            })?;
+        let ptr = env.get_direct_buffer_address(&batch)?;
+        // SAFETY: `batch` is a live direct buffer of `cap` >= `len` bytes for this call.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        let e = table(t)?;
+        let edges = Array::from_layout(Layout::Edges { weighted }, e.pool.copy_of(bytes))?;
+        e.lock().add(pid, edges)?;
+        Ok(())
+    })
+}
+
 /// The layout of partition `pid`: its element type's name for a dense array (`f64`, …),
-/// `kv KEY VALUE` for a key-value partition (`kv str i64`), or null when absent.
+/// `kv KEY VALUE` for a key-value partition (`kv str i64`), `edges` or `edges weighted` for
+/// an edge partition, or null when absent.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Table_layout<'l>(
     mut env: EnvUnowned<'l>,
@@ -142,8 +179,9 @@ pub extern "system" fn Java_harp_Table_layout<'l>(
             Some(Layout::KeyValue { key, value }) => {
                 new_jstring(env, &format!("kv {} {}", key.name(), value.name()))
             }
-            #[allow(unreachable_patterns)]
-            Some(other) => new_jstring(env, &format!("{other:?}")),
+            Some(Layout::Edges { weighted }) => {
+                new_jstring(env, if weighted { "edges weighted" } else { "edges" })
+            }
             None => Ok(JString::default()),
         }
     })

@@ -379,3 +379,83 @@ pub extern "system" fn Java_harp_Worker_rotate<'l>(
         in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
     })
 }
+
+/// The endpoint that decides where an edge goes: its source or its destination.
+fn endpoint(by_source: jboolean) -> harp::data::graph::Endpoint {
+    if by_source {
+        harp::data::graph::Endpoint::Src
+    } else {
+        harp::data::graph::Endpoint::Dst
+    }
+}
+
+fn vertex_partitions(p: jint) -> Result<u32, Failure> {
+    u32::try_from(p)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| fail(format!("vertex partitions must be at least 1, got {p}")))
+}
+
+/// `harp::graph::regroup_edges`: every edge to the worker holding its source's (or
+/// destination's) vertex partition.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_regroupEdges<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    by_source: jboolean,
+    partitions: jint,
+) {
+    collective(env, w, Op::Regroup, label, |_, wk, label| {
+        let p = vertex_partitions(partitions)?;
+        in_table(t, |tb| {
+            harp::graph::regroup_edges(wk, label, tb, endpoint(by_source), p)
+        })
+    })
+}
+
+/// `harp::graph::send_edges_to_vertices`: every edge to the worker holding the vertex
+/// partition of its source (or destination) in table `vertices`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_harp_Worker_sendEdgesToVertices<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+    by_source: jboolean,
+    vertices: jlong,
+    partitions: jint,
+) {
+    collective(env, w, Op::Regroup, label, |_, wk, label| {
+        let p = vertex_partitions(partitions)?;
+        if t == vertices {
+            return Err(fail(
+                "the edges and the vertices must be two different tables",
+            ));
+        }
+        let v = table(vertices)?;
+        let v = v.lock();
+        in_table(t, |tb| {
+            harp::graph::send_edges_to_vertices(wk, label, tb, endpoint(by_source), &v, p)
+        })
+    })
+}
+
+/// `harp::graph::send_messages`: message partitions (i64 vertex keys) to the workers holding
+/// their vertices, combined there.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_sendMessages<'l>(
+    env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    label: JString<'l>,
+    t: jlong,
+) {
+    collective(env, w, Op::Regroup, label, |_, wk, label| {
+        in_table(t, |tb| harp::graph::send_messages(wk, label, tb))
+    })
+}

@@ -176,6 +176,11 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return w().newKeyValueTable(keys, values, combiner, partitions);
   }
 
+  /** A new empty edge table ({@code weighted}: each edge carries an f64 weight). */
+  public EdgeTable newEdgeTable(boolean weighted) {
+    return w().newEdgeTable(weighted);
+  }
+
   /** Runs one collective, reporting progress to Hadoop while it waits. */
   private void collective(java.util.function.Consumer<Worker> op) {
     runNative(w -> {
@@ -261,6 +266,29 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   /** Every worker ends with the combination of every worker's entries. */
   public void allreduce(String label, KeyValueTable t) {
     allreduce(label, t.table());
+  }
+
+  /**
+   * Regroup edges: every edge goes to the worker holding the vertex partition of its source
+   * ({@code bySource}) or destination, among {@code partitions} vertex partitions (partition
+   * {@code hash(v) mod partitions}, held by worker {@code partition mod workers}).
+   */
+  public void regroupEdges(String label, EdgeTable edges, boolean bySource, int partitions) {
+    collective(w -> w.regroupEdges(label, edges, bySource, partitions));
+  }
+
+  /** Every edge goes to the worker that holds its source's (or destination's) partition in {@code vertices}. */
+  public void sendEdgesToVertices(String label, EdgeTable edges, boolean bySource, KeyValueTable vertices,
+      int partitions) {
+    collective(w -> w.sendEdgesToVertices(label, edges, bySource, vertices, partitions));
+  }
+
+  /**
+   * Send messages to vertices: a message table (i64 vertex keys, made with the vertices' number of
+   * partitions) moves to the workers holding the vertices and is combined there.
+   */
+  public void sendMessages(String label, KeyValueTable messages) {
+    collective(w -> w.sendMessages(label, messages));
   }
 
   /** Regroup whose owners the master decides from the actual distribution of the partitions. */

@@ -157,6 +157,9 @@ public final class Table implements AutoCloseable {
   static native void addEntries(long table, String keyType, String valueType, int partitions, ByteBuffer batch,
       int len);
 
+  /** Appends {@code len} bytes of edge records from a direct buffer to edge partition {@code pid}. */
+  static native void addEdges(long table, boolean weighted, int pid, ByteBuffer batch, int len);
+
   /** The layout of a partition: its element type's name, {@code kv KEY VALUE}, or null when absent. */
   static native String layout(long table, int pid);
 

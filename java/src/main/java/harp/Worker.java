@@ -77,6 +77,11 @@ final class Worker implements AutoCloseable {
     return new KeyValueTable(t, k, v, partitions);
   }
 
+  /** A new empty edge table; its edges are added to partition {@code rank} until regrouped. */
+  EdgeTable newEdgeTable(boolean weighted) {
+    return new EdgeTable(newTable(Combiner.APPEND), weighted, rank);
+  }
+
   /** Called by {@link Table#close}. */
   void forget(Table t) {
     open.remove(t);
@@ -170,6 +175,21 @@ final class Worker implements AutoCloseable {
     regroup(handle(), label, t.changing(), false, m[0], m[1]);
   }
 
+  void regroupEdges(String label, EdgeTable e, boolean bySource, int partitions) {
+    Table t = e.table();
+    regroupEdges(handle(), label, t.changing(), bySource, partitions);
+  }
+
+  void sendEdgesToVertices(String label, EdgeTable e, boolean bySource, KeyValueTable vertices, int partitions) {
+    Table t = e.table();
+    Table v = vertices.table();
+    sendEdgesToVertices(handle(), label, t.changing(), bySource, v.handle(), partitions);
+  }
+
+  void sendMessages(String label, KeyValueTable messages) {
+    sendMessages(handle(), label, messages.table().changing());
+  }
+
   void regroupPlanned(String label, Table t) {
     regroup(handle(), label, t.changing(), true, null, null);
   }
@@ -221,6 +241,13 @@ final class Worker implements AutoCloseable {
   static native void push(long worker, String label, long local, long global, int[] ids, int[] owners);
 
   static native void pull(long worker, String label, long local, long global, int[] ids, int[] owners);
+
+  static native void regroupEdges(long worker, String label, long table, boolean bySource, int partitions);
+
+  static native void sendEdgesToVertices(long worker, String label, long edges, boolean bySource, long vertices,
+      int partitions);
+
+  static native void sendMessages(long worker, String label, long table);
 
   static native void rotate(long worker, String label, long table, int[] map);
 }
