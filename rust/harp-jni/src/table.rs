@@ -43,14 +43,20 @@ pub extern "system" fn Java_harp_Table_open<'l>(
     combiner: JString<'l>,
 ) -> jlong {
     call(&mut env, |env, scope| {
-        let we = worker(w)?;
-        scope.worker(we.worker.rank());
         let c = Combiner::parse(&jstr(env, &combiner)?)?;
-        Ok(insert(Obj::Table(Arc::new(TableEntry {
-            pool: we.worker.pool().clone(),
-            table: Mutex::new(Table::new(c)),
-        }))))
+        new_table(w, scope, c)
     })
+}
+
+/// Registers a new empty table of worker `w` with combiner `c`; its buffers come from the
+/// worker's pool.
+fn new_table(w: jlong, scope: &crate::errors::Scope, c: Combiner) -> Result<jlong, Failure> {
+    let we = worker(w)?;
+    scope.worker(we.worker.rank());
+    Ok(insert(Obj::Table(Arc::new(TableEntry {
+        pool: we.worker.pool().clone(),
+        table: Mutex::new(Table::new(c)),
+    }))))
 }
 
 /// A new empty table of worker `w` whose key-value entries are combined by `combiner`, a Java
@@ -64,8 +70,6 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
     combiner: JObject<'l>,
 ) -> jlong {
     call(&mut env, |env, scope| {
-        let we = worker(w)?;
-        scope.worker(we.worker.rank());
         if combiner.is_null() {
             return Err(fail("the combiner is null"));
         }
@@ -75,11 +79,7 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
             env.new_global_ref(&combiner)?,
             name,
         );
-        let c = Combiner::KeyValue(Arc::new(bridge));
-        Ok(insert(Obj::Table(Arc::new(TableEntry {
-            pool: we.worker.pool().clone(),
-            table: Mutex::new(Table::new(c)),
-        }))))
+        new_table(w, scope, Combiner::KeyValue(Arc::new(bridge)))
     })
 }
 
@@ -106,18 +106,7 @@ pub extern "system" fn Java_harp_Table_addEntries<'l>(
             .ok()
             .filter(|&p| p > 0)
             .ok_or_else(|| fail(format!("partitions must be at least 1, got {partitions}")))?;
-        let cap = env.get_direct_buffer_capacity(&batch)?;
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&l| l <= cap)
-            .ok_or_else(|| {
-                fail(format!(
-                    "batch length {len} outside the buffer ({cap} bytes)"
-                ))
-            })?;
-        let ptr = env.get_direct_buffer_address(&batch)?;
-        // SAFETY: `batch` is a live direct buffer of `cap` >= `len` bytes for this call.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        let bytes = direct_bytes(env, &batch, len)?;
         let e = table(t)?;
         let mut tb = e.lock();
         let mut kv = KvTable::new(kt, vt, tb.combiner().clone(), parts)?;
@@ -144,23 +133,33 @@ pub extern "system" fn Java_harp_Table_addEdges<'l>(
     call(&mut env, |env, _| {
         let pid = u32::try_from(pid)
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
-        let cap = env.get_direct_buffer_capacity(&batch)?;
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&l| l <= cap)
-            .ok_or_else(|| {
-                fail(format!(
-                    "batch length {len} outside the buffer ({cap} bytes)"
-                ))
-            })?;
-        let ptr = env.get_direct_buffer_address(&batch)?;
-        // SAFETY: `batch` is a live direct buffer of `cap` >= `len` bytes for this call.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        let bytes = direct_bytes(env, &batch, len)?;
         let e = table(t)?;
         let edges = Array::from_layout(Layout::Edges { weighted }, e.pool.copy_of(bytes))?;
         e.lock().add(pid, edges)?;
         Ok(())
     })
+}
+
+/// The first `len` bytes of the direct buffer `batch`, borrowed for the duration of the call.
+fn direct_bytes<'b>(
+    env: &Env<'_>,
+    batch: &'b JByteBuffer<'_>,
+    len: jint,
+) -> Result<&'b [u8], Failure> {
+    let cap = env.get_direct_buffer_capacity(batch)?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= cap)
+        .ok_or_else(|| {
+            fail(format!(
+                "batch length {len} outside the buffer ({cap} bytes)"
+            ))
+        })?;
+    let ptr = env.get_direct_buffer_address(batch)?;
+    // SAFETY: `batch` is a live direct buffer of `cap` >= `len` bytes, and the slice cannot
+    // outlive the borrow of the buffer's local reference (this native call).
+    Ok(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) })
 }
 
 /// The layout of partition `pid`: its element type's name for a dense array (`f64`, …),
