@@ -790,78 +790,59 @@ const INLINE_KEY: usize = 23;
 /// Longest value kept inside the map's own slot.
 const INLINE_VALUE: usize = 16;
 
-/// A builder map's key: the key's raw bytes, inside the slot when short (most words), so a
-/// lookup does not follow a pointer to compare them.
+/// Bytes kept inside a builder map's slot when at most `N` long, on the heap otherwise, so that
+/// a lookup does not follow a pointer to compare a short key or to add to a short value.
 #[derive(Clone)]
-enum MapKey {
-    Inline { len: u8, bytes: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
+enum Small<const N: usize> {
+    Inline { len: u8, bytes: [u8; N] },
+    Heap(Vec<u8>),
 }
 
-impl MapKey {
-    fn new(b: &[u8]) -> MapKey {
-        if b.len() <= INLINE_KEY {
-            let mut bytes = [0u8; INLINE_KEY];
+/// A builder map's key: the key's raw bytes (most words are inline).
+type MapKey = Small<INLINE_KEY>;
+/// A builder map's value payload (scalars and short arrays are inline).
+type Slot = Small<INLINE_VALUE>;
+
+impl<const N: usize> Small<N> {
+    fn new(b: &[u8]) -> Self {
+        if b.len() <= N {
+            let mut bytes = [0u8; N];
             bytes[..b.len()].copy_from_slice(b);
-            MapKey::Inline {
+            Small::Inline {
                 len: b.len() as u8,
                 bytes,
             }
         } else {
-            MapKey::Heap(b.into())
+            Small::Heap(b.to_vec())
         }
     }
     fn as_slice(&self) -> &[u8] {
         match self {
-            MapKey::Inline { len, bytes } => &bytes[..*len as usize],
-            MapKey::Heap(b) => b,
+            Small::Inline { len, bytes } => &bytes[..*len as usize],
+            Small::Heap(v) => v,
         }
     }
 }
 
-impl std::borrow::Borrow<[u8]> for MapKey {
+impl<const N: usize> std::borrow::Borrow<[u8]> for Small<N> {
     fn borrow(&self) -> &[u8] {
         self.as_slice()
     }
 }
 // Hash and equality are those of the byte slice (required by `Borrow<[u8]>`).
-impl std::hash::Hash for MapKey {
+impl<const N: usize> std::hash::Hash for Small<N> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_slice().hash(state)
     }
 }
-impl PartialEq for MapKey {
+impl<const N: usize> PartialEq for Small<N> {
     fn eq(&self, other: &Self) -> bool {
         self.as_slice() == other.as_slice()
     }
 }
-impl Eq for MapKey {}
-
-/// A builder map's value payload, inside the slot when short (scalars, short arrays).
-enum Slot {
-    Inline { len: u8, bytes: [u8; INLINE_VALUE] },
-    Heap(Vec<u8>),
-}
+impl<const N: usize> Eq for Small<N> {}
 
 impl Slot {
-    fn new(b: &[u8]) -> Slot {
-        if b.len() <= INLINE_VALUE {
-            let mut bytes = [0u8; INLINE_VALUE];
-            bytes[..b.len()].copy_from_slice(b);
-            Slot::Inline {
-                len: b.len() as u8,
-                bytes,
-            }
-        } else {
-            Slot::Heap(b.to_vec())
-        }
-    }
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Slot::Inline { len, bytes } => &bytes[..*len as usize],
-            Slot::Heap(v) => v,
-        }
-    }
     /// Folds `other` into this value with `c` (see [`combine_values`]); fixed-size scalars
     /// with sum, min or max are folded in place.
     fn combine(
@@ -875,7 +856,7 @@ impl Slot {
         if let (
             Combiner::Sum | Combiner::Min | Combiner::Max,
             ValueType::Scalar(d),
-            Slot::Inline { len, bytes },
+            Small::Inline { len, bytes },
         ) = (c, ty, &mut *self)
         {
             // Both are checked scalars of `d`.
@@ -884,15 +865,15 @@ impl Slot {
                 return Ok(());
             }
         }
-        let mut acc = match std::mem::replace(self, Slot::Heap(Vec::new())) {
-            Slot::Heap(v) => v,
+        let mut acc = match std::mem::replace(self, Small::Heap(Vec::new())) {
+            Small::Heap(v) => v,
             inline => inline.as_slice().to_vec(),
         };
         let r = combine_values(c, ty, key, &mut acc, other, scratch);
         *self = if acc.len() <= INLINE_VALUE {
-            Slot::new(&acc)
+            Small::new(&acc)
         } else {
-            Slot::Heap(acc)
+            Small::Heap(acc)
         };
         r
     }
