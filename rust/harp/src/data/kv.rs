@@ -783,7 +783,101 @@ impl Hasher for KeyHasher {
     }
 }
 
-type Map = HashMap<Box<[u8]>, Vec<u8>, BuildHasherDefault<KeyHasher>>;
+type Map = HashMap<MapKey, Slot, BuildHasherDefault<KeyHasher>>;
+
+/// Longest key kept inside the map's own slot.
+const INLINE_KEY: usize = 23;
+/// Longest value kept inside the map's own slot.
+const INLINE_VALUE: usize = 16;
+
+/// Bytes kept inside a builder map's slot when at most `N` long, on the heap otherwise, so that
+/// a lookup does not follow a pointer to compare a short key or to add to a short value.
+#[derive(Clone)]
+enum Small<const N: usize> {
+    Inline { len: u8, bytes: [u8; N] },
+    Heap(Vec<u8>),
+}
+
+/// A builder map's key: the key's raw bytes (most words are inline).
+type MapKey = Small<INLINE_KEY>;
+/// A builder map's value payload (scalars and short arrays are inline).
+type Slot = Small<INLINE_VALUE>;
+
+impl<const N: usize> Small<N> {
+    fn new(b: &[u8]) -> Self {
+        if b.len() <= N {
+            let mut bytes = [0u8; N];
+            bytes[..b.len()].copy_from_slice(b);
+            Small::Inline {
+                len: b.len() as u8,
+                bytes,
+            }
+        } else {
+            Small::Heap(b.to_vec())
+        }
+    }
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Small::Inline { len, bytes } => &bytes[..*len as usize],
+            Small::Heap(v) => v,
+        }
+    }
+}
+
+impl<const N: usize> std::borrow::Borrow<[u8]> for Small<N> {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+// Hash and equality are those of the byte slice (required by `Borrow<[u8]>`).
+impl<const N: usize> std::hash::Hash for Small<N> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+impl<const N: usize> PartialEq for Small<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+impl<const N: usize> Eq for Small<N> {}
+
+impl Slot {
+    /// Folds `other` into this value with `c` (see [`combine_values`]); fixed-size scalars
+    /// with sum, min or max are folded in place.
+    fn combine(
+        &mut self,
+        c: &Combiner,
+        ty: ValueType,
+        key: Key<'_>,
+        other: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        if let (
+            Combiner::Sum | Combiner::Min | Combiner::Max,
+            ValueType::Scalar(d),
+            Small::Inline { len, bytes },
+        ) = (c, ty, &mut *self)
+        {
+            // Both are checked scalars of `d`.
+            if *len as usize == other.len() {
+                super::combiner::fold_unaligned(d, &mut bytes[..*len as usize], other, c);
+                return Ok(());
+            }
+        }
+        let mut acc = match std::mem::replace(self, Small::Heap(Vec::new())) {
+            Small::Heap(v) => v,
+            inline => inline.as_slice().to_vec(),
+        };
+        let r = combine_values(c, ty, key, &mut acc, other, scratch);
+        *self = if acc.len() <= INLINE_VALUE {
+            Small::new(&acc)
+        } else {
+            Small::Heap(acc)
+        };
+        r
+    }
+}
 
 /// A key-value table being built: one hash map per partition id (`partition_of(key,
 /// partitions)`), values combined on insert with the table's combiner. Encode it with
@@ -844,16 +938,15 @@ impl KvTable {
         let raw = key.raw();
         let map = &mut self.maps[pid];
         match map.get_mut(raw.bytes()) {
-            Some(acc) => combine_values(
+            Some(acc) => acc.combine(
                 &self.combiner,
                 self.t.value,
                 key,
-                acc,
                 value.payload,
                 &mut self.scratch,
             ),
             None => {
-                map.insert(raw.bytes().into(), value.payload.to_vec());
+                map.insert(MapKey::new(raw.bytes()), Slot::new(value.payload));
                 Ok(())
             }
         }
@@ -870,7 +963,7 @@ impl KvTable {
         let pid = partition_of(key, self.partitions()) as usize;
         self.maps[pid].get(key.raw().bytes()).map(|v| Value {
             ty: self.t.value,
-            payload: v,
+            payload: v.as_slice(),
         })
     }
     /// Folds every entry of `other` (same types and partition count) into this table.
@@ -890,10 +983,10 @@ impl KvTable {
             let mine = &mut self.maps[pid];
             if mine.len() >= theirs.len() {
                 for (k, v) in theirs {
-                    match mine.get_mut(&k) {
+                    match mine.get_mut(k.as_slice()) {
                         Some(acc) => {
-                            let key = key_of(kt, &k);
-                            combine_values(&self.combiner, vt, key, acc, &v, &mut self.scratch)?;
+                            let key = key_of(kt, k.as_slice());
+                            acc.combine(&self.combiner, vt, key, v.as_slice(), &mut self.scratch)?;
                         }
                         None => {
                             mine.insert(k, v);
@@ -908,13 +1001,12 @@ impl KvTable {
             for (k, mut acc) in ours {
                 match mine.entry(k) {
                     Entry::Occupied(mut o) => {
-                        let key = key_of(kt, o.key());
-                        combine_values(
+                        let key = key_of(kt, o.key().as_slice());
+                        acc.combine(
                             &self.combiner,
                             vt,
                             key,
-                            &mut acc,
-                            o.get(),
+                            o.get().as_slice(),
                             &mut self.scratch,
                         )?;
                         *o.get_mut() = acc;
@@ -952,9 +1044,12 @@ impl KvTable {
             .enumerate()
             .filter(|(_, m)| !m.is_empty())
             .map(|(pid, m)| {
-                let mut entries: Vec<(Box<[u8]>, Vec<u8>)> = m.into_iter().collect();
+                let mut entries: Vec<(&[u8], &[u8])> = m
+                    .iter()
+                    .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                    .collect();
                 entries
-                    .sort_unstable_by(|x, y| key_order(&key_of(t.key, &x.0), &key_of(t.key, &y.0)));
+                    .sort_unstable_by(|x, y| key_order(&key_of(t.key, x.0), &key_of(t.key, y.0)));
                 let bytes: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
                 let mut w = Writer {
                     t,
@@ -1570,6 +1665,55 @@ mod tests {
         assert!(e.contains("key 1: combiner half returned 3 bytes"), "{e}");
     }
 
+    /// Keys and values on both sides of the builder's inline sizes (23-byte keys, 16-byte
+    /// values), growing past them by appending, equal a plain map.
+    #[test]
+    fn builder_slots_inline_and_on_the_heap() {
+        let pool = Pool::default();
+        let mut want: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = Default::default();
+        let mut t = KvTable::new(KeyType::Str, ValueType::Bytes, Combiner::Append, 3).unwrap();
+        for round in 0..6u8 {
+            for len in 0..40usize {
+                let key: Vec<u8> = (0..len).map(|i| i as u8 ^ 0xa5).collect();
+                let val: Vec<u8> = vec![round; len % 7];
+                t.add(Key::Str(&key), Value::bytes(&val)).unwrap();
+                want.entry(key).or_default().extend(&val);
+            }
+        }
+        let mut got = std::collections::BTreeMap::new();
+        for (_, a) in t.into_table(&pool).unwrap().iter() {
+            for (k, v) in entries(a).unwrap() {
+                let Key::Str(k) = k else { unreachable!() };
+                got.insert(k.to_vec(), v.payload.to_vec());
+            }
+        }
+        assert_eq!(got, want);
+        // Arrays of 2 f64 (inline) and 3 f64 (heap), summed element-wise.
+        let mut t =
+            KvTable::new(KeyType::I64, ValueType::Array(DType::F64), Combiner::Sum, 2).unwrap();
+        for _ in 0..3 {
+            t.add(Key::I64(1), Value::array(&[1.0f64, 2.0])).unwrap();
+            t.add(Key::I64(2), Value::array(&[1.0f64, 2.0, 3.0]))
+                .unwrap();
+        }
+        assert_eq!(
+            t.get(Key::I64(1)).unwrap().to_vec::<f64>().unwrap(),
+            vec![3.0, 6.0]
+        );
+        assert_eq!(
+            t.get(Key::I64(2)).unwrap().to_vec::<f64>().unwrap(),
+            vec![3.0, 6.0, 9.0]
+        );
+        let e = t
+            .add(Key::I64(1), Value::array(&[1.0f64]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("key 1: cannot sum an array of 2 f64 elements with one of 1"),
+            "{e}"
+        );
+    }
+
     /// Per-thread builders aggregated with rayon, and the encoded tables aggregated with
     /// `data::aggregate`, both equal a sequential count.
     #[test]
@@ -1605,10 +1749,10 @@ mod tests {
                 for m in &b.maps {
                     for (k, v) in m {
                         c.add(
-                            key_of(b.t.key, k),
+                            key_of(b.t.key, k.as_slice()),
                             Value {
                                 ty: b.t.value,
-                                payload: v,
+                                payload: v.as_slice(),
                             },
                         )
                         .unwrap();

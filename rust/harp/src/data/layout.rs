@@ -148,12 +148,44 @@ mod tests {
 
     #[test]
     fn travels_in_bincode() {
-        for d in DType::ALL {
-            let l = Layout::dense(d);
+        let mut all: Vec<Layout> = DType::ALL.into_iter().map(Layout::dense).collect();
+        for key in KeyType::ALL {
+            for value in ValueType::all() {
+                all.push(Layout::KeyValue { key, value });
+            }
+        }
+        for l in all {
             assert_eq!(
                 crate::wire::decode::<Layout>(&crate::wire::encode(&l)).unwrap(),
                 l
             );
         }
+        // The documented encoding: variant 1, key 2 (str), value variant 0 (scalar), dtype 2.
+        let l = Layout::KeyValue {
+            key: KeyType::Str,
+            value: ValueType::Scalar(DType::I64),
+        };
+        assert_eq!(crate::wire::encode(&l), vec![1, 2, 0, 2]);
+    }
+
+    /// Key-value partitions with one id differ in size: only the layout must match, and they
+    /// are never cut into ranges.
+    #[test]
+    fn key_value_partitions_combine_whole() {
+        let kv = Layout::KeyValue {
+            key: KeyType::I64,
+            value: ValueType::Bytes,
+        };
+        assert_eq!(kv.unit(), 1);
+        assert!(!kv.splittable() && Layout::dense(DType::U8).splittable());
+        assert!(kv.check_same(3, 100, kv, 7).is_ok());
+        let e = kv
+            .check_same(3, 100, Layout::dense(DType::U8), 100)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a key-value partition of 100 bytes (i64 keys, bytes values)"),
+            "{e}"
+        );
     }
 }
