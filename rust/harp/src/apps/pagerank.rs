@@ -132,13 +132,7 @@ fn parse_id(tok: &[u8]) -> Option<i64> {
 
 /// Parses the lines in `buf` (whole lines) into `out`.
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
+    crate::io::lines::for_each_line(buf, |line, pos| {
         let bad = |msg: String| LineError {
             line_start: pos,
             msg,
@@ -170,9 +164,8 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
                 )));
             }
         }
-        pos = end + 1;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The edges of the lines of `files` that belong to `rank` of `workers` (Hadoop-style line

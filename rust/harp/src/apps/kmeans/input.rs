@@ -177,13 +177,7 @@ fn parse_text<T: Real>(
     out: &mut Vec<T>,
 ) -> Result<usize, LineError> {
     let mut n = 0;
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
+    crate::io::lines::for_each_line(buf, |line, pos| {
         if !line.iter().all(|&b| is_sep_or_blank(b)) {
             parse_line(line, skip, Some(dim), out).map_err(|msg| LineError {
                 line_start: pos,
@@ -191,8 +185,8 @@ fn parse_text<T: Real>(
             })?;
             n += 1;
         }
-        pos = end + 1;
-    }
+        Ok(())
+    })?;
     Ok(n)
 }
 
