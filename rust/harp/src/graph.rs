@@ -80,7 +80,9 @@ fn into_table(w: &Worker, edges: &mut Table, parts: BTreeMap<u32, EdgeBuilder>) 
 /// partitions)` and each partition to its [`owner`]; partitions with the same id are
 /// concatenated. Afterwards each worker holds exactly the edge partitions of its vertices
 /// (every out-edge of its vertices for `Endpoint::Src`), whatever partitions it held before.
-/// Cost: one pass over the local edges, then one regroup (all-to-all) of the edge bytes.
+/// `edges` becomes a table with the `sum` combiner (equal ids append). A table that is not all
+/// edge partitions of one layout is an error before anything is sent. Cost: one pass over the
+/// local edges, then one regroup (all-to-all) of the edge bytes.
 pub fn regroup_edges(
     w: &Worker,
     label: &str,
@@ -96,9 +98,9 @@ pub fn regroup_edges(
 /// Send edges to vertices: every edge goes to the worker that holds the vertex partition of
 /// its `by` endpoint in `vertices` (a table of vertex partitions with ids in `0..partitions`,
 /// wherever an earlier collective left them), as edge partition `vertex_partition(endpoint,
-/// partitions)`. A vertex partition no worker holds falls back to its [`owner`]. Cost: an
-/// allgather of the vertex partition ids (4 bytes each), one pass over the local edges, one
-/// regroup of the edge bytes.
+/// partitions)`. A vertex partition no worker holds falls back to its [`owner`]; one held by
+/// several workers goes to the lowest rank. Cost: an allgather of the vertex partition ids (8
+/// bytes each), one pass over the local edges, one regroup of the edge bytes.
 pub fn send_edges_to_vertices(
     w: &Worker,
     label: &str,
@@ -112,7 +114,7 @@ pub fn send_edges_to_vertices(
     let mut held = Table::new(Combiner::Reject);
     held.put(w.rank() as u32, Array::from_slice(w.pool(), &mine));
     w.allgather(label, &mut held, AllgatherAlgorithm::Ring)?;
-    let mut map = std::collections::HashMap::new();
+    let mut map = HashMap::new();
     for (rank, ids) in held.iter() {
         for &pid in ids.as_slice::<i64>()? {
             let pid = u32::try_from(pid)

@@ -106,6 +106,22 @@ fn got(r: usize, t: &Table) -> Placed {
         .collect()
 }
 
+/// Runs `f` on every worker of an in-process job of `p` workers (each closes its worker) and
+/// merges what they hold, keyed by (rank, partition id).
+fn held_by_all<K: Ord + Send, V: Send>(
+    p: usize,
+    f: impl Fn(&harp::Worker) -> BTreeMap<K, V> + Sync,
+) -> BTreeMap<K, V> {
+    on_workers(p, config(Duration::from_secs(30)), |w| {
+        let g = f(&w);
+        w.close();
+        g
+    })
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 #[test]
 fn regroup_edges_moves_every_edge_to_the_owner_of_its_vertex() {
     for p in 1..=8 {
@@ -120,20 +136,14 @@ fn regroup_edges_moves_every_edge_to_the_owner_of_its_vertex() {
                 let pid = vertex_partition(e.endpoint(by), partitions);
                 (owner(pid, p), pid)
             });
-            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let merged = held_by_all(p, |w| {
                 let mut t = table_of(w.pool(), &all[w.rank()], weighted);
-                regroup_edges(&w, "edges", &mut t, by, partitions).unwrap();
-                let g = got(w.rank(), &t);
+                regroup_edges(w, "edges", &mut t, by, partitions).unwrap();
                 assert!(t
                     .iter()
                     .all(|(_, a)| a.layout() == harp::Layout::Edges { weighted }));
-                w.close();
-                g
+                got(w.rank(), &t)
             });
-            let mut merged = BTreeMap::new();
-            for g in results {
-                merged.extend(g);
-            }
             assert_eq!(merged, want, "p = {p}, seed {seed}");
         }
     }
@@ -156,7 +166,7 @@ fn edges_go_to_wherever_the_vertex_partitions_are() {
             };
             (w, pid)
         });
-        let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+        let merged = held_by_all(p, |w| {
             let mut vertices = Table::new(Combiner::Sum);
             for pid in 0..10 {
                 if holder(pid) == w.rank() {
@@ -164,16 +174,10 @@ fn edges_go_to_wherever_the_vertex_partitions_are() {
                 }
             }
             let mut t = table_of(w.pool(), &all[w.rank()], false);
-            send_edges_to_vertices(&w, "to-v", &mut t, Endpoint::Dst, &vertices, partitions)
+            send_edges_to_vertices(w, "to-v", &mut t, Endpoint::Dst, &vertices, partitions)
                 .unwrap();
-            let g = got(w.rank(), &t);
-            w.close();
-            g
+            got(w.rank(), &t)
         });
-        let mut merged = BTreeMap::new();
-        for g in results {
-            merged.extend(g);
-        }
         assert_eq!(merged, want, "p = {p}");
     }
 }
@@ -224,7 +228,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                         .or_insert(x);
                 }
             }
-            let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let merged = held_by_all(p, |w| {
                 // Built with the typed message table or the general key-value builder.
                 let mut got = if seed % 2 == 1 {
                     let mut t = MessageTable::<i64>::new(combiner.clone(), partitions).unwrap();
@@ -245,7 +249,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                     }
                     t.into_table(w.pool()).unwrap()
                 };
-                send_messages(&w, "msgs", &mut got).unwrap();
+                send_messages(w, "msgs", &mut got).unwrap();
                 let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
                 for (pid, a) in got.iter() {
                     let m = g.entry((w.rank(), pid)).or_default();
@@ -254,13 +258,8 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                         m.insert(k, v.get::<i64>().unwrap());
                     }
                 }
-                w.close();
                 g
             });
-            let mut merged = BTreeMap::new();
-            for g in results {
-                merged.extend(g);
-            }
             assert_eq!(merged, want, "p = {p}, seed {seed}");
         }
     }

@@ -32,7 +32,7 @@ use crate::apps::kmeans::gen::{splitmix64, Rng};
 use crate::apps::kmeans::kernel::Kernel;
 use crate::checkpoint::agree;
 use crate::error::{Error, Result};
-use crate::io::lines::{each_line, STREAM_BLOCK};
+use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{quote, read_lines, split, LineError};
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
@@ -106,7 +106,7 @@ impl Graph {
 
 /// Parses the edges in a block of lines (see the module doc); `at` is each line's start.
 fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(), LineError> {
-    each_line(buf, |line, pos| {
+    for_each_line(buf, |line, pos| {
         let fail = |msg: String| LineError {
             line_start: pos,
             msg,

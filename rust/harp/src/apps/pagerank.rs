@@ -132,13 +132,7 @@ fn parse_id(tok: &[u8]) -> Option<i64> {
 
 /// Parses the lines in `buf` (whole lines) into `out`.
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
+    crate::io::lines::for_each_line(buf, |line, pos| {
         let bad = |msg: String| LineError {
             line_start: pos,
             msg,
@@ -170,9 +164,8 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
                 )));
             }
         }
-        pos = end + 1;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The edges of the lines of `files` that belong to `rank` of `workers` (Hadoop-style line
@@ -422,14 +415,16 @@ fn dangling_total(parts: impl Iterator<Item = f64>) -> f64 {
 
 /// One iteration's exchange with the compiled plan: every owner gets one dense f64 array of
 /// the contributions for its keys in plan order, plus this worker's dangling rank as the last
-/// element. Returns the incoming sum of every local vertex and the total dangling rank.
+/// element. Writes the incoming sum of every local vertex into `incoming`; returns the total
+/// dangling rank.
 fn exchange_compiled(
     w: &Worker,
     label: &str,
     g: &Local,
     share: &[f64],
     dangling: f64,
-) -> Result<(Vec<f64>, f64)> {
+    incoming: &mut [f64],
+) -> Result<f64> {
     let (me, p) = (w.rank(), w.size());
     let mut t = Table::new(Combiner::Reject);
     for o in 0..p {
@@ -453,7 +448,7 @@ fn exchange_compiled(
         t.put(pair(me, o, p), a);
     }
     w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
-    let mut incoming = vec![0.0f64; g.vertices.len()];
+    incoming.fill(0.0);
     let mut parts = vec![0.0f64; p];
     for s in sender_order(me, p) {
         let vals = match t.get(pair(s, me, p)) {
@@ -473,7 +468,7 @@ fn exchange_compiled(
             incoming[i as usize] += v;
         }
     }
-    Ok((incoming, dangling_total(parts.into_iter())))
+    Ok(dangling_total(parts.into_iter()))
 }
 
 /// One iteration's exchange with key-value messages: a message table (destination → sum of
@@ -486,7 +481,8 @@ fn exchange_kv(
     by_id: &[(i64, u32)],
     share: &[f64],
     dangling: f64,
-) -> Result<(Vec<f64>, f64)> {
+    incoming: &mut [f64],
+) -> Result<f64> {
     let (me, p) = (w.rank(), w.size());
     let mut kv = MessageTable::<f64>::new(Combiner::Sum, p as u32)?;
     for (&u, &v) in g.src.iter().zip(&g.dst) {
@@ -494,7 +490,7 @@ fn exchange_kv(
     }
     let mut got = kv.into_table(w.pool())?;
     crate::graph::send_messages(w, label, &mut got)?;
-    let mut incoming = vec![0.0f64; g.vertices.len()];
+    incoming.fill(0.0);
     for (pid, a) in got.iter() {
         // Keys ascend in a partition: a merge with the vertices sorted by id.
         let mut at = 0usize;
@@ -527,7 +523,7 @@ fn exchange_kv(
                 .unwrap_or(0.0))
         })
         .collect::<Result<Vec<f64>>>()?;
-    Ok((incoming, dangling_total(parts.into_iter())))
+    Ok(dangling_total(parts.into_iter()))
 }
 
 /// Runs PageRank on this worker's share of the input; every worker calls it.
@@ -592,6 +588,8 @@ fn run_in(
     };
     let mut rank = vec![1.0 / nf; g.vertices.len()];
     let mut share = vec![0.0f64; g.vertices.len()];
+    // Each vertex's incoming sum, refilled every iteration.
+    let mut incoming = vec![0.0f64; g.vertices.len()];
     let mut iteration_s = Vec::with_capacity(opts.iterations);
     for it in 0..opts.iterations {
         let ti = Instant::now();
@@ -604,11 +602,19 @@ fn run_in(
                 share[i] = r / k as f64;
             }
         }
-        let (incoming, dangling) = match opts.messages {
-            Messages::Compiled => exchange_compiled(w, "pagerank-messages", &g, &share, dangling)?,
-            Messages::KeyValue => {
-                exchange_kv(w, "pagerank-messages", &g, &by_id, &share, dangling)?
+        let dangling = match opts.messages {
+            Messages::Compiled => {
+                exchange_compiled(w, "pagerank-messages", &g, &share, dangling, &mut incoming)?
             }
+            Messages::KeyValue => exchange_kv(
+                w,
+                "pagerank-messages",
+                &g,
+                &by_id,
+                &share,
+                dangling,
+                &mut incoming,
+            )?,
         };
         rank.par_iter_mut()
             .zip(incoming.par_iter())

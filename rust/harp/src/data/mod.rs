@@ -15,8 +15,11 @@
 //!   encoding, key-wise combining, the stable key → partition hash, and the [`kv::KvTable`]
 //!   builder with local aggregation.
 //!
-//! Graph partitions are to be added as new [`Layout`] variants (with their own encodings and
-//! combiners); the collectives move pieces of any layout.
+//! * [`graph`]: edge partitions ([`Layout::Edges`]: fixed-size `(src, dst[, weight])`
+//!   records, concatenated when ids meet) with their builder and reader; vertex and message
+//!   partitions are key-value tables with i64 keys, placed by [`graph::vertex_partition`].
+//!
+//! The collectives move pieces of any layout.
 
 pub mod array;
 pub mod combiner;

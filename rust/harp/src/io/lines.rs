@@ -22,6 +22,25 @@ pub struct LineError {
     pub msg: String,
 }
 
+/// Calls `each(line, start)` for every line of `buf` in order: the bytes up to each `\n` (not
+/// included; the last line may lack it), `start` being the line's offset in `buf`. Stops at the
+/// first error.
+pub fn for_each_line<E>(
+    buf: &[u8],
+    mut each: impl FnMut(&[u8], usize) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        let end = buf[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| pos + i);
+        each(&buf[pos..end], pos)?;
+        pos = end + 1;
+    }
+    Ok(())
+}
+
 /// Counts the lines before byte `offset` of `path`: the 1-based line number of a line starting
 /// there. Only called when an error is reported.
 pub fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64> {
@@ -37,25 +56,6 @@ pub fn line_number(storage: &dyn Storage, path: &str, offset: u64) -> Result<u64
         at += chunk.len() as u64;
     }
     Ok(lines)
-}
-
-/// Calls `line(text, start)` for every line of the block `buf` (without its newline; `start`
-/// is the line's byte offset in the block, for [`LineError::line_start`]), stopping at the
-/// first error.
-pub fn each_line(
-    buf: &[u8],
-    mut line: impl FnMut(&[u8], usize) -> Result<(), LineError>,
-) -> Result<(), LineError> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let end = buf[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| pos + i);
-        line(&buf[pos..end], pos)?;
-        pos = end + 1;
-    }
-    Ok(())
 }
 
 /// Calls `each(lines, offset)` with the lines of `f` that start in the byte range `[s, e)`, in

@@ -177,7 +177,7 @@ fn parse_text<T: Real>(
     out: &mut Vec<T>,
 ) -> Result<usize, LineError> {
     let mut n = 0;
-    crate::io::lines::each_line(buf, |line, pos| {
+    crate::io::lines::for_each_line(buf, |line, pos| {
         if !line.iter().all(|&b| is_sep_or_blank(b)) {
             parse_line(line, skip, Some(dim), out).map_err(|msg| LineError {
                 line_start: pos,

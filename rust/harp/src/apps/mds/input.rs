@@ -21,7 +21,7 @@
 
 use crate::apps::kmeans::input::{is_sep_or_blank, parse_line, text_dim};
 use crate::error::{Error, Result};
-use crate::io::lines::{each_line, STREAM_BLOCK};
+use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{check_records, read_lines, read_records, split, LineError, RecordError};
 use crate::storage::{FileInfo, Storage};
 
@@ -89,7 +89,7 @@ fn each_row(
     buf: &[u8],
     mut row: impl FnMut(&[u8], usize) -> std::result::Result<(), LineError>,
 ) -> std::result::Result<(), LineError> {
-    each_line(buf, |line, at| {
+    for_each_line(buf, |line, at| {
         if line.iter().all(|&b| is_sep_or_blank(b)) {
             Ok(())
         } else {
