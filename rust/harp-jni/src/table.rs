@@ -43,16 +43,20 @@ pub extern "system" fn Java_harp_Table_open<'l>(
     combiner: JString<'l>,
 ) -> jlong {
     call(&mut env, |env, scope| {
-        let c = Combiner::parse(&jstr(env, &combiner)?)?;
-        new_table(w, scope, c)
+        new_table(w, scope, || Ok(Combiner::parse(&jstr(env, &combiner)?)?))
     })
 }
 
-/// Registers a new empty table of worker `w` with combiner `c`; its buffers come from the
-/// worker's pool.
-fn new_table(w: jlong, scope: &crate::errors::Scope, c: Combiner) -> Result<jlong, Failure> {
+/// Registers a new empty table of worker `w` with the combiner `make` gives (its errors name
+/// the worker's rank); its buffers come from the worker's pool.
+fn new_table(
+    w: jlong,
+    scope: &crate::errors::Scope,
+    make: impl FnOnce() -> Result<Combiner, Failure>,
+) -> Result<jlong, Failure> {
     let we = worker(w)?;
     scope.worker(we.worker.rank());
+    let c = make()?;
     Ok(insert(Obj::Table(Arc::new(TableEntry {
         pool: we.worker.pool().clone(),
         table: Mutex::new(Table::new(c)),
@@ -70,16 +74,17 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
     combiner: JObject<'l>,
 ) -> jlong {
     call(&mut env, |env, scope| {
-        if combiner.is_null() {
-            return Err(fail("the combiner is null"));
-        }
-        let name = jstr(env, &name)?;
-        let bridge = crate::kv_combiner::JavaKvCombiner::new(
-            env.get_java_vm()?,
-            env.new_global_ref(&combiner)?,
-            name,
-        );
-        new_table(w, scope, Combiner::KeyValue(Arc::new(bridge)))
+        new_table(w, scope, || {
+            if combiner.is_null() {
+                return Err(fail("the combiner is null"));
+            }
+            let bridge = crate::kv_combiner::JavaKvCombiner::new(
+                env.get_java_vm()?,
+                env.new_global_ref(&combiner)?,
+                jstr(env, &name)?,
+            );
+            Ok(Combiner::KeyValue(Arc::new(bridge)))
+        })
     })
 }
 
