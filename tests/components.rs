@@ -3,30 +3,15 @@
 //! components, isolated pairs, a long chain in random order, self-loops, duplicate edges and
 //! huge sparse ids; bad input names the file, line and token and leaves the output untouched.
 
+mod common;
+
+use common::{harp, s, tmpdir};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use harp::apps::kmeans::gen::Rng;
-
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .output()
-        .expect("harp runs")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harp-cc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
 
 /// Fisher–Yates.
 fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {

@@ -3,16 +3,11 @@
 //! during the detection waves, checked after every phase (sent = handled = detected, nothing
 //! afterwards); a worker that dies or hangs fails every worker within the timeout, naming it.
 
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+mod common;
 
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .output()
-        .expect("harp runs")
-}
+use common::harp;
+
+use std::time::{Duration, Instant};
 
 /// The final error line of rank `r` in the launcher's stderr.
 fn error_line(err: &str, r: usize) -> &str {

@@ -1,30 +1,16 @@
 //! `harp pagerank` with real worker processes against the sequential reference
 //! (`harp::apps::pagerank::reference`), input errors, and the output left untouched on failure.
 
+mod common;
+
+use common::{harp, ok, s, tmpdir};
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use harp::apps::pagerank::{read_all_edges, reference};
 use harp::storage::LocalStorage;
-
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .output()
-        .expect("harp runs")
-}
-
-fn ok(o: Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
 
 fn failed(o: Output) -> String {
     assert!(
@@ -33,17 +19,6 @@ fn failed(o: Output) -> String {
         String::from_utf8_lossy(&o.stdout)
     );
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harp-pr-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
 }
 
 /// The ranks in every part file of `dir`; each vertex must appear once.

@@ -2,28 +2,13 @@
 //! count (written here, independently of the engine) for 1–4 workers on uneven inputs, and
 //! input or output mistakes fail clearly without touching an earlier result.
 
+mod common;
+
+use common::{harp, s, tmpdir};
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn harp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harp"))
-        .args(args)
-        .env("HARP_LOG", "warn")
-        .output()
-        .expect("harp runs")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("harp-wc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
+use std::path::Path;
+use std::process::Output;
 
 fn wordcount(workers: usize, input: &Path, output: &Path, extra: &[&str]) -> Output {
     let w = workers.to_string();
