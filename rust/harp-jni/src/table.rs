@@ -34,7 +34,7 @@ fn view<'l>(env: &mut Env<'l>, a: &mut Array) -> Result<JByteBuffer<'l>, Failure
 }
 
 /// A new empty table of worker `w` whose buffers come from the worker's pool; `combiner` is a
-/// combiner name (`sum`, `min`, `max`, `keep-first`, `reject`).
+/// combiner name (`sum`, `min`, `max`, `keep-first`, `reject`, `append`).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Table_open<'l>(
     mut env: EnvUnowned<'l>,
