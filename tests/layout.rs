@@ -149,5 +149,7 @@ fn bad_edges_name_file_line_and_token() {
         "earlier\n"
     );
     assert!(!out.join("summary.json").exists());
+    // No staging left behind by the failed runs.
+    assert!(!out.join("_temporary").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

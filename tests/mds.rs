@@ -286,5 +286,7 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
     );
     assert!(out.join("_SUCCESS").exists());
     assert!(!out.join("stress.txt").exists());
+    // No staging left behind by the failed runs.
+    assert!(!out.join("_temporary").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -27,6 +27,15 @@ pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
         .filter(|j| !j.is_empty())
         .unwrap_or_else(|| "harp".into());
     let out = Output::prepare(w, &a.output, &job, "components-output")?;
+    // A failed run leaves the output directory as it was (no staging left behind).
+    let done = run_into(w, a, &out);
+    if done.is_err() && w.is_master() {
+        out.abort();
+    }
+    done
+}
+
+fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {
     let st = storage::for_path_on(&a.input, Some(w.runtime().clone()))?;
     let c = components::run(w, &*st, &a.input)?;
     let text = components::format(&c.labels);

@@ -35,9 +35,18 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         seed: a.seed,
         threads: a.threads,
     };
-    let master = w.is_master();
     let out = Output::prepare(w, &a.output, &crate::cluster::job_name(), "layout-output")?;
-    let res = layout::run(w, &o, |it| {
+    // A failed run leaves the output directory as it was (no staging left behind).
+    let done = run_into(w, &o, &out);
+    if done.is_err() && w.is_master() {
+        out.abort();
+    }
+    done
+}
+
+fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {
+    let master = w.is_master();
+    let res = layout::run(w, o, |it| {
         if master {
             println!(
                 "iteration {:>3}/{}  temperature {:.4e}  compute {:.3} s  comm {:.4} s",

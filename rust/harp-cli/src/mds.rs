@@ -78,9 +78,18 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
-    let master = w.is_master();
     let out = Output::prepare(w, &a.output, &crate::cluster::job_name(), "mds-output")?;
-    let res = mds::run(w, &o, |it| {
+    // A failed run leaves the output directory as it was (no staging left behind).
+    let done = run_into(w, &o, &out);
+    if done.is_err() && w.is_master() {
+        out.abort();
+    }
+    done
+}
+
+fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
+    let master = w.is_master();
+    let res = mds::run(w, o, |it| {
         if master {
             println!(
                 "iteration {:>3}/{}  stress {:.9e}  normalized {:.6e}{}  compute {:.3} s  comm {:.4} s",

@@ -15,8 +15,24 @@ public final class RegistryRendezvous implements Rendezvous {
     this.registry = registry;
   }
 
+  /**
+   * The address of the NodeManager's name for this node ({@code NM_HOST}, the name the other
+   * nodes reach it by), else of the local host name. A host name that resolves to a loopback
+   * address (Debian's {@code 127.0.1.1 host} line, say) would make peers on other nodes dial
+   * themselves.
+   */
   @Override
   public String defaultHost() throws IOException {
+    return defaultHost(System.getenv("NM_HOST"));
+  }
+
+  static String defaultHost(String nmHost) throws IOException {
+    if (nmHost != null && !nmHost.isEmpty()) {
+      InetAddress a = InetAddress.getByName(nmHost);
+      if (!a.isLoopbackAddress()) {
+        return a.getHostAddress();
+      }
+    }
     return InetAddress.getLocalHost().getHostAddress();
   }
 

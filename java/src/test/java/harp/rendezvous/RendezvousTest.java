@@ -27,6 +27,16 @@ class RendezvousTest {
   private static final byte[] SECRET = "s3cret".getBytes(StandardCharsets.US_ASCII);
 
   @Test
+  void aWorkerListensOnTheNodeManagersAddressUnlessItIsLoopback() throws Exception {
+    // NM_HOST first: the machine's own host name may resolve to 127.0.0.1 or 127.0.1.1.
+    assertEquals("10.231.0.13", RegistryRendezvous.defaultHost("10.231.0.13"));
+    String local = InetAddress.getLocalHost().getHostAddress();
+    assertEquals(local, RegistryRendezvous.defaultHost("127.0.0.1"));
+    assertEquals(local, RegistryRendezvous.defaultHost(null));
+    assertEquals(local, RegistryRendezvous.defaultHost(""));
+  }
+
+  @Test
   void workersMeetInADirectoryInRankOrder() throws Exception {
     java.nio.file.Path tmp = Files.createTempDirectory("harp-rendezvous");
     FileSystem fs = FileSystem.getLocal(new Configuration());
