@@ -24,7 +24,8 @@ import org.apache.hadoop.util.Tool;
  * resolved against the job's default file system (HDFS on a cluster), as Hadoop resolves
  * paths. Each of the W map tasks runs one worker ({@link harp.HarpJob}); the engine reads that
  * worker's share of the input and the workers commit the output with {@code _SUCCESS}, so a
- * failed job leaves no result.
+ * failed job leaves no result; the client removes {@code <output>/_temporary} when the job fails
+ * or is killed (a killed worker cannot).
  */
 public class EngineJob extends Configured implements Tool {
   /** The job's name ({@code pagerank}, …) and its arguments, one per line. */
@@ -63,12 +64,16 @@ public class EngineJob extends Configured implements Tool {
     rest.remove(at);
     Configuration conf = getConf();
     Path input = null;
+    Path output = null;
     for (int i = 0; i + 1 < rest.size(); i++) {
       if (PATHS.contains(rest.get(i))) {
         Path p = new Path(rest.get(i + 1));
         FileSystem fs = p.getFileSystem(conf);
         Path q = fs.makeQualified(p);
         rest.set(i + 1, q.toString());
+        if (rest.get(i).equals("--output")) {
+          output = q;
+        }
         if (rest.get(i).equals("--input")) {
           input = q;
           if (!fs.exists(q)) {
@@ -91,7 +96,16 @@ public class EngineJob extends Configured implements Tool {
     job.setMapperClass(EngineJobMapper.class);
     job.setNumReduceTasks(0);
     job.setOutputFormatClass(NullOutputFormat.class);
-    return job.waitForCompletion(true) ? 0 : 1;
+    boolean ok = false;
+    try {
+      ok = job.waitForCompletion(true);
+    } finally {
+      if (!ok && output != null) {
+        // The workers remove their staging when they fail; a killed job's workers cannot.
+        output.getFileSystem(conf).delete(new Path(output, "_temporary"), true);
+      }
+    }
+    return ok ? 0 : 1;
   }
 
   /** The job of the last {@link #run}, or null. */

@@ -127,6 +127,7 @@ class EngineJobTest {
     assertNotEquals(0, example(tmp, "pagerank", "--workers", "2", "--input", in.toUri().toString(), "--iterations",
         "3", "--output", out.toUri().toString()));
     assertFalse(Files.exists(out.resolve("_SUCCESS")));
+    assertFalse(Files.exists(out.resolve("_temporary")));
     assertEquals(2, example(tmp, "pagerank", "--workers", "2", "--input", tmp.resolve("nope").toUri().toString(),
         "--output", out.toUri().toString()));
     assertEquals(2, example(tmp, "pagerank", "--input", in.toUri().toString()));
