@@ -1,7 +1,6 @@
 package harp.examples.engine;
 
-import harp.io.WorkerInputFormat;
-import harp.mapred.MapCollectiveClientProtocolProvider;
+import harp.examples.MapCollectiveJobs;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -11,8 +10,6 @@ import org.apache.hadoop.conf.Configured;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
-import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
 import org.apache.hadoop.util.Tool;
 
 /**
@@ -85,27 +82,8 @@ public class EngineJob extends Configured implements Tool {
     }
     conf.set(JOB, name);
     conf.set(ARGS, String.join("\n", rest));
-    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
-    conf.setInt(WorkerInputFormat.WORKERS, workers);
-    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
-    conf.setInt("mapreduce.map.maxattempts", 1);
-    job = Job.getInstance(conf, "harp-" + name);
-    job.setJarByClass(EngineJob.class);
-    job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, input);
-    job.setMapperClass(EngineJobMapper.class);
-    job.setNumReduceTasks(0);
-    job.setOutputFormatClass(NullOutputFormat.class);
-    boolean ok = false;
-    try {
-      ok = job.waitForCompletion(true);
-    } finally {
-      if (!ok && output != null) {
-        // The workers remove their staging when they fail; a killed job's workers cannot.
-        output.getFileSystem(conf).delete(new Path(output, "_temporary"), true);
-      }
-    }
-    return ok ? 0 : 1;
+    job = MapCollectiveJobs.create(conf, "harp-" + name, EngineJob.class, workers, input, EngineJobMapper.class);
+    return MapCollectiveJobs.runToEnd(job, output);
   }
 
   /** The job of the last {@link #run}, or null. */

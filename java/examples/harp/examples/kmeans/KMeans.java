@@ -1,14 +1,11 @@
 package harp.examples.kmeans;
 
-import harp.io.WorkerInputFormat;
-import harp.mapred.MapCollectiveClientProtocolProvider;
+import harp.examples.MapCollectiveJobs;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.conf.Configured;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
-import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
 import org.apache.hadoop.util.Tool;
 import org.apache.hadoop.util.ToolRunner;
 
@@ -87,18 +84,7 @@ public class KMeans extends Configured implements Tool {
     conf.set(INIT, args[1]);
     conf.set(OUTPUT, out.toString());
     conf.setInt(ITERATIONS, iterations);
-    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
-    conf.setInt(WorkerInputFormat.WORKERS, workers);
-    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
-    // A failed worker fails the job: no task retries (the other workers would not wait for it).
-    conf.setInt("mapreduce.map.maxattempts", 1);
-    job = Job.getInstance(conf, "harp-kmeans");
-    job.setJarByClass(KMeans.class);
-    job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, new Path(args[0]));
-    job.setMapperClass(KMeansMapper.class);
-    job.setNumReduceTasks(0);
-    job.setOutputFormatClass(NullOutputFormat.class);
+    job = MapCollectiveJobs.create(conf, "harp-kmeans", KMeans.class, workers, new Path(args[0]), KMeansMapper.class);
     return job.waitForCompletion(true) ? 0 : 1;
   }
 

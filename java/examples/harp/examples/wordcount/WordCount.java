@@ -1,14 +1,11 @@
 package harp.examples.wordcount;
 
-import harp.io.WorkerInputFormat;
-import harp.mapred.MapCollectiveClientProtocolProvider;
+import harp.examples.MapCollectiveJobs;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.conf.Configured;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
-import org.apache.hadoop.mapreduce.lib.input.FileInputFormat;
-import org.apache.hadoop.mapreduce.lib.output.NullOutputFormat;
 import org.apache.hadoop.util.Tool;
 import org.apache.hadoop.util.ToolRunner;
 
@@ -69,26 +66,8 @@ public class WordCount extends Configured implements Tool {
       return 2;
     }
     conf.set(OUTPUT, fs.makeQualified(out).toString());
-    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, workers);
-    conf.setInt(WorkerInputFormat.WORKERS, workers);
-    conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
-    conf.setInt("mapreduce.map.maxattempts", 1);
-    job = Job.getInstance(conf, "harp-wordcount");
-    job.setJarByClass(WordCount.class);
-    job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, input);
-    job.setMapperClass(WordCountMapper.class);
-    job.setNumReduceTasks(0);
-    job.setOutputFormatClass(NullOutputFormat.class);
-    boolean ok = false;
-    try {
-      ok = job.waitForCompletion(true);
-    } finally {
-      if (!ok) {
-        fs.delete(new Path(out, "_temporary"), true);
-      }
-    }
-    return ok ? 0 : 1;
+    job = MapCollectiveJobs.create(conf, "harp-wordcount", WordCount.class, workers, input, WordCountMapper.class);
+    return MapCollectiveJobs.runToEnd(job, out);
   }
 
   /** The job of the last {@link #run}, or null. */
