@@ -117,19 +117,14 @@ public final class EdgeTable implements AutoCloseable {
           part = null;
           return false;
         }
-        String layout = Table.layout(table.handle(), ids[index]);
-        String want = weighted ? "edges weighted" : "edges";
-        if (!want.equals(layout)) {
-          throw new IllegalStateException("partition " + ids[index] + " holds " + layout + ", not " + want);
-        }
-        part = Table.get(table.handle(), ids[index]).order(ByteOrder.LITTLE_ENDIAN);
+        part = table.view(ids[index], weighted ? "edges weighted" : "edges");
         at = 0;
       }
       return true;
     }
 
     private void check() {
-      if (!table.isOpen() || table.generation() != generation) {
+      if (table.changedSince(generation)) {
         throw new IllegalStateException("cursor is stale: its table changed since it was made");
       }
     }

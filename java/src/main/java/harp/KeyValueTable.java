@@ -363,12 +363,7 @@ public final class KeyValueTable implements AutoCloseable {
           part = null;
           return false;
         }
-        String layout = Table.layout(table.handle(), ids[index]);
-        String want = "kv " + keyType.wireName() + " " + valueType.wireName();
-        if (!want.equals(layout)) {
-          throw new IllegalStateException("partition " + ids[index] + " holds " + layout + ", not " + want);
-        }
-        part = Table.get(table.handle(), ids[index]).order(ByteOrder.LITTLE_ENDIAN);
+        part = table.view(ids[index], "kv " + keyType.wireName() + " " + valueType.wireName());
         at = 0;
       }
       entryAt = at;
@@ -399,7 +394,7 @@ public final class KeyValueTable implements AutoCloseable {
     }
 
     private void check() {
-      if (!table.isOpen() || table.generation() != generation) {
+      if (table.changedSince(generation)) {
         throw new IllegalStateException("cursor is stale: its table changed since it was made");
       }
     }

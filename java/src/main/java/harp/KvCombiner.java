@@ -26,8 +26,8 @@ public interface KvCombiner {
 
   byte[] combine(byte[] key, byte[] acc, byte[] other);
 
-  /** A combiner of f64 scalar values. */
-  static KvCombiner ofDoubles(String name, DoubleBinaryOperator f) {
+  /** {@code f} under the name {@code name}. */
+  static KvCombiner named(String name, KvCombiner f) {
     return new KvCombiner() {
       @Override
       public String name() {
@@ -36,26 +36,21 @@ public interface KvCombiner {
 
       @Override
       public byte[] combine(byte[] key, byte[] acc, byte[] other) {
-        double r = f.applyAsDouble(le(acc).getDouble(0), le(other).getDouble(0));
-        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putDouble(0, r).array();
+        return f.combine(key, acc, other);
       }
     };
   }
 
+  /** A combiner of f64 scalar values. */
+  static KvCombiner ofDoubles(String name, DoubleBinaryOperator f) {
+    return named(name, (key, acc, other) -> ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
+        .putDouble(0, f.applyAsDouble(le(acc).getDouble(0), le(other).getDouble(0))).array());
+  }
+
   /** A combiner of i64 scalar values. */
   static KvCombiner ofLongs(String name, LongBinaryOperator f) {
-    return new KvCombiner() {
-      @Override
-      public String name() {
-        return name;
-      }
-
-      @Override
-      public byte[] combine(byte[] key, byte[] acc, byte[] other) {
-        long r = f.applyAsLong(le(acc).getLong(0), le(other).getLong(0));
-        return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, r).array();
-      }
-    };
+    return named(name, (key, acc, other) -> ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
+        .putLong(0, f.applyAsLong(le(acc).getLong(0), le(other).getLong(0))).array());
   }
 
   private static ByteBuffer le(byte[] b) {

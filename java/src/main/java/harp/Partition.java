@@ -23,7 +23,7 @@ public final class Partition {
   }
 
   private void check() {
-    if (!table.isOpen() || table.generation() != generation) {
+    if (table.changedSince(generation)) {
       throw new IllegalStateException("view of partition " + id
           + " is stale: its table changed (collective, create, remove, clear or close) since it was obtained");
     }

@@ -112,6 +112,23 @@ public final class Table implements AutoCloseable {
     return new Partition(this, id, DType.fromWireName(t), b.order(ByteOrder.nativeOrder()));
   }
 
+  /** Whether the table was closed or changed since {@code generation} (a view made then is stale). */
+  boolean changedSince(int generation) {
+    return !isOpen() || generation() != generation;
+  }
+
+  /**
+   * A little-endian view of partition {@code pid}, whose layout must be {@code want} ({@code kv
+   * str i64}, {@code edges}, …: see {@link #layout(long, int)}); the next partition of a cursor.
+   */
+  ByteBuffer view(int pid, String want) {
+    String layout = layout(handle(), pid);
+    if (!want.equals(layout)) {
+      throw new IllegalStateException("partition " + pid + " holds " + layout + ", not " + want);
+    }
+    return get(handle(), pid).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
   /** Partition ids in ascending order. */
   public int[] ids() {
     return ids(handle());

@@ -93,18 +93,9 @@ class GraphTableJobTest {
           held &= parts.contains(d.partition());
         }
         check(held, "an edge whose destination partition is elsewhere");
-        check(throwsIae(() -> edges.add(1, 2)), "an unweighted edge accepted by a weighted table");
+        check(JobTestSupport.throwsIae(() -> edges.add(1, 2)), "an unweighted edge accepted by a weighted table");
       }
       context.getCounter("harp-test", "verified").increment(verified);
-    }
-
-    private static boolean throwsIae(Runnable r) {
-      try {
-        r.run();
-        return false;
-      } catch (IllegalArgumentException e) {
-        return true;
-      }
     }
   }
 

@@ -50,6 +50,16 @@ final class JobTestSupport {
     return f;
   }
 
+  /** Whether {@code r} throws an {@link IllegalArgumentException}. */
+  static boolean throwsIae(Runnable r) {
+    try {
+      r.run();
+      return false;
+    } catch (IllegalArgumentException e) {
+      return true;
+    }
+  }
+
   static String harpBinary() {
     String b = System.getProperty("harp.bin", "target/release/harp");
     if (!new File(b).canExecute()) {

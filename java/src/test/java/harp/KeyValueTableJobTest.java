@@ -107,10 +107,10 @@ class KeyValueTableJobTest {
       // 4. Bad input is refused in Java before anything is written; a throwing Java combiner
       // fails the flush with its message and the table stays usable.
       try (KeyValueTable t = newKeyValueTable(KeyType.I32, ValueType.scalar(DType.I32), Combiner.SUM, 2)) {
-        check(throwsIae(() -> t.add(1L << 40, 1L)), "i32 key out of range accepted");
-        check(throwsIae(() -> t.add(1L, 1L << 40)), "i32 value out of range accepted");
-        check(throwsIae(() -> t.add("x", 1L)), "str key accepted by an i32 table");
-        check(throwsIae(() -> t.add(1L, 1.5)), "f64 value accepted by an i32 table");
+        check(JobTestSupport.throwsIae(() -> t.add(1L << 40, 1L)), "i32 key out of range accepted");
+        check(JobTestSupport.throwsIae(() -> t.add(1L, 1L << 40)), "i32 value out of range accepted");
+        check(JobTestSupport.throwsIae(() -> t.add("x", 1L)), "str key accepted by an i32 table");
+        check(JobTestSupport.throwsIae(() -> t.add(1L, 1.5)), "f64 value accepted by an i32 table");
         t.add(1L, 2L);
         t.add(1L, 3L);
         KeyValueTable.Cursor c = t.cursor();
@@ -136,15 +136,6 @@ class KeyValueTableJobTest {
         check(t.count() == 1, "table usable after a failed batch");
       }
       context.getCounter("harp-test", "verified").increment(verified);
-    }
-
-    private static boolean throwsIae(Runnable r) {
-      try {
-        r.run();
-        return false;
-      } catch (IllegalArgumentException e) {
-        return true;
-      }
     }
   }
 
