@@ -9,6 +9,7 @@
 //! * [`config`]: timeouts, socket options, crossovers of the automatic algorithms.
 //! * [`transport`]: authenticated connections, the mailbox, heartbeats, timeouts, aborts.
 //! * [`topology`]: hosts, racks, rack-ordered chains.
+//! * [`netmodel`]: the measured latency and bandwidth of every worker pair (CMPI's L and B).
 //! * [`collective`]: the collective algorithms, their automatic choices and the piece machinery.
 //! * [`worker`]: a running worker and its synchronous collective API.
 //! * [`graph`]: the graph collectives (regroup edges, send edges or messages to vertices).
@@ -31,6 +32,7 @@ pub mod error;
 pub mod events;
 pub mod graph;
 pub mod io;
+pub mod netmodel;
 pub mod pool;
 pub mod storage;
 pub mod topology;
@@ -41,6 +43,7 @@ pub mod worker;
 pub use config::Config;
 pub use data::{Array, Combiner, DType, Layout, Partition, Partitioner, Table};
 pub use error::{Error, Result};
+pub use netmodel::NetModel;
 pub use pool::{Buf, Pool, PoolConfig, PoolStats};
 pub use topology::Topology;
 pub use worker::{Listener, Worker};

@@ -21,6 +21,7 @@ use crate::collective::{
 use crate::config::Config;
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::netmodel::NetModel;
 use crate::pool::Pool;
 use crate::topology::Topology;
 use crate::transport::{self, Transport};
@@ -61,6 +62,8 @@ pub struct Worker {
     rt: Handle,
     cfg: Config,
     topo: Topology,
+    /// The measured network model the NP-aware algorithms read (`set_net_model`).
+    net: Mutex<Option<Arc<NetModel>>>,
     pool: Pool,
     transport: Transport,
     seq: AtomicU64,
@@ -114,6 +117,7 @@ impl Worker {
             rt,
             cfg,
             topo,
+            net: Mutex::new(None),
             pool,
             transport,
             seq: AtomicU64::new(0),
@@ -154,6 +158,7 @@ impl Worker {
                 rt: rt.handle().clone(),
                 cfg: cfg.clone(),
                 topo: topo.clone(),
+                net: Mutex::new(None),
                 pool,
                 transport,
                 seq: AtomicU64::new(0),
@@ -182,6 +187,29 @@ impl Worker {
     }
     pub fn runtime(&self) -> &Handle {
         &self.rt
+    }
+
+    /// The network model the NP-aware algorithms use, if any.
+    pub fn net_model(&self) -> Option<Arc<NetModel>> {
+        self.net.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sets (or clears) the network model. Every worker of the job must hold the same model
+    /// (it decides algorithms and trees that all of them follow); measuring it collectively or
+    /// loading the same file on every worker gives that. A model for another number of
+    /// workers is refused.
+    pub fn set_net_model(&self, model: Option<NetModel>) -> Result<()> {
+        if let Some(m) = &model {
+            if m.workers() != self.size {
+                return Err(Error::config(format!(
+                    "net model of {} workers for a job of {}",
+                    m.workers(),
+                    self.size
+                )));
+            }
+        }
+        *self.net.lock().unwrap_or_else(|e| e.into_inner()) = model.map(Arc::new);
+        Ok(())
     }
 
     pub(crate) fn transport(&self) -> &Transport {
@@ -228,6 +256,7 @@ impl Worker {
             pool: &self.pool,
             cfg: &self.cfg,
             topo: &self.topo,
+            net: self.net_model(),
         };
         let t0 = Instant::now();
         let res = self.rt.block_on(f(cx));

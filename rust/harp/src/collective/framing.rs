@@ -441,6 +441,7 @@ pub(crate) mod crafted {
                 pool: &pools[0],
                 cfg: &cfg,
                 topo: &topo,
+                net: None,
             };
             step(&cx).await
         })

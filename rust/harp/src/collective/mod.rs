@@ -10,7 +10,10 @@
 //! the wire), [`assemble`] (received pieces into tables), [`segment`] (cutting partitions into
 //! ranges), [`tags`] (the tag range of every phase), [`join`] (concurrent sends and receives).
 
+use std::sync::Arc;
+
 use crate::config::Config;
+use crate::netmodel::NetModel;
 use crate::pool::Pool;
 use crate::topology::Topology;
 use crate::transport::Endpoint;
@@ -46,6 +49,8 @@ pub struct Ctx<'a> {
     pub pool: &'a Pool,
     pub cfg: &'a Config,
     pub topo: &'a Topology,
+    /// The measured network, when one was measured or given (`Worker::set_net_model`).
+    pub net: Option<Arc<NetModel>>,
 }
 
 impl Ctx<'_> {

@@ -1,0 +1,245 @@
+//! The measured network: the latency and bandwidth matrices L and B of every ordered worker pair
+//! (CMPI, seed 001 §4.1). The cost of sending `m` bytes from i to j is M(i,j) = L(i,j) +
+//! m / B(i,j). Measuring fills a model, algorithms read it; neither depends on the other.
+//!
+//! The text form (a file given to `--net-model`, a cache entry) is
+//!
+//! ```text
+//! # harp net model v1
+//! workers 3
+//! latency_s
+//! 0 1.2e-4 1.1e-4
+//! 1.3e-4 0 1.0e-4
+//! 1.1e-4 1.0e-4 0
+//! bandwidth_Bps
+//! inf 2.5e7 6.2e6
+//! 2.5e7 inf 2.5e7
+//! 6.2e6 2.5e7 inf
+//! ```
+//!
+//! row = sender, column = receiver; the diagonal is 0 for latency and `inf` for bandwidth.
+//! Blank lines and `#` lines are ignored.
+
+use crate::error::{Error, Result};
+
+/// Latency (seconds) and bandwidth (bytes per second) of every ordered pair of `workers`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetModel {
+    workers: usize,
+    /// Row-major, `latency[i * workers + j]` from i to j.
+    latency: Vec<f64>,
+    /// Row-major, `bandwidth[i * workers + j]` from i to j.
+    bandwidth: Vec<f64>,
+}
+
+impl NetModel {
+    /// Every pair with the same latency and bandwidth.
+    pub fn uniform(workers: usize, latency: f64, bandwidth: f64) -> NetModel {
+        let mut m = NetModel {
+            workers,
+            latency: vec![latency; workers * workers],
+            bandwidth: vec![bandwidth; workers * workers],
+        };
+        for i in 0..workers {
+            m.latency[i * workers + i] = 0.0;
+            m.bandwidth[i * workers + i] = f64::INFINITY;
+        }
+        m
+    }
+
+    /// A model from row-major matrices; fails on wrong sizes, negative or NaN latencies and
+    /// non-positive or NaN bandwidths off the diagonal.
+    pub fn new(workers: usize, latency: Vec<f64>, bandwidth: Vec<f64>) -> Result<NetModel> {
+        let n = workers * workers;
+        if latency.len() != n || bandwidth.len() != n {
+            return Err(Error::config(format!(
+                "net model of {workers} workers needs {n} latencies and bandwidths, got {} and {}",
+                latency.len(),
+                bandwidth.len()
+            )));
+        }
+        for i in 0..workers {
+            for j in 0..workers {
+                if i == j {
+                    continue;
+                }
+                let (l, b) = (latency[i * workers + j], bandwidth[i * workers + j]);
+                if l.is_nan() || l < 0.0 || !l.is_finite() {
+                    return Err(Error::config(format!(
+                        "net model: latency {i}->{j} is {l}, expected a finite number >= 0"
+                    )));
+                }
+                if b.is_nan() || b <= 0.0 {
+                    return Err(Error::config(format!(
+                        "net model: bandwidth {i}->{j} is {b}, expected a number > 0"
+                    )));
+                }
+            }
+        }
+        let mut m = NetModel {
+            workers,
+            latency,
+            bandwidth,
+        };
+        for i in 0..workers {
+            m.latency[i * workers + i] = 0.0;
+            m.bandwidth[i * workers + i] = f64::INFINITY;
+        }
+        Ok(m)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Seconds from `i` to `j` for an empty message.
+    pub fn latency(&self, i: usize, j: usize) -> f64 {
+        self.latency[i * self.workers + j]
+    }
+
+    /// Bytes per second from `i` to `j`.
+    pub fn bandwidth(&self, i: usize, j: usize) -> f64 {
+        self.bandwidth[i * self.workers + j]
+    }
+
+    /// M(i,j) for `bytes`: the predicted seconds to send them from `i` to `j`.
+    pub fn cost(&self, i: usize, j: usize, bytes: u64) -> f64 {
+        if i == j {
+            return 0.0;
+        }
+        self.latency(i, j) + bytes as f64 / self.bandwidth(i, j)
+    }
+
+    /// The text form (module docs).
+    pub fn to_text(&self) -> String {
+        let p = self.workers;
+        let mut s = format!("# harp net model v1\nworkers {p}\nlatency_s\n");
+        let row = |v: &[f64], i: usize| {
+            v[i * p..(i + 1) * p]
+                .iter()
+                .map(|x| format!("{x:e}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        for i in 0..p {
+            s += &row(&self.latency, i);
+            s.push('\n');
+        }
+        s += "bandwidth_Bps\n";
+        for i in 0..p {
+            s += &row(&self.bandwidth, i);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Parses the text form; `file` names it in errors (with the 1-based line).
+    pub fn parse(text: &str, file: &str) -> Result<NetModel> {
+        let bad = |line: usize, msg: String| Error::Input {
+            file: file.into(),
+            line: line as u64,
+            msg,
+        };
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.trim()))
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+        let (n, first) = lines.next().unwrap_or((0, ""));
+        let workers = first
+            .strip_prefix("workers ")
+            .and_then(|w| w.trim().parse::<usize>().ok())
+            .filter(|&w| (1..=crate::collective::tags::MAX_WORKERS).contains(&w))
+            .ok_or_else(|| {
+                bad(
+                    n,
+                    format!(
+                        "expected 'workers N', found '{}'",
+                        crate::io::quote(first.as_bytes())
+                    ),
+                )
+            })?;
+        let mut matrix = |name: &str| -> Result<Vec<f64>> {
+            let (n, head) = lines.next().unwrap_or((0, ""));
+            if head != name {
+                return Err(bad(
+                    n,
+                    format!(
+                        "expected '{name}', found '{}'",
+                        crate::io::quote(head.as_bytes())
+                    ),
+                ));
+            }
+            let mut v = Vec::with_capacity(workers.min(4096) * workers.min(4096));
+            for _ in 0..workers {
+                let (n, row) = lines.next().unwrap_or((0, ""));
+                let before = v.len();
+                for tok in row.split_whitespace() {
+                    let x = tok.parse::<f64>().map_err(|_| {
+                        bad(
+                            n,
+                            format!("not a number: '{}'", crate::io::quote(tok.as_bytes())),
+                        )
+                    })?;
+                    v.push(x);
+                    if v.len() - before > workers {
+                        break;
+                    }
+                }
+                if v.len() - before != workers {
+                    return Err(bad(
+                        n,
+                        format!("{name}: expected a row of {workers} numbers"),
+                    ));
+                }
+            }
+            Ok(v)
+        };
+        let latency = matrix("latency_s")?;
+        let bandwidth = matrix("bandwidth_Bps")?;
+        if let Some((n, extra)) = lines.next() {
+            return Err(bad(
+                n,
+                format!(
+                    "unexpected line after the matrices: '{}'",
+                    crate::io::quote(extra.as_bytes())
+                ),
+            ));
+        }
+        NetModel::new(workers, latency, bandwidth).map_err(|e| bad(0, e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_round_trip_and_cost() {
+        let mut m = NetModel::uniform(3, 1e-4, 25e6);
+        m.bandwidth[2] = 6.25e6; // 0 -> 2 is four times slower
+        let back = NetModel::parse(&m.to_text(), "m.txt").unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.cost(1, 1, 1 << 20), 0.0);
+        assert!((back.cost(0, 2, 6_250_000) - (1e-4 + 1.0)).abs() < 1e-12);
+        assert!((back.cost(2, 0, 25_000_000) - (1e-4 + 1.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_text_names_the_line() {
+        let good = NetModel::uniform(2, 1e-4, 1e6).to_text();
+        let e = NetModel::parse(&good.replace("1e6", "x"), "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.txt") && e.contains("not a number"), "{e}");
+        let short = good.replacen("0e0 1e-4\n", "0e0\n", 1);
+        let e = NetModel::parse(&short, "m.txt").unwrap_err().to_string();
+        assert!(e.contains("row of 2"), "{e}");
+        let e = NetModel::parse("workers 0\n", "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.txt:1:"), "{e}");
+        let neg = good.replace("1e-4", "-1e0");
+        assert!(NetModel::parse(&neg, "m.txt").is_err());
+    }
+}
