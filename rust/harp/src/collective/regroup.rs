@@ -439,6 +439,47 @@ pub async fn rotate(cx: &Ctx<'_>, table: &mut Table, map: Option<&[usize]>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::framing::crafted::{self, Piece};
+    use crate::data::{Array, Combiner, DType};
+    use crate::wire::Op;
+
+    /// Rank 0 of 2 in round 0 of recursive halving (modulo owners) while rank 1 sends
+    /// `pieces` of f64 partitions filled with ones; rank 0 holds partitions 0 and 1 of 4 zeros.
+    fn halving_with(pieces: &[Piece]) -> Result<Table> {
+        let algo = ReduceScatterAlgorithm::RecursiveHalving.code();
+        crafted::run(
+            Op::ReduceScatter,
+            algo,
+            tags::ROUND.at(0),
+            pieces,
+            async |cx| {
+                let mut t = Table::new(Combiner::Sum);
+                t.add(0, Array::zeros(cx.pool, DType::F64, 4)).unwrap();
+                t.add(1, Array::zeros(cx.pool, DType::F64, 4)).unwrap();
+                recursive_halving(cx, &mut t, &Partitioner::Modulo).await?;
+                Ok(t)
+            },
+        )
+    }
+
+    #[test]
+    fn recursive_halving_takes_only_partitions_owned_on_its_side() {
+        // Rank 0's own partition 0 (and a new one, 2, it also owns) are combined in; partition
+        // 1 went to rank 1.
+        let t = halving_with(&[(0, 32, 0, 32), (2, 32, 0, 32)]).unwrap();
+        assert_eq!(t.ids(), vec![0, 2]);
+        let ones = f64::from_bits(0x0101_0101_0101_0101);
+        assert_eq!(t.get(0).unwrap().as_slice::<f64>().unwrap(), &[ones; 4]);
+        let refused = |r: Result<Table>, why: &str| crafted::refused(r, "reduce-scatter", why);
+        refused(
+            halving_with(&[(1, 32, 0, 32)]),
+            "partition 1 is owned by rank 1, not on rank 0's side of round 0",
+        );
+        refused(
+            halving_with(&[(0, 32, 0, 16)]),
+            "this step exchanges whole partitions only",
+        );
+    }
 
     #[test]
     fn plan_keeps_data_in_place_within_fair_shares() {
