@@ -9,6 +9,7 @@ use std::time::Instant;
 use clap::Args;
 use harp::collective::{
     AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm,
 };
 use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
 
@@ -24,8 +25,9 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_bytes, default_value = "1m")]
     pub bytes: u64,
     /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one; allreduce: auto,
-    /// bidirectional-exchange, regroup-allgather; allgather: ring, known-total; reduce:
-    /// binomial, scatter-gather).
+    /// bidirectional-exchange, regroup-allgather; allgather: auto, ring, recursive-doubling,
+    /// known-total; reduce-scatter: auto, ring, recursive-halving; reduce: binomial,
+    /// scatter-gather).
     #[arg(long)]
     pub algorithm: Option<String>,
     /// Partitions per table (default: 1; ops that move partitions to owners use 4 per worker).
@@ -92,8 +94,9 @@ fn check_memory_in(bytes: u64, available: Option<u64>) -> Result<()> {
 enum Algo {
     Bcast(BroadcastAlgorithm),
     Allreduce(AllreduceAlgorithm),
-    Allgather,
-    AllgatherKnown,
+    /// `KnownTotal`'s count is filled in per call (partitions × workers).
+    Allgather(AllgatherAlgorithm),
+    ReduceScatter(ReduceScatterAlgorithm),
     Reduce(ReduceAlgorithm),
     None,
 }
@@ -130,14 +133,14 @@ fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Resul
     match (op, algo) {
         ("broadcast", Algo::Bcast(a)) => w.broadcast("bench", t, 0, *a),
         ("allreduce", Algo::Allreduce(a)) => w.allreduce("bench", t, *a),
-        ("allgather", Algo::Allgather) => w.allgather("bench", t, AllgatherAlgorithm::Ring),
-        ("allgather", Algo::AllgatherKnown) => {
+        ("allgather", Algo::Allgather(AllgatherAlgorithm::KnownTotal(_))) => {
             w.allgather("bench", t, AllgatherAlgorithm::KnownTotal(parts * w.size()))
         }
+        ("allgather", Algo::Allgather(a)) => w.allgather("bench", t, *a),
         ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
         ("gather", _) => w.gather("bench", t, 0),
         ("scatter", _) => w.scatter("bench", t, 0, &m),
-        ("reduce-scatter", _) => w.reduce_scatter("bench", t, &m),
+        ("reduce-scatter", Algo::ReduceScatter(a)) => w.reduce_scatter_with("bench", t, &m, *a),
         ("regroup", _) => w.regroup("bench", t, Some(&m)),
         ("rotate", _) => w.rotate("bench", t, None),
         ("push", _) => {
@@ -164,18 +167,23 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     let algo = match op {
         "broadcast" => Algo::Bcast(BroadcastAlgorithm::parse(alg.unwrap_or("auto"))?),
         "allreduce" => Algo::Allreduce(AllreduceAlgorithm::parse(alg.unwrap_or("auto"))?),
-        "allgather" => match alg.unwrap_or("ring") {
-            "ring" => Algo::Allgather,
-            "known-total" => Algo::AllgatherKnown,
+        "allgather" => Algo::Allgather(match alg.unwrap_or("auto") {
+            "auto" => AllgatherAlgorithm::Auto,
+            "ring" => AllgatherAlgorithm::Ring,
+            "recursive-doubling" => AllgatherAlgorithm::RecursiveDoubling,
+            "known-total" => AllgatherAlgorithm::KnownTotal(0),
             x => {
                 return Err(Error::config(format!(
-                    "unknown allgather algorithm '{x}' (ring, known-total)"
+                    "unknown allgather algorithm '{x}' (auto, ring, recursive-doubling, \
+                     known-total)"
                 )))
             }
-        },
+        }),
+        "reduce-scatter" => {
+            Algo::ReduceScatter(ReduceScatterAlgorithm::parse(alg.unwrap_or("auto"))?)
+        }
         "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("binomial"))?),
-        "gather" | "scatter" | "reduce-scatter" | "regroup" | "rotate" | "push" | "pull"
-        | "barrier" => {
+        "gather" | "scatter" | "regroup" | "rotate" | "push" | "pull" | "barrier" => {
             if let Some(x) = alg {
                 return Err(Error::config(format!(
                     "{op} has one algorithm; --algorithm {x} is not accepted"
@@ -194,8 +202,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             .resolve(a.bytes, w.config().allreduce_crossover)
             .name()
             .to_string(),
-        Algo::Allgather => "ring".into(),
-        Algo::AllgatherKnown => "known-total".into(),
+        Algo::Allgather(x) => x.resolve(w.size()).name().into(),
+        Algo::ReduceScatter(x) => x.resolve(w.size()).name().into(),
         Algo::Reduce(x) => x.name().into(),
         Algo::None => "default".into(),
     };

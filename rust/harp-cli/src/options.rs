@@ -168,7 +168,7 @@ mod tests {
         let c = t.c.config().unwrap();
         assert_eq!(c.op_timeout, std::time::Duration::from_millis(2500));
         assert_eq!(c.send_buffer, Some(4096));
-        assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
+        assert_eq!(c.tcp_congestion.as_str(), "reno");
         assert_eq!(c.connect_timeout, Config::default().connect_timeout);
         assert_eq!(t.c.io_threads, 3);
         assert!(!c.frame_mac);

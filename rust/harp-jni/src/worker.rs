@@ -248,7 +248,7 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
 ) {
     collective(env, w, Op::Allgather, label, |_, wk, label| {
         let a = match usize::try_from(total) {
-            Ok(0) => AllgatherAlgorithm::Ring,
+            Ok(0) => AllgatherAlgorithm::Auto,
             Ok(n) => AllgatherAlgorithm::KnownTotal(n),
             Err(_) => return Err(fail(format!("bad total partition count {total}"))),
         };

@@ -20,10 +20,9 @@ pub struct Config {
     /// SO_SNDBUF / SO_RCVBUF for every connection (None: the OS default with autotuning).
     pub send_buffer: Option<u32>,
     pub recv_buffer: Option<u32>,
-    /// TCP congestion control for every connection (Linux `TCP_CONGESTION`, e.g. "reno",
-    /// "cubic", "bbr"); None keeps the system default. The name must be in
-    /// `net.ipv4.tcp_allowed_congestion_control`.
-    pub tcp_congestion: Option<String>,
+    /// TCP congestion control for every connection (Linux `TCP_CONGESTION`), see
+    /// [`TcpCongestion`]; the default picks a loss-based one when the kernel allows it.
+    pub tcp_congestion: TcpCongestion,
     /// Pipelined broadcast chunk size in bytes; 0 picks one from the message size and p.
     pub chunk_size: usize,
     /// `BroadcastAlgorithm::Auto` uses the binomial tree up to this many bytes, the chain above.
@@ -48,13 +47,51 @@ impl Default for Config {
             op_timeout: Duration::from_secs(120),
             send_buffer: None,
             recv_buffer: None,
-            tcp_congestion: None,
+            tcp_congestion: TcpCongestion::Auto,
             chunk_size: 0,
             broadcast_crossover: 8 * 1024,
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
             frame_mac: false,
             pool: PoolConfig::default(),
+        }
+    }
+}
+
+/// The TCP congestion control of every connection (option `tcp_congestion`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TcpCongestion {
+    /// `auto` (the default, also the empty value): a loss-based congestion control
+    /// ([`crate::transport::auto_congestion`]) when the kernel's default is not one and the
+    /// kernel allows one; else, silently (a debug line), the kernel's default. Under BBR the
+    /// flows of an all-to-all share a link unfairly and the collective waits for the slowest
+    /// (docs/benchmarks-netns.md).
+    #[default]
+    Auto,
+    /// `kernel` or `default`: the kernel's default, untouched.
+    Kernel,
+    /// A name from `net.ipv4.tcp_allowed_congestion_control` (e.g. `reno`); a name the kernel
+    /// refuses fails the worker's start with an error listing the allowed ones.
+    Named(String),
+}
+
+impl TcpCongestion {
+    /// The value as the option writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            TcpCongestion::Auto => "auto",
+            TcpCongestion::Kernel => "kernel",
+            TcpCongestion::Named(n) => n,
+        }
+    }
+
+    /// From the option's value (`name` has checked its characters): empty or `auto`,
+    /// `kernel` or `default`, or a congestion control name.
+    fn from_name(name: Option<String>) -> TcpCongestion {
+        match name.as_deref() {
+            None | Some("auto") => TcpCongestion::Auto,
+            Some("kernel" | "default") => TcpCongestion::Kernel,
+            Some(n) => TcpCongestion::Named(n.to_string()),
         }
     }
 }
@@ -216,11 +253,13 @@ pub static OPTIONS: &[EngineOption] = &[
         flag: "tcp-congestion",
         java: "harp.tcp.congestion",
         unit: Unit::Name,
-        help: "TCP congestion control of every connection (Linux TCP_CONGESTION, e.g. reno; \
-               one of /proc/sys/net/ipv4/tcp_allowed_congestion_control; unset: the system's).",
-        get: |c| Value::Name(c.tcp_congestion.clone()),
+        help: "TCP congestion control of every connection (Linux TCP_CONGESTION): auto \
+               (a loss-based one, cubic or reno, when the kernel's default is not loss-based \
+               and the kernel allows one; else the kernel's), kernel (the kernel's default), or a name \
+               from /proc/sys/net/ipv4/tcp_allowed_congestion_control.",
+        get: |c| Value::Name(Some(c.tcp_congestion.as_str().to_string())),
         put: |c, v| {
-            c.tcp_congestion = v.name();
+            c.tcp_congestion = TcpCongestion::from_name(v.name());
             Ok(())
         },
     },
@@ -486,7 +525,7 @@ mod tests {
             .unwrap();
         assert_eq!(c.send_buffer, Some(262144));
         assert_eq!(c.recv_buffer, Some(262144));
-        assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
+        assert_eq!(c.tcp_congestion, TcpCongestion::Named("reno".into()));
         assert_eq!(c.allreduce_crossover, 0);
         assert_eq!(c.op_timeout, Duration::from_millis(1500));
         let e = c.apply("chunk=-1").unwrap_err().to_string();
@@ -570,7 +609,7 @@ mod tests {
         assert_eq!(c.op_timeout, Duration::from_millis(2500));
         assert_eq!(c.connect_timeout, Duration::from_millis(700));
         assert_eq!(c.send_buffer, Some(65536));
-        assert_eq!(c.tcp_congestion.as_deref(), Some("cubic"));
+        assert_eq!(c.tcp_congestion, TcpCongestion::Named("cubic".into()));
         assert_eq!(c.chunk_size, 4096);
         assert_eq!(c.broadcast_crossover, 1);
         assert_eq!(c.allreduce_crossover, 2);
@@ -584,7 +623,23 @@ mod tests {
         );
         // Unset again: 0 buffers and an empty congestion name are the defaults.
         c.apply("socket_buffer=0\ntcp_congestion=").unwrap();
-        assert_eq!((c.send_buffer, c.tcp_congestion), (None, None));
+        assert_eq!(
+            (c.send_buffer, c.tcp_congestion.clone()),
+            (None, TcpCongestion::Auto)
+        );
+        // One vocabulary: auto (the default), kernel or default, or a name.
+        for (v, want) in [
+            ("auto", TcpCongestion::Auto),
+            ("kernel", TcpCongestion::Kernel),
+            (" default ", TcpCongestion::Kernel),
+            ("bbr", TcpCongestion::Named("bbr".into())),
+        ] {
+            c.apply(&format!("tcp_congestion={v}")).unwrap();
+            assert_eq!(c.tcp_congestion, want, "{v}");
+        }
+        assert_eq!(Config::default().tcp_congestion, TcpCongestion::Auto);
+        let o = EngineOption::find("harp.tcp.congestion").unwrap();
+        assert_eq!(o.default_value(), "auto");
     }
 
     #[test]
@@ -629,10 +684,13 @@ mod tests {
         assert_eq!(c.recv_buffer, Some(1024));
         let e = s.set_flag(&mut c, "8589934592").unwrap_err().to_string();
         assert!(e.contains("too large"), "{e}");
-        assert!(EngineOption::by_flag("tcp-congestion")
-            .unwrap()
-            .default_flag_value()
-            .is_none());
+        assert_eq!(
+            EngineOption::by_flag("tcp-congestion")
+                .unwrap()
+                .default_flag_value()
+                .as_deref(),
+            Some("auto")
+        );
     }
 
     #[test]

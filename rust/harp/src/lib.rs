@@ -40,7 +40,7 @@ pub mod transport;
 pub mod wire;
 pub mod worker;
 
-pub use config::Config;
+pub use config::{Config, TcpCongestion};
 pub use data::{Array, Combiner, DType, Layout, Partition, Partitioner, Table};
 pub use error::{Error, Result};
 pub use netmodel::NetModel;

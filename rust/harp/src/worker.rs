@@ -17,6 +17,7 @@ pub use tokio::runtime::{Handle, Runtime};
 
 use crate::collective::{
     self, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, ReduceAlgorithm,
+    ReduceScatterAlgorithm,
 };
 use crate::config::Config;
 use crate::data::{Partitioner, Table};
@@ -334,13 +335,9 @@ impl Worker {
         table: &mut Table,
         algo: AllgatherAlgorithm,
     ) -> Result<()> {
+        let algo = algo.resolve(self.size());
         self.op(Op::Allgather, algo.code(), label, |cx| async move {
-            match algo {
-                AllgatherAlgorithm::Ring => collective::allgather::ring(&cx, table).await,
-                AllgatherAlgorithm::KnownTotal(n) => {
-                    collective::allgather::known_total(&cx, table, n).await
-                }
-            }
+            collective::allgather::allgather(&cx, table, algo).await
         })
     }
 
@@ -366,8 +363,20 @@ impl Worker {
 
     /// Each worker ends with the combined partitions it owns under `part`.
     pub fn reduce_scatter(&self, label: &str, table: &mut Table, part: &Partitioner) -> Result<()> {
-        self.op(Op::ReduceScatter, 0, label, |cx| async move {
-            collective::regroup::reduce_scatter(&cx, table, part).await
+        self.reduce_scatter_with(label, table, part, ReduceScatterAlgorithm::Auto)
+    }
+
+    /// [`Worker::reduce_scatter`] with a chosen algorithm.
+    pub fn reduce_scatter_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        part: &Partitioner,
+        algo: ReduceScatterAlgorithm,
+    ) -> Result<()> {
+        let algo = algo.resolve(self.size());
+        self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
+            collective::regroup::reduce_scatter(&cx, table, part, algo).await
         })
     }
 

@@ -12,9 +12,10 @@ use harp::{Array, Combiner, Config, DType, Pool, Table};
 
 use common::{config, on_workers};
 
-/// Results `check::run` verifies per round: allreduce ×3, broadcast ×5, allgather ×2,
-/// reduce ×2, gather, scatter, reduce-scatter, regroup ×2, push, pull, rotate ×2.
-const CHECKS_PER_ROUND: usize = 21;
+/// Results `check::run` verifies per round: allreduce ×3, broadcast ×5, allgather ×4 (ring,
+/// recursive doubling, auto, known total), reduce ×2, gather, scatter, reduce-scatter ×3 (ring,
+/// recursive halving, auto), regroup ×2, push, pull, rotate ×2.
+const CHECKS_PER_ROUND: usize = 25;
 
 fn cfg() -> Config {
     config(Duration::from_secs(30))

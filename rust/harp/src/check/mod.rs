@@ -11,6 +11,7 @@ pub use faults::{Fault, Faults};
 
 use crate::collective::{
     AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm,
 };
 use crate::data::{Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -120,11 +121,17 @@ pub fn run(
                 &inputs[root],
             )?;
         }
-        {
+        for algo in [
+            AllgatherAlgorithm::Ring,
+            AllgatherAlgorithm::RecursiveDoubling,
+            AllgatherAlgorithm::Auto,
+        ] {
             tick()?;
             let mut t = mine();
-            w.allgather("check", &mut t, AllgatherAlgorithm::Ring)?;
-            check(tag("allgather/ring"), &t, &all)?;
+            w.allgather("check", &mut t, algo)?;
+            check(tag(&format!("allgather/{}", algo.name())), &t, &all)?;
+        }
+        {
             tick()?;
             let total: usize = inputs.iter().map(|t| t.len()).sum();
             let mut t = mine();
@@ -153,10 +160,20 @@ pub fn run(
             w.scatter("check", &mut t, root, &m)?;
             check(tag("scatter"), &t, &owned(pool, &inputs[root], r, p))?;
 
+            for algo in [
+                ReduceScatterAlgorithm::Ring,
+                ReduceScatterAlgorithm::RecursiveHalving,
+            ] {
+                tick()?;
+                let mut t = mine();
+                w.reduce_scatter_with("check", &mut t, &m, algo)?;
+                let name = format!("reduce-scatter/{}", algo.name());
+                check(tag(&name), &t, &owned(pool, &all, r, p))?;
+            }
             tick()?;
             let mut t = mine();
             w.reduce_scatter("check", &mut t, &m)?;
-            check(tag("reduce-scatter"), &t, &owned(pool, &all, r, p))?;
+            check(tag("reduce-scatter/auto"), &t, &owned(pool, &all, r, p))?;
 
             tick()?;
             let mut t = mine();
@@ -246,13 +263,14 @@ pub fn run(
 }
 
 /// Results [`run_kv`] verifies per round.
-pub const KV_CHECKS_PER_ROUND: usize = 13;
+pub const KV_CHECKS_PER_ROUND: usize = 15;
 
 /// Checks the collectives that move whole partitions on key-value tables (i64 or str keys; sum
 /// of i64 or append of i32 arrays; uneven partitions whose keys overlap between ranks) against
 /// the model: allreduce (bidirectional exchange, regroup-allgather, auto), allgather (ring,
-/// known total), regroup (modulo, master-planned), broadcast (chain: partitions cut into chunks
-/// and reassembled, binomial), reduce (binomial, scatter-gather), reduce-scatter and rotate.
+/// known total, recursive doubling), regroup (modulo, master-planned), broadcast (chain:
+/// partitions cut into chunks and reassembled, binomial), reduce (binomial, scatter-gather), reduce-scatter (ring,
+/// recursive halving) and rotate.
 /// Results are compared in [`canonical`] form (append's concatenation order depends on the
 /// order partitions meet).
 pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
@@ -290,10 +308,11 @@ pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
         for algo in [
             AllgatherAlgorithm::Ring,
             AllgatherAlgorithm::KnownTotal(total),
+            AllgatherAlgorithm::RecursiveDoubling,
         ] {
             let mut t = mine();
             w.allgather("check-kv", &mut t, algo)?;
-            check("allgather", &t, &all)?;
+            check(&format!("allgather/{}", algo.name()), &t, &all)?;
         }
         let mut t = mine();
         w.regroup("check-kv", &mut t, Some(&m))?;
@@ -319,9 +338,15 @@ pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
             let want = if r == root { &all } else { &empty };
             check(&format!("reduce/{}", algo.name()), &t, want)?;
         }
-        let mut t = mine();
-        w.reduce_scatter("check-kv", &mut t, &m)?;
-        check("reduce-scatter", &t, &owned(pool, &all, r, p))?;
+        for algo in [
+            ReduceScatterAlgorithm::Ring,
+            ReduceScatterAlgorithm::RecursiveHalving,
+        ] {
+            let mut t = mine();
+            w.reduce_scatter_with("check-kv", &mut t, &m, algo)?;
+            let name = format!("reduce-scatter/{}", algo.name());
+            check(&name, &t, &owned(pool, &all, r, p))?;
+        }
         let mut t = mine();
         w.rotate("check-kv", &mut t, None)?;
         check("rotate", &t, &inputs[(r + p - 1) % p])?;

@@ -1,12 +1,18 @@
 //! Allgather: afterwards every worker's table is the union of all tables (equal ids combined
 //! with the table's combiner, in rank order of arrival).
 
-use super::{absorb, recv_batch, send_batch, table_pieces, tags, Ctx, In, Out};
+use super::{absorb, choose, recv_batch, send_batch, table_pieces, tags, Ctx, In, Out};
 use crate::data::Table;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllgatherAlgorithm {
+    /// Recursive doubling when p is a power of two, the ring otherwise ([`choose::allgather`]).
+    Auto,
+    /// Recursive doubling: in round k every worker swaps all it holds with rank r xor 2^k
+    /// (p not a power of two: the extra ranks fold their tables into the first ones before and
+    /// get the result back after, as bidirectional exchange does).
+    RecursiveDoubling,
     /// Ring ("bucket"): p−1 steps, each forwarding the bucket received in the step before.
     /// Each bucket announces its own partition list, so no separate count exchange is needed.
     Ring,
@@ -19,16 +25,46 @@ pub enum AllgatherAlgorithm {
 impl AllgatherAlgorithm {
     pub fn code(self) -> u8 {
         match self {
+            AllgatherAlgorithm::Auto => 0,
             AllgatherAlgorithm::Ring => 1,
             AllgatherAlgorithm::KnownTotal(_) => 2,
+            AllgatherAlgorithm::RecursiveDoubling => 3,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
+            AllgatherAlgorithm::Auto => "auto",
             AllgatherAlgorithm::Ring => "ring",
             AllgatherAlgorithm::KnownTotal(_) => "known-total",
+            AllgatherAlgorithm::RecursiveDoubling => "recursive-doubling",
         }
     }
+    /// The algorithm `Auto` runs on `p` workers (see [`choose::allgather`]).
+    pub fn resolve(self, p: usize) -> AllgatherAlgorithm {
+        match self {
+            AllgatherAlgorithm::Auto => choose::allgather(p),
+            a => a,
+        }
+    }
+}
+
+/// Allgather with `algo` (`Auto` resolved by the caller, whose header carries the code).
+pub async fn allgather(cx: &Ctx<'_>, table: &mut Table, algo: AllgatherAlgorithm) -> Result<()> {
+    match algo.resolve(cx.size()) {
+        AllgatherAlgorithm::Ring | AllgatherAlgorithm::Auto => ring(cx, table).await,
+        AllgatherAlgorithm::KnownTotal(n) => known_total(cx, table, n).await,
+        AllgatherAlgorithm::RecursiveDoubling => recursive_doubling(cx, table).await,
+    }
+}
+
+/// Recursive doubling: the union grows by swapping everything held with rank r xor 2^k in
+/// round k (equal ids combined on arrival, as in the ring). It is bidirectional exchange's
+/// exchange pattern, whose combining already is the allgather's union. Cost for n bytes
+/// gathered in total: log2 p · α + (p−1)/p · nβ when p is a power of two (the ring's bytes in
+/// log2 p instead of p−1 steps); otherwise (⌊log2 p⌋ + 2)α + (p−1)/p · nβ + (n/p + n)β for
+/// folding the extra ranks in and sending them the result.
+pub async fn recursive_doubling(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
+    super::allreduce::bidirectional_exchange(cx, table).await
 }
 
 /// Ring allgather. Cost: (p−1)α + (p−1)/p · nβ for n bytes gathered in total.

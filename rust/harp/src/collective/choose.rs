@@ -19,14 +19,18 @@
 //!   over; when some table is
 //!   large, the ⌈log2 p⌉ (+2) rounds are pure latency, ⌈log2 p⌉α (+2α), before
 //!   regroup-allgather (plus at most the small tables sent before the news arrived).
-//! * Reduce, allgather, regroup and the others have no automatic choice; regroup without a
+//! * **Allgather** ([`allgather`]) and **reduce-scatter** ([`reduce_scatter`]): chosen from p,
+//!   which every worker knows (recursive doubling / halving for powers of two, the ring
+//!   otherwise); the header carries the concrete algorithm, so a worker that chose otherwise
+//!   is an operation mismatch.
+//! * Reduce, regroup and the others have no automatic choice; regroup without a
 //!   partitioner is decided by the master and sent to everyone (`regroup::plan`).
 //!
 //! The crossovers come from [`Config`](crate::config::Config): `broadcast_crossover`,
 //! `allreduce_crossover`, `chunk_size`.
 
 use super::segment::auto_chunk;
-use super::{AllreduceAlgorithm, BroadcastAlgorithm};
+use super::{AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceScatterAlgorithm};
 use crate::config::Config;
 
 /// Broadcast of `bytes` (the root's table): binomial tree up to `crossover` bytes (latency
@@ -46,6 +50,30 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
         cfg.chunk_size as u64
     } else {
         auto_chunk(total, p)
+    }
+}
+
+/// Allgather on `p` workers: recursive doubling when p is a power of two, whose
+/// log2 p · α + (p−1)/p · nβ is below the ring's (p−1)α + (p−1)/p · nβ at every size; the ring
+/// otherwise, as recursive doubling then also sends the n gathered bytes to each extra rank.
+/// Every worker knows p, so the choice needs no agreement.
+pub fn allgather(p: usize) -> AllgatherAlgorithm {
+    if p.is_power_of_two() {
+        AllgatherAlgorithm::RecursiveDoubling
+    } else {
+        AllgatherAlgorithm::Ring
+    }
+}
+
+/// Reduce-scatter on `p` workers: recursive halving when p is a power of two
+/// (log2 p · α + (p−1)/p · nβ, below the ring's (p−1)α + (p−1)/p · nβ at every size), the
+/// ring otherwise (halving would first send the extra ranks' whole tables, n bytes, to their
+/// partners). Every worker knows p, so the choice needs no agreement.
+pub fn reduce_scatter(p: usize) -> ReduceScatterAlgorithm {
+    if p.is_power_of_two() {
+        ReduceScatterAlgorithm::RecursiveHalving
+    } else {
+        ReduceScatterAlgorithm::Ring
     }
 }
 
@@ -84,6 +112,18 @@ mod tests {
             AllreduceAlgorithm::RegroupAllgather
         );
         assert!(allreduce_large(0, 0));
+        for p in [1, 2, 4, 8, 16] {
+            assert_eq!(allgather(p), AllgatherAlgorithm::RecursiveDoubling, "{p}");
+            assert_eq!(
+                reduce_scatter(p),
+                ReduceScatterAlgorithm::RecursiveHalving,
+                "{p}"
+            );
+        }
+        for p in [3, 5, 6, 7, 12] {
+            assert_eq!(allgather(p), AllgatherAlgorithm::Ring, "{p}");
+            assert_eq!(reduce_scatter(p), ReduceScatterAlgorithm::Ring, "{p}");
+        }
         let mut cfg = Config::default();
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;

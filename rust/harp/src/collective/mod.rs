@@ -40,6 +40,7 @@ pub use framing::{
     table_pieces, BatchHead, In, Out,
 };
 pub use join::{boxed, join_all};
+pub use regroup::ReduceScatterAlgorithm;
 pub use rooted::ReduceAlgorithm;
 pub use segment::{split_ranges, Segmenter};
 

@@ -3,9 +3,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{absorb, boxed, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out};
+use super::framing::{recv_batch_expecting, whole_piece};
+use super::{
+    absorb, boxed, choose, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
+};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::wire::PieceMeta;
 
 fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<HashMap<u32, usize>> {
     table
@@ -130,9 +134,163 @@ pub fn assign(held: &HashMap<u32, Vec<(usize, u64)>>, p: usize) -> Vec<(u32, u32
     map
 }
 
+/// How reduce-scatter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceScatterAlgorithm {
+    /// Recursive halving when p is a power of two, the ring otherwise
+    /// ([`choose::reduce_scatter`]).
+    Auto,
+    /// Ring reduce-scatter at partition granularity ([`ring`]).
+    Ring,
+    /// Recursive halving ([`recursive_halving`]).
+    RecursiveHalving,
+}
+
+impl ReduceScatterAlgorithm {
+    pub fn code(self) -> u8 {
+        match self {
+            ReduceScatterAlgorithm::Auto => 0,
+            ReduceScatterAlgorithm::Ring => 1,
+            ReduceScatterAlgorithm::RecursiveHalving => 2,
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "auto" => ReduceScatterAlgorithm::Auto,
+            "ring" => ReduceScatterAlgorithm::Ring,
+            "recursive-halving" => ReduceScatterAlgorithm::RecursiveHalving,
+            _ => {
+                return Err(Error::config(format!(
+                    "unknown reduce-scatter algorithm '{s}' (auto, ring, recursive-halving)"
+                )))
+            }
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceScatterAlgorithm::Auto => "auto",
+            ReduceScatterAlgorithm::Ring => "ring",
+            ReduceScatterAlgorithm::RecursiveHalving => "recursive-halving",
+        }
+    }
+    /// The algorithm `Auto` runs on `p` workers.
+    pub fn resolve(self, p: usize) -> ReduceScatterAlgorithm {
+        match self {
+            ReduceScatterAlgorithm::Auto => choose::reduce_scatter(p),
+            a => a,
+        }
+    }
+}
+
+/// Reduce-scatter with `algo`: each worker ends with the fully combined partitions it owns
+/// under `part` and nothing else.
+pub async fn reduce_scatter(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    part: &Partitioner,
+    algo: ReduceScatterAlgorithm,
+) -> Result<()> {
+    match algo.resolve(cx.size()) {
+        ReduceScatterAlgorithm::RecursiveHalving => recursive_halving(cx, table, part).await,
+        _ => ring(cx, table, part).await,
+    }
+}
+
+/// Recursive halving at partition granularity. With p a power of two, in round k (mask
+/// m = p/2^(k+1)) worker r sends rank r xor m the partitions whose owners are on that rank's
+/// side of bit m and combines what it receives into its own, so after log2 p rounds it holds
+/// exactly the combined partitions it owns. When p is not a power of two, with p' the largest
+/// power of two below p, rank r ≥ p' first sends its whole table to r − p', which halves on
+/// its behalf (owner o ≥ p' counts as o − p') and sends it its partitions at the end.
+/// Cost for n bytes per worker: log2 p · α + (p−1)/p · nβ (p a power of two), else
+/// (log2 p' + 2)α + (p'−1)/p' · 2n·β + nβ/p roughly (the extra ranks' n bytes fold in first).
+/// A received partition that is not whole, or not owned on the receiver's side of the round,
+/// is a protocol error naming the sender.
+pub async fn recursive_halving(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
+    let extra = p - p2;
+    // The rank of the first p' that holds an owner's partitions while halving.
+    let virt = |o: usize| if o >= p2 { o - p2 } else { o };
+    let owned_by = |want: usize| {
+        move |m: &PieceMeta| -> std::result::Result<(), String> {
+            whole_piece(m)?;
+            match part.owner(m.pid, p) {
+                Ok(o) if o == want => Ok(()),
+                Ok(o) => Err(format!(
+                    "partition {} is owned by rank {o}; this step takes rank {want}'s",
+                    m.pid
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    if r >= p2 {
+        let partner = r - p2;
+        let pieces = table_pieces(table);
+        send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), 0, &pieces).await?;
+        drop(pieces);
+        table.clear();
+        let tag = tags::FOLD_OUT.tag();
+        let (_, got) = recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
+        return absorb(table, cx.pool, got);
+    }
+    if r < extra {
+        let tag = tags::FOLD_IN.tag();
+        let (_, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
+        absorb(table, cx.pool, got)?;
+    }
+    let (mut mask, mut round) = (p2 >> 1, 0usize);
+    while mask > 0 {
+        let partner = r ^ mask;
+        let owner = owners(table, part, p)?;
+        let theirs = |id: &u32| virt(owner[id]) & mask != r & mask;
+        let outs: Vec<Out<'_>> = table
+            .iter()
+            .filter(|(id, _)| theirs(id))
+            .map(|(id, a)| Out::whole(id, a))
+            .collect();
+        // Partitions this rank may get now: owners agreeing with r on bit m and above.
+        let high = !(mask - 1);
+        let expect = |m: &PieceMeta| -> std::result::Result<(), String> {
+            whole_piece(m)?;
+            match part.owner(m.pid, p) {
+                Ok(o) if (virt(o) ^ r) & high == 0 => Ok(()),
+                Ok(o) => Err(format!(
+                    "partition {} is owned by rank {o}, not on rank {r}'s side of round {round}",
+                    m.pid
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let tag = tags::ROUND.at(round);
+        let (sent, got) = tokio::join!(
+            send_batch(&cx.ep, partner, tag, 0, &outs),
+            recv_batch_expecting(&cx.ep, cx.pool, partner, tag, expect)
+        );
+        sent?;
+        drop(outs);
+        table.retain(|id| !theirs(&id));
+        absorb(table, cx.pool, got?.1)?;
+        mask >>= 1;
+        round += 1;
+    }
+    let owner = owners(table, part, p)?;
+    if r < extra {
+        let outs: Vec<Out<'_>> = table
+            .iter()
+            .filter(|(id, _)| owner[id] == r + p2)
+            .map(|(id, a)| Out::whole(id, a))
+            .collect();
+        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), 0, &outs).await?;
+    }
+    table.retain(|id| owner[&id] == r);
+    Ok(())
+}
+
 /// Reduce-scatter at partition granularity around a ring: each worker ends with the fully
 /// combined partitions it owns under `part` and nothing else. (p−1)/p · nβ + (p−1)α.
-pub async fn reduce_scatter(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
+pub async fn ring(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     let seg = super::segment::Segmenter::whole(p, part.clone());
     super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
@@ -281,6 +439,47 @@ pub async fn rotate(cx: &Ctx<'_>, table: &mut Table, map: Option<&[usize]>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::framing::crafted::{self, Piece};
+    use crate::data::{Array, Combiner, DType};
+    use crate::wire::Op;
+
+    /// Rank 0 of 2 in round 0 of recursive halving (modulo owners) while rank 1 sends
+    /// `pieces` of f64 partitions filled with ones; rank 0 holds partitions 0 and 1 of 4 zeros.
+    fn halving_with(pieces: &[Piece]) -> Result<Table> {
+        let algo = ReduceScatterAlgorithm::RecursiveHalving.code();
+        crafted::run(
+            Op::ReduceScatter,
+            algo,
+            tags::ROUND.at(0),
+            pieces,
+            async |cx| {
+                let mut t = Table::new(Combiner::Sum);
+                t.add(0, Array::zeros(cx.pool, DType::F64, 4)).unwrap();
+                t.add(1, Array::zeros(cx.pool, DType::F64, 4)).unwrap();
+                recursive_halving(cx, &mut t, &Partitioner::Modulo).await?;
+                Ok(t)
+            },
+        )
+    }
+
+    #[test]
+    fn recursive_halving_takes_only_partitions_owned_on_its_side() {
+        // Rank 0's own partition 0 (and a new one, 2, it also owns) are combined in; partition
+        // 1 went to rank 1.
+        let t = halving_with(&[(0, 32, 0, 32), (2, 32, 0, 32)]).unwrap();
+        assert_eq!(t.ids(), vec![0, 2]);
+        let ones = f64::from_bits(0x0101_0101_0101_0101);
+        assert_eq!(t.get(0).unwrap().as_slice::<f64>().unwrap(), &[ones; 4]);
+        let refused = |r: Result<Table>, why: &str| crafted::refused(r, "reduce-scatter", why);
+        refused(
+            halving_with(&[(1, 32, 0, 32)]),
+            "partition 1 is owned by rank 1, not on rank 0's side of round 0",
+        );
+        refused(
+            halving_with(&[(0, 32, 0, 16)]),
+            "this step exchanges whole partitions only",
+        );
+    }
 
     #[test]
     fn plan_keeps_data_in_place_within_fair_shares() {
