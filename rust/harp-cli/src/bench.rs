@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use clap::Args;
 use harp::collective::{
-    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+    choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm,
+    ReduceAlgorithm,
 };
 use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
 
@@ -95,6 +96,7 @@ enum Algo {
     Allgather,
     AllgatherKnown,
     Reduce(ReduceAlgorithm),
+    Gather(GatherAlgorithm),
     None,
 }
 
@@ -135,8 +137,8 @@ fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Resul
             w.allgather("bench", t, AllgatherAlgorithm::KnownTotal(parts * w.size()))
         }
         ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
-        ("gather", _) => w.gather("bench", t, 0),
-        ("scatter", _) => w.scatter("bench", t, 0, &m),
+        ("gather", Algo::Gather(a)) => w.gather_with("bench", t, 0, *a),
+        ("scatter", Algo::Gather(a)) => w.scatter_with("bench", t, 0, &m, *a),
         ("reduce-scatter", _) => w.reduce_scatter("bench", t, &m),
         ("regroup", _) => w.regroup("bench", t, Some(&m)),
         ("rotate", _) => w.rotate("bench", t, None),
@@ -174,8 +176,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             }
         },
         "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("binomial"))?),
-        "gather" | "scatter" | "reduce-scatter" | "regroup" | "rotate" | "push" | "pull"
-        | "barrier" => {
+        "gather" | "scatter" => Algo::Gather(GatherAlgorithm::parse(alg.unwrap_or("auto"))?),
+        "reduce-scatter" | "regroup" | "rotate" | "push" | "pull" | "barrier" => {
             if let Some(x) = alg {
                 return Err(Error::config(format!(
                     "{op} has one algorithm; --algorithm {x} is not accepted"
@@ -186,10 +188,14 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         _ => return Err(Error::config(format!("unknown operation '{op}'"))),
     };
     let algo_name = match &algo {
-        Algo::Bcast(b) => b
-            .resolve(a.bytes, w.config().broadcast_crossover)
-            .name()
-            .to_string(),
+        Algo::Bcast(b) => {
+            let (net, topo) = (w.net_model(), w.topology());
+            let chunk = choose::chunk(w.config(), a.bytes, w.size());
+            let crossover = w.config().broadcast_crossover;
+            b.resolve(a.bytes, crossover, net.as_deref(), topo, 0, chunk)
+                .name()
+                .to_string()
+        }
         Algo::Allreduce(x) => x
             .resolve(a.bytes, w.config().allreduce_crossover)
             .name()
@@ -197,6 +203,10 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather => "ring".into(),
         Algo::AllgatherKnown => "known-total".into(),
         Algo::Reduce(x) => x.name().into(),
+        Algo::Gather(x) => x
+            .resolve(w.net_model().as_deref(), 0, op == "scatter")
+            .name()
+            .into(),
         Algo::None => "default".into(),
     };
     if a.reps == 0 {

@@ -38,6 +38,10 @@ pub struct Config {
     /// per-connection session key (docs/wire-protocol.md, "Per-frame integrity"); every worker
     /// of a job must use the same setting.
     pub frame_mac: bool,
+    /// A network model file (`crate::netmodel`, text form) every worker loads at start
+    /// ([`Worker::start`](crate::Worker::start)); None: no model, the network-aware
+    /// algorithms fall back to rank order and the automatic choices ignore the network.
+    pub net_model: Option<String>,
     pub pool: PoolConfig,
 }
 
@@ -54,6 +58,7 @@ impl Default for Config {
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
             frame_mac: false,
+            net_model: None,
             pool: PoolConfig::default(),
         }
     }
@@ -79,6 +84,8 @@ pub enum Unit {
     /// On or off: `true` or `false` (also `1`, `0`, `yes`, `no`, `on`, `off`); the CLI flag
     /// alone means `true`.
     Switch,
+    /// A file path (any non-empty text without a line break); empty means unset.
+    Path,
 }
 
 impl Unit {
@@ -89,6 +96,7 @@ impl Unit {
             Unit::Bytes => "BYTES",
             Unit::Name => "NAME",
             Unit::Switch => "BOOL",
+            Unit::Path => "FILE",
         }
     }
 
@@ -99,6 +107,7 @@ impl Unit {
             Unit::Bytes => "bytes",
             Unit::Name => "name",
             Unit::Switch => "boolean",
+            Unit::Path => "path",
         }
     }
 }
@@ -237,6 +246,20 @@ pub static OPTIONS: &[EngineOption] = &[
             Ok(())
         },
     },
+    EngineOption {
+        key: "net_model",
+        flag: "net-model",
+        java: "harp.net.model",
+        unit: Unit::Path,
+        help: "Network model file (latency and bandwidth of every worker pair, the text form \
+               of `harp netmap --output`) loaded by every worker at start; the network-aware \
+               algorithms and the automatic choices use it (docs/algorithms.md).",
+        get: |c| Value::Name(c.net_model.clone()),
+        put: |c, v| {
+            c.net_model = v.name();
+            Ok(())
+        },
+    },
 ];
 
 /// Who reads a [`JAVA_ONLY`] key.
@@ -349,6 +372,7 @@ impl EngineOption {
             Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
             Unit::Name => name(key, value)?,
             Unit::Switch => Value::Switch(switch(key, value)?),
+            Unit::Path => path(key, value)?,
         };
         (self.put)(cfg, v)
     }
@@ -425,6 +449,18 @@ fn name(key: &str, value: &str) -> Result<Value> {
         }
         v => Err(Error::config(format!(
             "option {key}: {} is not a congestion control name",
+            quote(v)
+        ))),
+    }
+}
+
+/// A file path: unset when empty; no line breaks or NUL (it travels in `key=value` lines).
+fn path(key: &str, value: &str) -> Result<Value> {
+    match value.trim() {
+        "" => Ok(Value::Name(None)),
+        v if !v.contains(['\n', '\r', '\0']) => Ok(Value::Name(Some(v.to_string()))),
+        v => Err(Error::config(format!(
+            "option {key}: {} is not a file path",
             quote(v)
         ))),
     }

@@ -25,6 +25,7 @@ pub mod barrier;
 pub mod broadcast;
 pub mod choose;
 pub mod framing;
+pub mod hierarchy;
 pub mod join;
 pub mod regroup;
 pub mod rooted;
@@ -40,7 +41,7 @@ pub use framing::{
     table_pieces, BatchHead, In, Out,
 };
 pub use join::{boxed, join_all};
-pub use rooted::ReduceAlgorithm;
+pub use rooted::{GatherAlgorithm, ReduceAlgorithm};
 pub use segment::{split_ranges, Segmenter};
 
 /// Everything an algorithm needs for one operation.
