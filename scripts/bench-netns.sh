@@ -5,8 +5,14 @@
 # USAGE
 #   scripts/bench-netns.sh [options] [CELL...]
 #
-#   CELL = OP[/ALGORITHM]@SIZE[xREPS]      e.g. broadcast/chain@16mx3  allreduce@1k
-#          (SIZE as harp takes it: 1k, 64m, 1048576; REPS defaults by size, see below)
+#   CELL = [IMPL:]OP[/ALGORITHM]@SIZE[xREPS][iINNER]
+#          e.g. broadcast/chain@16mx3  allreduce@1k  allreduce@1kx20i100  mpi:broadcast@16m
+#          (SIZE as harp takes it: 1k, 64m, 1048576; REPS defaults by size, see below;
+#          INNER = back-to-back calls per repetition, `harp bench --inner`, default --inner)
+#          IMPL: harp (default), mpi (Open MPI, scripts/bench/mpi_coll.c) or gloo
+#          (scripts/bench/gloo_coll.py); peers run through scripts/bench-mpi-netns.sh on the
+#          same cluster, after the same B measurement, and get the same fields and bounds.
+#          Peers take no ALGORITHM (their library's default choice).
 #
 # OPTIONS
 #   --p "2 4 8"          host counts; one cluster is brought up (and torn down) per value
@@ -30,6 +36,10 @@
 #   --cc NAME            TCP congestion control inside the host namespaces (sysctl
 #                        net.ipv4.tcp_congestion_control there; e.g. reno, bbr, cubic if the
 #                        kernel allows it).  Default: whatever new namespaces inherit.
+#   --inner K            back-to-back calls per repetition for cells without iINNER       [1]
+#   --peers "mpi gloo"   after each harp cell, run the same OP@SIZE (reps, inner) with these
+#                        peers (once per OP@SIZE, ops they have: broadcast reduce gather
+#                        scatter allreduce allgather reduce-scatter)
 #   --preset NAME        add a predefined cell list:
 #                          sweep      9 op/algorithms x 1k 1m 16m 64m
 #                          crossover  broadcast chain|binomial, allreduce both, allgather both
@@ -59,7 +69,8 @@
 #
 # OUTPUT (one JSON object per line, appended to --out)
 #   kind "iperf": {"kind","shape","p","rate_bits","B_bits","B_inter_bits",...}
-#   kind "bench": rank 0's `harp bench --json` object plus
+#   kind "bench": rank 0's `harp bench --json` object (or the peer's line, same field names,
+#     see bench-mpi-netns.sh) plus impl ("harp", "openmpi", "gloo"),
 #     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, tcp_cc, htb_burst, offload,
 #     B_bits (measured TCP payload
 #     rate, bit/s), B_inter_bits (racks: across the uplink), bound_s (lower bound from B, see
@@ -87,7 +98,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
-PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX=''
+PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX='' INNER=1 PEERS=''
 CELLS=() EXTRA=()
 
 preset() {
@@ -113,7 +124,7 @@ preset() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--gso-max|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix)
+    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--gso-max|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix|--inner|--peers)
       [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
     --p) PS_LIST=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -138,6 +149,8 @@ while [[ $# -gt 0 ]]; do
     --cell-timeout) CELL_TIMEOUT=$2; shift 2 ;;
     --top) TOP=1; shift ;;
     --prefix) PREFIX=$2; shift 2 ;;
+    --inner) INNER=$2; shift 2 ;;
+    --peers) PEERS=$2; shift 2 ;;
     -h|--help) usage ;;
     --) shift; EXTRA=("$@"); break ;;
     -*) echo "$PROG: unknown option $1" >&2; usage ;;
@@ -150,6 +163,27 @@ for c in ip tc iperf3 jq timeout awk; do command -v "$c" >/dev/null || die "miss
 [[ -n $RACKS || -n $UPLINK ]] && { [[ -n $RACKS && -n $UPLINK ]] || die "--racks and --uplink go together"; }
 (( IPERF_ONLY || ${#CELLS[@]} > 0 )) || die "no cells (give CELL arguments, --preset or --cells-file)"
 [[ $PREFIX =~ ^[A-Za-z][A-Za-z0-9_-]{0,15}$ ]] || die "bad prefix"
+[[ $INNER =~ ^[1-9][0-9]*$ ]] || die "--inner must be a positive integer"
+for x in $PEERS; do case $x in mpi|gloo) ;; *) die "unknown peer '$x' in --peers (mpi, gloo)" ;; esac; done
+if [[ -n $PEERS ]]; then   # each harp cell is followed by the peers' cells for its OP@SIZE
+  declare -A SEEN=()
+  ALL=()
+  for c in "${CELLS[@]}"; do
+    ALL+=("$c")
+    [[ $c == *:* ]] && continue
+    op=${c%%@*}; op=${op%%/*}; key="$op@${c#*@}"
+    [[ -n ${SEEN[$key]:-} ]] && continue
+    SEEN[$key]=1
+    for x in $PEERS; do
+      case $x:$op in
+        *:broadcast|*:reduce|*:gather|*:scatter|*:allreduce|*:allgather|*:reduce-scatter) ALL+=("$x:$key") ;;
+      esac
+    done
+  done
+  CELLS=("${ALL[@]}")
+fi
+for c in "${CELLS[@]}"; do [[ $c == mpi:* ]] && { command -v mpicc >/dev/null ||
+  die "cell $c needs mpicc (apt-get install -y openmpi-bin libopenmpi-dev)"; break; }; done
 
 if [[ -z ${HARP_BIN:-} ]]; then
   (cd "$ROOT" && cargo build --release -q -p harp-cli) || die "cargo build failed"
@@ -308,11 +342,12 @@ set_burst() {   # every htb class in this cluster's namespaces gets burst = cbur
 
 CELL_NO=0
 run_cell() {   # run_cell P SPEC
-  local p=$1 spec=$2 op alg='' size reps warm n tmo base hosts job i rc=0 rcs=() pids=() out err
-  local opalg=${spec%%@*} rest=${spec#*@}
-  [[ $spec == *@* ]] || die "bad cell '$spec' (OP[/ALG]@SIZE[xREPS])"
-  op=${opalg%%/*}; [[ $opalg == */* ]] && alg=${opalg#*/}
-  size=${rest%%x*}; reps=''; [[ $rest == *x* ]] && reps=${rest#*x}
+  local p=$1 spec=$2 op alg='' size reps inner impl warm n tmo base hosts job i rc=0 rcs=() pids=() out err
+  [[ $spec =~ ^((harp|mpi|gloo):)?([a-z-]+)(/([a-z-]+))?@([0-9]+[kmgKMG]?)(x([0-9]+))?(i([0-9]+))?$ ]] ||
+    die "bad cell '$spec' ([IMPL:]OP[/ALG]@SIZE[xREPS][iINNER])"
+  impl=${BASH_REMATCH[2]:-harp} op=${BASH_REMATCH[3]} alg=${BASH_REMATCH[5]} size=${BASH_REMATCH[6]}
+  reps=${BASH_REMATCH[8]} inner=${BASH_REMATCH[10]:-$INNER}
+  [[ $impl == harp || -z $alg ]] || die "cell '$spec': peers take no /ALGORITHM"
   n=$(bytes "$size")
   if [[ -z $reps ]]; then
     if (( n <= 262144 )); then reps=20; elif (( n <= 1048576 )); then reps=10
@@ -322,28 +357,36 @@ run_cell() {   # run_cell P SPEC
   warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
   # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 80 % efficiency, plus start-up.
   tmo=$CELL_TIMEOUT
-  [[ -n $tmo ]] || tmo=$(awk -v n="$n" -v p="$p" -v r="$RATE_BITS" -v k=$(( reps + warm )) -v u="$UPLINK_BITS" \
+  [[ -n $tmo ]] || tmo=$(awk -v n="$n" -v p="$p" -v r="$RATE_BITS" -v k=$(( (reps + warm + 1) * inner )) -v u="$UPLINK_BITS" \
     'BEGIN { b = r; if (u > 0 && u < b) b = u; t = 45 + 3 * k * (p - 1) * n * 8 / (0.8 * b); if (t > 1800) t = 1800; printf "%d", t }')
   CELL_NO=$((CELL_NO + 1))
   base=$(( 20000 + (CELL_NO % 1000) * 16 ))
   hosts="$TMP/hosts-$CELL_NO"
   "$NC" hosts --prefix "$PREFIX" --port "$base" >"$hosts"
   job="bn$$-$CELL_NO"
-  local bargs=(bench "$op" --bytes "$size" --reps "$reps" --warmup "$warm" --json --timeout "$WTIMEOUT")
+  local bargs=(bench "$op" --bytes "$size" --reps "$reps" --inner "$inner" --warmup "$warm" --json --timeout "$WTIMEOUT")
   [[ -n $alg ]] && bargs+=(--algorithm "$alg")
   bargs+=("${EXTRA[@]}")
   local t0=$SECONDS
-  for (( i = 0; i < p; i++ )); do
-    timeout -k 5 "$tmo" ip netns exec "$(ns "$i")" "$HARP_BIN" worker --hosts "$hosts" --rank "$i" --job "$job" \
-      "${bargs[@]}" >"$TMP/c$CELL_NO.r$i.out" 2>"$TMP/c$CELL_NO.r$i.err" &
+  if [[ $impl == harp ]]; then
+    for (( i = 0; i < p; i++ )); do
+      timeout -k 5 "$tmo" ip netns exec "$(ns "$i")" "$HARP_BIN" worker --hosts "$hosts" --rank "$i" --job "$job" \
+        "${bargs[@]}" >"$TMP/c$CELL_NO.r$i.out" 2>"$TMP/c$CELL_NO.r$i.err" &
+      pids+=($!); PIDS+=($!)
+    done
+  else   # a peer, one rank per host, through bench-mpi-netns.sh (which bounds it by $tmo)
+    local pimpl=openmpi; [[ $impl == gloo ]] && pimpl=gloo
+    timeout -k 5 $(( tmo + 60 )) "$ROOT/scripts/bench-mpi-netns.sh" --prefix "$PREFIX" --p "$p" \
+      --impl "$pimpl" --raw --warmup "$warm" --timeout "$tmo" "$op@${n}x${reps}i${inner}" \
+      >"$TMP/c$CELL_NO.r0.out" 2>"$TMP/c$CELL_NO.r0.err" &
     pids+=($!); PIDS+=($!)
-  done
+  fi
   local cpu=null toppid=''
   if (( TOP )); then
     top -b -d 0.5 -n 2000 -w 250 >"$TMP/top-$CELL_NO" 2>/dev/null &
     toppid=$!; PIDS+=("$toppid")
   fi
-  for (( i = 0; i < p; i++ )); do
+  for (( i = 0; i < ${#pids[@]}; i++ )); do
     if wait "${pids[$i]}"; then rcs+=(0); else rc=$?; rcs+=("$rc"); fi
   done
   if [[ -n $toppid ]]; then
@@ -363,19 +406,26 @@ run_cell() {   # run_cell P SPEC
   local secs=$((SECONDS - t0)) line
   line=$(grep -m1 '^{' "$TMP/c$CELL_NO.r0.out" 2>/dev/null || true)
   local bad=0; for i in "${rcs[@]}"; do (( i == 0 )) || bad=1; done
+  [[ -n $line ]] && [[ $(jq -r '.kind // "bench"' <<<"$line") == error ]] && bad=1   # a peer's error record
+  local implname=harp; [[ $impl == mpi ]] && implname=openmpi; [[ $impl == gloo ]] && implname=gloo
   local common
   common=$(jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" \
     --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
     --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" --arg sha "$HARP_SHA" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
     --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" --arg gso "$GSO_MAX" \
-    '{shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
+    --arg impl "$implname" \
+    '{impl:$impl, shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
       uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
       B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc,
       htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), gso_max:(if $gso == "" then null else ($gso|tonumber) end), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
       "label":$lbl, commit:$commit, harp_sha256:$sha, time:$time}')
   if (( bad )) || [[ -z $line ]]; then
-    err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)
+    if [[ $impl == harp ]]; then
+      err=$(for (( i = 0; i < p; i++ )); do tail -n 3 "$TMP/c$CELL_NO.r$i.err" | sed "s/^/r$i: /"; done | head -c 2000)
+    else
+      err=$({ jq -r '.stderr // empty' <<<"$line" 2>/dev/null; tail -n 5 "$TMP/c$CELL_NO.r0.err"; } | head -c 2000)
+    fi
     log "FAILED $spec p=$p (exit codes ${rcs[*]}, limit ${tmo}s): $(echo "$err" | head -n 3)"
     jq -cn --argjson c "$common" --arg op "$op" --arg alg "$alg" --argjson bytes "$n" --arg rcs "${rcs[*]}" \
       --arg err "$err" --argjson tmo "$tmo" \
@@ -397,7 +447,7 @@ run_cell() {   # run_cell P SPEC
                  bound_basis:(if $Bb != $B then "B_inter" else "B" end),
                  ratio:(if $bd[0] != null and $bd[0] > 0 then $r.median_s / $bd[0] else null end)}' <<<"$line")
   echo "$out" >>"$OUT"
-  log "$(jq -r '"\(.op)/\(.algorithm) \(.bytes)B p=\(.p) reps=\(.reps): median \(.median_s*1000|.*1000|round/1000) ms"
+  log "$(jq -r '"\(.impl) \(.op)/\(.algorithm) \(.bytes)B p=\(.p) reps=\(.reps) inner=\(.inner): median \(.median_s*1000|.*1000|round/1000) ms"
     + (if .ratio then ", bound \(.bound_s*1000|.*1000|round/1000) ms, ratio \(.ratio*1000|round/1000)" else "" end)
     + (if .cpu then ", cpu idle \(.cpu.idle_pct)% si \(.cpu.si_pct)% harp sum \(.cpu.harp_cpu_pct_sum)% max \(.cpu.harp_cpu_pct_max)%" else "" end)' <<<"$out") [${secs}s]"
 }
