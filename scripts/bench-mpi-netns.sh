@@ -5,6 +5,10 @@
 #
 # USAGE
 #   scripts/bench-mpi-netns.sh --prefix P [options] [CELL...]
+#   scripts/bench-mpi-netns.sh --selftest [--impl openmpi|gloo]
+#       no cluster needed: 3 ranks on loopback, every op at 8, 1000 and 1048600 bytes (sizes
+#       that 3 does not divide) with the result check, then runs whose check must fail
+#       (--corrupt R); prints `selftest: N passed, M failed` and exits 1 on any failure
 #
 #   CELL = OP@SIZE[xREPS][iINNER]     e.g. broadcast@16mx3  allreduce@1kx20i100
 #   OP   = broadcast (bcast), reduce, gather, scatter, allreduce, allgather,
@@ -43,6 +47,10 @@
 #   default busy polling with 8 ranks on 2 cores made a 1 KiB allreduce take 25.9 ms instead
 #   of 0.53 ms (p = 8, 200mbit); Open MPI sets this itself when it knows a node is
 #   oversubscribed, which it cannot see here (one slot per emulated host).
+#   --mca routed direct: every daemon talks to mpirun directly; with the default tree routing a
+#   run failed once with ORTE's "no-path" error.  Each emulated host also gets its address as
+#   hostname (unshare --uts): with one shared hostname, ORTE failed about one run in 12 with
+#   "no-path ... my node: vm, target node: 10.77.0.3", with or without routed=direct.
 #   gloo: one python process per host namespace (torch.distributed, backend gloo, TCPStore
 #   on host 0), started directly with `ip netns exec`.
 #
@@ -66,7 +74,7 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 PREFIX=${NETNS_CLUSTER_PREFIX:-} NP='' IMPL=openmpi OPS='' SIZES='' REPS='' INNER=1 WARMUP=''
-VALIDATE=1 OUT='' TMO='' LABEL='' RAW=0
+VALIDATE=1 OUT='' TMO='' LABEL='' RAW=0 SELFTEST=0
 CELLS=() MPIRUN_ARGS=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -85,6 +93,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) TMO=$2; shift 2 ;;
     --label) LABEL=$2; shift 2 ;;
     --raw) RAW=1; shift ;;
+    --selftest) SELFTEST=1; shift ;;
     --mpirun-arg) MPIRUN_ARGS+=("$2"); shift 2 ;;
     -h|--help) usage ;;
     -*) echo "$PROG: unknown option $1" >&2; usage ;;
@@ -92,6 +101,66 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 for o in $OPS; do for s in $SIZES; do CELLS+=("$o@$s"); done; done
+
+# compile_peer DIR: build mpi_coll (openmpi) or check the gloo python; sets PEER_CMD
+compile_peer() {
+  if [[ $IMPL == openmpi ]]; then
+    command -v mpicc >/dev/null || die "mpicc not found (apt-get install -y openmpi-bin libopenmpi-dev)"
+    command -v mpirun >/dev/null || die "mpirun not found (apt-get install -y openmpi-bin)"
+    mpicc -O2 -Wall -o "$1/mpi_coll" "$ROOT/scripts/bench/mpi_coll.c" || die "mpicc failed on scripts/bench/mpi_coll.c"
+  else
+    GLOO_PYTHON=${GLOO_PYTHON:-python3}
+    command -v "$GLOO_PYTHON" >/dev/null || die "no python $GLOO_PYTHON (set GLOO_PYTHON)"
+    timeout 120 "$GLOO_PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+      die "$GLOO_PYTHON cannot import torch.distributed with gloo (pip install torch; or set GLOO_PYTHON)"
+  fi
+}
+
+# local_run DIR OUT ERR ARGS...: 3 ranks on loopback (selftest)
+local_run() {
+  local d=$1 o=$2 e=$3 i rc=0 pids=(); shift 3
+  if [[ $IMPL == openmpi ]]; then
+    timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 3 --mca pml ob1 --mca btl tcp,self \
+      --mca mpi_yield_when_idle 1 "$d/mpi_coll" "$@" >"$o" 2>"$e" || rc=$?
+  else
+    local port=$(( 30000 + RANDOM % 20000 ))
+    for i in 0 1 2; do
+      timeout -k 5 120 "$GLOO_PYTHON" "$ROOT/scripts/bench/gloo_coll.py" "$@" --rank "$i" --world 3 \
+        --master 127.0.0.1 --port "$port" >"$o.$i" 2>"$e.$i" & pids+=($!)
+    done
+    for i in 0 1 2; do wait "${pids[$i]}" || { local r=$?; (( rc == 0 || rc == 1 )) && rc=$r; }; done
+    cat "$o.0" >"$o"; cat "$e".? >"$e"
+  fi
+  return "$rc"
+}
+
+if (( SELFTEST )); then
+  case $IMPL in openmpi|gloo) ;; *) die "unknown --impl '$IMPL' (openmpi, gloo)" ;; esac
+  command -v jq >/dev/null || die "missing command jq"
+  ST=$(mktemp -d /tmp/bench-mpi-selftest.XXXXXX); trap 'rm -rf "$ST"' EXIT
+  compile_peer "$ST"
+  pass=0 fail=0
+  check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi; }
+  for op in broadcast reduce gather scatter allreduce allgather reduce-scatter; do
+    for n in 8 1000 1048600; do
+      rc=0; local_run "$ST" "$ST/o" "$ST/e" "$op" --bytes "$n" --reps 3 --inner 2 --warmup 1 --validate || rc=$?
+      elems=$(( n / 8 ))
+      check "$IMPL $op $n bytes (exit $rc: $(tail -n 2 "$ST/e" | tr '\n' ' '))" \
+        "(( rc == 0 )) && jq -e --arg op '$op' --argjson n $n --argjson k $elems \
+          '.op == \$op and .bytes == \$n and .elements == \$k and .workers == 3 and .reps == 3 and .inner == 2
+           and .validated and .median_s > 0 and .min_s <= .median_s and .median_s <= .max_s' '$ST/o' >/dev/null"
+    done
+  done
+  # The check itself: a wrong result on rank R must fail the run (exit 3) naming rank R.
+  for c in allreduce:1 broadcast:2 gather:0 reduce-scatter:2 scatter:1; do
+    op=${c%%:*} r=${c#*:} rc=0
+    local_run "$ST" "$ST/o" "$ST/e" "$op" --bytes 1000 --reps 1 --validate --corrupt "$r" || rc=$?
+    check "$IMPL $op --corrupt $r must fail with exit 3 naming rank $r (exit $rc)" \
+      "(( rc == 3 )) && grep -q 'validation of .* failed on rank $r' '$ST/e' && ! grep -q '^{' '$ST/o'"
+  done
+  echo "selftest: $pass passed, $fail failed"
+  (( fail == 0 )); exit
+fi
 [[ -n $OPS && -z $SIZES || -z $OPS && -n $SIZES ]] && die "--ops and --sizes go together"
 (( ${#CELLS[@]} )) || die "no cells (give OP@SIZE arguments or --ops and --sizes)"
 [[ -n $PREFIX ]] || die "--prefix is required (the prefix of a running netns-cluster.sh cluster)"
@@ -139,10 +208,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+compile_peer "$TMP"
 if [[ $IMPL == openmpi ]]; then
-  command -v mpicc >/dev/null || die "mpicc not found (apt-get install -y openmpi-bin libopenmpi-dev)"
-  command -v mpirun >/dev/null || die "mpirun not found (apt-get install -y openmpi-bin)"
-  mpicc -O2 -Wall -o "$TMP/mpi_coll" "$ROOT/scripts/bench/mpi_coll.c" || die "mpicc failed on scripts/bench/mpi_coll.c"
   # The rsh agent: `AGENT [ssh-like options] HOST COMMAND...` -> COMMAND in HOST's namespace.
   cat >"$TMP/netns-rsh" <<EOF
 #!/usr/bin/env bash
@@ -153,16 +220,13 @@ case \$host in
   10.77.0.*) i=\$(( \${host##*.} - 1 )) ;;
   *) echo "netns-rsh: unknown host \$host" >&2; exit 255 ;;
 esac
-# BENCH_TMP=$TMP marks the processes of this run for cleanup
-exec ip netns exec "${PREFIX}h\$i" env BENCH_TMP="$TMP" /bin/sh -c "\$*"
+# BENCH_TMP=$TMP marks the processes of this run for cleanup; the host gets its own hostname
+# (its address) in a new UTS namespace, so that Open MPI tells the emulated hosts apart
+exec ip netns exec "${PREFIX}h\$i" env BENCH_TMP="$TMP" unshare --uts -- \\
+  /bin/sh -c 'hostname "\$0" && exec /bin/sh -c "\$1"' "\$host" "\$*"
 EOF
   chmod 755 "$TMP/netns-rsh"
   MPI_HOSTS=$(for (( i = 0; i < NP; i++ )); do ip_of "$i"; done | paste -sd,)
-else
-  GLOO_PYTHON=${GLOO_PYTHON:-python3}
-  command -v "$GLOO_PYTHON" >/dev/null || die "no python $GLOO_PYTHON (set GLOO_PYTHON)"
-  timeout 120 "$GLOO_PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
-    die "$GLOO_PYTHON cannot import torch.distributed with gloo (pip install torch; or set GLOO_PYTHON)"
 fi
 
 bytes() {
@@ -196,20 +260,21 @@ run_cell() {
   fi
   warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
   # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 25 Mbit/s (the slowest pair of an
-  # uneven 200mbit cluster behind a 100mbit uplink), plus start-up.
+  # uneven 200mbit cluster behind a 100mbit uplink), plus start-up and 0.1 s per call.
   tmo=$TMO
   [[ -n $tmo ]] || tmo=$(awk -v n="$n" -v p="$NP" -v k=$(( (reps + warm + VALIDATE) * inner )) \
-    'BEGIN { t = 60 + 3 * k * (p - 1) * n * 8 / 25e6; if (t > 1800) t = 1800; printf "%d", t }')
+    'BEGIN { t = 60 + 3 * k * (p - 1) * n * 8 / 25e6 + 0.1 * k; if (t > 1800) t = 1800; printf "%d", t }')
   CELL_NO=$((CELL_NO + 1))
   local args=("$op" --bytes "$n" --reps "$reps" --inner "$inner" --warmup "$warm")
   (( VALIDATE )) && args+=(--validate)
   local t0=$SECONDS out="$TMP/c$CELL_NO.out" errf="$TMP/c$CELL_NO.err"
   if [[ $IMPL == openmpi ]]; then
-    setsid timeout -k 5 "$tmo" ip netns exec "$(ns 0)" env BENCH_TMP="$TMP" \
-      mpirun --allow-run-as-root -np "$NP" --host "$MPI_HOSTS" \
+    setsid timeout -k 5 "$tmo" ip netns exec "$(ns 0)" env BENCH_TMP="$TMP" unshare --uts -- \
+      /bin/sh -c 'hostname "$0" && exec "$@"' "$(ip_of 0)" mpirun --allow-run-as-root -np "$NP" --host "$MPI_HOSTS" \
       --mca plm_rsh_agent "$TMP/netns-rsh" --mca pml ob1 --mca btl tcp,self \
       --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-      --mca orte_keep_fqdn_hostnames 1 --mca mpi_yield_when_idle 1 "${MPIRUN_ARGS[@]}" \
+      --mca orte_keep_fqdn_hostnames 1 --mca routed direct --mca mpi_yield_when_idle 1 \
+      "${MPIRUN_ARGS[@]}" \
       "$TMP/mpi_coll" "${args[@]}" >"$out" 2>"$errf" &
     PIDS=($!)
     wait "${PIDS[0]}" || rc=$?

@@ -355,10 +355,11 @@ run_cell() {   # run_cell P SPEC
   fi
   [[ -n $REPS_OVERRIDE ]] && reps=$REPS_OVERRIDE
   warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
-  # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 80 % efficiency, plus start-up.
+  # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 80 % efficiency, plus start-up and
+  # 0.1 s per call (gloo's small collectives take 10-40 ms each at p = 8).
   tmo=$CELL_TIMEOUT
   [[ -n $tmo ]] || tmo=$(awk -v n="$n" -v p="$p" -v r="$RATE_BITS" -v k=$(( (reps + warm + 1) * inner )) -v u="$UPLINK_BITS" \
-    'BEGIN { b = r; if (u > 0 && u < b) b = u; t = 45 + 3 * k * (p - 1) * n * 8 / (0.8 * b); if (t > 1800) t = 1800; printf "%d", t }')
+    'BEGIN { b = r; if (u > 0 && u < b) b = u; t = 45 + 3 * k * (p - 1) * n * 8 / (0.8 * b) + 0.1 * k; if (t > 1800) t = 1800; printf "%d", t }')
   CELL_NO=$((CELL_NO + 1))
   base=$(( 20000 + (CELL_NO % 1000) * 16 ))
   hosts="$TMP/hosts-$CELL_NO"

@@ -18,7 +18,9 @@ are skipped) and writes to docs/plots/:
     uneven-vs-flat.svg                        ratio to the flat bound, flat vs uneven links
 
 With --tables it also prints Markdown tables (flat results per TCP congestion control,
-best algorithm per size and p, topology and uneven cells) to stdout.
+best algorithm per size and p, topology and uneven cells) to stdout.  With --peers it prints
+the tables of harp next to Open MPI and gloo from docs/results/peers-*.jsonl (runs of
+bench-netns.sh with peer cells); those files are left out of everything else.
 
 Only records without passthrough arguments ("extra" empty) and whose label does not start
 with "investigate" are used; when a cell was measured more than once the most recent record
@@ -51,6 +53,8 @@ def variant(r):
 def load(results_dir):
     rows = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
+        if os.path.basename(path).startswith("peers-"):
+            continue  # harp next to other libraries: --peers
         with open(path) as f:
             for ln, line in enumerate(f, 1):
                 line = line.strip()
@@ -665,13 +669,87 @@ def tables(recs):
                   f"{r['p']} | {ms(r['median_s'])} | {b} | {ratio} |")
 
 
+def peer_tables(results_dir):
+    """Markdown tables of docs/results/peers-*.jsonl: harp next to Open MPI and gloo."""
+    recs = OrderedDict()
+    rows = []
+    for path in sorted(glob.glob(os.path.join(results_dir, "peers-*.jsonl"))):
+        with open(path) as f:
+            rows += [json.loads(ln) for ln in f if ln.strip()]
+    rows = [r for r in rows if r.get("kind") == "bench"]
+    rows.sort(key=lambda r: r.get("time", ""))
+    for r in rows:  # the most recent record of a cell wins
+        key = (r["shape"], r.get("tcp_cc"), r.get("impl", "harp"), r["op"], r["algorithm"],
+               r["bytes"], r["p"], r.get("inner", 1))
+        recs.pop(key, None)
+        recs[key] = r
+    recs = list(recs.values())
+
+    def get(shape, impl, op, n, p, alg=None):
+        rr = [r for r in recs if r["shape"] == shape and r.get("impl", "harp") == impl and r["op"] == op
+              and r["bytes"] == n and r["p"] == p and (alg is None or r["algorithm"] == alg)]
+        return min(rr, key=lambda r: r["median_s"]) if rr else None
+
+    def ms(x):
+        return f"{x * 1e3:.3f}" if x < 0.01 else f"{x * 1e3:.1f}" if x < 1 else f"{x * 1e3:.0f}"
+
+    flat = [r for r in recs if r["shape"] == "flat"]
+    for p in sorted({r["p"] for r in flat}):
+        print(f"### Flat {flat[0]['rate_bits'] // 1000000} Mbit/s, p = {p}, tcp {flat[0].get('tcp_cc')}: "
+              "harp, Open MPI and gloo in one run\n")
+        print("| op | harp 1 KiB ms | Open MPI 1 KiB ms | gloo 1 KiB ms | harp / Open MPI | "
+              "harp 16 MiB / bound | Open MPI / bound | gloo / bound | harp / Open MPI 16 MiB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for op in ("broadcast", "allreduce", "allgather", "reduce-scatter"):
+            small = [get("flat", i, op, 1024, p) for i in ("harp", "openmpi", "gloo")]
+            big = [get("flat", i, op, 16 << 20, p) for i in ("harp", "openmpi", "gloo")]
+            cells = [f"{ms(r['median_s'])} (×{r.get('inner', 1)})" if r else "–" for r in small]
+            cells.append(f"{small[0]['median_s'] / small[1]['median_s']:.2f}" if small[0] and small[1] else "–")
+            cells += [f"{r['ratio']:.2f}" if r and r.get("ratio") else "–" for r in big]
+            cells.append(f"{big[0]['median_s'] / big[1]['median_s']:.2f}" if big[0] and big[1] else "–")
+            alg = small[0]["algorithm"] + " / " + big[0]["algorithm"] if small[0] and big[0] else ""
+            print(f"| {op} ({alg}) | " + " | ".join(cells) + " |")
+        print()
+    shaped = [r for r in recs if r["shape"] != "flat"]
+    harp_algs = {"broadcast": ["chain", "binomial"], "reduce": ["binomial", "scatter-gather"],
+                 "gather": ["default"], "scatter": ["default"]}
+    for op, algs in harp_algs.items():
+        sizes = sorted({r["bytes"] for r in shaped if r["op"] == op})
+        if not sizes:
+            continue
+        print(f"### {op}: harp's algorithms today vs Open MPI (median ms; last column of each size: "
+              "best harp / Open MPI)\n")
+        head = " | ".join(f"{fmt_size(n)}: " + ", ".join(algs if len(algs) > 1 else ["harp"]) + ", Open MPI, ratio"
+                          for n in sizes)
+        print(f"| shape | p | {head} |")
+        print("|---|---|" + "---|" * len(sizes) + "")
+        for shape in sorted({r["shape"] for r in shaped}):
+            for p in sorted({r["p"] for r in shaped if r["shape"] == shape}):
+                cells = []
+                for n in sizes:
+                    hs = [get(shape, "harp", op, n, p, a) for a in algs]
+                    m = get(shape, "openmpi", op, n, p)
+                    best = min((h["median_s"] for h in hs if h), default=None)
+                    txt = ", ".join(ms(h["median_s"]) if h else "–" for h in hs)
+                    txt += f", {ms(m['median_s'])}" if m else ", –"
+                    txt += f", **{best / m['median_s']:.2f}**" if m and best else ""
+                    cells.append(txt)
+                print(f"| {shape} | {p} | " + " | ".join(cells) + " |")
+        print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--results", default=os.path.join(root, "docs", "results"))
     ap.add_argument("--out", default=os.path.join(root, "docs", "plots"))
     ap.add_argument("--tables", action="store_true", help="print Markdown tables instead of plotting")
+    ap.add_argument("--peers", action="store_true",
+                    help="print the tables of harp next to Open MPI and gloo (peers-*.jsonl)")
     a = ap.parse_args()
+    if a.peers:
+        peer_tables(a.results)
+        return
     recs = load(a.results)
     if not recs:
         sys.exit(f"no bench records in {a.results}/*.jsonl")

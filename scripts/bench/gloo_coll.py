@@ -38,6 +38,8 @@ def main():
     ap.add_argument("--inner", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--validate", action="store_true")
+    ap.add_argument("--corrupt", type=int, default=-1,
+                    help="self-test of the check: this rank alters its result, the run must fail")
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--master", required=True)
@@ -115,6 +117,9 @@ def main():
         elif y is not None and op in ("gather", "allgather"):
             got = torch.cat(y)
             want = torch.cat([torch.full((share,), j + 1.0, dtype=f64) for j in range(p)])
+        if a.corrupt == r and want is not None and got.numel() > 0:
+            got = got.clone()
+            got[-1] += 1.0
         bad = torch.zeros(1, dtype=f64)
         if want is not None and not torch.equal(got, want):
             i = int((got != want).nonzero()[0])

@@ -18,6 +18,8 @@
  *   --validate runs one call with known inputs before timing and checks every rank's
  *   result (rank r contributes r + 1); a mismatch prints the first wrong element and
  *   aborts with exit code 3.  The JSON line then has "validated": true.
+ *   --corrupt R (self-test of the check): rank R alters the last element of its result
+ *   before checking, so the run must end with exit code 3 naming rank R.
  *
  * Built by scripts/bench-mpi-netns.sh with mpicc into a temporary directory. */
 #include <mpi.h>
@@ -40,6 +42,7 @@ static const struct {
 #define NOPS (sizeof OPS / sizeof OPS[0])
 
 static int rank, size;
+static long corrupt = -1; /* --corrupt R */
 
 static void fail(const char *fmt, const char *arg) {
     if (rank == 0) {
@@ -136,7 +139,7 @@ static void validate(enum op op, long n) {
         for (long i = 0; i < b.scount; i++) b.send[i] = 1.0 + (double)(i / share);
     call(op, n, &b);
     double sum = (double)size * (size + 1) / 2.0;
-    const double *got = NULL;
+    double *got = NULL;
     long cnt = 0;
     double want = 0.0;
     int per_block = 0; /* gather/allgather: block j holds j + 1 */
@@ -149,6 +152,7 @@ static void validate(enum op op, long n) {
     case GATHER: if (rank == 0) { got = b.recv; cnt = share * size; per_block = 1; } break;
     case ALLGATHER: got = b.recv; cnt = share * size; per_block = 1; break;
     }
+    if (corrupt == rank && got && cnt > 0) got[cnt - 1] += 1.0;
     long bad = -1;
     for (long i = 0; i < cnt && bad < 0; i++) {
         double w = per_block ? 1.0 + (double)(i / share) : want;
@@ -188,6 +192,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--inner") && has) inner = parse_count(a, argv[++i], 1);
         else if (!strcmp(a, "--warmup") && has) warmup = parse_count(a, argv[++i], 0);
         else if (!strcmp(a, "--validate")) check = 1;
+        else if (!strcmp(a, "--corrupt") && has) corrupt = parse_count(a, argv[++i], 0);
         else if (a[0] == '-') fail("unknown or incomplete option %s", a);
         else if (!opname) opname = a;
         else fail("unexpected argument %s", a);
