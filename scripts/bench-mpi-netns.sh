@@ -72,6 +72,8 @@ PROG=${0##*/}
 die() { echo "$PROG: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# shellcheck source=bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"   # bytes, default_reps, default_warmup
 
 PREFIX=${NETNS_CLUSTER_PREFIX:-} NP='' IMPL=openmpi OPS='' SIZES='' REPS='' INNER=1 WARMUP=''
 VALIDATE=1 OUT='' TMO='' LABEL='' RAW=0 SELFTEST=0
@@ -229,13 +231,6 @@ EOF
   MPI_HOSTS=$(for (( i = 0; i < NP; i++ )); do ip_of "$i"; done | paste -sd,)
 fi
 
-bytes() {
-  local s=${1,,} n u
-  [[ $s =~ ^([0-9]+)([kmg]?)$ ]] || die "bad size $1"
-  n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
-  case $u in k) echo $(( n << 10 )) ;; m) echo $(( n << 20 )) ;; g) echo $(( n << 30 )) ;; *) echo "$n" ;; esac
-}
-
 emit() { if [[ -n $OUT ]]; then echo "$1" >>"$OUT"; else echo "$1"; fi; }
 [[ -z $OUT ]] || mkdir -p "$(dirname "$OUT")"
 
@@ -251,14 +246,8 @@ run_cell() {
     *) die "unknown op '$op' in cell '$spec' (broadcast reduce gather scatter allreduce allgather reduce-scatter)" ;;
   esac
   n=$(bytes "$size")
-  if [[ -z $reps ]]; then
-    reps=$REPS
-    if [[ -z $reps ]]; then
-      if (( n <= 262144 )); then reps=20; elif (( n <= 1048576 )); then reps=10
-      elif (( n <= 16777216 )); then reps=3; else reps=2; fi
-    fi
-  fi
-  warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
+  [[ -n $reps ]] || reps=${REPS:-$(default_reps "$n")}
+  warm=${WARMUP:-$(default_warmup "$n")}
   # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 25 Mbit/s (the slowest pair of an
   # uneven 200mbit cluster behind a 100mbit uplink), plus start-up and 0.1 s per call.
   tmo=$TMO

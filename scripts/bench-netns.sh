@@ -95,6 +95,8 @@ PROG=${0##*/}
 die() { echo "$PROG: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# shellcheck source=bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"   # bytes, default_reps, default_warmup
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
@@ -228,13 +230,6 @@ mkdir -p "$(dirname "$OUT")"
 ns() { echo "${PREFIX}h$1"; }
 ip_of() { echo "10.77.0.$(( $1 + 1 ))"; }
 
-# bytes SIZE -> integer bytes (k, m, g = KiB, MiB, GiB)
-bytes() {
-  local s=${1,,} n u
-  [[ $s =~ ^([0-9]+)([kmg]?)$ ]] || die "bad size $1"
-  n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
-  case $u in k) echo $(( n << 10 )) ;; m) echo $(( n << 20 )) ;; g) echo $(( n << 30 )) ;; *) echo "$n" ;; esac
-}
 
 # iperf_bits SRC DST -> receiver bit/s (empty on failure); 1 s omitted + 4 s measured
 IPORT=5400
@@ -349,12 +344,9 @@ run_cell() {   # run_cell P SPEC
   reps=${BASH_REMATCH[8]} inner=${BASH_REMATCH[10]:-$INNER}
   [[ $impl == harp || -z $alg ]] || die "cell '$spec': peers take no /ALGORITHM"
   n=$(bytes "$size")
-  if [[ -z $reps ]]; then
-    if (( n <= 262144 )); then reps=20; elif (( n <= 1048576 )); then reps=10
-    elif (( n <= 16777216 )); then reps=3; else reps=2; fi
-  fi
+  [[ -n $reps ]] || reps=$(default_reps "$n")
   [[ -n $REPS_OVERRIDE ]] && reps=$REPS_OVERRIDE
-  warm=$WARMUP; [[ -n $warm ]] || { (( n >= 16777216 )) && warm=1 || warm=2; }
+  warm=${WARMUP:-$(default_warmup "$n")}
   # Wall-clock limit: 3x the one-by-one time (p-1)n/R at 80 % efficiency, plus start-up and
   # 0.1 s per call (gloo's small collectives take 10-40 ms each at p = 8).
   tmo=$CELL_TIMEOUT
