@@ -203,10 +203,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather => "ring".into(),
         Algo::AllgatherKnown => "known-total".into(),
         Algo::Reduce(x) => x.name().into(),
-        Algo::Gather(x) => x
-            .resolve(w.net_model().as_deref(), 0, op == "scatter")
-            .name()
-            .into(),
+        Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
     };
     if a.reps == 0 {

@@ -447,8 +447,8 @@ impl Worker {
         })?;
         if self.rank == root {
             self.predicted("gather", t0, |m| {
-                let a = algo.resolve(Some(m), root, false);
-                choose::predict_gather(m, a, root, table.bytes() / self.size as u64, false)
+                let a = algo.resolve(Some(m), root);
+                choose::predict_gather(m, a, root, table.bytes() / self.size as u64)
             });
         }
         Ok(())
@@ -482,8 +482,8 @@ impl Worker {
         })?;
         if self.rank == root {
             self.predicted("scatter", t0, |m| {
-                let a = algo.resolve(Some(m), root, true);
-                choose::predict_gather(m, a, root, n, true)
+                let a = algo.resolve(Some(m), root);
+                choose::predict_gather(m, a, root, n)
             });
         }
         Ok(())

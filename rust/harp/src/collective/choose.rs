@@ -159,41 +159,32 @@ pub fn star(p: usize, root: usize) -> Tree {
     t
 }
 
-/// Predicted seconds of a gather (`scatter` false) or scatter of `n` bytes per worker, direct
+/// Predicted seconds of a gather or scatter of `n` bytes per worker, direct
 /// or over the distance-ordered tree: [`predict_tree`] on the star or the tree with growing
-/// messages, except the direct scatter, which sends to one worker after the other:
-/// Σ_c (α(root,c) + nβ(root,c)). (The tree scatter is costed like the tree gather: the model's
-/// links are taken as symmetric.)
-pub fn predict_gather(
-    net: &NetModel,
-    algo: GatherAlgorithm,
-    root: usize,
-    n: u64,
-    scatter: bool,
-) -> f64 {
+/// messages. The scatter is costed like the gather (the model's links taken as symmetric);
+/// the direct scatter writes to one worker after the other, but the socket buffers overlap
+/// the transfers (measured on the uneven emulated network: 1.3× the bound, not the Σ_c nβ
+/// of strictly sequential sends, docs/benchmarks-netns.md).
+pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64) -> f64 {
     let p = net.workers();
     match algo {
         GatherAlgorithm::Tree => {
             let h = Hierarchy::build(net);
             predict_tree(net, &hierarchy::distance_tree(&h, net, root), root, n, true)
         }
-        _ if scatter => (0..p)
-            .filter(|&c| c != root)
-            .map(|c| net.cost(root, c, n))
-            .sum(),
         _ => predict_tree(net, &star(p, root), root, n, true),
     }
 }
 
-/// Gather (`scatter` false) and scatter: direct without a model; with one, the
+/// Gather and scatter: direct without a model; with one, the
 /// distance-ordered tree when the model predicts it at least 10% faster for 1 MiB per worker
 /// (a size every worker agrees on: the tables differ, and only the root knows a scatter's).
-pub fn gather(net: Option<&NetModel>, root: usize, scatter: bool) -> GatherAlgorithm {
+pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
     match net {
         Some(m) if m.workers() > 2 => {
             let n = hierarchy::REF_BYTES;
-            let tree = predict_gather(m, GatherAlgorithm::Tree, root, n, scatter);
-            let direct = predict_gather(m, GatherAlgorithm::Direct, root, n, scatter);
+            let tree = predict_gather(m, GatherAlgorithm::Tree, root, n);
+            let direct = predict_gather(m, GatherAlgorithm::Direct, root, n);
             if tree < 0.9 * direct {
                 GatherAlgorithm::Tree
             } else {

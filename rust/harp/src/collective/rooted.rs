@@ -63,14 +63,9 @@ impl GatherAlgorithm {
         }
     }
     /// The concrete algorithm (Auto resolved with the model; trees need a model).
-    pub fn resolve(
-        self,
-        net: Option<&crate::netmodel::NetModel>,
-        root: usize,
-        scatter: bool,
-    ) -> GatherAlgorithm {
+    pub fn resolve(self, net: Option<&crate::netmodel::NetModel>, root: usize) -> GatherAlgorithm {
         match (self, net) {
-            (GatherAlgorithm::Auto, net) => super::choose::gather(net, root, scatter),
+            (GatherAlgorithm::Auto, net) => super::choose::gather(net, root),
             (GatherAlgorithm::Tree, None) => GatherAlgorithm::Direct,
             (a, _) => a,
         }
@@ -254,7 +249,7 @@ pub async fn gather(
     algo: GatherAlgorithm,
 ) -> Result<()> {
     check_root(cx, root)?;
-    if algo.resolve(cx.net.as_deref(), root, false) == GatherAlgorithm::Tree {
+    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
         let t = distance_tree(cx, root);
         let r = cx.rank();
         let tag = tags::MAIN.tag();
@@ -309,7 +304,7 @@ pub async fn scatter(
 ) -> Result<()> {
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
-    if algo.resolve(cx.net.as_deref(), root, true) == GatherAlgorithm::Tree {
+    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
         return scatter_tree(cx, table, root, part, &distance_tree(cx, root)).await;
     }
     if r != root {
