@@ -672,6 +672,25 @@ mod tests {
     }
 
     #[test]
+    fn net_model_is_a_path_in_every_layer() {
+        let o = EngineOption::by_flag("net-model").unwrap();
+        assert_eq!(
+            (o.key, o.java, o.unit),
+            ("net_model", "harp.net.model", Unit::Path)
+        );
+        let mut c = Config::default();
+        c.set("harp.net.model", " /data/net model.txt ").unwrap();
+        assert_eq!(c.net_model.as_deref(), Some("/data/net model.txt"));
+        o.set_flag(&mut c, "").unwrap();
+        assert_eq!(c.net_model, None);
+        let e = c.set("net_model", "a\nb").unwrap_err().to_string();
+        assert!(
+            e.contains("net_model") && e.contains("not a file path"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn frame_mac_is_a_switch_in_every_layer() {
         let o = EngineOption::by_flag("frame-mac").unwrap();
         assert_eq!(o.default_value(), "false");

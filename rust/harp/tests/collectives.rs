@@ -243,3 +243,37 @@ fn auto_uses_the_model_and_predictions_are_recorded() {
         assert!(drift.unwrap() < -0.2, "{drift:?}");
     }
 }
+
+/// `--net-model FILE` (Config::net_model) is loaded by every worker at start; a bad file is an
+/// error naming it (and the line), a model of another size names both sizes.
+#[test]
+fn the_net_model_file_is_loaded_at_start_and_bad_ones_are_named() {
+    let dir = std::env::temp_dir().join(format!("harp-netmodel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("m3.txt");
+    std::fs::write(&good, random_model(3, 7).to_text()).unwrap();
+    let mut c = cfg();
+    c.net_model = Some(good.display().to_string());
+    let ws = harp::Worker::in_process(3, c.clone()).unwrap();
+    for w in &ws {
+        assert_eq!(w.net_model().as_deref(), Some(&random_model(3, 7)));
+    }
+    drop(ws);
+    let e = harp::Worker::in_process(4, c).err().unwrap().to_string();
+    assert!(
+        e.contains("m3.txt") && e.contains("of 3 workers for a job of 4"),
+        "{e}"
+    );
+    let bad = dir.join("bad.txt");
+    let text = random_model(3, 7).to_text().replacen("inf", "fast", 1);
+    std::fs::write(&bad, text).unwrap();
+    let mut c = cfg();
+    c.net_model = Some(bad.display().to_string());
+    let e = harp::Worker::in_process(3, c).err().unwrap().to_string();
+    assert!(e.contains("bad.txt:") && e.contains("not a number"), "{e}");
+    let mut c = cfg();
+    c.net_model = Some(dir.join("missing.txt").display().to_string());
+    let e = harp::Worker::in_process(3, c).err().unwrap().to_string();
+    assert!(e.contains("missing.txt"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
