@@ -57,6 +57,14 @@
 #   --cell-timeout S     hard wall-clock limit per cell (default: estimated from the size)
 #   --top                sample `top -b -d 0.5` while each cell runs; stores average CPU figures
 #   --prefix P           namespace prefix (this script owns it; stale ones are removed) [hbench]
+#   --net-model SRC      give every harp cell a network model (`harp worker --net-model FILE`):
+#                        SRC = status: built after `up` from the configured rates (the `status`
+#                        pair table with --uneven, the rack shape with --racks: min(R, U)
+#                        across racks, else R) x 0.956 (TCP payload over htb frames), latency
+#                        100 us for every pair; SRC = a directory: DIR/p<N>.txt for p = N (e.g.
+#                        measured with `harp netmap`).  A `status` model is kept as
+#                        <dir of --out>/netmodels/<shape>-p<N>.txt; every record stores
+#                        net_model_file and net_model_source.
 #   --                   everything after is passed to `harp bench` (e.g. --chunk 262144
 #                        --socket-buffer 4194304 --io-threads 2)
 #
@@ -101,7 +109,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
 PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX='' INNER=1 PEERS=''
-CELLS=() EXTRA=()
+CELLS=() EXTRA=() NET_MODEL='' NET_MODEL_FILE=''
 
 preset() {
   local ops size
@@ -151,6 +159,7 @@ while [[ $# -gt 0 ]]; do
     --cell-timeout) CELL_TIMEOUT=$2; shift 2 ;;
     --top) TOP=1; shift ;;
     --prefix) PREFIX=$2; shift 2 ;;
+    --net-model) NET_MODEL=$2; shift 2 ;;
     --inner) INNER=$2; shift 2 ;;
     --peers) PEERS=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -286,6 +295,47 @@ measure_b() {   # sets B_BITS (flat-equivalent, host link) and B_INTER (racks)
       htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), tool:"iperf3 -t 4 -O 1 (receiver)", "label":$lbl, time:$time}' >>"$OUT"
 }
 
+# write_net_model P -> sets NET_MODEL_FILE (see --net-model)
+write_net_model() {
+  local p=$1
+  NET_MODEL_FILE=''
+  [[ -n $NET_MODEL ]] || return 0
+  if [[ $NET_MODEL != status ]]; then
+    NET_MODEL_FILE="$NET_MODEL/p$p.txt"
+    [[ -f $NET_MODEL_FILE ]] || die "--net-model $NET_MODEL: no $NET_MODEL_FILE"
+    return 0
+  fi
+  mkdir -p "$(dirname "$OUT")/netmodels"
+  NET_MODEL_FILE="$(dirname "$OUT")/netmodels/$SHAPE-p$p.txt"
+  local table=''
+  [[ -n $UNEVEN ]] && table=$("$NC" status --prefix "$PREFIX" | awk '
+      /^per-pair rate/ { t = 1; next } t == 1 { t = 2; next }
+      t == 2 && $1 ~ /^h[0-9]+$/ { $1 = ""; print }')
+  awk -v p="$p" -v r="$RATE_BITS" -v u="$UPLINK_BITS" -v k="${RACKS:-0}" -v tbl="$table" 'BEGIN {
+      n = split(tbl, rows, "\n")
+      print "# harp net model v1 (bench-netns.sh --net-model status: configured rates x 0.956)"
+      print "workers " p; print "latency_s"
+      for (i = 0; i < p; i++) { line = ""; for (j = 0; j < p; j++) line = line (j ? " " : "") (i == j ? "0" : "1e-4"); print line }
+      print "bandwidth_Bps"
+      for (i = 0; i < p; i++) {
+        if (n > 0) split(rows[i + 1], f, " ")
+        line = ""
+        for (j = 0; j < p; j++) {
+          if (i == j) { v = "inf" }
+          else {
+            bits = r
+            if (n > 0) bits = f[j + 1] * 1e6
+            else if (k > 1 && int(i * k / p) != int(j * k / p) && u > 0 && u < r) bits = u
+            v = sprintf("%.4e", bits / 8 * 0.956)
+          }
+          line = line (j ? " " : "") v
+        }
+        print line
+      }
+    }' >"$NET_MODEL_FILE"
+  log "net model for p=$p written to $NET_MODEL_FILE"
+}
+
 cluster_up() {
   local p=$1
   local args=(up "$p" --rate "$RATE" --prefix "$PREFIX")
@@ -360,6 +410,7 @@ run_cell() {   # run_cell P SPEC
   local bargs=(bench "$op" --bytes "$size" --reps "$reps" --inner "$inner" --warmup "$warm" --json --timeout "$WTIMEOUT")
   [[ -n $alg ]] && bargs+=(--algorithm "$alg")
   bargs+=("${EXTRA[@]}")
+  [[ -n $NET_MODEL_FILE ]] && bargs+=(--net-model "$NET_MODEL_FILE")
   local t0=$SECONDS
   if [[ $impl == harp ]]; then
     for (( i = 0; i < p; i++ )); do
@@ -407,8 +458,9 @@ run_cell() {   # run_cell P SPEC
     --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" --arg sha "$HARP_SHA" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
     --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" --arg gso "$GSO_MAX" \
-    --arg impl "$implname" \
-    '{impl:$impl, shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
+    --arg impl "$implname" --arg nmf "$NET_MODEL_FILE" --arg nms "$NET_MODEL" \
+    '{impl:$impl, net_model_source:(if $nms == "" then null else $nms end),
+      net_model_file:(if $nmf == "" then null else $nmf end), shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
       uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
       B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc,
       htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), gso_max:(if $gso == "" then null else ($gso|tonumber) end), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
@@ -453,6 +505,7 @@ fi
 for p in $PS_LIST; do
   cluster_up "$p"
   measure_b "$p"
+  write_net_model "$p"
   if (( ! IPERF_ONLY )); then
     for c in "${CELLS[@]}"; do run_cell "$p" "$c"; done
   fi

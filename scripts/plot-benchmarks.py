@@ -17,7 +17,10 @@ are skipped) and writes to docs/plots/:
                                               time vs size (log-log) per p
     uneven-vs-flat.svg                        ratio to the flat bound, flat vs uneven links
 
-With --tables it also prints Markdown tables (flat results per TCP congestion control,
+With --netaware it prints the tables of docs/results/netaware-*.jsonl (network-aware
+algorithms with a network model vs today's, and Open MPI, per network shape) and writes
+netaware-<size>.svg (time relative to today's best algorithm).  With --tables it also prints
+Markdown tables (flat results per TCP congestion control,
 best algorithm per size and p, topology and uneven cells) to stdout.  With --peers it prints
 the tables of harp next to Open MPI and gloo from docs/results/peers-*.jsonl (runs of
 bench-netns.sh with peer cells); those files are left out of everything else.
@@ -53,8 +56,8 @@ def variant(r):
 def load(results_dir):
     rows = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
-        if os.path.basename(path).startswith("peers-"):
-            continue  # harp next to other libraries: --peers
+        if os.path.basename(path).startswith(("peers-", "netaware-")):
+            continue  # harp next to other libraries: --peers; network-aware runs: --netaware
         with open(path) as f:
             for ln, line in enumerate(f, 1):
                 line = line.strip()
@@ -738,6 +741,82 @@ def peer_tables(results_dir):
         print()
 
 
+# Network-aware runs: today's algorithms and the network-aware ones per operation (series keyed
+# by the cell's --algorithm; "auto" with a model is a network-aware choice).
+NA_TODAY = {"broadcast": ["chain", "binomial"], "reduce": ["binomial", "scatter-gather"],
+            "gather": ["direct"], "scatter": ["direct"]}
+NA_NEW = {"broadcast": ["net-chain", "net-hierarchy", "auto"], "reduce": ["net-ring", "net-hierarchy"],
+          "gather": ["net-tree"], "scatter": ["net-tree"]}
+
+
+def netaware(results_dir, out):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(results_dir, "netaware-*.jsonl"))):
+        with open(path) as f:
+            rows += [json.loads(ln) for ln in f if ln.strip()]
+    cells = OrderedDict()
+    for r in sorted((r for r in rows if r.get("kind") == "bench"), key=lambda r: r.get("time", "")):
+        impl = r.get("impl", "harp")
+        alg = "openmpi" if impl != "harp" else r["cell"].split("@")[0].partition("/")[2] or "default"
+        key = (r["shape"], r["p"], r["op"], r["bytes"], alg)
+        cells.pop(key, None)
+        cells[key] = r
+    if not cells:
+        sys.exit(f"no bench records in {results_dir}/netaware-*.jsonl")
+    shapes = sorted({k[0] for k in cells}, key=lambda s: (s == "flat", s))
+    sizes = sorted({k[3] for k in cells})
+
+    def t(shape, p, op, n, alg):
+        r = cells.get((shape, p, op, n, alg))
+        return r["median_s"] if r else None
+
+    def ms(x):
+        return "–" if x is None else f"{x * 1e3:.0f}" if x >= 0.1 else f"{x * 1e3:.1f}"
+
+    summary = {}
+    for n in sizes:
+        print(f"### {fmt_size(n)}: median ms; today = best of today's algorithms; "
+              "new = best network-aware; change = new / today − 1\n")
+        print("| shape | p | op | today's algorithms | network-aware | Open MPI | today | new | change | "
+              "Open MPI / new |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for shape in shapes:
+            for p in sorted({k[1] for k in cells if k[0] == shape and k[3] == n}):
+                for op in NA_TODAY:
+                    old = {a: t(shape, p, op, n, a) for a in NA_TODAY[op]}
+                    new = {a: t(shape, p, op, n, a) for a in NA_NEW[op]}
+                    mpi = t(shape, p, op, n, "openmpi")
+                    if not any(v for v in old.values()) and not any(v for v in new.values()):
+                        continue
+                    bo = min((v for v in old.values() if v), default=None)
+                    bn = min((v for v in new.values() if v), default=None)
+                    ch = f"**{bn / bo - 1:+.0%}**" if bo and bn else "–"
+                    summary[(shape, p, op, n)] = (bo, bn, mpi)
+                    print(f"| {shape} | {p} | {op} | "
+                          + ", ".join(f"{a} {ms(v)}" for a, v in old.items()) + " | "
+                          + ", ".join(f"{a} {ms(v)}" for a, v in new.items()) + f" | {ms(mpi)} | "
+                          + f"{ms(bo)} | {ms(bn)} | {ch} | "
+                          + (f"{mpi / bn:.2f}" if mpi and bn else "–") + " |")
+        print()
+    os.makedirs(out, exist_ok=True)
+    for n in sizes:
+        keys = [k for k in summary if k[3] == n and k[2] in NA_TODAY]
+        if not keys:
+            continue
+        keys.sort(key=lambda k: (k[1], shapes.index(k[0]), list(NA_TODAY).index(k[2])))
+        groups = [f"{k[0]} p={k[1]} {k[2]}" for k in keys]
+        series = [("today's best", "#7f7f7f"), ("network-aware best", "#1f77b4"), ("Open MPI", "#d62728")]
+        vals = []
+        for k in keys:
+            bo, bn, mpi = summary[k]
+            vals.append([1.0 if bo else None, bn / bo if bo and bn else None, mpi / bo if bo and mpi else None])
+        bar_chart(os.path.join(out, f"netaware-{n >> 20}m.svg"),
+                  f"Time relative to today's best algorithm, {fmt_size(n)}, 200 Mbit/s hosts",
+                  groups, series, vals, "time / today's best", refs=[(1.0, "1.00"), (0.75, "0.75")],
+                  ymin=0.0, ymax=2.0, note="uneven: pairs R, R/2, R/4; racks2: 100 Mbit/s uplinks; "
+                  "bars above 2.0 clipped (value printed)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -746,7 +825,12 @@ def main():
     ap.add_argument("--tables", action="store_true", help="print Markdown tables instead of plotting")
     ap.add_argument("--peers", action="store_true",
                     help="print the tables of harp next to Open MPI and gloo (peers-*.jsonl)")
+    ap.add_argument("--netaware", action="store_true",
+                    help="tables and plots of the network-aware runs (netaware-*.jsonl)")
     a = ap.parse_args()
+    if a.netaware:
+        netaware(a.results, a.out)
+        return
     if a.peers:
         peer_tables(a.results)
         return

@@ -48,7 +48,7 @@ fn check_p(p: usize) {
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
     assert!(
-        out.contains(&format!("42 results verified on {p} workers")),
+        out.contains(&format!("58 results verified on {p} workers")),
         "{out}"
     );
     // Key-value tables (harp::check::run_kv: 13 results per round) over TCP too.
@@ -56,6 +56,64 @@ fn check_p(p: usize) {
         out.contains(&format!("26 key-value results verified on {p} workers")),
         "{out}"
     );
+}
+
+/// Over TCP with a network model file given to every worker (`--net-model`): uneven rates for
+/// p = 4 and 7 and a uniform one for p = 5; the network-aware algorithms and the automatic
+/// choices under the model match the sequential model.
+#[test]
+fn collectives_match_the_model_under_a_net_model_file() {
+    let dir = std::env::temp_dir().join(format!("harp-cluster-netmodel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (p, uneven) in [(4, true), (5, false), (7, true)] {
+        let mut lat = vec![1e-4; p * p];
+        let mut bw = vec![25e6; p * p];
+        for i in 0..p {
+            for j in 0..p {
+                if uneven {
+                    bw[i * p + j] = 25e6 / [1.0, 2.0, 4.0][(i * 7 + j * 3 + i * j) % 3];
+                    lat[i * p + j] = 5e-5 * (1 + (i + j) % 4) as f64;
+                }
+            }
+        }
+        let file = dir.join(format!("m{p}.txt"));
+        let model = harp::NetModel::new(p, lat, bw).unwrap();
+        std::fs::write(&file, model.to_text()).unwrap();
+        let (ps, f) = (p.to_string(), file.display().to_string());
+        let o = run(&[
+            "check",
+            "--workers",
+            &ps,
+            "--rounds",
+            "2",
+            "--timeout",
+            "60",
+            "--net-model",
+            &f,
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "p={p}: {out}\n{err}");
+        assert!(
+            out.contains(&format!("58 results verified on {p} workers")),
+            "{out}"
+        );
+    }
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "workers 2\nlatency_s\n0 1e-4\n1e-4 zero\n").unwrap();
+    let o = run(&[
+        "check",
+        "--workers",
+        "2",
+        "--net-model",
+        &bad.display().to_string(),
+    ]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("bad.txt:4") && err.contains("not a number"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use clap::Args;
 use harp::collective::{
-    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
-    ReduceScatterAlgorithm,
+    choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm,
+    ReduceAlgorithm, ReduceScatterAlgorithm,
 };
 use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
 
@@ -98,6 +98,7 @@ enum Algo {
     Allgather(AllgatherAlgorithm),
     ReduceScatter(ReduceScatterAlgorithm),
     Reduce(ReduceAlgorithm),
+    Gather(GatherAlgorithm),
     None,
 }
 
@@ -138,8 +139,8 @@ fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Resul
         }
         ("allgather", Algo::Allgather(a)) => w.allgather("bench", t, *a),
         ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
-        ("gather", _) => w.gather("bench", t, 0),
-        ("scatter", _) => w.scatter("bench", t, 0, &m),
+        ("gather", Algo::Gather(a)) => w.gather_with("bench", t, 0, *a),
+        ("scatter", Algo::Gather(a)) => w.scatter_with("bench", t, 0, &m, *a),
         ("reduce-scatter", Algo::ReduceScatter(a)) => w.reduce_scatter_with("bench", t, &m, *a),
         ("regroup", _) => w.regroup("bench", t, Some(&m)),
         ("rotate", _) => w.rotate("bench", t, None),
@@ -183,7 +184,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             Algo::ReduceScatter(ReduceScatterAlgorithm::parse(alg.unwrap_or("auto"))?)
         }
         "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("binomial"))?),
-        "gather" | "scatter" | "regroup" | "rotate" | "push" | "pull" | "barrier" => {
+        "gather" | "scatter" => Algo::Gather(GatherAlgorithm::parse(alg.unwrap_or("auto"))?),
+        "regroup" | "rotate" | "push" | "pull" | "barrier" => {
             if let Some(x) = alg {
                 return Err(Error::config(format!(
                     "{op} has one algorithm; --algorithm {x} is not accepted"
@@ -194,10 +196,14 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         _ => return Err(Error::config(format!("unknown operation '{op}'"))),
     };
     let algo_name = match &algo {
-        Algo::Bcast(b) => b
-            .resolve(a.bytes, w.config().broadcast_crossover)
-            .name()
-            .to_string(),
+        Algo::Bcast(b) => {
+            let (net, topo) = (w.net_model(), w.topology());
+            let chunk = choose::chunk(w.config(), a.bytes, w.size());
+            let crossover = w.config().broadcast_crossover;
+            b.resolve(a.bytes, crossover, net.as_deref(), topo, 0, chunk)
+                .name()
+                .to_string()
+        }
         Algo::Allreduce(x) => x
             .resolve(a.bytes, w.config().allreduce_crossover)
             .name()
@@ -205,6 +211,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather(x) => x.resolve(w.size()).name().into(),
         Algo::ReduceScatter(x) => x.resolve(w.size()).name().into(),
         Algo::Reduce(x) => x.name().into(),
+        Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
     };
     if a.reps == 0 {

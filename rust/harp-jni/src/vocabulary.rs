@@ -17,8 +17,9 @@ fn broadcast_algorithms() -> Vec<&'static str> {
     let offered = [Auto, Chain, Binomial, OneByOne];
     for a in offered {
         match a {
-            // A seeded random chain is a benchmark baseline of the CLI, not offered to Java.
-            Auto | Chain | Binomial | OneByOne | ChainRandom(_) => {}
+            // A seeded random chain is a benchmark baseline of the CLI, not offered to Java; the
+            // network-aware ones are not offered yet (Auto picks them under a model).
+            Auto | Chain | Binomial | OneByOne | ChainRandom(_) | NetChain | NetHierarchy => {}
         }
     }
     offered.into_iter().map(BroadcastAlgorithm::name).collect()
@@ -40,7 +41,8 @@ fn reduce_algorithms() -> Vec<&'static str> {
     let offered = [Binomial, ScatterGather];
     for a in offered {
         match a {
-            Binomial | ScatterGather => {}
+            // The network-aware ones are not offered to Java yet.
+            Binomial | ScatterGather | NetHierarchy | NetRing => {}
         }
     }
     offered.into_iter().map(ReduceAlgorithm::name).collect()

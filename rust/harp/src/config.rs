@@ -37,6 +37,10 @@ pub struct Config {
     /// per-connection session key (docs/wire-protocol.md, "Per-frame integrity"); every worker
     /// of a job must use the same setting.
     pub frame_mac: bool,
+    /// A network model file (`crate::netmodel`, text form) every worker loads at start
+    /// ([`Worker::start`](crate::Worker::start)); None: no model, the network-aware
+    /// algorithms fall back to rank order and the automatic choices ignore the network.
+    pub net_model: Option<String>,
     pub pool: PoolConfig,
 }
 
@@ -53,6 +57,7 @@ impl Default for Config {
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
             frame_mac: false,
+            net_model: None,
             pool: PoolConfig::default(),
         }
     }
@@ -116,6 +121,8 @@ pub enum Unit {
     /// On or off: `true` or `false` (also `1`, `0`, `yes`, `no`, `on`, `off`); the CLI flag
     /// alone means `true`.
     Switch,
+    /// A file path (any non-empty text without a line break); empty means unset.
+    Path,
 }
 
 impl Unit {
@@ -126,6 +133,7 @@ impl Unit {
             Unit::Bytes => "BYTES",
             Unit::Name => "NAME",
             Unit::Switch => "BOOL",
+            Unit::Path => "FILE",
         }
     }
 
@@ -136,6 +144,7 @@ impl Unit {
             Unit::Bytes => "bytes",
             Unit::Name => "name",
             Unit::Switch => "boolean",
+            Unit::Path => "path",
         }
     }
 }
@@ -276,6 +285,20 @@ pub static OPTIONS: &[EngineOption] = &[
             Ok(())
         },
     },
+    EngineOption {
+        key: "net_model",
+        flag: "net-model",
+        java: "harp.net.model",
+        unit: Unit::Path,
+        help: "Network model file (latency and bandwidth of every worker pair, the text form \
+               of `harp netmap --output`) loaded by every worker at start; the network-aware \
+               algorithms and the automatic choices use it (docs/algorithms.md).",
+        get: |c| Value::Name(c.net_model.clone()),
+        put: |c, v| {
+            c.net_model = v.name();
+            Ok(())
+        },
+    },
 ];
 
 /// Who reads a [`JAVA_ONLY`] key.
@@ -388,6 +411,7 @@ impl EngineOption {
             Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
             Unit::Name => name(key, value)?,
             Unit::Switch => Value::Switch(switch(key, value)?),
+            Unit::Path => path(key, value)?,
         };
         (self.put)(cfg, v)
     }
@@ -464,6 +488,18 @@ fn name(key: &str, value: &str) -> Result<Value> {
         }
         v => Err(Error::config(format!(
             "option {key}: {} is not a congestion control name",
+            quote(v)
+        ))),
+    }
+}
+
+/// A file path: unset when empty; no line breaks or NUL (it travels in `key=value` lines).
+fn path(key: &str, value: &str) -> Result<Value> {
+    match value.trim() {
+        "" => Ok(Value::Name(None)),
+        v if !v.contains(['\n', '\r', '\0']) => Ok(Value::Name(Some(v.to_string()))),
+        v => Err(Error::config(format!(
+            "option {key}: {} is not a file path",
             quote(v)
         ))),
     }
@@ -690,6 +726,25 @@ mod tests {
                 .default_flag_value()
                 .as_deref(),
             Some("auto")
+        );
+    }
+
+    #[test]
+    fn net_model_is_a_path_in_every_layer() {
+        let o = EngineOption::by_flag("net-model").unwrap();
+        assert_eq!(
+            (o.key, o.java, o.unit),
+            ("net_model", "harp.net.model", Unit::Path)
+        );
+        let mut c = Config::default();
+        c.set("harp.net.model", " /data/net model.txt ").unwrap();
+        assert_eq!(c.net_model.as_deref(), Some("/data/net model.txt"));
+        o.set_flag(&mut c, "").unwrap();
+        assert_eq!(c.net_model, None);
+        let e = c.set("net_model", "a\nb").unwrap_err().to_string();
+        assert!(
+            e.contains("net_model") && e.contains("not a file path"),
+            "{e}"
         );
     }
 

@@ -16,8 +16,8 @@ use tokio::net::TcpListener;
 pub use tokio::runtime::{Handle, Runtime};
 
 use crate::collective::{
-    self, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, ReduceAlgorithm,
-    ReduceScatterAlgorithm,
+    self, choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, GatherAlgorithm,
+    ReduceAlgorithm, ReduceScatterAlgorithm,
 };
 use crate::config::Config;
 use crate::data::{Partitioner, Table};
@@ -65,6 +65,8 @@ pub struct Worker {
     topo: Topology,
     /// The measured network model the NP-aware algorithms read (`set_net_model`).
     net: Mutex<Option<Arc<NetModel>>>,
+    /// Predicted and measured seconds of the latest operations under the model.
+    drift: Mutex<Drift>,
     pool: Pool,
     transport: Transport,
     seq: AtomicU64,
@@ -112,13 +114,14 @@ impl Worker {
             secs = t0.elapsed().as_secs_f64(),
             "worker connected and initialised"
         );
-        Ok(Worker {
+        let w = Worker {
             rank,
             size: addrs.len(),
             rt,
             cfg,
             topo,
             net: Mutex::new(None),
+            drift: Mutex::default(),
             pool,
             transport,
             seq: AtomicU64::new(0),
@@ -126,7 +129,25 @@ impl Worker {
             events: Default::default(),
             finished: false,
             _runtime: None,
-        })
+        };
+        // A bad model file fails this worker, and its peers at once with the reason.
+        if let Err(e) = w.load_net_model() {
+            w.abort(&e.to_string());
+            return Err(e);
+        }
+        Ok(w)
+    }
+
+    /// Loads `Config::net_model` when set (errors name the file, and the line for bad text).
+    fn load_net_model(&self) -> Result<()> {
+        let Some(file) = &self.cfg.net_model else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::io(format!("cannot read the net model {file}"), e))?;
+        let m = NetModel::parse(&text, file)?;
+        self.set_net_model(Some(m))
+            .map_err(|e| Error::config(format!("{file}: {e}")))
     }
 
     /// `n` workers of one job connected in memory, for tests and for running every worker of a
@@ -149,7 +170,7 @@ impl Worker {
             Transport::in_process(job, cfg.op_timeout, &pools)
         };
         let topo = Topology::flat((0..n).map(|r| format!("in-process:{r}")).collect());
-        Ok(transports
+        let workers: Vec<Worker> = transports
             .into_iter()
             .zip(pools)
             .enumerate()
@@ -160,6 +181,7 @@ impl Worker {
                 cfg: cfg.clone(),
                 topo: topo.clone(),
                 net: Mutex::new(None),
+                drift: Mutex::default(),
                 pool,
                 transport,
                 seq: AtomicU64::new(0),
@@ -168,7 +190,11 @@ impl Worker {
                 finished: false,
                 _runtime: Some(rt.clone()),
             })
-            .collect())
+            .collect();
+        for w in &workers {
+            w.load_net_model()?;
+        }
+        Ok(workers)
     }
 
     pub fn rank(&self) -> usize {
@@ -188,6 +214,10 @@ impl Worker {
     }
     pub fn runtime(&self) -> &Handle {
         &self.rt
+    }
+    /// The hosts (and racks) of the job.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
     }
 
     /// The network model the NP-aware algorithms use, if any.
@@ -210,7 +240,76 @@ impl Worker {
             }
         }
         *self.net.lock().unwrap_or_else(|e| e.into_inner()) = model.map(Arc::new);
+        *self.drift.lock().unwrap_or_else(|e| e.into_inner()) = Drift::default();
         Ok(())
+    }
+
+    /// How far the measured times of the latest operations (up to [`DRIFT_WINDOW`]) that had a
+    /// prediction stray from the model: (Σ measured − Σ predicted) / Σ predicted; None without
+    /// a model or before the first prediction. A prediction is recorded where the worker knows
+    /// the operation's size afterwards: every worker of a broadcast, the root of a reduce,
+    /// gather or scatter.
+    pub fn model_drift(&self) -> Option<f64> {
+        self.drift.lock().unwrap_or_else(|e| e.into_inner()).value()
+    }
+
+    /// The predicted and measured seconds of the recorded operations, oldest first.
+    pub fn model_predictions(&self) -> Vec<(f64, f64)> {
+        let d = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        d.window.iter().copied().collect()
+    }
+
+    /// True when a full window of predictions drifts more than [`DRIFT_LIMIT`] (20%) from the
+    /// model: the hook for recalibrating. Each worker sees its own drift, so the job must
+    /// agree before measuring again (all workers take part in a measurement): e.g. every
+    /// worker contributes this flag to an allreduce (or the master broadcasts its own), and if
+    /// it is set all of them measure anew (`Worker::calibrate` of the measurement layer) and
+    /// pass the result to [`Worker::set_net_model`], which clears the window.
+    pub fn needs_recalibration(&self) -> bool {
+        let d = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        d.window.len() == DRIFT_WINDOW && d.value().is_some_and(|x| x.abs() > DRIFT_LIMIT)
+    }
+
+    /// Records one operation's predicted and measured seconds (see [`Worker::model_drift`]);
+    /// logs a warning when the drift first exceeds [`DRIFT_LIMIT`].
+    fn record_prediction(&self, op: &str, predicted: f64, measured: f64) {
+        if !(predicted.is_finite() && predicted > 0.0) {
+            return;
+        }
+        let mut d = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        if d.window.len() == DRIFT_WINDOW {
+            d.window.pop_front();
+        }
+        d.window.push_back((predicted, measured));
+        let x = d.value().unwrap_or(0.0);
+        tracing::debug!(
+            rank = self.rank,
+            op,
+            predicted,
+            measured,
+            drift = x,
+            "model prediction"
+        );
+        let over = x.abs() > DRIFT_LIMIT;
+        if over && !d.warned {
+            tracing::warn!(
+                rank = self.rank,
+                op,
+                drift = x,
+                "measured collective times drift {:.0}% from the network model; \
+                 recalibrate (Worker::needs_recalibration)",
+                x * 100.0
+            );
+        }
+        d.warned = over;
+    }
+
+    /// Seconds since `t0` recorded against `predict()` when a model is set.
+    fn predicted(&self, op: &str, t0: Instant, predict: impl FnOnce(&NetModel) -> f64) {
+        if let Some(m) = self.net_model() {
+            let measured = t0.elapsed().as_secs_f64();
+            self.record_prediction(op, predict(&m), measured);
+        }
     }
 
     pub(crate) fn transport(&self) -> &Transport {
@@ -290,9 +389,20 @@ impl Worker {
         root: usize,
         algo: BroadcastAlgorithm,
     ) -> Result<()> {
+        let t0 = Instant::now();
+        let topo = &self.topo;
+        let crossover = self.cfg.broadcast_crossover;
+        let t = &mut *table;
         self.op(Op::Broadcast, algo.code(), label, |cx| async move {
-            collective::broadcast::broadcast(&cx, table, root, algo).await
-        })
+            collective::broadcast::broadcast(&cx, t, root, algo).await
+        })?;
+        self.predicted("broadcast", t0, |m| {
+            let n = table.bytes();
+            let chunk = choose::chunk(&self.cfg, n, self.size);
+            let a = algo.resolve(n, crossover, Some(m), topo, root, chunk);
+            choose::predict_broadcast(m, topo, a, root, n, chunk)
+        });
+        Ok(())
     }
 
     /// `root`'s table becomes the combination of all tables; the others are emptied.
@@ -303,19 +413,49 @@ impl Worker {
         root: usize,
         algo: ReduceAlgorithm,
     ) -> Result<()> {
+        let t0 = Instant::now();
+        let t = &mut *table;
         self.op(Op::Reduce, algo.code(), label, |cx| async move {
-            collective::rooted::reduce(&cx, table, root, algo).await
-        })
+            collective::rooted::reduce(&cx, t, root, algo).await
+        })?;
+        if self.rank == root {
+            self.predicted("reduce", t0, |m| {
+                choose::predict_reduce(m, algo, root, table.bytes())
+            });
+        }
+        Ok(())
     }
 
-    /// `root`'s table becomes the union of all tables; the others are unchanged.
+    /// `root`'s table becomes the union of all tables; the others are unchanged (automatic
+    /// algorithm: [`Worker::gather_with`]).
     pub fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
-        self.op(Op::Gather, 0, label, |cx| async move {
-            collective::rooted::gather(&cx, table, root).await
-        })
+        self.gather_with(label, table, root, GatherAlgorithm::Auto)
     }
 
-    /// `root`'s partitions are spread to their owners under `part`.
+    /// [`Worker::gather`] with a chosen algorithm.
+    pub fn gather_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: GatherAlgorithm,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let t = &mut *table;
+        self.op(Op::Gather, algo.code(), label, |cx| async move {
+            collective::rooted::gather(&cx, t, root, algo).await
+        })?;
+        if self.rank == root {
+            self.predicted("gather", t0, |m| {
+                let a = algo.resolve(Some(m), root);
+                choose::predict_gather(m, a, root, table.bytes() / self.size as u64)
+            });
+        }
+        Ok(())
+    }
+
+    /// `root`'s partitions are spread to their owners under `part` (automatic algorithm:
+    /// [`Worker::scatter_with`]).
     pub fn scatter(
         &self,
         label: &str,
@@ -323,9 +463,30 @@ impl Worker {
         root: usize,
         part: &Partitioner,
     ) -> Result<()> {
-        self.op(Op::Scatter, 0, label, |cx| async move {
-            collective::rooted::scatter(&cx, table, root, part).await
-        })
+        self.scatter_with(label, table, root, part, GatherAlgorithm::Auto)
+    }
+
+    /// [`Worker::scatter`] with a chosen algorithm.
+    pub fn scatter_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        part: &Partitioner,
+        algo: GatherAlgorithm,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let n = table.bytes() / self.size as u64;
+        self.op(Op::Scatter, algo.code(), label, |cx| async move {
+            collective::rooted::scatter(&cx, table, root, part, algo).await
+        })?;
+        if self.rank == root {
+            self.predicted("scatter", t0, |m| {
+                let a = algo.resolve(Some(m), root);
+                choose::predict_gather(m, a, root, n)
+            });
+        }
+        Ok(())
     }
 
     /// Every table becomes the union of all tables.
@@ -455,6 +616,29 @@ impl Worker {
     pub fn close(mut self) {
         self.finished = true;
         self.rt.block_on(self.transport.close());
+    }
+}
+
+/// Operations [`Worker::model_drift`] looks back on.
+pub const DRIFT_WINDOW: usize = 16;
+/// Relative drift above which the worker warns and asks for recalibration.
+pub const DRIFT_LIMIT: f64 = 0.2;
+
+/// Predicted and measured seconds of the latest operations.
+#[derive(Default)]
+struct Drift {
+    window: std::collections::VecDeque<(f64, f64)>,
+    /// Whether the last recorded drift was over the limit (warn once per excursion).
+    warned: bool,
+}
+
+impl Drift {
+    fn value(&self) -> Option<f64> {
+        let (p, m) = self
+            .window
+            .iter()
+            .fold((0.0, 0.0), |(p, m), &(a, b)| (p + a, m + b));
+        (p > 0.0).then(|| (m - p) / p)
     }
 }
 

@@ -8,14 +8,15 @@ use std::time::Duration;
 use harp::check::model::{combine_all, copy, fill, gen, same, shape};
 use harp::check::{self, Faults, Spec};
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::netmodel::NetModel;
 use harp::{Array, Combiner, Config, DType, Pool, Table};
 
 use common::{config, on_workers};
 
-/// Results `check::run` verifies per round: allreduce ×3, broadcast ×5, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×2, gather, scatter, reduce-scatter ×3 (ring,
-/// recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-const CHECKS_PER_ROUND: usize = 25;
+/// Results `check::run` verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
+/// recursive doubling, auto, known total), reduce ×4, gather ×3, scatter ×3, reduce-scatter ×3
+/// (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
+const CHECKS_PER_ROUND: usize = 33;
 
 fn cfg() -> Config {
     config(Duration::from_secs(30))
@@ -146,4 +147,134 @@ fn auto_algorithms_agree_on_uneven_tables() {
             }
         }
     }
+}
+
+/// A network model of `p` workers from `seed`: seed 0 is uniform; others give every ordered
+/// pair R/d with d in {1, 2, 4} and latencies from 20 to 200 µs (asymmetric).
+fn random_model(p: usize, seed: u64) -> NetModel {
+    if seed == 0 {
+        return NetModel::uniform(p, 1e-4, 25e6);
+    }
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let lat: Vec<f64> = (0..p * p)
+        .map(|_| 2e-5 + (next() % 180) as f64 * 1e-6)
+        .collect();
+    let bw: Vec<f64> = (0..p * p)
+        .map(|_| 25e6 / [1.0, 2.0, 4.0][(next() % 3) as usize])
+        .collect();
+    NetModel::new(p, lat, bw).unwrap()
+}
+
+/// With a network model set (uniform and uneven ones), every collective and algorithm, the
+/// network-aware ones and the automatic choices that then use the model, still matches the
+/// sequential model, p = 1…8, plain and key-value tables.
+#[test]
+fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
+    let spec = Spec {
+        rounds: 3,
+        ..Spec::default()
+    };
+    for p in 1..=8 {
+        for seed in [0, p as u64, 100 + p as u64] {
+            let model = random_model(p, seed);
+            let reports = on_workers(p, cfg(), |w| {
+                w.set_net_model(Some(model.clone())).unwrap();
+                let r = check::run(&w, &spec, &Faults::default(), &mut |_, _| Ok(()));
+                let kv = check::run_kv(&w, &spec);
+                w.close();
+                r.and_then(|r| kv.map(|kv| (r, kv)))
+            });
+            for (rank, r) in reports.into_iter().enumerate() {
+                let (r, kv) =
+                    r.unwrap_or_else(|e| panic!("p = {p}, seed {seed}, rank {rank}: {e}"));
+                assert_eq!(r.verified, CHECKS_PER_ROUND * spec.rounds as usize);
+                assert_eq!(
+                    kv.verified,
+                    check::KV_CHECKS_PER_ROUND * spec.rounds as usize
+                );
+            }
+        }
+    }
+}
+
+/// Under an uneven model the automatic choices pick network-aware algorithms somewhere (the
+/// test above would otherwise not exercise them through Auto), and every worker records the
+/// prediction of its operations for the drift.
+#[test]
+fn auto_uses_the_model_and_predictions_are_recorded() {
+    let p = 8;
+    let model = random_model(p, 3);
+    let picked = harp::collective::choose::broadcast(
+        64 << 20,
+        8192,
+        Some(&model),
+        &harp::Topology::flat((0..p).map(|i| format!("h{i}:1")).collect()),
+        0,
+        256 << 10,
+    );
+    assert!(
+        matches!(
+            picked,
+            BroadcastAlgorithm::NetChain | BroadcastAlgorithm::NetHierarchy
+        ),
+        "{picked:?}"
+    );
+    let results = on_workers(p, cfg(), |w| {
+        w.set_net_model(Some(model.clone())).unwrap();
+        let pool = w.pool().clone();
+        let res = (|| -> harp::Result<(usize, Option<f64>)> {
+            let mut t = uneven_table(&pool, w.rank(), 100_000);
+            w.broadcast("drift", &mut t, 0, BroadcastAlgorithm::Auto)?;
+            w.broadcast("drift", &mut t, 0, BroadcastAlgorithm::NetChain)?;
+            Ok((w.model_predictions().len(), w.model_drift()))
+        })();
+        w.close();
+        res
+    });
+    for r in results {
+        let (n, drift) = r.unwrap();
+        assert_eq!(n, 2);
+        // In memory the transfer is far faster than the model's 25 MB/s links.
+        assert!(drift.unwrap() < -0.2, "{drift:?}");
+    }
+}
+
+/// `--net-model FILE` (Config::net_model) is loaded by every worker at start; a bad file is an
+/// error naming it (and the line), a model of another size names both sizes.
+#[test]
+fn the_net_model_file_is_loaded_at_start_and_bad_ones_are_named() {
+    let dir = std::env::temp_dir().join(format!("harp-netmodel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("m3.txt");
+    std::fs::write(&good, random_model(3, 7).to_text()).unwrap();
+    let mut c = cfg();
+    c.net_model = Some(good.display().to_string());
+    let ws = harp::Worker::in_process(3, c.clone()).unwrap();
+    for w in &ws {
+        assert_eq!(w.net_model().as_deref(), Some(&random_model(3, 7)));
+    }
+    drop(ws);
+    let e = harp::Worker::in_process(4, c).err().unwrap().to_string();
+    assert!(
+        e.contains("m3.txt") && e.contains("of 3 workers for a job of 4"),
+        "{e}"
+    );
+    let bad = dir.join("bad.txt");
+    let text = random_model(3, 7).to_text().replacen("inf", "fast", 1);
+    std::fs::write(&bad, text).unwrap();
+    let mut c = cfg();
+    c.net_model = Some(bad.display().to_string());
+    let e = harp::Worker::in_process(3, c).err().unwrap().to_string();
+    assert!(e.contains("bad.txt:") && e.contains("not a number"), "{e}");
+    let mut c = cfg();
+    c.net_model = Some(dir.join("missing.txt").display().to_string());
+    let e = harp::Worker::in_process(3, c).err().unwrap().to_string();
+    assert!(e.contains("missing.txt"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

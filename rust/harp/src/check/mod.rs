@@ -10,7 +10,7 @@ pub mod model;
 pub use faults::{Fault, Faults};
 
 use crate::collective::{
-    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
     ReduceScatterAlgorithm,
 };
 use crate::data::{Combiner, Partitioner, Table};
@@ -111,6 +111,8 @@ pub fn run(
             BroadcastAlgorithm::ChainRandom(round),
             BroadcastAlgorithm::Binomial,
             BroadcastAlgorithm::OneByOne,
+            BroadcastAlgorithm::NetChain,
+            BroadcastAlgorithm::NetHierarchy,
         ] {
             tick()?;
             let mut t = mine();
@@ -138,7 +140,12 @@ pub fn run(
             w.allgather("check", &mut t, AllgatherAlgorithm::KnownTotal(total))?;
             check(tag("allgather/known-total"), &t, &all)?;
         }
-        for algo in [ReduceAlgorithm::Binomial, ReduceAlgorithm::ScatterGather] {
+        for algo in [
+            ReduceAlgorithm::Binomial,
+            ReduceAlgorithm::ScatterGather,
+            ReduceAlgorithm::NetHierarchy,
+            ReduceAlgorithm::NetRing,
+        ] {
             tick()?;
             let mut t = mine();
             w.reduce("check", &mut t, root, algo)?;
@@ -170,6 +177,21 @@ pub fn run(
                 let name = format!("reduce-scatter/{}", algo.name());
                 check(tag(&name), &t, &owned(pool, &all, r, p))?;
             }
+
+            for algo in [GatherAlgorithm::Direct, GatherAlgorithm::Tree] {
+                tick()?;
+                let mut t = mine();
+                w.gather_with("check", &mut t, root, algo)?;
+                let want = if r == root { &all } else { &inputs[r] };
+                check(tag(&format!("gather/{}", algo.name())), &t, want)?;
+
+                tick()?;
+                let mut t = mine();
+                w.scatter_with("check", &mut t, root, &m, algo)?;
+                let want = owned(pool, &inputs[root], r, p);
+                check(tag(&format!("scatter/{}", algo.name())), &t, &want)?;
+            }
+
             tick()?;
             let mut t = mine();
             w.reduce_scatter("check", &mut t, &m)?;

@@ -193,10 +193,26 @@ pub async fn regroup_allgather(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
 /// the sender, found before the piece is combined or any partition is created.
 /// Cost: (p−1)/p · nβ + (p−1)α.
 pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmenter) -> Result<()> {
-    let (r, p) = (cx.rank(), cx.size());
+    let ring: Vec<usize> = (0..cx.size()).collect();
+    ring_reduce_scatter_in(cx, table, seg, &ring).await
+}
+
+/// [`ring_reduce_scatter`] around the ring `ring` (a permutation of the ranks; position v sends
+/// to position v+1): each worker still ends with the segments it owns.
+pub async fn ring_reduce_scatter_in(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    seg: &Segmenter,
+    ring: &[usize],
+) -> Result<()> {
+    let p = cx.size();
     if p == 1 {
         return Ok(());
     }
+    let r = ring
+        .iter()
+        .position(|&x| x == cx.rank())
+        .expect("the ring holds every rank");
     tags::check_workers(p)?;
     let combiner: Combiner = table.combiner().clone();
     let mut have: HashSet<(u32, u64)> = HashSet::new();
@@ -205,10 +221,10 @@ pub async fn ring_reduce_scatter(cx: &Ctx<'_>, table: &mut Table, seg: &Segmente
             have.insert((pid, o));
         }
     }
-    let (right, left) = ((r + 1) % p, (r + p - 1) % p);
+    let (right, left) = (ring[(r + 1) % p], ring[(r + p - 1) % p]);
     for k in 0..p - 1 {
-        let send_b = (r + 2 * p - k - 1) % p;
-        let recv_b = (r + 2 * p - k - 2) % p;
+        let send_b = ring[(r + 2 * p - k - 1) % p];
+        let recv_b = ring[(r + 2 * p - k - 2) % p];
         let pieces = seg.pieces(table, send_b, Some(&have))?;
         let (sent, got) = tokio::join!(
             send_batch(&cx.ep, right, tags::RING_REDUCE.at(k), 0, &pieces),

@@ -9,6 +9,7 @@ use super::segment::chunks;
 use super::{choose, tags, Ctx};
 use crate::data::Table;
 use crate::error::{Error, Result};
+use crate::netmodel::NetModel;
 use crate::topology::Topology;
 use crate::wire::Kind;
 
@@ -26,6 +27,15 @@ pub enum BroadcastAlgorithm {
     Binomial,
     /// The root sends the whole table to every worker in turn (the papers' baseline).
     OneByOne,
+    /// Pipelined chain in the order with the fastest slowest link of the network model
+    /// ([`hierarchy::best_path`](super::hierarchy::best_path)); the rack-order chain without
+    /// a model.
+    NetChain,
+    /// Pipelined chain over the network performance hierarchy (CMPI §4.3: every group a
+    /// contiguous stretch entered at its best-connected member,
+    /// [`hierarchy::hierarchy_chain`](super::hierarchy::hierarchy_chain)); the rack-order chain
+    /// without a model.
+    NetHierarchy,
 }
 
 impl BroadcastAlgorithm {
@@ -36,6 +46,8 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::ChainRandom(_) => 2,
             BroadcastAlgorithm::Binomial => 3,
             BroadcastAlgorithm::OneByOne => 4,
+            BroadcastAlgorithm::NetChain => 5,
+            BroadcastAlgorithm::NetHierarchy => 6,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -45,18 +57,29 @@ impl BroadcastAlgorithm {
             "chain-random" => BroadcastAlgorithm::ChainRandom(1),
             "binomial" | "mst" => BroadcastAlgorithm::Binomial,
             "one-by-one" => BroadcastAlgorithm::OneByOne,
+            "net-chain" => BroadcastAlgorithm::NetChain,
+            "net-hierarchy" => BroadcastAlgorithm::NetHierarchy,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, one-by-one)"
+                    "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, \
+                     one-by-one, net-chain, net-hierarchy)"
                 )))
             }
         })
     }
     /// The concrete algorithm `Auto` picks for `bytes` (the root's table size; see
     /// [`choose::broadcast`]).
-    pub fn resolve(self, bytes: u64, crossover: u64) -> BroadcastAlgorithm {
+    pub fn resolve(
+        self,
+        bytes: u64,
+        crossover: u64,
+        net: Option<&NetModel>,
+        topo: &Topology,
+        root: usize,
+        chunk: u64,
+    ) -> BroadcastAlgorithm {
         match self {
-            BroadcastAlgorithm::Auto => choose::broadcast(bytes, crossover),
+            BroadcastAlgorithm::Auto => choose::broadcast(bytes, crossover, net, topo, root, chunk),
             a => a,
         }
     }
@@ -66,6 +89,8 @@ impl BroadcastAlgorithm {
             1 => Some(BroadcastAlgorithm::Chain),
             3 => Some(BroadcastAlgorithm::Binomial),
             4 => Some(BroadcastAlgorithm::OneByOne),
+            5 => Some(BroadcastAlgorithm::NetChain),
+            6 => Some(BroadcastAlgorithm::NetHierarchy),
             _ => None,
         }
     }
@@ -77,6 +102,8 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::ChainRandom(_) => "chain-random",
             BroadcastAlgorithm::Binomial => "binomial",
             BroadcastAlgorithm::OneByOne => "one-by-one",
+            BroadcastAlgorithm::NetChain => "net-chain",
+            BroadcastAlgorithm::NetHierarchy => "net-hierarchy",
         }
     }
 }
@@ -84,17 +111,26 @@ impl BroadcastAlgorithm {
 /// A broadcast batch travels inline (one frame, store-and-forward) only up to this size.
 const BCAST_INLINE_MAX: u64 = 4 * 1024;
 
-/// Parent and children of `r` of `p` workers in the broadcast tree of `algo` from `root`.
-pub fn tree(
+/// The order of the workers the tree of `algo` from `root` is built on (root first).
+pub fn order(
     algo: BroadcastAlgorithm,
     topo: &Topology,
-    r: usize,
+    net: Option<&NetModel>,
     p: usize,
     root: usize,
-) -> (Option<usize>, Vec<usize>) {
-    let order: Vec<usize> = match algo {
-        BroadcastAlgorithm::Chain => topo.chain_order(root),
-        BroadcastAlgorithm::ChainRandom(seed) => {
+) -> Vec<usize> {
+    match (algo, net) {
+        (BroadcastAlgorithm::NetChain, Some(m)) => super::hierarchy::best_path(m, root, false),
+        (BroadcastAlgorithm::NetHierarchy, Some(m)) => {
+            super::hierarchy::hierarchy_chain(&super::hierarchy::Hierarchy::build(m), m, root)
+        }
+        (
+            BroadcastAlgorithm::Chain
+            | BroadcastAlgorithm::NetChain
+            | BroadcastAlgorithm::NetHierarchy,
+            _,
+        ) => topo.chain_order(root),
+        (BroadcastAlgorithm::ChainRandom(seed), _) => {
             let mut rest: Vec<usize> = (0..p).filter(|&x| x != root).collect();
             let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
             for i in (1..rest.len()).rev() {
@@ -106,11 +142,31 @@ pub fn tree(
             std::iter::once(root).chain(rest).collect()
         }
         _ => (0..p).map(|i| (root + i) % p).collect(),
-    };
+    }
+}
+
+/// Parent and children of `r` of `p` workers in the broadcast tree of `algo` from `root`.
+pub fn tree(
+    algo: BroadcastAlgorithm,
+    topo: &Topology,
+    net: Option<&NetModel>,
+    r: usize,
+    p: usize,
+    root: usize,
+) -> (Option<usize>, Vec<usize>) {
+    tree_in(algo, &order(algo, topo, net, p, root), r)
+}
+
+/// [`tree`] on an order from [`order`].
+pub fn tree_in(algo: BroadcastAlgorithm, order: &[usize], r: usize) -> (Option<usize>, Vec<usize>) {
+    let p = order.len();
     let pos = order.iter().position(|&x| x == r).expect("rank in order");
     match algo {
         BroadcastAlgorithm::Auto => unreachable!("Auto is resolved before the tree is built"),
-        BroadcastAlgorithm::Chain | BroadcastAlgorithm::ChainRandom(_) => (
+        BroadcastAlgorithm::Chain
+        | BroadcastAlgorithm::ChainRandom(_)
+        | BroadcastAlgorithm::NetChain
+        | BroadcastAlgorithm::NetHierarchy => (
             pos.checked_sub(1).map(|i| order[i]),
             order.get(pos + 1).copied().into_iter().collect(),
         ),
@@ -143,12 +199,18 @@ pub fn tree(
 }
 
 /// The possible parents of non-root `r` under an automatic broadcast from `root`: its parent
-/// in each tree [`choose::broadcast`] can pick (binomial first, then chain; one entry when they
-/// agree).
-pub fn auto_parents(topo: &Topology, r: usize, p: usize, root: usize) -> Vec<usize> {
+/// in each tree [`choose::broadcast`] can pick (binomial first, then chain, then with a model
+/// net-chain and net-hierarchy; each parent once).
+pub fn auto_parents(
+    topo: &Topology,
+    net: Option<&NetModel>,
+    r: usize,
+    p: usize,
+    root: usize,
+) -> Vec<usize> {
     let mut parents = Vec::new();
-    for algo in [BroadcastAlgorithm::Binomial, BroadcastAlgorithm::Chain] {
-        if let (Some(q), _) = tree(algo, topo, r, p, root) {
+    for &algo in choose::broadcast_candidates(net) {
+        if let (Some(q), _) = tree(algo, topo, net, r, p, root) {
             if !parents.contains(&q) {
                 parents.push(q);
             }
@@ -173,18 +235,20 @@ pub async fn broadcast(
         )));
     }
     let auto = algo == BroadcastAlgorithm::Auto;
+    let net = cx.net.as_deref();
+    let chunk = choose::chunk(cx.cfg, table.bytes(), cx.size());
     let mut algo = algo;
     if auto && cx.rank() == root {
-        algo = choose::broadcast(table.bytes(), cx.cfg.broadcast_crossover);
+        let crossover = cx.cfg.broadcast_crossover;
+        algo = choose::broadcast(table.bytes(), crossover, net, cx.topo, root, chunk);
     }
     // The concrete algorithm travels in `aux` of every frame.
     let announce = algo.code() as u32;
     let (parent, children) = if auto && cx.rank() != root {
         (None, Vec::new())
     } else {
-        tree(algo, cx.topo, cx.rank(), cx.size(), root)
+        tree(algo, cx.topo, net, cx.rank(), cx.size(), root)
     };
-    let chunk = choose::chunk(cx.cfg, table.bytes(), cx.size());
     let tag = tags::MAIN.tag();
     if cx.rank() == root {
         // Root: cut partitions into chunks, then stream them.
@@ -213,7 +277,7 @@ pub async fn broadcast(
         // Learn the root's choice from the first frame. Only this worker's parent under one of
         // the trees the root can pick may send it; the wait fails at once, naming the peer, when
         // one of those parents or the root itself has failed.
-        let parents = auto_parents(cx.topo, cx.rank(), cx.size(), root);
+        let parents = auto_parents(cx.topo, net, cx.rank(), cx.size(), root);
         let f = cx.ep.recv_frame_from_any(&parents, &[root], tag).await?;
         let chosen = BroadcastAlgorithm::from_announced(f.hdr.aux).ok_or_else(|| {
             Error::Protocol(format!(
@@ -221,7 +285,7 @@ pub async fn broadcast(
                 cx.ep.ctx, f.hdr.aux
             ))
         })?;
-        let (parent, children) = tree(chosen, cx.topo, cx.rank(), cx.size(), root);
+        let (parent, children) = tree(chosen, cx.topo, net, cx.rank(), cx.size(), root);
         if parent != Some(f.hdr.src as usize) {
             return Err(Error::Protocol(format!(
                 "{}: rank {} sent the broadcast, but this worker's parent is {parent:?}",
@@ -279,11 +343,11 @@ mod tests {
             let topo = Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
             for root in 0..p {
                 for r in (0..p).filter(|&r| r != root) {
-                    let got = auto_parents(&topo, r, p, root);
-                    let b = tree(BroadcastAlgorithm::Binomial, &topo, r, p, root)
+                    let got = auto_parents(&topo, None, r, p, root);
+                    let b = tree(BroadcastAlgorithm::Binomial, &topo, None, r, p, root)
                         .0
                         .unwrap();
-                    let c = tree(BroadcastAlgorithm::Chain, &topo, r, p, root)
+                    let c = tree(BroadcastAlgorithm::Chain, &topo, None, r, p, root)
                         .0
                         .unwrap();
                     assert_eq!(got[0], b);
@@ -293,8 +357,8 @@ mod tests {
             }
         }
         let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
-        assert_eq!(auto_parents(&topo, 2, 4, 0), vec![0, 1]);
-        assert_eq!(auto_parents(&topo, 3, 4, 0), vec![2]);
+        assert_eq!(auto_parents(&topo, None, 2, 4, 0), vec![0, 1]);
+        assert_eq!(auto_parents(&topo, None, 3, 4, 0), vec![2]);
     }
 
     /// Every rank is reached exactly once from the root, parents and children agree.
@@ -303,9 +367,11 @@ mod tests {
         for p in 1..=33 {
             let hosts: Vec<String> = (0..p).map(|i| format!("h{i}:1")).collect();
             let racked: String = (0..p).map(|i| format!("h{i}:1 /r{}\n", i % 3)).collect();
-            for topo in [
-                Topology::flat(hosts),
-                Topology::parse(&racked, "t").unwrap(),
+            let uneven = crate::collective::hierarchy::tests::uneven(p, p as u64);
+            for (topo, net) in [
+                (Topology::flat(hosts.clone()), None),
+                (Topology::parse(&racked, "t").unwrap(), None),
+                (Topology::flat(hosts), (p <= 8).then_some(&uneven)),
             ] {
                 for root in 0..p {
                     for algo in [
@@ -313,8 +379,11 @@ mod tests {
                         BroadcastAlgorithm::ChainRandom(p as u64),
                         BroadcastAlgorithm::Binomial,
                         BroadcastAlgorithm::OneByOne,
+                        BroadcastAlgorithm::NetChain,
+                        BroadcastAlgorithm::NetHierarchy,
                     ] {
-                        let t: Vec<_> = (0..p).map(|r| tree(algo, &topo, r, p, root)).collect();
+                        let t: Vec<_> =
+                            (0..p).map(|r| tree(algo, &topo, net, r, p, root)).collect();
                         let mut seen = vec![0; p];
                         let mut todo = vec![root];
                         seen[root] = 1;

@@ -28,18 +28,215 @@
 //!
 //! The crossovers come from [`Config`](crate::config::Config): `broadcast_crossover`,
 //! `allreduce_crossover`, `chunk_size`.
+//!
+//! **With a network model** (`Ctx::net`, [`NetModel`]) the broadcast root and the gather and
+//! scatter choices compare the model's predicted cost of each candidate instead of the
+//! crossover ([`predict_broadcast`], [`predict_gather`]); every worker holds the same model, so
+//! a choice made from the model alone (gather, scatter) is the same everywhere. Without a
+//! model every choice is as before.
 
+use super::hierarchy::{self, Hierarchy, Tree};
 use super::segment::auto_chunk;
-use super::{AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceScatterAlgorithm};
+use super::{
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm,
+};
 use crate::config::Config;
+use crate::netmodel::NetModel;
+use crate::topology::Topology;
 
-/// Broadcast of `bytes` (the root's table): binomial tree up to `crossover` bytes (latency
-/// bound: ⌈log2 p⌉ hops instead of p−1), pipelined chain above.
-pub fn broadcast(bytes: u64, crossover: u64) -> BroadcastAlgorithm {
+/// The concrete broadcast algorithms the automatic choice considers (in order of preference on
+/// equal predicted cost).
+pub fn broadcast_candidates(net: Option<&NetModel>) -> &'static [BroadcastAlgorithm] {
+    use BroadcastAlgorithm::*;
+    match net {
+        None => &[Binomial, Chain],
+        Some(_) => &[Binomial, Chain, NetChain, NetHierarchy],
+    }
+}
+
+/// Broadcast of `bytes` (the root's table). Without a model: binomial tree up to `crossover`
+/// bytes (latency bound: ⌈log2 p⌉ hops instead of p−1), pipelined chain above. With one: the
+/// candidate ([`broadcast_candidates`]) of least [`predict_broadcast`] (chunk `chunk`).
+pub fn broadcast(
+    bytes: u64,
+    crossover: u64,
+    net: Option<&NetModel>,
+    topo: &Topology,
+    root: usize,
+    chunk: u64,
+) -> BroadcastAlgorithm {
+    if let Some(m) = net {
+        let mut best = (f64::INFINITY, BroadcastAlgorithm::Binomial);
+        for &a in broadcast_candidates(net) {
+            let t = predict_broadcast(m, topo, a, root, bytes, chunk);
+            if t < best.0 {
+                best = (t, a);
+            }
+        }
+        return best.1;
+    }
     if bytes <= crossover {
         BroadcastAlgorithm::Binomial
     } else {
         BroadcastAlgorithm::Chain
+    }
+}
+
+/// Predicted seconds of a broadcast of `n` bytes with `algo` from `root` (α, β per pair from
+/// the model: α = L(u,v), β = 1/B(u,v)). One-by-one sends the whole table to each child in
+/// turn: Σ_c (α + nβ). The pipelined trees stream chunks of c = min(n, chunk) bytes; a worker
+/// writes each chunk to its children one after the other, so the stream runs at the pace of
+/// the slowest worker, max_u n·Σ_{c ∈ kids(u)} β(u,c), plus the fill time of the deepest
+/// path, max over paths of Σ (α + cβ) along it.
+pub fn predict_broadcast(
+    net: &NetModel,
+    topo: &Topology,
+    algo: BroadcastAlgorithm,
+    root: usize,
+    n: u64,
+    chunk: u64,
+) -> f64 {
+    let p = net.workers();
+    let order = super::broadcast::order(algo, topo, Some(net), p, root);
+    let kids: Vec<Vec<usize>> = (0..p)
+        .map(|r| super::broadcast::tree_in(algo, &order, r).1)
+        .collect();
+    if algo == BroadcastAlgorithm::OneByOne {
+        return kids[root].iter().map(|&c| net.cost(root, c, n)).sum();
+    }
+    let c = n.min(chunk.max(1));
+    let pace = (0..p)
+        .map(|u| {
+            kids[u]
+                .iter()
+                .map(|&k| n as f64 / net.bandwidth(u, k))
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    let mut fill = vec![0.0f64; p];
+    let mut todo = vec![root];
+    while let Some(u) = todo.pop() {
+        for &k in &kids[u] {
+            fill[k] = fill[u] + net.cost(u, k, c);
+            todo.push(k);
+        }
+    }
+    pace + fill.into_iter().fold(0.0, f64::max)
+}
+
+/// Predicted seconds of a reduce or gather over `t` with `n` bytes per worker. A worker's
+/// children send as soon as they are ready and their bytes arrive at once (the transport reads
+/// every connection all the time), so a worker is ready at
+/// ready(u) = max(max_c (ready(c) + α(c,u) + n_c β(c,u)), min_c ready(c) + Σ_c n_c / B_in(u))
+/// where B_in(u) = max_c B(c,u) stands for u's host intake; n_c = `n` for a reduce (tables
+/// combined on the way), `n` × |subtree(c)| for a gather (`grows`).
+pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) -> f64 {
+    fn ready(net: &NetModel, t: &Tree, u: usize, n: u64, grows: bool) -> f64 {
+        let kids = &t.children[u];
+        if kids.is_empty() {
+            return 0.0;
+        }
+        let (mut last, mut first, mut bytes, mut intake) = (0.0f64, f64::INFINITY, 0.0, 0.0f64);
+        for &c in kids {
+            let nc = if grows {
+                n * t.subtree(c).len() as u64
+            } else {
+                n
+            };
+            let rc = ready(net, t, c, n, grows);
+            last = last.max(rc + net.cost(c, u, nc));
+            first = first.min(rc);
+            bytes += nc as f64;
+            intake = intake.max(net.bandwidth(c, u));
+        }
+        last.max(first + bytes / intake)
+    }
+    ready(net, t, root, n, grows)
+}
+
+/// The direct gather and scatter as a tree: every worker a child of the root.
+pub fn star(p: usize, root: usize) -> Tree {
+    let mut t = Tree {
+        parent: vec![Some(root); p],
+        children: vec![Vec::new(); p],
+    };
+    t.parent[root] = None;
+    t.children[root] = (0..p).filter(|&r| r != root).collect();
+    t
+}
+
+/// Predicted seconds of a gather or scatter of `n` bytes per worker, direct
+/// or over the distance-ordered tree: [`predict_tree`] on the star or the tree with growing
+/// messages. The scatter is costed like the gather (the model's links taken as symmetric);
+/// the direct scatter writes to one worker after the other, but the socket buffers overlap
+/// the transfers (measured on the uneven emulated network: 1.3× the bound, not the Σ_c nβ
+/// of strictly sequential sends, docs/benchmarks-netns.md).
+pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64) -> f64 {
+    let p = net.workers();
+    match algo {
+        GatherAlgorithm::Tree => {
+            let h = Hierarchy::build(net);
+            predict_tree(net, &hierarchy::distance_tree(&h, net, root), root, n, true)
+        }
+        _ => predict_tree(net, &star(p, root), root, n, true),
+    }
+}
+
+/// Gather and scatter: direct without a model; with one, the
+/// distance-ordered tree when the model predicts it at least 10% faster for 1 MiB per worker
+/// (a size every worker agrees on: the tables differ, and only the root knows a scatter's).
+pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
+    match net {
+        Some(m) if m.workers() > 2 => {
+            let n = hierarchy::REF_BYTES;
+            let tree = predict_gather(m, GatherAlgorithm::Tree, root, n);
+            let direct = predict_gather(m, GatherAlgorithm::Direct, root, n);
+            if tree < 0.9 * direct {
+                GatherAlgorithm::Tree
+            } else {
+                GatherAlgorithm::Direct
+            }
+        }
+        _ => GatherAlgorithm::Direct,
+    }
+}
+
+/// Predicted seconds of a reduce of `n` bytes per worker to `root`. Binomial and
+/// net-hierarchy: [`predict_tree`] on their trees. Scatter-gather and net-ring: p−1 ring steps
+/// of n/p bytes at the pace of the ring's slowest link, then the owners' n/p each into the root
+/// at once (as a direct gather).
+pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64) -> f64 {
+    let p = net.workers();
+    match algo {
+        ReduceAlgorithm::Binomial => {
+            let mut t = Tree {
+                parent: vec![None; p],
+                children: vec![Vec::new(); p],
+            };
+            for r in 0..p {
+                let s = super::rooted::reduce_tree(r, p, root);
+                t.parent[r] = s.parent.map(|(_, q)| q);
+                t.children[r] = s.children.into_iter().map(|(_, c)| c).collect();
+            }
+            predict_tree(net, &t, root, n, false)
+        }
+        ReduceAlgorithm::NetHierarchy => {
+            let h = Hierarchy::build(net);
+            predict_tree(net, &hierarchy::leader_tree(&h, net, root), root, n, false)
+        }
+        ReduceAlgorithm::ScatterGather | ReduceAlgorithm::NetRing => {
+            let ring: Vec<usize> = if algo == ReduceAlgorithm::NetRing {
+                hierarchy::best_path(net, 0, true)
+            } else {
+                (0..p).collect()
+            };
+            let seg = n / p as u64;
+            let step = (0..p)
+                .map(|v| net.cost(ring[v], ring[(v + 1) % p], seg))
+                .fold(0.0, f64::max);
+            (p - 1) as f64 * step + predict_tree(net, &star(p, root), root, seg, false)
+        }
     }
 }
 
@@ -101,8 +298,15 @@ mod tests {
 
     #[test]
     fn crossovers() {
-        assert_eq!(broadcast(8192, 8192), BroadcastAlgorithm::Binomial);
-        assert_eq!(broadcast(8193, 8192), BroadcastAlgorithm::Chain);
+        let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        assert_eq!(
+            broadcast(8192, 8192, None, &topo, 0, 8192),
+            BroadcastAlgorithm::Binomial
+        );
+        assert_eq!(
+            broadcast(8193, 8192, None, &topo, 0, 8192),
+            BroadcastAlgorithm::Chain
+        );
         assert_eq!(
             allreduce(16383, 16384),
             AllreduceAlgorithm::BidirectionalExchange

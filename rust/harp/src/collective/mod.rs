@@ -25,6 +25,7 @@ pub mod barrier;
 pub mod broadcast;
 pub mod choose;
 pub mod framing;
+pub mod hierarchy;
 pub mod join;
 pub mod regroup;
 pub mod rooted;
@@ -41,7 +42,7 @@ pub use framing::{
 };
 pub use join::{boxed, join_all};
 pub use regroup::ReduceScatterAlgorithm;
-pub use rooted::ReduceAlgorithm;
+pub use rooted::{GatherAlgorithm, ReduceAlgorithm};
 pub use segment::{split_ranges, Segmenter};
 
 /// Everything an algorithm needs for one operation.

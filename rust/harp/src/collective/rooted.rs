@@ -1,7 +1,8 @@
 //! Rooted operations: reduce, gather, scatter.
 
 use super::framing::{recv_batch_expecting, whole_piece};
-use super::{absorb, send_batch, table_pieces, tags, Ctx, Out};
+use super::hierarchy::{self, Hierarchy, Tree};
+use super::{absorb, boxed, join_all, send_batch, table_pieces, tags, Ctx, Out};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 
@@ -11,6 +12,73 @@ pub enum ReduceAlgorithm {
     Binomial,
     /// Segment reduce-scatter (ring), then every owner sends its segments to the root.
     ScatterGather,
+    /// CMPI Algorithm 3: along the network performance hierarchy, the sub-group leaders of each
+    /// group reduce to its leader (binomial inside a group; the root leads at every level;
+    /// [`hierarchy::leader_tree`]). Without a network model: binomial.
+    NetHierarchy,
+    /// Scatter-gather whose ring follows the cycle with the fastest slowest link of the
+    /// network model ([`hierarchy::best_path`]). Without a model: rank order (scatter-gather).
+    NetRing,
+}
+
+/// Gather and scatter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatherAlgorithm {
+    /// Direct without a network model; with one, the one of least predicted cost
+    /// ([`choose::gather`](super::choose::gather)).
+    Auto,
+    /// Every worker sends straight to the root (scatter: the root to every worker).
+    Direct,
+    /// Over the distance-ordered tree of CMPI Algorithm 4 ([`hierarchy::distance_tree`]); a
+    /// worker forwards its subtree's partitions, sending to (or receiving from) its children at
+    /// once. Without a network model: direct.
+    Tree,
+}
+
+impl GatherAlgorithm {
+    pub fn code(self) -> u8 {
+        match self {
+            GatherAlgorithm::Auto => 0,
+            GatherAlgorithm::Direct => 1,
+            GatherAlgorithm::Tree => 2,
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "auto" => GatherAlgorithm::Auto,
+            "direct" => GatherAlgorithm::Direct,
+            "net-tree" => GatherAlgorithm::Tree,
+            _ => {
+                return Err(Error::config(format!(
+                    "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree)"
+                )))
+            }
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            GatherAlgorithm::Auto => "auto",
+            GatherAlgorithm::Direct => "direct",
+            GatherAlgorithm::Tree => "net-tree",
+        }
+    }
+    /// The concrete algorithm (Auto resolved with the model; trees need a model).
+    pub fn resolve(self, net: Option<&crate::netmodel::NetModel>, root: usize) -> GatherAlgorithm {
+        match (self, net) {
+            (GatherAlgorithm::Auto, net) => super::choose::gather(net, root),
+            (GatherAlgorithm::Tree, None) => GatherAlgorithm::Direct,
+            (a, _) => a,
+        }
+    }
+}
+
+/// The distance-ordered tree of the context's model from `root`.
+fn distance_tree(cx: &Ctx<'_>, root: usize) -> Tree {
+    let net = cx
+        .net
+        .as_deref()
+        .expect("trees are resolved only with a model");
+    hierarchy::distance_tree(&Hierarchy::build(net), net, root)
 }
 
 impl ReduceAlgorithm {
@@ -18,15 +86,20 @@ impl ReduceAlgorithm {
         match self {
             ReduceAlgorithm::Binomial => 1,
             ReduceAlgorithm::ScatterGather => 2,
+            ReduceAlgorithm::NetHierarchy => 3,
+            ReduceAlgorithm::NetRing => 4,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
             "binomial" | "mst" => ReduceAlgorithm::Binomial,
             "scatter-gather" => ReduceAlgorithm::ScatterGather,
+            "net-hierarchy" => ReduceAlgorithm::NetHierarchy,
+            "net-ring" => ReduceAlgorithm::NetRing,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown reduce algorithm '{s}' (binomial, scatter-gather)"
+                    "unknown reduce algorithm '{s}' (binomial, scatter-gather, net-hierarchy, \
+                     net-ring)"
                 )))
             }
         })
@@ -35,6 +108,8 @@ impl ReduceAlgorithm {
         match self {
             ReduceAlgorithm::Binomial => "binomial",
             ReduceAlgorithm::ScatterGather => "scatter-gather",
+            ReduceAlgorithm::NetHierarchy => "net-hierarchy",
+            ReduceAlgorithm::NetRing => "net-ring",
         }
     }
 }
@@ -52,7 +127,10 @@ fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
 /// Reduce to `root`: the root's table becomes the combination of every worker's table; the
 /// other workers' tables are left empty (their buffers go back to the pool).
 ///
-/// Binomial: ⌈log2 p⌉ (α + nβ). Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n).
+/// Binomial: ⌈log2 p⌉ (α + nβ). Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n);
+/// net-ring the same with β of the ring's slowest link; net-hierarchy as
+/// [`choose::predict_tree`](super::choose::predict_tree) on its tree (Σ over levels of the
+/// binomial inside a group, with that group's links).
 pub async fn reduce(
     cx: &Ctx<'_>,
     table: &mut Table,
@@ -61,9 +139,20 @@ pub async fn reduce(
 ) -> Result<()> {
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
-    if algo == ReduceAlgorithm::ScatterGather {
+    if let (ReduceAlgorithm::NetHierarchy, Some(net)) = (algo, cx.net.as_deref()) {
+        let t = hierarchy::leader_tree(&Hierarchy::build(net), net, root);
+        return reduce_over(cx, table, &t).await;
+    }
+    if matches!(
+        algo,
+        ReduceAlgorithm::ScatterGather | ReduceAlgorithm::NetRing
+    ) {
         let seg = super::segment::Segmenter::new(cx, table);
-        super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
+        let ring = match (algo, cx.net.as_deref()) {
+            (ReduceAlgorithm::NetRing, Some(net)) => hierarchy::best_path(net, 0, true),
+            _ => (0..p).collect(),
+        };
+        super::allreduce::ring_reduce_scatter_in(cx, table, &seg, &ring).await?;
         // Owners send their reduced segments to the root.
         if r == root {
             let mut got = Vec::new();
@@ -94,6 +183,22 @@ pub async fn reduce(
     }
     if let Some((round, parent)) = parent {
         let tag = tags::ROUND.at(round);
+        send_batch(&cx.ep, parent, tag, 0, &table_pieces(table)).await?;
+        table.clear();
+    }
+    Ok(())
+}
+
+/// Reduce along `t` (whole tables): a worker combines its children's tables as they arrive, in
+/// the tree's order, then sends the result to its parent.
+async fn reduce_over(cx: &Ctx<'_>, table: &mut Table, t: &Tree) -> Result<()> {
+    let r = cx.rank();
+    let tag = tags::MAIN.tag();
+    for &c in &t.children[r] {
+        let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, c, tag, whole_piece).await?;
+        absorb(table, cx.pool, pieces)?;
+    }
+    if let Some(parent) = t.parent[r] {
         send_batch(&cx.ep, parent, tag, 0, &table_pieces(table)).await?;
         table.clear();
     }
@@ -133,10 +238,41 @@ pub fn reduce_tree(r: usize, p: usize, root: usize) -> ReduceSteps {
 }
 
 /// Gather to `root`: the root's table becomes the union of all tables (equal ids combined);
-/// the others are unchanged. Every worker sends straight to the root: (p−1)/p · nβ at the
-/// root's link (n = all data), p−1 messages.
-pub async fn gather(cx: &Ctx<'_>, table: &mut Table, root: usize) -> Result<()> {
+/// the others are unchanged. Direct: every worker sends straight to the root, (p−1)/p · nβ at
+/// the root's link (n = all data), p−1 messages. Tree: a worker receives its children's
+/// subtrees (all at once), then sends them with its own table to its parent; the cost is
+/// [`choose::predict_gather`](super::choose::predict_gather).
+pub async fn gather(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    algo: GatherAlgorithm,
+) -> Result<()> {
     check_root(cx, root)?;
+    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
+        let t = distance_tree(cx, root);
+        let r = cx.rank();
+        let tag = tags::MAIN.tag();
+        let recvs = t.children[r]
+            .iter()
+            .map(|&c| boxed(recv_batch_expecting(&cx.ep, cx.pool, c, tag, whole_piece)))
+            .collect();
+        let got = join_all(recvs).await?;
+        if r == root {
+            for (_, pieces) in got {
+                absorb(table, cx.pool, pieces)?;
+            }
+            return Ok(());
+        }
+        // A batch holds each partition once: the subtree's tables are combined into a copy of
+        // this worker's (which stays unchanged).
+        let mut below = table.duplicate(cx.pool);
+        for (_, pieces) in got {
+            absorb(&mut below, cx.pool, pieces)?;
+        }
+        let parent = t.parent[r].expect("a non-root has a parent");
+        return send_batch(&cx.ep, parent, tag, 0, &table_pieces(&below)).await;
+    }
     if cx.rank() != root {
         return send_batch(&cx.ep, root, tags::MAIN.tag(), 0, &table_pieces(table)).await;
     }
@@ -157,15 +293,20 @@ pub async fn gather(cx: &Ctx<'_>, table: &mut Table, root: usize) -> Result<()> 
 
 /// Scatter from `root`: each of the root's partitions goes to its owner under `part`; every
 /// worker's table becomes exactly the partitions it owns (the root keeps its own share).
-/// (p−1)/p · nβ at the root's link.
+/// Direct: (p−1)/p · nβ at the root's link, one worker after the other. Tree: a worker sends
+/// each child the partitions of the child's subtree, to all children at once.
 pub async fn scatter(
     cx: &Ctx<'_>,
     table: &mut Table,
     root: usize,
     part: &Partitioner,
+    algo: GatherAlgorithm,
 ) -> Result<()> {
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
+    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
+        return scatter_tree(cx, table, root, part, &distance_tree(cx, root)).await;
+    }
     if r != root {
         table.clear();
         // Whole partitions that this worker owns.
@@ -194,6 +335,72 @@ pub async fn scatter(
         send_batch(&cx.ep, dst, tags::MAIN.tag(), 0, &pieces).await?;
     }
     table.retain(|id| owners[&id] == root);
+    Ok(())
+}
+
+/// Scatter along `t`: the root's partitions travel down to their owners' subtrees.
+async fn scatter_tree(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    part: &Partitioner,
+    t: &Tree,
+) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let tag = tags::MAIN.tag();
+    // The subtree (as a rank set) below every child of this worker.
+    let below: Vec<(usize, Vec<bool>)> = t.children[r]
+        .iter()
+        .map(|&c| {
+            let mut set = vec![false; p];
+            for x in t.subtree(c) {
+                set[x] = true;
+            }
+            (c, set)
+        })
+        .collect();
+    if r != root {
+        table.clear();
+        let mut mine = vec![false; p];
+        for x in t.subtree(r) {
+            mine[x] = true;
+        }
+        // Whole partitions owned inside this worker's subtree.
+        let ours = |m: &crate::wire::PieceMeta| {
+            whole_piece(m)?;
+            match part.owner(m.pid, p) {
+                Ok(w) if mine[w] => Ok(()),
+                Ok(w) => Err(format!(
+                    "partition {} belongs to rank {w}, outside this worker's subtree",
+                    m.pid
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let parent = t.parent[r].expect("a non-root has a parent");
+        let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
+        absorb(table, cx.pool, pieces)?;
+    }
+    let mut owners = std::collections::HashMap::with_capacity(table.len());
+    for (id, _) in table.iter() {
+        owners.insert(id, part.owner(id, p)?);
+    }
+    {
+        let sends = below
+            .iter()
+            .map(|(c, set)| {
+                let pieces: Vec<Out<'_>> = table
+                    .iter()
+                    .filter(|(id, _)| set[owners[id]])
+                    .map(|(id, a)| Out::whole(id, a))
+                    .collect();
+                let c = *c;
+                boxed(async move { send_batch(&cx.ep, c, tag, 0, &pieces).await })
+            })
+            .collect();
+        join_all(sends).await?;
+    }
+    table.retain(|id| owners[&id] == r);
     Ok(())
 }
 
@@ -243,7 +450,9 @@ mod tests {
         let gather = |pieces: &[Piece]| {
             crafted::run(Op::Gather, 0, tags::MAIN.tag(), pieces, async |cx| {
                 let mut t = Table::new(Combiner::Sum);
-                gather(cx, &mut t, 0).await.map(|()| t)
+                gather(cx, &mut t, 0, GatherAlgorithm::Auto)
+                    .await
+                    .map(|()| t)
             })
         };
         assert_eq!(gather(&[(3, 64, 0, 64)]).unwrap().bytes(), 64);
@@ -255,7 +464,7 @@ mod tests {
         let scatter = |pieces: &[Piece]| {
             crafted::run(Op::Scatter, 0, tags::MAIN.tag(), pieces, async |cx| {
                 let mut t = Table::new(Combiner::Sum);
-                scatter(cx, &mut t, 1, &Partitioner::Modulo)
+                scatter(cx, &mut t, 1, &Partitioner::Modulo, GatherAlgorithm::Auto)
                     .await
                     .map(|()| t)
             })
