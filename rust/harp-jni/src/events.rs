@@ -162,6 +162,21 @@ pub extern "system" fn Java_harp_Events_take<'l>(
     })
 }
 
+/// `[queued bytes now, most bytes ever queued from one sender]` of worker `w`'s events
+/// (`Worker::events_stats`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Events_stats<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+) -> JObject<'l> {
+    call(&mut env, |env, _| {
+        let s = worker(w)?.worker.events_stats();
+        let v = [s.queued_bytes, s.peak_sender_bytes].map(|x| i64::try_from(x).unwrap_or(i64::MAX));
+        Ok(new_array(env, &v)?.into())
+    })
+}
+
 /// The engine's receivers of `label` sent as `copies` copies among `workers`
 /// (`harp::events::label_receivers`).
 #[unsafe(no_mangle)]

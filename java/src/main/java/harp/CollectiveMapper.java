@@ -367,6 +367,19 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return Events.labelReceivers(label, copies, workers);
   }
 
+  /** Bytes of events queued at this worker now, not yet taken (flow control bounds them). */
+  public long eventsQueuedBytes() {
+    return Events.stats(w().handle())[0];
+  }
+
+  /**
+   * The most bytes of events ever queued at this worker from one sender: at most the senders'
+   * {@code harp.events.window.bytes} (one larger event alone), events to oneself aside.
+   */
+  public long eventsPeakSenderBytes() {
+    return Events.stats(w().handle())[1];
+  }
+
   /**
    * The next event queued for this worker, without waiting (null: nothing queued). Throws
    * {@link HarpException} when nothing is queued and a peer has failed (naming it).

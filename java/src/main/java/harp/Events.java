@@ -94,6 +94,9 @@ final class Events {
 
   static native int[] labelReceivers(String label, int copies, int workers);
 
+  /** {@code [queued bytes now, most bytes ever queued from one sender]}. */
+  static native long[] stats(long worker);
+
   /** {@code [events, handled, waves]}. */
   static native long[] runUntilQuiet(long worker, Adapter adapter);
 }

@@ -161,8 +161,36 @@ class EventsJobTest {
         }
         check(mine, "label " + label + " picks rank " + r);
       }
-      barrier("labels");
       check(getEvent() == null, "no labeled event beyond the hash's");
+      barrier("labels");
+
+      // Flow control (harp.events.window.bytes = 16 KiB for this job): ranks 1.. send rank 0
+      // 100 KiB each in 1 KiB events while it waits before taking any; their sends wait for its
+      // credit, and every event still arrives in order.
+      if (r != 0) {
+        byte[] big = new byte[1024];
+        for (int i = 0; i < 100; i++) {
+          System.arraycopy(msg(4, r, i), 0, big, 0, 12);
+          sendEvent(0, big);
+        }
+      } else {
+        try {
+          Thread.sleep(200);
+        } catch (InterruptedException e) {
+          throw new IllegalStateException(e);
+        }
+        int[] from = new int[p];
+        for (Event e : take(100 * (p - 1))) {
+          int[] m = read(e);
+          check(m[0] == 4 && e.getBytes().length == 1024 && m[2] == from[e.getSource()]++, "flow-controlled event "
+              + Arrays.toString(m) + " from " + e.getSource());
+        }
+        // Without the window each sender's 100 KiB would have been queued here at once.
+        long peak = eventsPeakSenderBytes();
+        check(peak >= 1024 && peak <= 16 * 1024 && eventsQueuedBytes() == 0, "at most 16 KiB queued from one "
+            + "sender, got " + peak);
+      }
+      barrier("flow");
 
       // Timeouts: nothing is sent, so waitEvent returns null after (not before) its timeout.
       long t0 = System.nanoTime();
@@ -193,7 +221,9 @@ class EventsJobTest {
   @Test
   @Timeout(120)
   void eventsReachTheirReceiversInOrderNextToCollectives(@TempDir Path tmp) throws Exception {
-    Job job = job(JobTestSupport.localConf(tmp, 4), tmp, SendMapper.class);
+    Configuration conf = JobTestSupport.localConf(tmp, 4);
+    conf.setLong("harp.events.window.bytes", 16 * 1024);
+    Job job = job(conf, tmp, SendMapper.class);
     assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
     assertTrue(job.getCounters().findCounter("harp-test", "verified").getValue() > 4 * 1000);
   }
@@ -291,6 +321,8 @@ class EventsJobTest {
       for (int i = 0; i < 20; i++) {
         sendEvent(i % p, msg(1, r, i));
       }
+      // Every send is done before any handler runs (rank 1 fails in its handler).
+      barrier("sent");
       int[] n = {0};
       try {
         runUntilQuiet(e -> {
