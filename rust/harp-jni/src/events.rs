@@ -15,7 +15,7 @@ use jni::objects::{JByteArray, JByteBuffer, JClass, JObject, JString, JValue};
 use jni::sys::{jint, jlong};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 
-use crate::convert::{jstr, new_array};
+use crate::convert::{jstr, new_array, new_longs};
 use crate::errors::{call, fail, Failure, Scope};
 use crate::handles::worker;
 use crate::table::direct_bytes;
@@ -116,13 +116,22 @@ pub extern "system" fn Java_harp_Events_send<'l>(
     })
 }
 
-/// A Java `harp.Event` for `ev` (its payload copied into a new `byte[]`).
-fn java_event<'l>(env: &mut Env<'l>, ev: &harp::events::Event) -> Result<JObject<'l>, Failure> {
+/// The Java values of an event: its label (null when none) and its payload copied into a new
+/// `byte[]`.
+fn java_parts<'l>(
+    env: &mut Env<'l>,
+    ev: &harp::events::Event,
+) -> jni::errors::Result<(JString<'l>, JByteArray<'l>)> {
     let label = match &ev.label {
         Some(l) => env.new_string(l)?,
         None => JString::default(),
     };
-    let payload = env.byte_array_from_slice(ev.payload())?;
+    Ok((label, env.byte_array_from_slice(ev.payload())?))
+}
+
+/// A Java `harp.Event` for `ev`.
+fn java_event<'l>(env: &mut Env<'l>, ev: &harp::events::Event) -> Result<JObject<'l>, Failure> {
+    let (label, payload) = java_parts(env, ev)?;
     Ok(env.new_object(
         jni_str!("harp/Event"),
         jni_sig!("(ILjava/lang/String;[B)V"),
@@ -172,8 +181,7 @@ pub extern "system" fn Java_harp_Events_stats<'l>(
 ) -> JObject<'l> {
     call(&mut env, |env, _| {
         let s = worker(w)?.worker.events_stats();
-        let v = [s.queued_bytes, s.peak_sender_bytes].map(|x| i64::try_from(x).unwrap_or(i64::MAX));
-        Ok(new_array(env, &v)?.into())
+        Ok(new_longs(env, &[s.queued_bytes, s.peak_sender_bytes])?.into())
     })
 }
 
@@ -236,11 +244,7 @@ impl Handler for JavaHandler<'_, '_> {
     fn event(&mut self, ev: harp::events::Event) -> harp::Result<()> {
         let adapter = self.adapter;
         let got = self.env.with_local_frame(4, |env| {
-            let label = match &ev.label {
-                Some(l) => env.new_string(l)?,
-                None => JString::default(),
-            };
-            let payload = env.byte_array_from_slice(ev.payload())?;
+            let (label, payload) = java_parts(env, &ev)?;
             let r = env
                 .call_method(
                     adapter,
@@ -295,8 +299,7 @@ pub extern "system" fn Java_harp_Events_runUntilQuiet<'l>(
                 rank: wk.rank(),
             };
             let q = wk.run_until_quiet_with(&mut h)?;
-            let v = [q.events, q.handled, q.waves].map(|x| i64::try_from(x).unwrap_or(i64::MAX));
-            Ok(new_array(h.env, &v)?.into())
+            Ok(new_longs(h.env, &[q.events, q.handled, q.waves])?.into())
         })
     })
 }
