@@ -23,16 +23,7 @@ pub struct Id3Args {
 }
 
 pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
-    let job = std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into());
-    let out = Output::prepare(w, &a.output, &job, "id3-output")?;
-    let done = run_into(w, a, &out);
-    if done.is_err() && w.is_master() {
-        out.abort();
-    }
-    done
+    crate::cluster::into_output(w, &a.output, "id3-output", |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {
