@@ -92,3 +92,67 @@ fn a_hung_handler_fails_every_worker_within_the_timeout_naming_it() {
     let line = error_line(&err, 1);
     assert!(line.contains("waiting for rank 2"), "{line}");
 }
+
+/// Flow control with real processes: two fast senders and a slow receiver with a 256 KiB
+/// window; an allreduce and a barrier pass while the event lane is full; at most one window of
+/// event bytes is ever queued from one sender, and every event arrives in order.
+#[test]
+fn flow_control_bounds_the_receivers_queue_and_lets_collectives_pass() {
+    let o = harp(&[
+        "events-check",
+        "--workers",
+        "3",
+        "--timeout",
+        "20",
+        "--flood",
+        "8388608",
+        "--event-window",
+        "262144",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("flood: 8388608 bytes of events from each of 2 senders"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let peak: u64 = line
+        .split("at most ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(peak > 0 && peak <= 262_144, "{line}");
+}
+
+/// A receiver that dies while its senders wait for credit fails them at once, naming it; one
+/// that is alive but takes nothing fails them after the timeout, naming it.
+#[test]
+fn senders_blocked_on_credit_fail_naming_a_dead_or_stuck_receiver() {
+    let flood = [
+        "--flood",
+        "8388608",
+        "--event-window",
+        "262144",
+        "--die-rank",
+        "0",
+    ];
+    let err = failing("20", &flood, Duration::from_secs(15));
+    for r in [1, 2] {
+        let line = error_line(&err, r);
+        assert!(line.contains("'send_event': rank 0 is gone"), "{line}");
+    }
+    let mut flood = flood;
+    flood[4] = "--hang-rank";
+    let err = failing("2", &flood, Duration::from_secs(20));
+    for r in [1, 2] {
+        let line = error_line(&err, r);
+        assert!(
+            line.contains("'send_event': rank 0 has not taken the events this worker sent it for 2.0 s (the 262144-byte event window to it is full)"),
+            "{line}"
+        );
+    }
+}

@@ -382,6 +382,22 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
     }
 }
 
+/// Runs `body` writing into the output directory `dir` (prepared under `label`); if it fails,
+/// the master removes the staging, so the directory stays as it was.
+pub fn into_output(
+    w: &harp::Worker,
+    dir: &str,
+    label: &str,
+    body: impl FnOnce(&harp::apps::output::Output) -> harp::Result<()>,
+) -> harp::Result<()> {
+    let out = harp::apps::output::Output::prepare(w, dir, &job_name(), label)?;
+    let done = body(&out);
+    if done.is_err() && w.is_master() {
+        out.abort();
+    }
+    done
+}
+
 /// The job's name, as the launcher set it for its workers (HARP_JOB), or "harp": names the
 /// staging directory of a job's output.
 pub fn job_name() -> String {

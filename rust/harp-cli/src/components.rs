@@ -22,17 +22,8 @@ pub struct ComponentsArgs {
 }
 
 pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
-    let job = std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into());
-    let out = Output::prepare(w, &a.output, &job, "components-output")?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let done = run_into(w, a, &out);
-    if done.is_err() && w.is_master() {
-        out.abort();
-    }
-    done
+    crate::cluster::into_output(w, &a.output, "components-output", |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {

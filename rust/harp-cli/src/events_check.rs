@@ -5,6 +5,8 @@
 //! while the detection waves run. After each phase the job checks, with one allreduce, that the
 //! events sent by all workers equal those handled and the detected total, and that nothing
 //! arrives afterwards. `--die-rank`/`--hang-rank` inject a crash or a stuck handler.
+//!
+//! `--flood BYTES` checks the flow control of events instead ([`flood`]).
 
 use std::time::Duration;
 
@@ -34,8 +36,113 @@ pub struct EventsCheckArgs {
     /// This rank's handler hangs (sleeps an hour) at its first event of phase 1.
     #[arg(long)]
     pub hang_rank: Option<usize>,
+    /// Flow-control check instead of the phases: every rank but 0 sends BYTES of 4 KiB events
+    /// to rank 0 (which takes them slowly), with an allreduce while the event lane is full.
+    #[arg(long, default_value_t = 0)]
+    pub flood: u64,
     #[command(flatten)]
     pub cluster: ClusterOpts,
+}
+
+/// The events of [`flood`].
+const FLOOD_EVENT: usize = 4096;
+
+/// The flow-control check (`--flood BYTES`, needs an event window of at least one event):
+/// 1. every rank but 0 sends rank 0 one event window's worth of events (all it may send
+///    without credit), then every worker runs a 4 MiB allreduce and a barrier while rank 0
+///    has taken none of them (collectives must pass a full event lane on the same
+///    connections);
+/// 2. the senders send the rest of their BYTES as fast as they can (blocking on credit), rank 0
+///    takes every event in sender order, sleeping 1 ms every 16 events;
+/// 3. rank 0 checks the content and that at most one window of event bytes was ever queued
+///    from one sender (`Worker::events_stats`), and prints the figures.
+///
+/// `--die-rank 0` / `--hang-rank 0` make rank 0 exit / hang after its first 64 events of step
+/// 2: the blocked senders must fail naming it.
+pub fn flood(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
+    let (r, p) = (w.rank(), w.size());
+    let window = w.config().event_window;
+    if window < FLOOD_EVENT as u64 {
+        return Err(Error::config(format!(
+            "events-check --flood needs --event-window of at least {FLOOD_EVENT} bytes, not \
+             {window}"
+        )));
+    }
+    let total = a.flood / FLOOD_EVENT as u64;
+    let first = (window / FLOOD_EVENT as u64).min(total);
+    let event = |i: u64| {
+        let mut m = vec![r as u8; FLOOD_EVENT];
+        m[..8].copy_from_slice(&i.to_le_bytes());
+        m
+    };
+    if r != 0 {
+        for i in 0..first {
+            w.send_event(0, &event(i))?;
+        }
+    }
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &vec![1.0f64; 512 * 1024]));
+    w.allreduce("flood-full-lane", &mut t, AllreduceAlgorithm::Auto)?;
+    if t.get(0).expect("sum").as_slice::<f64>()?[0] != p as f64 {
+        return Err(Error::data(
+            "events-check --flood: allreduce next to a full event lane is wrong",
+        ));
+    }
+    w.barrier("flood-full-lane")?;
+    if r != 0 {
+        for i in first..total {
+            w.send_event(0, &event(i))?;
+        }
+    } else {
+        let mut next = vec![0u64; p];
+        let mut taken = 0u64;
+        while taken < total * (p as u64 - 1) {
+            let Some(ev) = w.wait_event(w.config().op_timeout)? else {
+                continue;
+            };
+            let m = ev.payload();
+            let i = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
+            if m.len() != FLOOD_EVENT
+                || i != next[ev.src]
+                || m[8..].iter().any(|&b| b != ev.src as u8)
+            {
+                return Err(Error::data(format!(
+                    "events-check --flood: event {i} of rank {} (expected {}) is wrong",
+                    ev.src, next[ev.src]
+                )));
+            }
+            next[ev.src] += 1;
+            taken += 1;
+            if taken == 64 {
+                if a.die_rank == Some(0) {
+                    eprintln!("rank 0: exiting on purpose (--die-rank)");
+                    std::process::exit(9);
+                }
+                if a.hang_rank == Some(0) {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            if taken.is_multiple_of(16) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let s = w.events_stats();
+        if s.peak_sender_bytes > window || s.queued_bytes != 0 {
+            return Err(Error::data(format!(
+                "events-check --flood: {} event bytes queued from one sender at most (the window \
+                 is {window}), {} still queued",
+                s.peak_sender_bytes, s.queued_bytes
+            )));
+        }
+        println!(
+            "flood: {} bytes of events from each of {} senders taken in order; at most {} bytes \
+             queued from one sender (window {window})",
+            total * FLOOD_EVENT as u64,
+            p - 1,
+            s.peak_sender_bytes
+        );
+    }
+    w.barrier("flood-end")
 }
 
 fn msg(hops: u64, slow: bool) -> [u8; 9] {
@@ -46,6 +153,9 @@ fn msg(hops: u64, slow: bool) -> [u8; 9] {
 }
 
 pub fn run(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
+    if a.flood > 0 {
+        return flood(w, a);
+    }
     let (r, p) = (w.rank(), w.size());
     let mut rng = Rng::new(a.seed ^ (r as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
     for phase in 1..=a.phases {

@@ -7,7 +7,9 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, components, events_check, kmeans, layout, mds, pagerank, wordcount};
+use crate::{
+    bench, check, components, events_check, id3, kmeans, layout, mds, pagerank, wordcount,
+};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -53,6 +55,8 @@ jobs! {
     Layout(layout::LayoutArgs) => layout::run,
     /// Connected components by label propagation over events.
     Components(components::ComponentsArgs) => components::run,
+    /// An ID3 decision tree over events (Anthill's filters routed by label).
+    Id3(id3::Id3Args) => id3::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,
 }
@@ -103,12 +107,13 @@ mod tests {
             "mds",
             "layout",
             "components",
+            "id3",
             "bench",
             "check",
             "events-check",
         ] {
             let extra: &[&str] = match job {
-                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" => {
+                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3" => {
                     &["--input", "p", "--output", "o"]
                 }
                 "bench" => &["allreduce"],

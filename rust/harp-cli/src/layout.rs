@@ -35,13 +35,8 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         seed: a.seed,
         threads: a.threads,
     };
-    let out = Output::prepare(w, &a.output, &crate::cluster::job_name(), "layout-output")?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let done = run_into(w, &o, &out);
-    if done.is_err() && w.is_master() {
-        out.abort();
-    }
-    done
+    crate::cluster::into_output(w, &a.output, "layout-output", |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {

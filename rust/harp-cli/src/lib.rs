@@ -13,6 +13,7 @@ mod check;
 mod cluster;
 mod components;
 mod events_check;
+mod id3;
 mod jobs;
 mod kmeans;
 mod layout;

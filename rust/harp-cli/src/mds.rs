@@ -78,13 +78,8 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
-    let out = Output::prepare(w, &a.output, &crate::cluster::job_name(), "mds-output")?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let done = run_into(w, &o, &out);
-    if done.is_err() && w.is_master() {
-        out.abort();
-    }
-    done
+    crate::cluster::into_output(w, &a.output, "mds-output", |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {

@@ -1,6 +1,6 @@
 //! Java values to Rust and back (strings and primitive arrays).
 
-use jni::objects::{JIntArray, JPrimitiveArray, JString, TypeArray};
+use jni::objects::{JIntArray, JLongArray, JPrimitiveArray, JString, TypeArray};
 use jni::Env;
 
 use crate::errors::Failure;
@@ -26,6 +26,15 @@ pub fn ints(env: &Env<'_>, a: &JIntArray<'_>) -> Result<Option<Vec<i32>>, Failur
     let mut v = vec![0i32; n];
     a.get_region(env, 0, &mut v)?;
     Ok(Some(v))
+}
+
+/// A new Java `long[]` holding `v` (values above `i64::MAX` saturate).
+pub fn new_longs<'l>(env: &mut Env<'l>, v: &[u64]) -> Result<JLongArray<'l>, Failure> {
+    let v: Vec<i64> = v
+        .iter()
+        .map(|&x| i64::try_from(x).unwrap_or(i64::MAX))
+        .collect();
+    new_array(env, &v)
 }
 
 /// A new Java array holding a copy of `v`.

@@ -114,7 +114,13 @@ impl Scope {
 
     /// The call runs collective `op` labelled `label`.
     pub fn op(&self, op: Op, label: &str) {
-        self.op.set(op.name());
+        self.named(op.name(), label);
+    }
+
+    /// The call runs the operation the engine names `op` (a collective's name, or `events` for
+    /// the event calls), labelled `label`.
+    pub fn named(&self, op: &'static str, label: &str) {
+        self.op.set(op);
         *self.label.borrow_mut() = label.to_string();
     }
 

@@ -8,6 +8,8 @@
 //!   entry batches);
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
 //! - [`job`]: `harp.HarpJob` (one of the `harp` tool's jobs, run by a Hadoop task);
+//! - [`events`]: `harp.Events` (events between workers and termination detection, with Java
+//!   handlers called back);
 //! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
@@ -19,6 +21,7 @@
 
 mod convert;
 mod errors;
+mod events;
 mod handles;
 mod job;
 mod kmeans;

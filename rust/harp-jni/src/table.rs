@@ -147,7 +147,7 @@ pub extern "system" fn Java_harp_Table_addEdges<'l>(
 }
 
 /// The first `len` bytes of the direct buffer `batch`, borrowed for the duration of the call.
-fn direct_bytes<'b>(
+pub(crate) fn direct_bytes<'b>(
     env: &Env<'_>,
     batch: &'b JByteBuffer<'_>,
     len: jint,

@@ -12,7 +12,7 @@ use jni::objects::{JClass, JIntArray, JLongArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
-use crate::convert::{ints, jstr, new_array};
+use crate::convert::{ints, jstr, new_longs};
 use crate::errors::{call, fail, Failure};
 use crate::handles::{restore_worker, table, take_worker, worker, TableEntry};
 
@@ -44,16 +44,17 @@ pub extern "system" fn Java_harp_Worker_poolStats<'l>(
 ) -> JLongArray<'l> {
     call(&mut env, |env, _| {
         let s = worker(h)?.worker.pool().stats();
-        let v = [
-            s.allocations,
-            s.reuses,
-            s.releases_kept,
-            s.releases_freed,
-            s.bytes_held,
-            s.bytes_in_use,
-        ]
-        .map(|x| i64::try_from(x).unwrap_or(i64::MAX));
-        new_array(env, &v)
+        new_longs(
+            env,
+            &[
+                s.allocations,
+                s.reuses,
+                s.releases_kept,
+                s.releases_freed,
+                s.bytes_held,
+                s.bytes_in_use,
+            ],
+        )
     })
 }
 

@@ -41,6 +41,10 @@ pub struct Config {
     /// ([`Worker::start`](crate::Worker::start)); None: no model, the network-aware
     /// algorithms fall back to rank order and the automatic choices ignore the network.
     pub net_model: Option<String>,
+    /// Flow control of events: the most bytes of events (labels and payloads) this worker has
+    /// sent to one peer that the peer has not yet taken; a send that would exceed it waits for
+    /// the peer's credit (docs/events.md, "Flow control"). 0: no limit.
+    pub event_window: u64,
     pub pool: PoolConfig,
 }
 
@@ -56,6 +60,7 @@ impl Default for Config {
             broadcast_crossover: 8 * 1024,
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
+            event_window: 16 << 20,
             frame_mac: false,
             net_model: None,
             pool: PoolConfig::default(),
@@ -296,6 +301,20 @@ pub static OPTIONS: &[EngineOption] = &[
         get: |c| Value::Name(c.net_model.clone()),
         put: |c, v| {
             c.net_model = v.name();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "event_window",
+        flag: "event-window",
+        java: "harp.events.window.bytes",
+        unit: Unit::Bytes,
+        help: "Flow control of events: the most event bytes sent to one worker and not yet \
+               taken by it; a send beyond waits for it (0: no limit; one event larger than \
+               the window still goes alone).",
+        get: |c| Value::Bytes(c.event_window),
+        put: |c, v| {
+            c.event_window = v.bytes();
             Ok(())
         },
     },

@@ -43,6 +43,15 @@ pub enum Error {
         peer: usize,
         secs: f64,
     },
+    /// A receiver took none of the events this worker sent it for the whole timeout while this
+    /// worker's event window to it was full (kind `timeout`; docs/events.md, *Flow control*).
+    #[error("{ctx}: rank {peer} has not taken the events this worker sent it for {secs:.1} s (the {window}-byte event window to it is full): it is busy, stuck or not taking events")]
+    EventCredit {
+        ctx: OpContext,
+        peer: usize,
+        secs: f64,
+        window: u64,
+    },
     /// A peer sent nothing at all (not even heartbeats) for half the timeout.
     #[error("{ctx}: rank {peer} has been silent for {secs:.1} s (no data, no heartbeat): it is hung, stopped or cut off")]
     Silent {
@@ -115,7 +124,9 @@ impl Error {
     /// `startup`, `input`, `data`, `config`, `io`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Timeout { .. } | Error::SendTimeout { .. } => "timeout",
+            Error::Timeout { .. } | Error::SendTimeout { .. } | Error::EventCredit { .. } => {
+                "timeout"
+            }
             Error::Silent { .. } => "silent",
             Error::PeerLost { .. } => "peer-lost",
             Error::OpMismatch { .. } => "op-mismatch",
@@ -134,6 +145,7 @@ impl Error {
         match self {
             Error::Timeout { ctx, .. }
             | Error::SendTimeout { ctx, .. }
+            | Error::EventCredit { ctx, .. }
             | Error::Silent { ctx, .. }
             | Error::PeerLost { ctx, .. }
             | Error::OpMismatch { ctx, .. } => Some(ctx),

@@ -26,7 +26,7 @@ use crate::transport::{fnv1a, Endpoint};
 use crate::wire::{self, EVENT_CONTROL, EVENT_LABELED, EVENT_PLAIN};
 use crate::worker::Worker;
 
-pub use crate::transport::Event;
+pub use crate::transport::{Event, EventQueueStats};
 
 /// The receivers of an event labeled `label` sent as `copies` copies among `workers`: worker
 /// `h = fnv1a(label) % workers` (64-bit FNV-1a of the label's UTF-8 bytes) and the next
@@ -338,6 +338,7 @@ impl Worker {
                     self.runtime().block_on(ep.wait_event(start, &[], wait))?
                 }
             };
+            self.flush_credits(&ep)?;
             match got.map(item).transpose()? {
                 None => return Ok(None),
                 Some(Item::App(ev)) => {
@@ -349,6 +350,20 @@ impl Worker {
             }
         })();
         self.failed_events(res)
+    }
+
+    /// Sends the credits due for the events taken (flow control; docs/events.md).
+    fn flush_credits(&self, ep: &Endpoint<'_>) -> Result<()> {
+        if ep.credit_due() {
+            self.runtime().block_on(ep.flush_credits())?;
+        }
+        Ok(())
+    }
+
+    /// Event bytes queued at this worker now, and the most ever queued from one sender (flow
+    /// control bounds it by the senders' event window, `Config::event_window`).
+    pub fn events_stats(&self) -> EventQueueStats {
+        self.transport().events_stats()
     }
 
     /// On an error: poisons this worker and tells every peer why (the message starts with this
@@ -423,10 +438,11 @@ impl Worker {
                     Some(Item::Ctrl(src, msg))
                 }
                 (None, Some(ev)) => Some(item(ev)?),
-                (None, None) => ep
-                    .poll_event(st.start(size), &needed, true)?
-                    .map(item)
-                    .transpose()?,
+                (None, None) => {
+                    let got = ep.poll_event(st.start(size), &needed, true)?;
+                    self.flush_credits(&ep)?;
+                    got.map(item).transpose()?
+                }
             };
             match taken {
                 Some(Item::App(ev)) => {

@@ -33,7 +33,8 @@ use crate::error::{Error, Result};
 pub const MAGIC: u32 = 0x4841_5250;
 /// 3: `Hello` and `Challenge` state the sender's `frame_mac` setting (2 did not).
 /// 4: `Event` frames (messages between workers outside collectives).
-pub const WIRE_VERSION: u16 = 4;
+/// 5: `Event` frames with tag `EVENT_CREDIT` (flow control of events).
+pub const WIRE_VERSION: u16 = 5;
 pub const HEADER_LEN: usize = 48;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
@@ -55,6 +56,10 @@ pub const EVENT_LABELED: u32 = 1;
 /// `Event` frame tag: a message of the termination-detection protocol (`aux` = 0, the payload
 /// is a bincode-encoded control message).
 pub const EVENT_CONTROL: u32 = 2;
+/// `Event` frame tag: flow-control credit (`aux` = 0, an 8-byte payload: the u64 little-endian
+/// number of event bytes from the receiver of this frame that its sender has taken since its
+/// last credit). Never queued as an event.
+pub const EVENT_CREDIT: u32 = 3;
 /// Longest event label, in bytes.
 pub const MAX_LABEL: u32 = 4096;
 

@@ -7,6 +7,8 @@
 //! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
 //! * [`pagerank`]: PageRank on the graph tables.
 //! * [`components`]: connected components by label propagation over events.
+//! * [`id3`]: an ID3 decision tree over events (Anthill's Counter, Attribute and Decision
+//!   filters routed by label).
 // Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
 // case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
 // lists the valid values.
@@ -48,6 +50,7 @@ macro_rules! named_enum {
 
 pub mod components;
 pub mod dense;
+pub mod id3;
 pub mod kmeans;
 pub mod layout;
 pub mod mds;

@@ -12,7 +12,7 @@ use super::mailbox::{Lane, Take, LEFT};
 use super::{heartbeat_interval, Endpoint, Frame, Transport};
 use crate::error::{Error, OpContext, Result};
 use crate::pool::{Buf, Pool};
-use crate::wire::{Kind, Op, EVENT_CONTROL, EVENT_LABELED, EVENT_PLAIN, MAX_LABEL};
+use crate::wire::{Kind, Op, EVENT_CONTROL, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN, MAX_LABEL};
 
 /// An event received from a worker (possibly this one).
 #[derive(Debug)]
@@ -92,6 +92,16 @@ impl Event {
 }
 
 impl Transport {
+    /// Sets the event window this worker applies to its sends (bytes; 0: no limit).
+    pub fn set_event_window(&self, window: u64) {
+        self.mailbox.set_event_window(window);
+    }
+
+    /// The queued event bytes now and the most ever queued from one sender.
+    pub fn events_stats(&self) -> super::mailbox::EventQueueStats {
+        self.mailbox.events_stats()
+    }
+
     /// An endpoint for the event lane (`what` names the call in errors, as a collective's label
     /// does), with the operation timeout as its silence limit.
     pub fn event_endpoint(&self, what: &str) -> Endpoint<'_> {
@@ -127,6 +137,10 @@ impl Endpoint<'_> {
         }
         let aux = label.len() as u32;
         if dst != self.rank() {
+            if tag != EVENT_CONTROL {
+                self.credit_for(dst, (label.len() + payload.len()) as u64)
+                    .await?;
+            }
             let parts = [label.as_bytes(), payload];
             return self.send_frame(dst, Kind::Event, tag, aux, &parts).await;
         }
@@ -136,6 +150,65 @@ impl Endpoint<'_> {
         let hdr = self.header(Kind::Event, tag, aux, body.len() as u64);
         self.t.mailbox.push(Lane::Event, Frame { hdr, body });
         Ok(())
+    }
+
+    /// Waits until `len` more bytes of events to `dst` fit in the event window (flow control,
+    /// docs/events.md): fails when `dst` is gone (naming it and why), silent for half the
+    /// timeout, or has taken none of them for the whole operation timeout.
+    async fn credit_for(&self, dst: usize, len: u64) -> Result<()> {
+        let mb = &self.t.mailbox;
+        let start = tokio::time::Instant::now();
+        let deadline = start + self.timeout();
+        let slice = heartbeat_interval(self.timeout());
+        let watch = mb.watch_credit(dst);
+        loop {
+            let notified = watch.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if mb.reserve_credit(dst, len) {
+                return Ok(());
+            }
+            if let Some(reason) = mb.gone(dst) {
+                return Err(self.lost(dst, reason));
+            }
+            let quiet = mb.silence(dst);
+            if quiet >= self.timeout() / 2 {
+                return Err(self.silent(dst, quiet));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(Error::EventCredit {
+                    ctx: self.ctx.clone(),
+                    peer: dst,
+                    secs: (now - start).as_secs_f64(),
+                    window: mb.event_window(),
+                });
+            }
+            let _ = tokio::time::timeout_at(deadline.min(now + slice), notified).await;
+        }
+    }
+
+    /// Sends the credits due for the events this worker took (flow control); a peer gone by
+    /// then needs none.
+    pub async fn flush_credits(&self) -> Result<()> {
+        let mb = &self.t.mailbox;
+        for (peer, bytes) in mb.take_due() {
+            if mb.is_gone(peer) {
+                continue;
+            }
+            let res = self
+                .send_frame(peer, Kind::Event, EVENT_CREDIT, 0, &[&bytes.to_le_bytes()])
+                .await;
+            if res.is_err() && !mb.is_gone(peer) {
+                return res;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether credits are due ([`Endpoint::flush_credits`]).
+    pub fn credit_due(&self) -> bool {
+        self.t.mailbox.credit_due()
     }
 
     /// The senders in the order the next take tries them, from `start` round.
@@ -155,7 +228,7 @@ impl Endpoint<'_> {
         waiting: bool,
     ) -> Result<Option<Event>> {
         let mb = &self.t.mailbox;
-        if let Take::Frame(f) = mb.take_event(&self.order(start)) {
+        if let Take::Frame(f) = mb.take_event(&self.order(start), self.rank()) {
             return Event::from_frame(f).map(Some);
         }
         let peers = (0..self.size()).filter(|&p| p != self.rank());
@@ -197,6 +270,7 @@ impl Endpoint<'_> {
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(ev) = self.poll_event(start, needed, true)? {
+                self.flush_credits().await?;
                 return Ok(Some(ev));
             }
             for p in (0..self.size()).filter(|&p| p != self.rank() && !mb.is_gone(p)) {

@@ -13,7 +13,7 @@
 //! gone wakes every waiter on that peer. A receive never scans unrelated queues.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::pool::Buf;
-use crate::wire::{Header, Kind, Op};
+use crate::wire::{Header, Kind, Op, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN};
 
 /// The reason filed for a peer that left the job normally (`Bye` over TCP, `close` in
 /// process). Every other reason is a failure.
@@ -55,16 +55,55 @@ pub(crate) fn lane_of(hdr: &Header) -> Lane {
 /// What a waiter waits on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Spot {
-    Op { seq: u64, src: usize },
-    Event { src: usize },
+    Op {
+        seq: u64,
+        src: usize,
+    },
+    Event {
+        src: usize,
+    },
+    /// Credit from `src` for the events this worker sent it (flow control).
+    Credit {
+        src: usize,
+    },
 }
 
 impl Spot {
     fn src(self) -> usize {
         match self {
-            Spot::Op { src, .. } | Spot::Event { src } => src,
+            Spot::Op { src, .. } | Spot::Event { src } | Spot::Credit { src } => src,
         }
     }
+}
+
+/// Whether an event frame is an application event (counted by flow control): not a message of
+/// the termination protocol, not a credit.
+fn is_app_event(hdr: &Header) -> bool {
+    hdr.kind == Kind::Event && (hdr.tag == EVENT_PLAIN || hdr.tag == EVENT_LABELED)
+}
+
+/// Flow control of events (docs/events.md, "Flow control"), per peer.
+struct Flow {
+    /// The event window (bytes; 0: no limit) this worker applies to its own sends.
+    window: u64,
+    /// Receiving: application event bytes queued from each sender, and the largest such
+    /// number seen for any one sender.
+    queued: Vec<u64>,
+    peak: u64,
+    /// Receiving: bytes taken from each sender and not yet credited back, and credits due to go.
+    uncredited: Vec<u64>,
+    due: Vec<u64>,
+    /// Sending: bytes sent to each peer and not yet credited by it.
+    in_flight: Vec<u64>,
+}
+
+/// What [`Mailbox::events_stats`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventQueueStats {
+    /// Application event bytes queued now (every sender).
+    pub queued_bytes: u64,
+    /// The most application event bytes ever queued from one sender at once.
+    pub peak_sender_bytes: u64,
 }
 
 /// The frames queued at one position (sequence, sender) of the collective lane. They all come
@@ -84,6 +123,7 @@ struct State {
     /// The first peer recorded gone for a failure (not [`LEFT`]), with its reason.
     first_failure: Option<(usize, String)>,
     watchers: HashMap<Spot, Vec<Arc<Notify>>>,
+    flow: Flow,
 }
 
 /// The outcome of one attempt to take a frame.
@@ -110,6 +150,8 @@ pub(crate) struct Mailbox {
     /// When each peer last sent anything (milliseconds since `epoch`).
     last_seen: Vec<AtomicU64>,
     epoch: Instant,
+    /// Whether some credit is due ([`Mailbox::take_due`]), readable without the lock.
+    credit_due: AtomicBool,
 }
 
 /// A registered waiter; it is woken by frames for its spots and by their senders going away.
@@ -151,7 +193,16 @@ impl Mailbox {
                 violated: vec![false; size],
                 first_failure: None,
                 watchers: HashMap::new(),
+                flow: Flow {
+                    window: 0,
+                    queued: vec![0; size],
+                    peak: 0,
+                    uncredited: vec![0; size],
+                    due: vec![0; size],
+                    in_flight: vec![0; size],
+                },
             }),
+            credit_due: AtomicBool::new(false),
             last_seen: (0..size).map(|_| AtomicU64::new(0)).collect(),
             epoch: Instant::now(),
         }
@@ -203,13 +254,92 @@ impl Mailbox {
                 pos.tags.entry(tag).or_default().push_back(frame);
                 Spot::Op { seq, src }
             }
+            Lane::Event if frame.hdr.tag == EVENT_CREDIT => {
+                let amount = frame.body.get(..8).map_or(u64::MAX, |b| {
+                    u64::from_le_bytes(b.try_into().expect("8 bytes"))
+                });
+                let sent = st.flow.in_flight[src];
+                if amount > sent {
+                    drop(st);
+                    self.mark_violation(
+                        src,
+                        format!(
+                            "sent a credit for {amount} event bytes, more than the {sent} bytes \
+                             of events sent to it and not yet credited"
+                        ),
+                    );
+                    return;
+                }
+                st.flow.in_flight[src] = sent - amount;
+                Spot::Credit { src }
+            }
             Lane::Event => {
+                if is_app_event(&frame.hdr) {
+                    let f = &mut st.flow;
+                    f.queued[src] += frame.body.len() as u64;
+                    f.peak = f.peak.max(f.queued[src]);
+                }
                 st.events[src].push_back(frame);
                 Spot::Event { src }
             }
         };
         if let Some(ws) = st.watchers.get(&spot) {
             ws.iter().for_each(|w| w.notify_waiters());
+        }
+    }
+
+    /// Sets the event window this worker applies to its sends (bytes; 0: no limit).
+    pub fn set_event_window(&self, window: u64) {
+        self.lock().flow.window = window;
+    }
+
+    /// The event window this worker applies to its sends.
+    pub fn event_window(&self) -> u64 {
+        self.lock().flow.window
+    }
+
+    /// Counts `len` bytes of an application event to send to `dst` as in flight if the window
+    /// allows it now: when nothing is in flight to `dst` (one event larger than the window goes
+    /// alone), with no window, or when the bytes in flight stay within the window.
+    pub fn reserve_credit(&self, dst: usize, len: u64) -> bool {
+        let mut st = self.lock();
+        let f = &mut st.flow;
+        let ok = f.window == 0 || f.in_flight[dst] == 0 || f.in_flight[dst] + len <= f.window;
+        if ok {
+            f.in_flight[dst] += len;
+        }
+        ok
+    }
+
+    /// A waiter for credit from `dst` (and for `dst` going away).
+    pub fn watch_credit(&self, dst: usize) -> Watch<'_> {
+        self.watch(vec![Spot::Credit { src: dst }])
+    }
+
+    /// Whether some credit is due to be sent ([`Mailbox::take_due`]).
+    pub fn credit_due(&self) -> bool {
+        self.credit_due.load(Ordering::Acquire)
+    }
+
+    /// The credits due, `(peer, bytes)`, now owed to nobody any more.
+    pub fn take_due(&self) -> Vec<(usize, u64)> {
+        let mut st = self.lock();
+        self.credit_due.store(false, Ordering::Release);
+        st.flow
+            .due
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, d)| **d > 0)
+            .map(|(p, d)| (p, std::mem::take(d)))
+            .collect()
+    }
+
+    /// The queued event bytes now and the most ever queued from one sender.
+    pub fn events_stats(&self) -> EventQueueStats {
+        let st = self.lock();
+        EventQueueStats {
+            queued_bytes: st.flow.queued.iter().sum(),
+            peak_sender_bytes: st.flow.peak,
         }
     }
 
@@ -300,11 +430,31 @@ impl Mailbox {
     }
 
     /// Takes the oldest event from the first of `from` that has one (callers rotate `from` for
-    /// fairness). Gone only when every candidate is gone and has nothing queued.
-    pub fn take_event(&self, from: &[usize]) -> Take {
+    /// fairness). Gone only when every candidate is gone and has nothing queued. An application
+    /// event from a peer (not from `me`) is owed back as credit: once a quarter of the window
+    /// is owed, or the sender has nothing more queued (so that a sender waiting for credit
+    /// always gets it once its events are taken).
+    pub fn take_event(&self, from: &[usize], me: usize) -> Take {
         let mut st = self.lock();
         for &src in from {
             if let Some(f) = st.events[src].pop_front() {
+                if is_app_event(&f.hdr) {
+                    let len = f.body.len() as u64;
+                    let fl = &mut st.flow;
+                    fl.queued[src] -= len;
+                    let drained = fl.queued[src] == 0;
+                    if src != me {
+                        fl.uncredited[src] += len;
+                        let quarter = match fl.window {
+                            0 => u64::MAX,
+                            w => (w / 4).max(1),
+                        };
+                        if drained || fl.uncredited[src] >= quarter {
+                            fl.due[src] += std::mem::take(&mut fl.uncredited[src]);
+                            self.credit_due.store(true, Ordering::Release);
+                        }
+                    }
+                }
                 return Take::Frame(f);
             }
         }
@@ -326,6 +476,7 @@ fn all_gone(st: &State, from: &[usize]) -> Take {
 mod tests {
     use super::*;
     use crate::pool::{Pool, PoolConfig};
+    use crate::wire::EVENT_CONTROL;
 
     fn frame(pool: &Pool, src: u32, seq: u64, tag: u32, op: Op, byte: u8) -> Frame {
         let hdr = Header {
@@ -442,17 +593,17 @@ mod tests {
         mb.push(Lane::Event, frame(&pool, 1, 0, 0, Op::Handshake, 2));
         mb.push(Lane::Event, frame(&pool, 2, 0, 0, Op::Handshake, 3));
         mb.push(Lane::Collective, frame(&pool, 2, 0, 0, Op::Handshake, 4));
-        assert_eq!(body(mb.take_event(&[2])), 1);
-        assert_eq!(body(mb.take_event(&[1, 2])), 2);
-        assert_eq!(body(mb.take_event(&[1, 2])), 3);
-        assert!(matches!(mb.take_event(&[1, 2]), Take::Empty));
+        assert_eq!(body(mb.take_event(&[2], 0)), 1);
+        assert_eq!(body(mb.take_event(&[1, 2], 0)), 2);
+        assert_eq!(body(mb.take_event(&[1, 2], 0)), 3);
+        assert!(matches!(mb.take_event(&[1, 2], 0), Take::Empty));
         assert_eq!(
             body(mb.take_any(0, &[2], 0, Op::Handshake, 0)),
             4,
             "the collective lane is separate"
         );
         mb.mark_gone(1, "gone".into());
-        assert!(matches!(mb.take_event(&[1]), Take::Gone { peer: 1, .. }));
+        assert!(matches!(mb.take_event(&[1], 0), Take::Gone { peer: 1, .. }));
     }
 
     /// Whether the waiter has been woken since `n` was enabled.
@@ -490,5 +641,82 @@ mod tests {
         assert_eq!(mb.lock().watchers.len(), 2, "dropped waiters unregister");
         drop(w_ev);
         assert!(mb.lock().watchers.is_empty());
+    }
+
+    fn event(pool: &Pool, src: u32, tag: u32, body: &[u8]) -> Frame {
+        let mut hdr = Header::control(Kind::Event, src as usize, 1, body.len());
+        hdr.tag = tag;
+        Frame {
+            hdr,
+            body: pool.copy_of(body),
+        }
+    }
+
+    /// Sends reserve credit up to the window (one event larger than it goes alone), credits
+    /// free it, taking events owes credit (at a quarter of the window, or when the sender has
+    /// nothing more queued), and a credit for more than was sent breaks the protocol.
+    #[test]
+    fn event_credit_is_reserved_owed_and_returned() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        mb.set_event_window(100);
+        assert!(mb.reserve_credit(1, 60));
+        assert!(mb.reserve_credit(1, 40));
+        assert!(!mb.reserve_credit(1, 1), "the window to rank 1 is full");
+        assert!(mb.reserve_credit(2, 500), "one large event goes alone");
+        assert!(!mb.reserve_credit(2, 1));
+        mb.push(
+            Lane::Event,
+            event(&pool, 1, EVENT_CREDIT, &60u64.to_le_bytes()),
+        );
+        assert!(mb.reserve_credit(1, 60));
+        assert!(!mb.reserve_credit(1, 1));
+
+        // Receiving from rank 2: 4 events of 10 bytes; credit is owed at 25 bytes, then when
+        // rank 2 has nothing more queued.
+        for _ in 0..4 {
+            mb.push(Lane::Event, event(&pool, 2, EVENT_PLAIN, &[7; 10]));
+        }
+        mb.push(Lane::Event, event(&pool, 2, EVENT_CONTROL, &[1]));
+        assert_eq!(
+            mb.events_stats(),
+            EventQueueStats {
+                queued_bytes: 40,
+                peak_sender_bytes: 40
+            }
+        );
+        for _ in 0..2 {
+            assert!(matches!(mb.take_event(&[2], 0), Take::Frame(_)));
+        }
+        assert!(!mb.credit_due());
+        assert!(matches!(mb.take_event(&[2], 0), Take::Frame(_)));
+        assert!(mb.credit_due());
+        assert_eq!(mb.take_due(), vec![(2, 30)]);
+        assert!(matches!(mb.take_event(&[2], 0), Take::Frame(_)));
+        assert_eq!(
+            mb.take_due(),
+            vec![(2, 10)],
+            "rank 2 has no event left queued"
+        );
+        assert!(
+            matches!(mb.take_event(&[2], 0), Take::Frame(_)),
+            "the control message"
+        );
+        assert!(!mb.credit_due(), "control messages are not counted");
+        assert_eq!(mb.events_stats().queued_bytes, 0);
+        // Events from oneself owe nothing.
+        mb.push(Lane::Event, event(&pool, 0, EVENT_PLAIN, &[1; 10]));
+        assert!(matches!(mb.take_event(&[0], 0), Take::Frame(_)));
+        assert!(mb.take_due().is_empty());
+
+        mb.push(
+            Lane::Event,
+            event(&pool, 1, EVENT_CREDIT, &1000u64.to_le_bytes()),
+        );
+        assert!(mb.violated(1));
+        assert!(mb
+            .gone(1)
+            .unwrap()
+            .contains("credit for 1000 event bytes, more than the 100"));
     }
 }

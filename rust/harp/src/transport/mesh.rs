@@ -352,6 +352,7 @@ impl Transport {
             tasks: Mutex::new(tasks),
         };
         let t = Transport::new(rank, size, job, cfg.op_timeout, mailbox, Box::new(link));
+        t.set_event_window(cfg.event_window);
         handshake::run(&t, cfg.connect_timeout).await?;
         Ok(t)
     }

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 pub use endpoint::{Endpoint, Transport};
 pub use events::Event;
-pub use mailbox::Frame;
+pub use mailbox::{EventQueueStats, Frame};
 pub use socket::auto_congestion;
 #[cfg(target_os = "linux")]
 pub use socket::congestion_of;

@@ -15,7 +15,9 @@ use super::mailbox::{lane_of, Frame, Mailbox};
 use super::mesh::Writer;
 use super::socket::Limits;
 use crate::pool::{Buf, Pool};
-use crate::wire::{Header, Kind, EVENT_CONTROL, EVENT_LABELED, EVENT_PLAIN, HEADER_LEN, MAX_LABEL};
+use crate::wire::{
+    Header, Kind, EVENT_CONTROL, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN, HEADER_LEN, MAX_LABEL,
+};
 
 /// Sends a heartbeat on every idle connection (a busy one is proof of life already).
 pub(super) async fn heartbeats(
@@ -182,6 +184,13 @@ pub(crate) fn check_header(
 pub(crate) fn check_event_header(h: &Header) -> std::result::Result<(), String> {
     let label_ok = match h.tag {
         EVENT_PLAIN | EVENT_CONTROL => h.aux == 0,
+        EVENT_CREDIT if h.aux != 0 || h.len != 8 => {
+            return Err(format!(
+                "sent a credit frame with aux {} and a {}-byte payload (0 and 8 expected)",
+                h.aux, h.len
+            ))
+        }
+        EVENT_CREDIT => true,
         EVENT_LABELED => h.aux <= MAX_LABEL && u64::from(h.aux) <= h.len,
         tag => return Err(format!("sent an event frame with unknown tag {tag}")),
     };
@@ -282,7 +291,14 @@ mod tests {
         assert!(ev(EVENT_LABELED, MAX_LABEL + 1, 1 << 16).is_err());
         assert!(ev(EVENT_PLAIN, 1, 5).is_err());
         assert!(ev(EVENT_CONTROL, 3, 5).is_err());
-        assert!(ev(3, 0, 5).unwrap_err().contains("unknown tag 3"));
+        assert!(ev(EVENT_CREDIT, 0, 8).is_ok());
+        let e = ev(EVENT_CREDIT, 0, 5).unwrap_err();
+        assert!(
+            e.contains("credit frame with aux 0 and a 5-byte payload"),
+            "{e}"
+        );
+        assert!(ev(EVENT_CREDIT, 1, 8).is_err());
+        assert!(ev(4, 0, 5).unwrap_err().contains("unknown tag 4"));
     }
 
     /// A frame announcing 1 GiB of which 3 MiB arrive allocates a few MiB, not 1 GiB, and

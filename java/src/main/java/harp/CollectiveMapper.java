@@ -1,6 +1,7 @@
 package harp;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -29,6 +30,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   private int rank = -1;
   private int workers;
   private final AtomicInteger inCollective = new AtomicInteger();
+  /** Whether {@link #runUntilQuiet} is running (its handler may send events, not call collectives). */
+  private boolean inHandler;
 
   /** Counter group through which {@link #setProgress} reaches the YARN master (not summed). */
   public static final String PROGRESS_GROUP = "harp.progress";
@@ -183,6 +186,10 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** Runs one collective, reporting progress to Hadoop while it waits. */
   private void collective(java.util.function.Consumer<Worker> op) {
+    if (inHandler) {
+      throw new IllegalStateException("collectives cannot be called from an event handler (the other workers are "
+          + "not calling them)");
+    }
     runNative(w -> {
       op.accept(w);
       return null;
@@ -309,6 +316,116 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   /** Tables move to the next worker ({@code map} null) or along the permutation {@code map}. */
   public void rotate(String label, Table t, int[] map) {
     collective(w -> w.rotate(label, t, map));
+  }
+
+  // ---- Events (docs/java-guide.md "Events", docs/events.md) ----
+
+  /**
+   * Sends {@code payload} as an event to worker {@code dst} (this worker included). Events from
+   * one sender to one receiver are received in the order they were sent. The array is copied
+   * once; send a direct {@link ByteBuffer} to avoid even that.
+   */
+  public void sendEvent(int dst, byte[] payload) {
+    Events.send(w().handle(), Events.TO_ONE, dst, null, 0, payload, 0, payload.length);
+  }
+
+  /** Sends the buffer's remaining bytes (a direct buffer from its own memory, no copy). */
+  public void sendEvent(int dst, ByteBuffer payload) {
+    Events.send(w().handle(), Events.TO_ONE, dst, null, 0, payload);
+  }
+
+  /** Sends {@code payload} as an event to every worker, this one included. */
+  public void sendEventToAll(byte[] payload) {
+    Events.send(w().handle(), Events.TO_ALL, 0, null, 0, payload, 0, payload.length);
+  }
+
+  /** Sends the buffer's remaining bytes to every worker, this one included. */
+  public void sendEventToAll(ByteBuffer payload) {
+    Events.send(w().handle(), Events.TO_ALL, 0, null, 0, payload);
+  }
+
+  /**
+   * Sends {@code payload} labeled {@code label} (at most 4096 UTF-8 bytes) to the {@code copies}
+   * workers the label's hash picks ({@link #labelReceivers}: the same label always reaches the
+   * same workers); returns them. {@code copies} must be 1 … the number of workers.
+   */
+  public int[] sendLabeled(String label, int copies, byte[] payload) {
+    return Events.send(w().handle(), Events.LABELED, 0, label, copies, payload, 0, payload.length);
+  }
+
+  /** {@link #sendLabeled(String, int, byte[])} with the buffer's remaining bytes. */
+  public int[] sendLabeled(String label, int copies, ByteBuffer payload) {
+    return Events.send(w().handle(), Events.LABELED, 0, label, copies, payload);
+  }
+
+  /**
+   * The receivers of an event labeled {@code label} sent as {@code copies} copies among
+   * {@code workers} (the engine's hash: worker {@code FNV-1a-64(label) mod workers} and the next
+   * {@code copies - 1} after it, wrapping around).
+   */
+  public static int[] labelReceivers(String label, int copies, int workers) {
+    return Events.labelReceivers(label, copies, workers);
+  }
+
+  /** Bytes of events queued at this worker now, not yet taken (flow control bounds them). */
+  public long eventsQueuedBytes() {
+    return Events.stats(w().handle())[0];
+  }
+
+  /**
+   * The most bytes of events ever queued at this worker from one sender: at most the senders'
+   * {@code harp.events.window.bytes} (one larger event alone), events to oneself aside.
+   */
+  public long eventsPeakSenderBytes() {
+    return Events.stats(w().handle())[1];
+  }
+
+  /**
+   * The next event queued for this worker, without waiting (null: nothing queued). Throws
+   * {@link HarpException} when nothing is queued and a peer has failed (naming it).
+   */
+  public Event getEvent() {
+    return Events.take(w().handle(), -1);
+  }
+
+  /**
+   * The next event, waiting at most {@code timeoutMs} milliseconds (null: nothing came). Throws
+   * as {@link #getEvent} does, when every peer has left the job, and when a peer has been silent
+   * for half the operation timeout.
+   */
+  public Event waitEvent(long timeoutMs) {
+    if (timeoutMs < 0) {
+      throw new IllegalArgumentException("timeout must be >= 0 ms, got " + timeoutMs);
+    }
+    return runNative(w -> Events.take(w.handle(), timeoutMs));
+  }
+
+  /**
+   * Handles events with {@code handler} until the whole job is quiet: every worker is inside its
+   * {@code runUntilQuiet} and idle (not running its handler's {@code onEvent} or {@code idle},
+   * nothing queued) and no event is in flight. Returns on every worker with the same
+   * {@link Quiet#events()} and {@link Quiet#waves()}. Every worker must call it (a phase); events
+   * sent before the call belong to the phase; call a collective (e.g. a barrier) between two
+   * phases. The handler runs on this thread; it may send events but not call collectives
+   * ({@link IllegalStateException}). Anything it throws, a failed or silent peer, or a handler
+   * that has not returned within the operation timeout fails the call here and on every worker
+   * ({@link HarpException}; the handler's throwable is its cause).
+   */
+  public Quiet runUntilQuiet(EventHandler handler) {
+    if (handler == null) {
+      throw new NullPointerException("handler");
+    }
+    if (inHandler) {
+      throw new IllegalStateException("runUntilQuiet cannot be called from an event handler");
+    }
+    return runNative(w -> {
+      inHandler = true;
+      try {
+        return Events.runUntilQuiet(w.handle(), handler);
+      } finally {
+        inHandler = false;
+      }
+    });
   }
 
   /**

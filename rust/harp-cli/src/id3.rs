@@ -1,0 +1,45 @@
+//! `harp id3`: an ID3 decision tree over events (Anthill's filters routed by label).
+
+use clap::Args;
+use harp::apps::id3;
+use harp::apps::output::Output;
+use harp::{storage, Result, Worker};
+
+use crate::cluster::ClusterOpts;
+
+#[derive(Args, Clone, Debug)]
+pub struct Id3Args {
+    /// Tuples: a file or a directory of files, one CSV line `v1,…,vk,class` per tuple (the
+    /// same k ≥ 1 on every line; fields trimmed; no quoting).
+    #[arg(long)]
+    pub input: String,
+    /// Output directory: `PATH<TAB>split aI` and `PATH<TAB>leaf CLASS` lines (PATH `/` for the
+    /// root, `aI=value/…` below), the nodes each worker decided in its part-RRRRR file, then
+    /// _SUCCESS; nothing is written on failure.
+    #[arg(long)]
+    pub output: String,
+    #[command(flatten)]
+    pub cluster: ClusterOpts,
+}
+
+pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
+    crate::cluster::into_output(w, &a.output, "id3-output", |out| run_into(w, a, out))
+}
+
+fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {
+    let st = storage::for_path_on(&a.input, Some(w.runtime().clone()))?;
+    let r = id3::run(w, &*st, &a.input)?;
+    out.commit_parts(w, "id3-commit", id3::format(&r.tree).as_bytes(), &[])?;
+    println!(
+        "rank {}: {} tuples read, {} nodes decided; job: {} events, {} detection waves",
+        w.rank(),
+        r.tuples,
+        r.tree.len(),
+        r.events,
+        r.waves
+    );
+    if w.is_master() {
+        println!("wrote {}/part-* and _SUCCESS", out.dir());
+    }
+    Ok(())
+}
