@@ -31,6 +31,31 @@ fn error_line(err: &str, r: usize) -> &str {
         .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"))
 }
 
+/// `harp check --groups` on 5 processes: every collective on the groups [4, 2, 0] and [1, 3]
+/// at the same time, against the model, then a barrier of the whole job.
+#[test]
+fn group_collectives_over_tcp_match_the_model() {
+    let o = run(&[
+        "check",
+        "--workers",
+        "5",
+        "--seed",
+        "7",
+        "--rounds",
+        "1",
+        "--groups",
+        "--timeout",
+        "60",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("21 results verified on 5 workers"), "{out}");
+    assert!(
+        out.contains("check: 21 results verified in group [4, 2, 0] (groups [[4, 2, 0], [1, 3]])"),
+        "{out}"
+    );
+}
+
 fn check_p(p: usize) {
     let ps = p.to_string();
     let seed = (100 + p).to_string();

@@ -155,6 +155,7 @@ pub extern "system" fn Java_harp_Native_selfTest<'l>(
                 op: Op::Allreduce.name(),
                 seq: 12,
                 label: "sums".into(),
+                group: None,
             },
             peer: 1,
             reason: "self-test".into(),
