@@ -7,7 +7,9 @@ use clap::{Args, Subcommand};
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
-use crate::{bench, check, components, events_check, kmeans, layout, mds, pagerank, wordcount};
+use crate::{
+    bench, check, components, events_check, kmeans, layout, mds, netmap, pagerank, wordcount,
+};
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
 /// subcommand, in kebab case), its arguments and the function that runs it on a worker.
@@ -55,6 +57,8 @@ jobs! {
     Components(components::ComponentsArgs) => components::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,
+    /// Measure latency and bandwidth of every worker pair (the network model).
+    Netmap(netmap::NetmapArgs) => netmap::run,
 }
 
 impl<X: Args> Job<X> {
@@ -106,6 +110,7 @@ mod tests {
             "bench",
             "check",
             "events-check",
+            "netmap",
         ] {
             let extra: &[&str] = match job {
                 "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" => {

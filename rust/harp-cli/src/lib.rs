@@ -17,6 +17,7 @@ mod jobs;
 mod kmeans;
 mod layout;
 mod mds;
+mod netmap;
 mod options;
 mod pagerank;
 #[cfg(test)]

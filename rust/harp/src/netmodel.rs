@@ -102,6 +102,11 @@ impl NetModel {
         self.bandwidth[i * self.workers + j]
     }
 
+    /// The row-major latency and bandwidth matrices (the arguments of [`NetModel::new`]).
+    pub fn matrices(&self) -> (Vec<f64>, Vec<f64>) {
+        (self.latency.clone(), self.bandwidth.clone())
+    }
+
     /// The model of the workers `ranks` (indices into this model), in that order: entry (a, b)
     /// of the result is entry (ranks[a], ranks[b]) here. A group's collectives see this.
     pub fn sub(&self, ranks: &[usize]) -> NetModel {

@@ -354,6 +354,10 @@ impl Worker {
     pub fn runtime(&self) -> &Handle {
         &self.rt
     }
+    /// The job's hosts and racks, in rank order.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
 
     /// The network model the NP-aware algorithms use, if any.
     pub fn net_model(&self) -> Option<Arc<NetModel>> {
@@ -405,7 +409,9 @@ impl Worker {
         self.rt.block_on(self.transport.abort(msg));
     }
 
-    fn op<'a, T, Fut>(
+    /// Runs one operation of the whole job (the next sequence number; on failure the worker is
+    /// poisoned).
+    pub(crate) fn op<'a, T, Fut>(
         &'a self,
         op: Op,
         algo: u8,
