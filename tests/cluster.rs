@@ -31,6 +31,88 @@ fn error_line(err: &str, r: usize) -> &str {
         .unwrap_or_else(|| panic!("rank {r} reported nothing:\n{err}"))
 }
 
+/// `harp check --groups` on 5 processes: every collective on the groups [4, 2, 0] and [1, 3]
+/// at the same time, against the model, then a barrier of the whole job.
+#[test]
+fn group_collectives_over_tcp_match_the_model() {
+    let o = run(&[
+        "check",
+        "--workers",
+        "5",
+        "--seed",
+        "7",
+        "--rounds",
+        "1",
+        "--groups",
+        "--timeout",
+        "60",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("21 results verified on 5 workers"), "{out}");
+    assert!(
+        out.contains("check: 21 results verified in group [4, 2, 0] (groups [[4, 2, 0], [1, 3]])"),
+        "{out}"
+    );
+}
+
+/// `harp netmap` on 3 processes writes a model of every pair that the engine parses back; a
+/// job started with `--net-measure start` measures before it runs.
+#[test]
+fn netmap_writes_the_model_and_jobs_can_measure_at_start() {
+    let dir = std::env::temp_dir().join(format!("harp-netmap-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("net.txt");
+    let o = run(&[
+        "netmap",
+        "--workers",
+        "3",
+        "--net-measure-bytes",
+        "131072",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("latency, ms") && out.contains("bandwidth, Mbit/s"),
+        "{out}"
+    );
+    assert!(out.contains("0.8 MiB of timed transfers"), "{out}");
+    let model = harp::NetModel::parse(&std::fs::read_to_string(&file).unwrap(), "net.txt").unwrap();
+    assert_eq!(model.workers(), 3);
+    assert!(model.bandwidth(0, 2).is_finite() && model.latency(2, 1) > 0.0);
+    let o = run(&[
+        "check",
+        "--workers",
+        "3",
+        "--rounds",
+        "1",
+        "--net-measure",
+        "cached",
+        "--net-cache-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let cached = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("net-")
+        })
+        .count();
+    assert_eq!(cached, 1, "the measured model is in the cache");
+    let o = run(&["check", "--workers", "2", "--net-measure", "sometimes"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("expected off, start or cached"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn check_p(p: usize) {
     let ps = p.to_string();
     let seed = (100 + p).to_string();

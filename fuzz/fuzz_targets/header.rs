@@ -1,4 +1,4 @@
-//! The 48-byte frame header: decodes or fails, and what decodes encodes back.
+//! The 56-byte frame header: decodes or fails, and what decodes encodes back.
 #![no_main]
 
 use harp::wire::{Header, HEADER_LEN};

@@ -5,6 +5,10 @@
 //! process (as if killed); `--stall-rank R --stall-at N` stops it with SIGSTOP (a silent peer:
 //! no data, no heartbeats); `--hang-rank R --hang-at N` blocks its main thread while its I/O
 //! threads stay alive (a worker stuck in user code).
+//!
+//! `--groups` then runs the same check on two disjoint groups at the same time (the even ranks
+//! in descending order, the odd ranks in ascending order: group ranks differ from world
+//! ranks), followed by a barrier of the whole job.
 
 use clap::Args;
 use harp::check::{Fault, Faults, Spec};
@@ -35,6 +39,9 @@ pub struct CheckArgs {
     pub hang_rank: Option<usize>,
     #[arg(long, default_value_t = 1)]
     pub hang_at: usize,
+    /// Also check every collective on two disjoint groups running at the same time.
+    #[arg(long)]
+    pub groups: bool,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -73,6 +80,19 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
     let r = w.rank();
     let report = harp::check::run(w, &spec, &faults, &mut |f, op| inflict(r, f, op))?;
     let kv = harp::check::run_kv(w, &spec)?;
+    let grouped = if a.groups {
+        let members = check_groups(w.size())
+            .into_iter()
+            .find(|m| m.contains(&r))
+            .expect("every rank is in one group");
+        let g = w.group(&members)?;
+        let report = harp::check::run(&g, &spec, &Faults::default(), &mut |_, _| Ok(()))?;
+        w.barrier("after the groups")?;
+        // Rank 0 reports its own group; every member verified as many.
+        Some((members, report.verified))
+    } else {
+        None
+    };
     if r == 0 {
         println!(
             "check: {} results verified on {} workers ({} rounds, seed {})",
@@ -88,6 +108,12 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
             a.rounds,
             a.seed
         );
+        if let Some((members, verified)) = grouped {
+            println!(
+                "check: {verified} results verified in group {members:?} (groups {:?})",
+                check_groups(w.size())
+            );
+        }
         let st = w.pool().stats();
         println!(
             "check: pool allocations {} reuses {} bytes held {}",
@@ -95,4 +121,12 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The groups of `--groups` for `p` workers: the even ranks in descending order and the odd
+/// ranks in ascending order (one group when p = 1).
+fn check_groups(p: usize) -> Vec<Vec<usize>> {
+    let even: Vec<usize> = (0..p).rev().filter(|r| r % 2 == 0).collect();
+    let odd: Vec<usize> = (0..p).filter(|r| r % 2 == 1).collect();
+    [even, odd].into_iter().filter(|g| !g.is_empty()).collect()
 }

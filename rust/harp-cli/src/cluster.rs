@@ -144,7 +144,8 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     )?;
     // A job that fails, inside or outside the collectives, tells every peer why before it
     // exits, so the peers' errors name this rank and the cause (not just a closed connection).
-    match args.run.run(&w) {
+    // `--net-measure start|cached`: the network model first (a collective), then the job.
+    match w.calibrate_at_start().and_then(|_| args.run.run(&w)) {
         Ok(()) => {
             w.close();
             Ok(())

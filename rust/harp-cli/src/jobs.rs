@@ -8,7 +8,7 @@ use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
 use crate::{
-    bench, check, components, events_check, id3, kmeans, layout, mds, pagerank, wordcount,
+    bench, check, components, events_check, id3, kmeans, layout, mds, netmap, pagerank, wordcount,
 };
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
@@ -59,6 +59,8 @@ jobs! {
     Id3(id3::Id3Args) => id3::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,
+    /// Measure latency and bandwidth of every worker pair (the network model).
+    Netmap(netmap::NetmapArgs) => netmap::run,
 }
 
 impl<X: Args> Job<X> {
@@ -111,6 +113,7 @@ mod tests {
             "bench",
             "check",
             "events-check",
+            "netmap",
         ] {
             let extra: &[&str] = match job {
                 "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3" => {

@@ -18,6 +18,7 @@ mod jobs;
 mod kmeans;
 mod layout;
 mod mds;
+mod netmap;
 mod options;
 mod pagerank;
 #[cfg(test)]

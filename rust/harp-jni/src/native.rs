@@ -104,6 +104,8 @@ pub extern "system" fn Java_harp_Native_start<'l>(
         let _g = span.enter();
         let rt = runtime()?.handle().clone();
         let w = Worker::start(rt, cfg, topo, rank, &job, &secret, l)?;
+        // `harp.net.measure`: the network model at start, as `harp worker` does.
+        w.calibrate_at_start()?;
         Ok(insert(Obj::Worker(Arc::new(WorkerEntry {
             worker: w,
             tag: tag.to_string(),
@@ -155,6 +157,7 @@ pub extern "system" fn Java_harp_Native_selfTest<'l>(
                 op: Op::Allreduce.name(),
                 seq: 12,
                 label: "sums".into(),
+                group: None,
             },
             peer: 1,
             reason: "self-test".into(),

@@ -64,11 +64,12 @@ fn error_kinds() -> Vec<&'static str> {
     Error::KINDS.iter().chain(&JNI_KINDS).copied().collect()
 }
 
-/// Every operation but the start-up handshake.
+/// Every operation the Java API offers (not the start-up handshake, not the network
+/// measurement).
 fn collectives() -> Vec<&'static str> {
     (0..=u8::MAX)
         .map_while(|v| Op::from_u8(v).ok())
-        .filter(|o| !matches!(o, Op::Handshake))
+        .filter(|o| !matches!(o, Op::Handshake | Op::Calibrate))
         .map(Op::name)
         .collect()
 }

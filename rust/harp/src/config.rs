@@ -45,7 +45,50 @@ pub struct Config {
     /// sent to one peer that the peer has not yet taken; a send that would exceed it waits for
     /// the peer's credit (docs/events.md, "Flow control"). 0: no limit.
     pub event_window: u64,
+    /// Whether workers started by the `harp` tool measure the network at start
+    /// (`crate::calibrate`).
+    pub net_measure: NetMeasure,
+    /// Bytes of the timed one-way transfer per ordered worker pair.
+    pub net_measure_bytes: u64,
+    /// Time budget of the whole measurement (the transfers shrink to fit it).
+    pub net_measure_time: Duration,
+    /// Directory of the measurement cache (None: `$XDG_CACHE_HOME/harp` or `~/.cache/harp`).
+    pub net_cache_dir: Option<String>,
+    /// A cache entry older than this is measured again.
+    pub net_cache_max_age: Duration,
     pub pool: PoolConfig,
+}
+
+/// When the workers measure the network ([`Config::net_measure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetMeasure {
+    /// Never at start (`Worker::calibrate` still measures on request).
+    Off,
+    /// Always at start.
+    Start,
+    /// At start unless the cache holds a young enough model for this set of hosts.
+    Cached,
+}
+
+impl NetMeasure {
+    pub fn name(self) -> &'static str {
+        match self {
+            NetMeasure::Off => "off",
+            NetMeasure::Start => "start",
+            NetMeasure::Cached => "cached",
+        }
+    }
+    pub fn parse(v: &str) -> Result<NetMeasure> {
+        [NetMeasure::Off, NetMeasure::Start, NetMeasure::Cached]
+            .into_iter()
+            .find(|m| m.name() == v)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "net_measure: expected off, start or cached, got {}",
+                    quote(v)
+                ))
+            })
+    }
 }
 
 impl Default for Config {
@@ -63,6 +106,11 @@ impl Default for Config {
             event_window: 16 << 20,
             frame_mac: false,
             net_model: None,
+            net_measure: NetMeasure::Off,
+            net_measure_bytes: 4 << 20,
+            net_measure_time: Duration::from_secs(20),
+            net_cache_dir: None,
+            net_cache_max_age: Duration::from_secs(24 * 3600),
             pool: PoolConfig::default(),
         }
     }
@@ -126,7 +174,7 @@ pub enum Unit {
     /// On or off: `true` or `false` (also `1`, `0`, `yes`, `no`, `on`, `off`); the CLI flag
     /// alone means `true`.
     Switch,
-    /// A file path (any non-empty text without a line break); empty means unset.
+    /// A file system path (no control characters); empty means unset.
     Path,
 }
 
@@ -138,7 +186,7 @@ impl Unit {
             Unit::Bytes => "BYTES",
             Unit::Name => "NAME",
             Unit::Switch => "BOOL",
-            Unit::Path => "FILE",
+            Unit::Path => "PATH",
         }
     }
 
@@ -305,6 +353,20 @@ pub static OPTIONS: &[EngineOption] = &[
         },
     },
     EngineOption {
+        key: "net_measure",
+        flag: "net-measure",
+        java: "harp.net.measure",
+        unit: Unit::Name,
+        help: "Measure latency and bandwidth of every worker pair at start: off, start, or \
+               cached (a cached model of the same hosts if young enough, else measure and \
+               store it); docs/network-model.md.",
+        get: |c| Value::Name(Some(c.net_measure.name().to_string())),
+        put: |c, v| {
+            c.net_measure = NetMeasure::parse(v.name().as_deref().unwrap_or("off"))?;
+            Ok(())
+        },
+    },
+    EngineOption {
         key: "event_window",
         flag: "event-window",
         java: "harp.events.window.bytes",
@@ -315,6 +377,62 @@ pub static OPTIONS: &[EngineOption] = &[
         get: |c| Value::Bytes(c.event_window),
         put: |c, v| {
             c.event_window = v.bytes();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "net_measure_bytes",
+        flag: "net-measure-bytes",
+        java: "harp.net.measure.bytes",
+        unit: Unit::Bytes,
+        help: "Bytes of the timed one-way transfer of each ordered worker pair when measuring \
+               the network (at least 64 KiB).",
+        get: |c| Value::Bytes(c.net_measure_bytes),
+        put: |c, v| {
+            let n = v.bytes();
+            if n < 64 * 1024 {
+                return Err(Error::config(format!(
+                    "net_measure_bytes: {n} is less than 65536"
+                )));
+            }
+            c.net_measure_bytes = n;
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "net_measure_time_ms",
+        flag: "net-measure-time",
+        java: "harp.net.measure.time.ms",
+        unit: Unit::Millis,
+        help: "Time budget of the whole network measurement; the transfers shrink to fit it.",
+        get: |c| Value::Time(c.net_measure_time),
+        put: |c, v| {
+            c.net_measure_time = v.time();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "net_cache_dir",
+        flag: "net-cache-dir",
+        java: "harp.net.cache.dir",
+        unit: Unit::Path,
+        help: "Directory of the network measurement cache (unset: $XDG_CACHE_HOME/harp or \
+               ~/.cache/harp).",
+        get: |c| Value::Name(c.net_cache_dir.clone()),
+        put: |c, v| {
+            c.net_cache_dir = v.name();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "net_cache_max_age_ms",
+        flag: "net-cache-max-age",
+        java: "harp.net.cache.max.age.ms",
+        unit: Unit::Millis,
+        help: "With net_measure=cached, a cached model older than this is measured again.",
+        get: |c| Value::Time(c.net_cache_max_age),
+        put: |c, v| {
+            c.net_cache_max_age = v.time();
             Ok(())
         },
     },
@@ -499,6 +617,19 @@ fn switch(key: &str, value: &str) -> Result<bool> {
     }
 }
 
+fn path(key: &str, value: &str) -> Result<Value> {
+    match value.trim() {
+        "" => Ok(Value::Name(None)),
+        v if v.len() <= 4096 && !v.chars().any(char::is_control) => {
+            Ok(Value::Name(Some(v.to_string())))
+        }
+        v => Err(Error::config(format!(
+            "option {key}: {} is not a path (at most 4096 bytes, no control characters)",
+            quote(v)
+        ))),
+    }
+}
+
 fn name(key: &str, value: &str) -> Result<Value> {
     match value.trim() {
         "" => Ok(Value::Name(None)),
@@ -513,17 +644,6 @@ fn name(key: &str, value: &str) -> Result<Value> {
 }
 
 /// A file path: unset when empty; no line breaks or NUL (it travels in `key=value` lines).
-fn path(key: &str, value: &str) -> Result<Value> {
-    match value.trim() {
-        "" => Ok(Value::Name(None)),
-        v if !v.contains(['\n', '\r', '\0']) => Ok(Value::Name(Some(v.to_string()))),
-        v => Err(Error::config(format!(
-            "option {key}: {} is not a file path",
-            quote(v)
-        ))),
-    }
-}
-
 impl Config {
     /// Applies `key=value` lines (blank lines and `#` comments ignored), the form in which the
     /// Java side passes its `harp.*` job configuration. Each key goes to [`Config::set`].

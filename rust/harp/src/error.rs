@@ -6,14 +6,16 @@ use std::fmt;
 /// Result alias used across the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Where a communication error happened: the collective, its per-job sequence number and the
-/// caller's label.
+/// Where a communication error happened: the collective, its sequence number (per job, or per
+/// group for a group's operation), the caller's label and the group's members (world ranks in
+/// group-rank order), if it ran in a sub-group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpContext {
     pub rank: usize,
     pub op: &'static str,
     pub seq: u64,
     pub label: String,
+    pub group: Option<std::sync::Arc<[usize]>>,
 }
 
 impl fmt::Display for OpContext {
@@ -22,7 +24,11 @@ impl fmt::Display for OpContext {
             f,
             "rank {}: {} #{} '{}'",
             self.rank, self.op, self.seq, self.label
-        )
+        )?;
+        if let Some(g) = &self.group {
+            write!(f, " in group {g:?}")?;
+        }
+        Ok(())
     }
 }
 
@@ -177,6 +183,7 @@ mod tests {
             op: "allreduce",
             seq: 7,
             label: "sums".into(),
+            group: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! * [`netmodel`]: the measured latency and bandwidth of every worker pair (CMPI's L and B).
 //! * [`collective`]: the collective algorithms, their automatic choices and the piece machinery.
 //! * [`worker`]: a running worker and its synchronous collective API.
+//! * [`calibrate`]: measuring the network model (`Worker::calibrate`) and its cache.
 //! * [`graph`]: the graph collectives (regroup edges, send edges or messages to vertices).
 //! * [`events`]: events between workers outside the collectives (to one, all, or by label)
 //!   and distributed termination detection (`Worker::run_until_quiet`).
@@ -23,6 +24,7 @@
 //! * [`apps`]: applications written against the worker API (K-means).
 
 pub mod apps;
+pub mod calibrate;
 pub mod check;
 pub mod checkpoint;
 pub mod collective;
@@ -46,4 +48,4 @@ pub use error::{Error, Result};
 pub use netmodel::NetModel;
 pub use pool::{Buf, Pool, PoolConfig, PoolStats};
 pub use topology::Topology;
-pub use worker::{Listener, Worker};
+pub use worker::{Collectives, Group, Listener, Worker};

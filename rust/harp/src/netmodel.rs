@@ -102,6 +102,27 @@ impl NetModel {
         self.bandwidth[i * self.workers + j]
     }
 
+    /// The row-major latency and bandwidth matrices (the arguments of [`NetModel::new`]).
+    pub fn matrices(&self) -> (Vec<f64>, Vec<f64>) {
+        (self.latency.clone(), self.bandwidth.clone())
+    }
+
+    /// The model of the workers `ranks` (indices into this model), in that order: entry (a, b)
+    /// of the result is entry (ranks[a], ranks[b]) here. A group's collectives see this.
+    pub fn sub(&self, ranks: &[usize]) -> NetModel {
+        let pick = |v: &[f64]| -> Vec<f64> {
+            ranks
+                .iter()
+                .flat_map(|&i| ranks.iter().map(move |&j| v[i * self.workers + j]))
+                .collect()
+        };
+        NetModel {
+            workers: ranks.len(),
+            latency: pick(&self.latency),
+            bandwidth: pick(&self.bandwidth),
+        }
+    }
+
     /// M(i,j) for `bytes`: the predicted seconds to send them from `i` to `j`.
     pub fn cost(&self, i: usize, j: usize, bytes: u64) -> f64 {
         if i == j {
@@ -223,6 +244,11 @@ mod tests {
         assert_eq!(back.cost(1, 1, 1 << 20), 0.0);
         assert!((back.cost(0, 2, 6_250_000) - (1e-4 + 1.0)).abs() < 1e-12);
         assert!((back.cost(2, 0, 25_000_000) - (1e-4 + 1.0)).abs() < 1e-12);
+        let sub = m.sub(&[2, 0]);
+        assert_eq!(sub.workers(), 2);
+        assert_eq!(sub.bandwidth(1, 0), 6.25e6, "0 -> 2 is group 1 -> 0");
+        assert_eq!(sub.bandwidth(0, 1), 25e6);
+        assert_eq!(sub.latency(0, 0), 0.0);
     }
 
     #[test]

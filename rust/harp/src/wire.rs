@@ -1,4 +1,4 @@
-//! Wire format. Every message is a frame: a fixed 48-byte little-endian header followed by
+//! Wire format. Every message is a frame: a fixed 56-byte little-endian header followed by
 //! `len` payload bytes.
 //!
 //! ```text
@@ -15,6 +15,8 @@
 //! 32     4    tag      step inside the operation
 //! 36     4    aux      meaning depends on the algorithm (e.g. origin rank)
 //! 40     8    len      payload bytes that follow
+//! 48     8    group    the group of the operation (0: every worker; else `Group` id, a hash
+//!                      of the member list); `seq` counts that group's operations
 //! ```
 //!
 //! With per-frame integrity on (`Config::frame_mac`), every frame after the authentication is
@@ -33,9 +35,11 @@ use crate::error::{Error, Result};
 pub const MAGIC: u32 = 0x4841_5250;
 /// 3: `Hello` and `Challenge` state the sender's `frame_mac` setting (2 did not).
 /// 4: `Event` frames (messages between workers outside collectives).
-/// 5: `Event` frames with tag `EVENT_CREDIT` (flow control of events).
+/// 5: the 56-byte header with `group` (collectives over sub-groups, each with its own sequence
+///    numbers), the `Calibrate` operation (network measurement), and `Event` frames with tag
+///    `EVENT_CREDIT` (flow control of events).
 pub const WIRE_VERSION: u16 = 5;
-pub const HEADER_LEN: usize = 48;
+pub const HEADER_LEN: usize = 56;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
 /// In larger batches, pieces up to this size still travel inline.
@@ -118,12 +122,14 @@ pub enum Op {
     Push = 10,
     Pull = 11,
     Rotate = 12,
+    /// Network measurement (`Worker::calibrate`).
+    Calibrate = 13,
 }
 
 impl Op {
     pub fn from_u8(v: u8) -> Result<Op> {
         use Op::*;
-        const ALL: [Op; 13] = [
+        const ALL: [Op; 14] = [
             Handshake,
             Barrier,
             Broadcast,
@@ -137,6 +143,7 @@ impl Op {
             Push,
             Pull,
             Rotate,
+            Calibrate,
         ];
         ALL.get(v as usize)
             .copied()
@@ -144,7 +151,7 @@ impl Op {
     }
     /// Parses a name given by [`Op::name`] (the vocabulary shared with Java).
     pub fn parse(name: &str) -> Result<Op> {
-        (0..13u8)
+        (0..14u8)
             .map(|v| Op::from_u8(v).expect("in range"))
             .find(|o| o.name() == name)
             .ok_or_else(|| Error::Config(format!("unknown operation {name:?}")))
@@ -165,6 +172,7 @@ impl Op {
             Op::Push => "push",
             Op::Pull => "pull",
             Op::Rotate => "rotate",
+            Op::Calibrate => "calibrate",
         }
     }
 }
@@ -180,6 +188,8 @@ pub struct Header {
     pub tag: u32,
     pub aux: u32,
     pub len: u64,
+    /// The group whose operation `seq` is (0: the whole job).
+    pub group: u64,
 }
 
 impl Header {
@@ -195,6 +205,7 @@ impl Header {
             tag: 0,
             aux: 0,
             len: len as u64,
+            group: 0,
         }
     }
 
@@ -211,6 +222,7 @@ impl Header {
         b[32..36].copy_from_slice(&self.tag.to_le_bytes());
         b[36..40].copy_from_slice(&self.aux.to_le_bytes());
         b[40..48].copy_from_slice(&self.len.to_le_bytes());
+        b[48..56].copy_from_slice(&self.group.to_le_bytes());
         b
     }
 
@@ -239,6 +251,7 @@ impl Header {
             tag: u32_at(32),
             aux: u32_at(36),
             len: u64_at(40),
+            group: u64_at(48),
         })
     }
 }
@@ -390,6 +403,7 @@ mod tests {
             tag: 3,
             aux: 5,
             len: 1 << 40,
+            group: 0x0123_4567_89ab_cdef,
         };
         let b = h.encode();
         assert_eq!(Header::decode(&b).unwrap(), h);

@@ -6,6 +6,7 @@
 //! After a failed collective the worker is *poisoned*: it tells every peer why (so their
 //! errors name the original cause), closes its connections, and refuses further collectives.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::netmodel::NetModel;
 use crate::pool::Pool;
 use crate::topology::Topology;
-use crate::transport::{self, Transport};
+use crate::transport::{self, Members, Transport};
 use crate::wire::Op;
 
 /// A multi-threaded tokio runtime for the transport (one per process is enough; workers only
@@ -70,6 +71,8 @@ pub struct Worker {
     pool: Pool,
     transport: Transport,
     seq: AtomicU64,
+    /// Every group this worker has created: its members and its operation counter.
+    groups: Mutex<HashMap<u64, GroupSeq>>,
     poisoned: Mutex<Option<String>>,
     /// Counters and queued control messages of the event lane (`crate::events`).
     pub(crate) events: crate::events::State,
@@ -78,6 +81,237 @@ pub struct Worker {
     /// The runtime of in-process workers, kept alive by the workers that share it (dropped
     /// last).
     _runtime: Option<Arc<Runtime>>,
+}
+
+/// The collectives of the whole job ([`Worker`]) and of a sub-group ([`Group`]), written once:
+/// each type's `op` runs the closure with an endpoint of its own scope, in its own ranks (for a
+/// group, "every worker" below means every member, and ranks are group ranks).
+macro_rules! collectives {
+    () => {
+        /// Waits until every member has called `barrier`.
+        pub fn barrier(&self, label: &str) -> Result<()> {
+            self.op(Op::Barrier, 0, label, |cx| async move {
+                collective::barrier::dissemination(&cx).await
+            })
+        }
+
+        /// Every worker's table becomes a copy of `root`'s.
+        pub fn broadcast(
+            &self,
+            label: &str,
+            table: &mut Table,
+            root: usize,
+            algo: BroadcastAlgorithm,
+        ) -> Result<()> {
+            let t0 = Instant::now();
+            let topo = &self.topo;
+            let crossover = self.config().broadcast_crossover;
+            let t = &mut *table;
+            self.op(Op::Broadcast, algo.code(), label, |cx| async move {
+                collective::broadcast::broadcast(&cx, t, root, algo).await
+            })?;
+            self.predicted("broadcast", t0, |m| {
+                let n = table.bytes();
+                let chunk = choose::chunk(self.config(), n, self.size());
+                let a = algo.resolve(n, crossover, Some(m), topo, root, chunk);
+                choose::predict_broadcast(m, topo, a, root, n, chunk)
+            });
+            Ok(())
+        }
+
+        /// `root`'s table becomes the combination of all tables; the others are emptied.
+        pub fn reduce(
+            &self,
+            label: &str,
+            table: &mut Table,
+            root: usize,
+            algo: ReduceAlgorithm,
+        ) -> Result<()> {
+            let t0 = Instant::now();
+            let t = &mut *table;
+            self.op(Op::Reduce, algo.code(), label, |cx| async move {
+                collective::rooted::reduce(&cx, t, root, algo).await
+            })?;
+            if self.rank() == root {
+                self.predicted("reduce", t0, |m| {
+                    choose::predict_reduce(m, algo, root, table.bytes())
+                });
+            }
+            Ok(())
+        }
+
+        /// `root`'s table becomes the union of all tables; the others are unchanged (automatic
+        /// algorithm: `gather_with`).
+        pub fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
+            self.gather_with(label, table, root, GatherAlgorithm::Auto)
+        }
+
+        /// `gather` with a chosen algorithm.
+        pub fn gather_with(
+            &self,
+            label: &str,
+            table: &mut Table,
+            root: usize,
+            algo: GatherAlgorithm,
+        ) -> Result<()> {
+            let t0 = Instant::now();
+            let t = &mut *table;
+            self.op(Op::Gather, algo.code(), label, |cx| async move {
+                collective::rooted::gather(&cx, t, root, algo).await
+            })?;
+            if self.rank() == root {
+                self.predicted("gather", t0, |m| {
+                    let a = algo.resolve(Some(m), root);
+                    choose::predict_gather(m, a, root, table.bytes() / self.size() as u64)
+                });
+            }
+            Ok(())
+        }
+
+        /// `root`'s partitions are spread to their owners under `part` (automatic algorithm:
+        /// `scatter_with`).
+        pub fn scatter(
+            &self,
+            label: &str,
+            table: &mut Table,
+            root: usize,
+            part: &Partitioner,
+        ) -> Result<()> {
+            self.scatter_with(label, table, root, part, GatherAlgorithm::Auto)
+        }
+
+        /// `scatter` with a chosen algorithm.
+        pub fn scatter_with(
+            &self,
+            label: &str,
+            table: &mut Table,
+            root: usize,
+            part: &Partitioner,
+            algo: GatherAlgorithm,
+        ) -> Result<()> {
+            let t0 = Instant::now();
+            let n = table.bytes() / self.size() as u64;
+            self.op(Op::Scatter, algo.code(), label, |cx| async move {
+                collective::rooted::scatter(&cx, table, root, part, algo).await
+            })?;
+            if self.rank() == root {
+                self.predicted("scatter", t0, |m| {
+                    let a = algo.resolve(Some(m), root);
+                    choose::predict_gather(m, a, root, n)
+                });
+            }
+            Ok(())
+        }
+
+        /// Every table becomes the union of all tables.
+        pub fn allgather(
+            &self,
+            label: &str,
+            table: &mut Table,
+            algo: AllgatherAlgorithm,
+        ) -> Result<()> {
+            let algo = algo.resolve(self.size());
+            self.op(Op::Allgather, algo.code(), label, |cx| async move {
+                collective::allgather::allgather(&cx, table, algo).await
+            })
+        }
+
+        /// Every table becomes the combination of all tables (bit-identical everywhere).
+        pub fn allreduce(
+            &self,
+            label: &str,
+            table: &mut Table,
+            algo: AllreduceAlgorithm,
+        ) -> Result<()> {
+            self.op(Op::Allreduce, algo.code(), label, |cx| async move {
+                match algo {
+                    AllreduceAlgorithm::Auto => collective::allreduce::auto(&cx, table).await,
+                    AllreduceAlgorithm::RegroupAllgather => {
+                        collective::allreduce::regroup_allgather(&cx, table).await
+                    }
+                    AllreduceAlgorithm::BidirectionalExchange => {
+                        collective::allreduce::bidirectional_exchange(&cx, table).await
+                    }
+                }
+            })
+        }
+
+        /// Each worker ends with the combined partitions it owns under `part`.
+        pub fn reduce_scatter(
+            &self,
+            label: &str,
+            table: &mut Table,
+            part: &Partitioner,
+        ) -> Result<()> {
+            self.reduce_scatter_with(label, table, part, ReduceScatterAlgorithm::Auto)
+        }
+
+        /// `reduce_scatter` with a chosen algorithm.
+        pub fn reduce_scatter_with(
+            &self,
+            label: &str,
+            table: &mut Table,
+            part: &Partitioner,
+            algo: ReduceScatterAlgorithm,
+        ) -> Result<()> {
+            let algo = algo.resolve(self.size());
+            self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
+                collective::regroup::reduce_scatter(&cx, table, part, algo).await
+            })
+        }
+
+        /// Partitions move to their owners under `part` and are combined there. `None` asks the
+        /// master to decide the owners from the actual distribution (two extra control rounds).
+        pub fn regroup(
+            &self,
+            label: &str,
+            table: &mut Table,
+            part: Option<&Partitioner>,
+        ) -> Result<()> {
+            self.op(Op::Regroup, part.is_some() as u8, label, |cx| async move {
+                match part {
+                    Some(p) => collective::regroup::regroup(&cx, table, p).await,
+                    None => {
+                        let planned = collective::regroup::plan(&cx, table).await?;
+                        collective::regroup::regroup(&cx, table, &planned).await
+                    }
+                }
+            })
+        }
+
+        /// Local partitions are combined into their owners' global tables.
+        pub fn push(
+            &self,
+            label: &str,
+            local: &Table,
+            global: &mut Table,
+            part: &Partitioner,
+        ) -> Result<()> {
+            self.op(Op::Push, 0, label, |cx| async move {
+                collective::regroup::push(&cx, local, global, part).await
+            })
+        }
+
+        /// Local partitions are replaced by their owners' global copies.
+        pub fn pull(
+            &self,
+            label: &str,
+            local: &mut Table,
+            global: &Table,
+            part: &Partitioner,
+        ) -> Result<()> {
+            self.op(Op::Pull, 0, label, |cx| async move {
+                collective::regroup::pull(&cx, local, global, part).await
+            })
+        }
+
+        /// Tables move along the permutation `map` (default: to the next rank).
+        pub fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
+            self.op(Op::Rotate, 0, label, |cx| async move {
+                collective::regroup::rotate(&cx, table, map).await
+            })
+        }
+    };
 }
 
 impl Worker {
@@ -125,6 +359,7 @@ impl Worker {
             pool,
             transport,
             seq: AtomicU64::new(0),
+            groups: Mutex::default(),
             poisoned: Mutex::new(None),
             events: Default::default(),
             finished: false,
@@ -174,10 +409,6 @@ impl Worker {
             .into_iter()
             .zip(pools)
             .enumerate()
-            .map(|(rank, (transport, pool))| {
-                transport.set_event_window(cfg.event_window);
-                (rank, (transport, pool))
-            })
             .map(|(rank, (transport, pool))| Worker {
                 rank,
                 size: n,
@@ -189,6 +420,7 @@ impl Worker {
                 pool,
                 transport,
                 seq: AtomicU64::new(0),
+                groups: Mutex::default(),
                 poisoned: Mutex::new(None),
                 events: Default::default(),
                 finished: false,
@@ -219,7 +451,7 @@ impl Worker {
     pub fn runtime(&self) -> &Handle {
         &self.rt
     }
-    /// The hosts (and racks) of the job.
+    /// The job's hosts and racks, in rank order.
     pub fn topology(&self) -> &Topology {
         &self.topo
     }
@@ -343,7 +575,9 @@ impl Worker {
         self.rt.block_on(self.transport.abort(msg));
     }
 
-    fn op<'a, T, Fut>(
+    /// Runs one operation of the whole job (the next sequence number; on failure the worker is
+    /// poisoned).
+    pub(crate) fn op<'a, T, Fut>(
         &'a self,
         op: Op,
         algo: u8,
@@ -353,14 +587,39 @@ impl Worker {
     where
         Fut: Future<Output = Result<T>>,
     {
-        self.check_usable()?;
-        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        let cx = Ctx {
-            ep: self.transport.endpoint(op, algo, seq, label),
-            pool: &self.pool,
-            cfg: &self.cfg,
+        let scope = Scope {
+            members: None,
+            seq: &self.seq,
             topo: &self.topo,
             net: self.net_model(),
+        };
+        self.run(scope, op, algo, label, f)
+    }
+
+    /// Runs one operation of `scope` (the whole job or a group): the next sequence number of
+    /// that scope, the operation's endpoint, and on failure the worker is poisoned.
+    fn run<'a, T, Fut>(
+        &'a self,
+        scope: Scope<'a>,
+        op: Op,
+        algo: u8,
+        label: &str,
+        f: impl FnOnce(Ctx<'a>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        self.check_usable()?;
+        let seq = scope.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let group = scope.members.as_ref().map(|m| m.id).unwrap_or(0);
+        let cx = Ctx {
+            ep: self
+                .transport
+                .group_endpoint(scope.members, op, algo, seq, label),
+            pool: &self.pool,
+            cfg: &self.cfg,
+            topo: scope.topo,
+            net: scope.net,
         };
         let t0 = Instant::now();
         let res = self.rt.block_on(f(cx));
@@ -368,6 +627,7 @@ impl Worker {
             Ok(_) => tracing::debug!(
                 rank = self.rank,
                 op = op.name(),
+                group,
                 seq,
                 label,
                 secs = t0.elapsed().as_secs_f64(),
@@ -378,224 +638,83 @@ impl Worker {
         res
     }
 
-    /// Waits until every worker has called `barrier`.
-    pub fn barrier(&self, label: &str) -> Result<()> {
-        self.op(Op::Barrier, 0, label, |cx| async move {
-            collective::barrier::dissemination(&cx).await
-        })
-    }
-
-    /// Every worker's table becomes a copy of `root`'s.
-    pub fn broadcast(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        algo: BroadcastAlgorithm,
-    ) -> Result<()> {
-        let t0 = Instant::now();
-        let topo = &self.topo;
-        let crossover = self.cfg.broadcast_crossover;
-        let t = &mut *table;
-        self.op(Op::Broadcast, algo.code(), label, |cx| async move {
-            collective::broadcast::broadcast(&cx, t, root, algo).await
-        })?;
-        self.predicted("broadcast", t0, |m| {
-            let n = table.bytes();
-            let chunk = choose::chunk(&self.cfg, n, self.size);
-            let a = algo.resolve(n, crossover, Some(m), topo, root, chunk);
-            choose::predict_broadcast(m, topo, a, root, n, chunk)
-        });
-        Ok(())
-    }
-
-    /// `root`'s table becomes the combination of all tables; the others are emptied.
-    pub fn reduce(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        algo: ReduceAlgorithm,
-    ) -> Result<()> {
-        let t0 = Instant::now();
-        let t = &mut *table;
-        self.op(Op::Reduce, algo.code(), label, |cx| async move {
-            collective::rooted::reduce(&cx, t, root, algo).await
-        })?;
-        if self.rank == root {
-            self.predicted("reduce", t0, |m| {
-                choose::predict_reduce(m, algo, root, table.bytes())
-            });
+    /// A handle for collectives over a subset of the workers: `members` are world ranks in
+    /// group-rank order (group rank g is world rank `members[g]`). Every member calls it with
+    /// the same list (no message is exchanged; lists that differ between members make their
+    /// first collective fail at the timeout); non-members do not call it. A group has its own
+    /// sequence of operations, apart from the job's and from every other group's, so disjoint
+    /// groups may run collectives at the same time, and a group's operations interleave freely
+    /// with the job's (each worker still calls them in one order). Calling `group` again with
+    /// the same list continues the same sequence.
+    ///
+    /// Errors: an empty list, a rank that is not a worker, a rank listed twice, and this worker
+    /// not being in the list.
+    pub fn group(&self, members: &[usize]) -> Result<Group<'_>> {
+        let what = || format!("group {members:?}");
+        if members.is_empty() {
+            return Err(Error::config("a group needs at least one member"));
         }
-        Ok(())
-    }
-
-    /// `root`'s table becomes the union of all tables; the others are unchanged (automatic
-    /// algorithm: [`Worker::gather_with`]).
-    pub fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
-        self.gather_with(label, table, root, GatherAlgorithm::Auto)
-    }
-
-    /// [`Worker::gather`] with a chosen algorithm.
-    pub fn gather_with(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        algo: GatherAlgorithm,
-    ) -> Result<()> {
-        let t0 = Instant::now();
-        let t = &mut *table;
-        self.op(Op::Gather, algo.code(), label, |cx| async move {
-            collective::rooted::gather(&cx, t, root, algo).await
-        })?;
-        if self.rank == root {
-            self.predicted("gather", t0, |m| {
-                let a = algo.resolve(Some(m), root);
-                choose::predict_gather(m, a, root, table.bytes() / self.size as u64)
-            });
+        if let Some(&r) = members.iter().find(|&&r| r >= self.size) {
+            return Err(Error::config(format!(
+                "{}: rank {r} is not a worker (there are {})",
+                what(),
+                self.size
+            )));
         }
-        Ok(())
-    }
-
-    /// `root`'s partitions are spread to their owners under `part` (automatic algorithm:
-    /// [`Worker::scatter_with`]).
-    pub fn scatter(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        part: &Partitioner,
-    ) -> Result<()> {
-        self.scatter_with(label, table, root, part, GatherAlgorithm::Auto)
-    }
-
-    /// [`Worker::scatter`] with a chosen algorithm.
-    pub fn scatter_with(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        part: &Partitioner,
-        algo: GatherAlgorithm,
-    ) -> Result<()> {
-        let t0 = Instant::now();
-        let n = table.bytes() / self.size as u64;
-        self.op(Op::Scatter, algo.code(), label, |cx| async move {
-            collective::rooted::scatter(&cx, table, root, part, algo).await
-        })?;
-        if self.rank == root {
-            self.predicted("scatter", t0, |m| {
-                let a = algo.resolve(Some(m), root);
-                choose::predict_gather(m, a, root, n)
-            });
-        }
-        Ok(())
-    }
-
-    /// Every table becomes the union of all tables.
-    pub fn allgather(
-        &self,
-        label: &str,
-        table: &mut Table,
-        algo: AllgatherAlgorithm,
-    ) -> Result<()> {
-        let algo = algo.resolve(self.size());
-        self.op(Op::Allgather, algo.code(), label, |cx| async move {
-            collective::allgather::allgather(&cx, table, algo).await
-        })
-    }
-
-    /// Every table becomes the combination of all tables (bit-identical everywhere).
-    pub fn allreduce(
-        &self,
-        label: &str,
-        table: &mut Table,
-        algo: AllreduceAlgorithm,
-    ) -> Result<()> {
-        self.op(Op::Allreduce, algo.code(), label, |cx| async move {
-            match algo {
-                AllreduceAlgorithm::Auto => collective::allreduce::auto(&cx, table).await,
-                AllreduceAlgorithm::RegroupAllgather => {
-                    collective::allreduce::regroup_allgather(&cx, table).await
-                }
-                AllreduceAlgorithm::BidirectionalExchange => {
-                    collective::allreduce::bidirectional_exchange(&cx, table).await
-                }
+        let mut seen = vec![false; self.size];
+        for &r in members {
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(Error::config(format!(
+                    "{}: rank {r} is listed twice",
+                    what()
+                )));
             }
-        })
-    }
-
-    /// Each worker ends with the combined partitions it owns under `part`.
-    pub fn reduce_scatter(&self, label: &str, table: &mut Table, part: &Partitioner) -> Result<()> {
-        self.reduce_scatter_with(label, table, part, ReduceScatterAlgorithm::Auto)
-    }
-
-    /// [`Worker::reduce_scatter`] with a chosen algorithm.
-    pub fn reduce_scatter_with(
-        &self,
-        label: &str,
-        table: &mut Table,
-        part: &Partitioner,
-        algo: ReduceScatterAlgorithm,
-    ) -> Result<()> {
-        let algo = algo.resolve(self.size());
-        self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
-            collective::regroup::reduce_scatter(&cx, table, part, algo).await
-        })
-    }
-
-    /// Partitions move to their owners under `part` and are combined there. `None` asks the
-    /// master to decide the owners from the actual distribution (two extra control rounds).
-    pub fn regroup(
-        &self,
-        label: &str,
-        table: &mut Table,
-        part: Option<&Partitioner>,
-    ) -> Result<()> {
-        self.op(Op::Regroup, part.is_some() as u8, label, |cx| async move {
-            match part {
-                Some(p) => collective::regroup::regroup(&cx, table, p).await,
-                None => {
-                    let planned = collective::regroup::plan(&cx, table).await?;
-                    collective::regroup::regroup(&cx, table, &planned).await
-                }
+        }
+        let me = members
+            .iter()
+            .position(|&r| r == self.rank)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "{}: rank {} is not a member (only members create a group)",
+                    what(),
+                    self.rank
+                ))
+            })?;
+        let id = group_id(members);
+        let seq = {
+            let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+            let (known, seq) = groups
+                .entry(id)
+                .or_insert_with(|| (members.into(), Arc::new(AtomicU64::new(0))));
+            if &**known != members {
+                return Err(Error::config(format!(
+                    "{}: its id {id:#x} is already taken by group {known:?} (a hash collision: \
+                     list the members in another order)",
+                    what()
+                )));
             }
+            seq.clone()
+        };
+        let topo = Topology {
+            hosts: members
+                .iter()
+                .map(|&r| self.topo.hosts[r].clone())
+                .collect(),
+            rack: members.iter().map(|&r| self.topo.rack[r]).collect(),
+        };
+        Ok(Group {
+            w: self,
+            members: Members {
+                id,
+                world: members.into(),
+                me,
+            },
+            seq,
+            topo,
         })
     }
 
-    /// Local partitions are combined into their owners' global tables.
-    pub fn push(
-        &self,
-        label: &str,
-        local: &Table,
-        global: &mut Table,
-        part: &Partitioner,
-    ) -> Result<()> {
-        self.op(Op::Push, 0, label, |cx| async move {
-            collective::regroup::push(&cx, local, global, part).await
-        })
-    }
-
-    /// Local partitions are replaced by their owners' global copies.
-    pub fn pull(
-        &self,
-        label: &str,
-        local: &mut Table,
-        global: &Table,
-        part: &Partitioner,
-    ) -> Result<()> {
-        self.op(Op::Pull, 0, label, |cx| async move {
-            collective::regroup::pull(&cx, local, global, part).await
-        })
-    }
-
-    /// Tables move along the permutation `map` (default: to the next rank).
-    pub fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
-        self.op(Op::Rotate, 0, label, |cx| async move {
-            collective::regroup::rotate(&cx, table, map).await
-        })
-    }
+    collectives!();
 
     /// Failure shutdown: tells every peer why this worker stops (their errors will quote
     /// `reason`, prefixed with this worker's rank unless it already starts with it) and closes
@@ -621,6 +740,315 @@ impl Worker {
         self.finished = true;
         self.rt.block_on(self.transport.close());
     }
+}
+
+/// The collectives of the whole job or of a group, for code that runs on either (e.g.
+/// [`crate::check::run`]); each method is the inherent one of [`Worker`] and [`Group`].
+pub trait Collectives {
+    /// This worker's rank in the job or the group.
+    fn rank(&self) -> usize;
+    /// The number of workers in the job or the group.
+    fn size(&self) -> usize;
+    fn pool(&self) -> &Pool;
+    fn barrier(&self, label: &str) -> Result<()>;
+    fn broadcast(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: BroadcastAlgorithm,
+    ) -> Result<()>;
+    fn reduce(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: ReduceAlgorithm,
+    ) -> Result<()>;
+    fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()>;
+    fn scatter(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        part: &Partitioner,
+    ) -> Result<()>;
+    fn allgather(&self, label: &str, table: &mut Table, algo: AllgatherAlgorithm) -> Result<()>;
+    fn allreduce(&self, label: &str, table: &mut Table, algo: AllreduceAlgorithm) -> Result<()>;
+    fn reduce_scatter(&self, label: &str, table: &mut Table, part: &Partitioner) -> Result<()>;
+    fn gather_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        algo: GatherAlgorithm,
+    ) -> Result<()>;
+    fn scatter_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        root: usize,
+        part: &Partitioner,
+        algo: GatherAlgorithm,
+    ) -> Result<()>;
+    fn reduce_scatter_with(
+        &self,
+        label: &str,
+        table: &mut Table,
+        part: &Partitioner,
+        algo: ReduceScatterAlgorithm,
+    ) -> Result<()>;
+    fn regroup(&self, label: &str, table: &mut Table, part: Option<&Partitioner>) -> Result<()>;
+    fn push(
+        &self,
+        label: &str,
+        local: &Table,
+        global: &mut Table,
+        part: &Partitioner,
+    ) -> Result<()>;
+    fn pull(
+        &self,
+        label: &str,
+        local: &mut Table,
+        global: &Table,
+        part: &Partitioner,
+    ) -> Result<()>;
+    fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()>;
+}
+
+macro_rules! impl_collectives {
+    ($t:ty) => {
+        impl Collectives for $t {
+            fn rank(&self) -> usize {
+                Self::rank(self)
+            }
+            fn size(&self) -> usize {
+                Self::size(self)
+            }
+            fn pool(&self) -> &Pool {
+                Self::pool(self)
+            }
+            fn barrier(&self, label: &str) -> Result<()> {
+                Self::barrier(self, label)
+            }
+            fn broadcast(
+                &self,
+                label: &str,
+                table: &mut Table,
+                root: usize,
+                algo: BroadcastAlgorithm,
+            ) -> Result<()> {
+                Self::broadcast(self, label, table, root, algo)
+            }
+            fn reduce(
+                &self,
+                label: &str,
+                table: &mut Table,
+                root: usize,
+                algo: ReduceAlgorithm,
+            ) -> Result<()> {
+                Self::reduce(self, label, table, root, algo)
+            }
+            fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
+                Self::gather(self, label, table, root)
+            }
+            fn scatter(
+                &self,
+                label: &str,
+                table: &mut Table,
+                root: usize,
+                part: &Partitioner,
+            ) -> Result<()> {
+                Self::scatter(self, label, table, root, part)
+            }
+            fn allgather(
+                &self,
+                label: &str,
+                table: &mut Table,
+                algo: AllgatherAlgorithm,
+            ) -> Result<()> {
+                Self::allgather(self, label, table, algo)
+            }
+            fn allreduce(
+                &self,
+                label: &str,
+                table: &mut Table,
+                algo: AllreduceAlgorithm,
+            ) -> Result<()> {
+                Self::allreduce(self, label, table, algo)
+            }
+            fn reduce_scatter(
+                &self,
+                label: &str,
+                table: &mut Table,
+                part: &Partitioner,
+            ) -> Result<()> {
+                Self::reduce_scatter(self, label, table, part)
+            }
+            fn gather_with(
+                &self,
+                label: &str,
+                table: &mut Table,
+                root: usize,
+                algo: GatherAlgorithm,
+            ) -> Result<()> {
+                Self::gather_with(self, label, table, root, algo)
+            }
+            fn scatter_with(
+                &self,
+                label: &str,
+                table: &mut Table,
+                root: usize,
+                part: &Partitioner,
+                algo: GatherAlgorithm,
+            ) -> Result<()> {
+                Self::scatter_with(self, label, table, root, part, algo)
+            }
+            fn reduce_scatter_with(
+                &self,
+                label: &str,
+                table: &mut Table,
+                part: &Partitioner,
+                algo: ReduceScatterAlgorithm,
+            ) -> Result<()> {
+                Self::reduce_scatter_with(self, label, table, part, algo)
+            }
+            fn regroup(
+                &self,
+                label: &str,
+                table: &mut Table,
+                part: Option<&Partitioner>,
+            ) -> Result<()> {
+                Self::regroup(self, label, table, part)
+            }
+            fn push(
+                &self,
+                label: &str,
+                local: &Table,
+                global: &mut Table,
+                part: &Partitioner,
+            ) -> Result<()> {
+                Self::push(self, label, local, global, part)
+            }
+            fn pull(
+                &self,
+                label: &str,
+                local: &mut Table,
+                global: &Table,
+                part: &Partitioner,
+            ) -> Result<()> {
+                Self::pull(self, label, local, global, part)
+            }
+            fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
+                Self::rotate(self, label, table, map)
+            }
+        }
+    };
+}
+
+impl_collectives!(Worker);
+impl_collectives!(Group<'_>);
+
+/// A group's members and the counter of its operations.
+type GroupSeq = (Arc<[usize]>, Arc<AtomicU64>);
+
+/// What one operation runs in: the whole job or a group, with that scope's operation counter,
+/// topology and network model (in the scope's ranks).
+struct Scope<'a> {
+    members: Option<Members>,
+    seq: &'a AtomicU64,
+    topo: &'a Topology,
+    net: Option<Arc<NetModel>>,
+}
+
+/// The wire id of the group of `members` (in group-rank order): FNV-1a of the list, never 0
+/// (the id of the whole job).
+fn group_id(members: &[usize]) -> u64 {
+    let bytes: Vec<u8> = members
+        .iter()
+        .flat_map(|&r| (r as u64).to_le_bytes())
+        .collect();
+    transport::fnv1a(&bytes).max(1)
+}
+
+/// Collectives over a subset of a job's workers ([`Worker::group`]), in *group ranks*: this
+/// worker's rank is its position in the member list, roots and permutations are group ranks,
+/// and every collective of [`Worker`] is here with the same algorithms and meaning among the
+/// members. A failure poisons the worker, as a failed collective of the job does.
+pub struct Group<'w> {
+    w: &'w Worker,
+    members: Members,
+    seq: Arc<AtomicU64>,
+    /// The members' hosts and racks, in group-rank order (rack-aware chains).
+    topo: Topology,
+}
+
+impl Group<'_> {
+    /// This worker's group rank.
+    pub fn rank(&self) -> usize {
+        self.members.me
+    }
+    /// The number of members.
+    pub fn size(&self) -> usize {
+        self.members.world.len()
+    }
+    /// The members' world ranks in group-rank order.
+    pub fn members(&self) -> &[usize] {
+        &self.members.world
+    }
+    /// The id the group's frames carry.
+    pub fn id(&self) -> u64 {
+        self.members.id
+    }
+    /// The worker's memory pool.
+    pub fn pool(&self) -> &Pool {
+        self.w.pool()
+    }
+    /// The worker this group belongs to.
+    pub fn worker(&self) -> &Worker {
+        self.w
+    }
+    /// The worker's engine configuration.
+    pub fn config(&self) -> &Config {
+        self.w.config()
+    }
+
+    /// The group's network model: the worker's model restricted to the members.
+    fn net_model(&self) -> Option<Arc<NetModel>> {
+        self.w
+            .net_model()
+            .map(|m| Arc::new(m.sub(&self.members.world)))
+    }
+
+    /// Seconds since `t0` recorded against `predict()` (on the group's model) in the worker's
+    /// drift window when a model is set.
+    fn predicted(&self, op: &str, t0: Instant, predict: impl FnOnce(&NetModel) -> f64) {
+        if let Some(m) = self.net_model() {
+            let measured = t0.elapsed().as_secs_f64();
+            self.w.record_prediction(op, predict(&m), measured);
+        }
+    }
+
+    fn op<'a, T, Fut>(
+        &'a self,
+        op: Op,
+        algo: u8,
+        label: &str,
+        f: impl FnOnce(Ctx<'a>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let scope = Scope {
+            members: Some(self.members.clone()),
+            seq: &self.seq,
+            topo: &self.topo,
+            net: self.net_model(),
+        };
+        self.w.run(scope, op, algo, label, f)
+    }
+
+    collectives!();
 }
 
 /// Operations [`Worker::model_drift`] looks back on.

@@ -15,7 +15,7 @@ use crate::collective::{
 };
 use crate::data::{Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
-use crate::worker::Worker;
+use crate::worker::Collectives;
 use model::{canonical, combine_all, copy, gen, h, kv_gen, kv_shape, owned, same, shape};
 
 /// What to check.
@@ -48,7 +48,7 @@ pub struct Report {
 /// Runs the check on `w`. Before each operation (numbered from 1) the faults of `faults` due
 /// at this rank are passed to `inject`; an error from `inject` ends the run with that error.
 pub fn run(
-    w: &Worker,
+    w: &impl Collectives,
     spec: &Spec,
     faults: &Faults,
     inject: &mut dyn FnMut(Fault, usize) -> Result<()>,
@@ -295,7 +295,7 @@ pub const KV_CHECKS_PER_ROUND: usize = 15;
 /// recursive halving) and rotate.
 /// Results are compared in [`canonical`] form (append's concatenation order depends on the
 /// order partitions meet).
-pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
+pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
     let (r, p, pool) = (w.rank(), w.size(), w.pool());
     let m = Partitioner::Modulo;
     let mut verified = 0usize;

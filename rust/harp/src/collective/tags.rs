@@ -51,6 +51,19 @@ pub const PLAN_STATS: Phase = Phase(7);
 pub const PLAN: Phase = Phase(8);
 /// Pull: the owners' replies.
 pub const PULL_REPLY: Phase = Phase(9);
+/// Network measurement (`crate::calibrate`), per round of the tournament: pings...
+pub const CAL_PING: Phase = Phase(10);
+/// ... their echoes ...
+pub const CAL_PONG: Phase = Phase(11);
+/// ... the receiver's start signal for a timed transfer ...
+pub const CAL_GO: Phase = Phase(12);
+/// ... the timed transfer (`Data` frames, then a `Ctrl` frame with the bytes sent).
+pub const CAL_DATA: Phase = Phase(13);
+/// Every worker's measurements to the master, and the model back (single step each); the
+/// master's choice between a cached model and measuring.
+pub const CAL_ROW: Phase = Phase(14);
+pub const CAL_MODEL: Phase = Phase(15);
+pub const CAL_PLAN: Phase = Phase(16);
 
 /// Fails clearly when `p` workers would need more ring steps than a phase holds.
 pub fn check_workers(p: usize) -> Result<()> {
@@ -79,6 +92,13 @@ mod tests {
             PLAN_STATS,
             PLAN,
             PULL_REPLY,
+            CAL_PING,
+            CAL_PONG,
+            CAL_GO,
+            CAL_DATA,
+            CAL_ROW,
+            CAL_MODEL,
+            CAL_PLAN,
         ];
         let p = MAX_WORKERS;
         let mut spans: Vec<(u32, u32)> = phases.iter().map(|f| (f.at(0), f.at(p - 1))).collect();

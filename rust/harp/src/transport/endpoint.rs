@@ -1,6 +1,12 @@
 //! A worker's transport (its [`Link`] to the peers and its mailbox) and the [`Endpoint`]: one
-//! operation's view of it, which stamps every frame with the operation's sequence number, kind
-//! and algorithm and bounds every wait by the operation's deadline.
+//! operation's view of it, which stamps every frame with the operation's group, sequence
+//! number, kind and algorithm and bounds every wait by the operation's deadline.
+//!
+//! An operation of a sub-group ([`Members`]) sees only the members, in *group ranks*: the
+//! endpoint's `rank()` and `size()` are the group's, the ranks an algorithm sends to and
+//! receives from are group ranks (mapped to world ranks here), and a received frame's
+//! `hdr.src` is the sender's group rank. So every algorithm runs unchanged on a group. Errors
+//! about a peer (gone, silent, timed out, mismatch) name its world rank.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +48,21 @@ impl Transport {
         }
     }
 
-    /// An endpoint for one operation.
+    /// An endpoint for one operation of the whole job.
     pub fn endpoint(&self, op: Op, algo: u8, seq: u64, label: &str) -> Endpoint<'_> {
+        self.group_endpoint(None, op, algo, seq, label)
+    }
+
+    /// An endpoint for one operation of `group` (`None`: the whole job); `seq` counts that
+    /// group's operations.
+    pub fn group_endpoint(
+        &self,
+        group: Option<Members>,
+        op: Op,
+        algo: u8,
+        seq: u64,
+        label: &str,
+    ) -> Endpoint<'_> {
         Endpoint {
             t: self,
             op,
@@ -54,7 +73,9 @@ impl Transport {
                 op: op.name(),
                 seq,
                 label: label.to_string(),
+                group: group.as_ref().map(|g| g.world.clone()),
             },
+            group,
             timeout: self.op_timeout,
         }
     }
@@ -72,23 +93,63 @@ impl Transport {
     }
 }
 
+/// The members of a sub-group, as its operations see them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Members {
+    /// The group's id in every frame header (never 0, which is the whole job).
+    pub id: u64,
+    /// `world[g]` is the world rank of group rank g.
+    pub world: Arc<[usize]>,
+    /// This worker's group rank.
+    pub me: usize,
+}
+
 /// One worker's view of one operation: sends and receives frames tagged with the operation's
-/// sequence number, kind and algorithm, with the operation's deadline.
+/// group, sequence number, kind and algorithm, with the operation's deadline.
 pub struct Endpoint<'a> {
     pub t: &'a Transport,
     pub op: Op,
     pub algo: u8,
     pub seq: u64,
     pub ctx: OpContext,
+    /// The sub-group this operation runs in (`None`: every worker).
+    group: Option<Members>,
     timeout: Duration,
 }
 
 impl Endpoint<'_> {
+    /// This worker's rank in the operation's group.
     pub fn rank(&self) -> usize {
-        self.t.rank
+        self.group.as_ref().map_or(self.t.rank, |g| g.me)
     }
+    /// The number of workers in the operation's group.
     pub fn size(&self) -> usize {
-        self.t.size
+        self.group.as_ref().map_or(self.t.size, |g| g.world.len())
+    }
+
+    /// The world rank of group rank `r`.
+    pub fn world_rank(&self, r: usize) -> usize {
+        self.group.as_ref().map_or(r, |g| g.world[r])
+    }
+
+    /// The group rank of world rank `w` (a member: every frame of this operation comes from
+    /// one, since only members send in the group's sequence space; a non-member keeps its
+    /// world rank).
+    fn group_rank(&self, w: usize) -> usize {
+        match &self.group {
+            Some(g) => g.world.iter().position(|&x| x == w).unwrap_or(w),
+            None => w,
+        }
+    }
+
+    fn group_id(&self) -> u64 {
+        self.group.as_ref().map_or(0, |g| g.id)
+    }
+
+    /// A received frame as the algorithm sees it: its sender as a group rank.
+    fn local(&self, mut f: Frame) -> Frame {
+        f.hdr.src = self.group_rank(f.hdr.src as usize) as u32;
+        f
     }
 
     /// How long this endpoint's waits may take (half of it is the silence limit).
@@ -113,6 +174,7 @@ impl Endpoint<'_> {
             tag,
             aux,
             len,
+            group: self.group_id(),
         }
     }
 
@@ -154,8 +216,8 @@ impl Endpoint<'_> {
         }
     }
 
-    /// Writes one frame whose payload is the concatenation of `parts`, straight from the
-    /// caller's buffers. A send blocked on a peer that takes no data fails when that peer has
+    /// Writes one frame to group rank `dst` whose payload is the concatenation of `parts`,
+    /// straight from the caller's buffers. A send blocked on a peer that takes no data fails when that peer has
     /// been silent for half the timeout (a stopped or cut-off process sends no heartbeats
     /// either), or at the timeout; a failed write names the peer's own reason for leaving (its
     /// `Abort` frame is usually still on its way to this worker's reader).
@@ -167,6 +229,7 @@ impl Endpoint<'_> {
         aux: u32,
         parts: &[&[u8]],
     ) -> Result<()> {
+        let dst = self.world_rank(dst);
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let h = self.header(kind, tag, aux, len as u64);
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -204,7 +267,7 @@ impl Endpoint<'_> {
     async fn send_failed(&self, dst: usize, e: std::io::Error) -> Error {
         let mb = &self.t.mailbox;
         let grace = tokio::time::Instant::now() + self.timeout.min(SEND_FAILURE_GRACE);
-        let watch = mb.watch_op(self.seq, &[dst]);
+        let watch = mb.watch_op(self.group_id(), self.seq, &[dst]);
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
@@ -232,11 +295,12 @@ impl Endpoint<'_> {
         }
     }
 
-    /// Waits for the next frame from `src` with `tag` in this operation. Fails when `src` is
-    /// gone, when it has sent nothing at all for half the timeout (silent: hung or cut off), or
-    /// when the frame has not come within the timeout.
+    /// Waits for the next frame from group rank `src` with `tag` in this operation. Fails when
+    /// `src` is gone, when it has sent nothing at all for half the timeout (silent: hung or cut
+    /// off), or when the frame has not come within the timeout.
     pub async fn recv_frame(&self, src: usize, tag: u32) -> Result<Frame> {
-        self.wait(src, tag).await
+        let f = self.wait(self.world_rank(src), tag).await?;
+        Ok(self.local(f))
     }
 
     /// Waits for the first frame with `tag` in this operation from any of `from`, the peers
@@ -251,18 +315,27 @@ impl Endpoint<'_> {
         watch: &[usize],
         tag: u32,
     ) -> Result<Frame> {
+        let from: Vec<usize> = from.iter().map(|&r| self.world_rank(r)).collect();
+        let watch: Vec<usize> = watch.iter().map(|&r| self.world_rank(r)).collect();
+        let f = self.wait_any(&from, &watch, tag).await?;
+        Ok(self.local(f))
+    }
+
+    /// [`Endpoint::recv_frame_from_any`] in world ranks.
+    async fn wait_any(&self, from: &[usize], watch: &[usize], tag: u32) -> Result<Frame> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
         let mb = &self.t.mailbox;
         let mut live: Vec<usize> = from.to_vec();
         let mut all: Vec<usize> = from.to_vec();
         all.extend(watch.iter().filter(|w| !from.contains(w)));
-        let waiter = mb.watch_op(self.seq, &all);
+        let waiter = mb.watch_op(self.group_id(), self.seq, &all);
         loop {
             let notified = waiter.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(r) = self.taken(mb.take_any(self.seq, &live, tag, self.op, self.algo)) {
+            let pos = (self.group_id(), self.seq);
+            if let Some(r) = self.taken(mb.take_any(pos, &live, tag, self.op, self.algo)) {
                 return r;
             }
             let mut failed = None;
@@ -299,18 +372,18 @@ impl Endpoint<'_> {
         }
     }
 
-    /// Waits for a frame with `tag` from `src`, waking every heartbeat interval to fail when
-    /// `src` has gone silent.
+    /// Waits for a frame with `tag` from world rank `src`, waking every heartbeat interval to
+    /// fail when `src` has gone silent.
     async fn wait(&self, src: usize, tag: u32) -> Result<Frame> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
         let mb = &self.t.mailbox;
-        let watch = mb.watch_op(self.seq, &[src]);
+        let watch = mb.watch_op(self.group_id(), self.seq, &[src]);
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let got = mb.take_any(self.seq, &[src], tag, self.op, self.algo);
+            let got = mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
             if let Some(r) = self.taken(got) {
                 return r;
             }

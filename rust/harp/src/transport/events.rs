@@ -111,6 +111,7 @@ impl Transport {
             op: "events",
             seq: 0,
             label: what.to_string(),
+            group: None,
         };
         ep
     }

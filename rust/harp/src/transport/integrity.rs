@@ -123,13 +123,13 @@ impl FrameMac {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Header, Kind};
+    use crate::wire::{Header, Kind, HEADER_LEN};
 
     fn key(nonce: u8) -> SessionKey {
         SessionKey::derive(b"sixteen-bytes!!!", 7, 2, 0, &[nonce; 16], &[9; 16])
     }
 
-    fn frame(seq_field: u64, len: usize) -> ([u8; 48], Vec<u8>) {
+    fn frame(seq_field: u64, len: usize) -> ([u8; HEADER_LEN], Vec<u8>) {
         let mut h = Header::control(Kind::Data, 2, 7, len);
         h.seq = seq_field;
         let body = (0..len).map(|i| (i * 7 % 256) as u8).collect();

@@ -1,14 +1,15 @@
 //! The mailbox: where a worker's received frames wait until an operation takes them.
 //!
 //! Two lanes:
-//! * the **collective lane**, keyed by (operation sequence, sender, tag): an operation takes the
-//!   frames of its own sequence number, so a fast peer may already be sending the next
-//!   operation's frames;
+//! * the **collective lane**, keyed by (group, operation sequence, sender, tag): an operation
+//!   takes the frames of its own sequence number in its own group (0: the whole job; every
+//!   group counts its operations apart), so a fast peer may already be sending the next
+//!   operation's frames, or another group's;
 //! * the **event lane**, one FIFO per sender in arrival order, for messages between workers
 //!   outside collectives (`Event` frames, not keyed by any sequence; `transport::events`,
 //!   `crate::events`).
 //!
-//! Waiters register the spots they wait on (a collective position (sequence, sender), or a
+//! Waiters register the spots they wait on (a collective position (group, sequence, sender), or a
 //! sender's event FIFO); an arriving frame wakes only the waiters of its spot, and a peer that is
 //! gone wakes every waiter on that peer. A receive never scans unrelated queues.
 
@@ -37,7 +38,7 @@ pub struct Frame {
 /// Which queue of the mailbox a frame goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lane {
-    /// Frames of a collective, matched by (operation sequence, sender, tag).
+    /// Frames of a collective, matched by (group, operation sequence, sender, tag).
     Collective,
     /// Events outside collectives: one FIFO per sender.
     Event,
@@ -56,6 +57,7 @@ pub(crate) fn lane_of(hdr: &Header) -> Lane {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Spot {
     Op {
+        group: u64,
         seq: u64,
         src: usize,
     },
@@ -106,8 +108,9 @@ pub struct EventQueueStats {
     pub peak_sender_bytes: u64,
 }
 
-/// The frames queued at one position (sequence, sender) of the collective lane. They all come
-/// from one operation of the sender, so the first frame's operation and algorithm stand for all.
+/// The frames queued at one position (group, sequence, sender) of the collective lane. They all
+/// come from one operation of the sender, so the first frame's operation and algorithm stand
+/// for all.
 struct Position {
     op: Op,
     algo: u8,
@@ -115,7 +118,7 @@ struct Position {
 }
 
 struct State {
-    ops: HashMap<(u64, usize), Position>,
+    ops: HashMap<(u64, u64, usize), Position>,
     events: Vec<VecDeque<Frame>>,
     gone: Vec<Option<String>>,
     /// Whether each gone peer went for breaking the protocol (a bad frame or integrity tag).
@@ -245,14 +248,14 @@ impl Mailbox {
         let mut st = self.lock();
         let spot = match lane {
             Lane::Collective => {
-                let (seq, tag) = (frame.hdr.seq, frame.hdr.tag);
-                let pos = st.ops.entry((seq, src)).or_insert_with(|| Position {
+                let (group, seq, tag) = (frame.hdr.group, frame.hdr.seq, frame.hdr.tag);
+                let pos = st.ops.entry((group, seq, src)).or_insert_with(|| Position {
                     op: frame.hdr.op,
                     algo: frame.hdr.algo,
                     tags: HashMap::new(),
                 });
                 pos.tags.entry(tag).or_default().push_back(frame);
-                Spot::Op { seq, src }
+                Spot::Op { group, seq, src }
             }
             Lane::Event if frame.hdr.tag == EVENT_CREDIT => {
                 let amount = frame.body.get(..8).map_or(u64::MAX, |b| {
@@ -388,9 +391,13 @@ impl Mailbox {
         }
     }
 
-    /// A waiter for collective frames of operation `seq` from any of `from`.
-    pub fn watch_op(&self, seq: u64, from: &[usize]) -> Watch<'_> {
-        self.watch(from.iter().map(|&src| Spot::Op { seq, src }).collect())
+    /// A waiter for collective frames of operation `seq` of `group` from any of `from`.
+    pub fn watch_op(&self, group: u64, seq: u64, from: &[usize]) -> Watch<'_> {
+        self.watch(
+            from.iter()
+                .map(|&src| Spot::Op { group, seq, src })
+                .collect(),
+        )
     }
 
     /// A waiter for events from any of `from`.
@@ -398,13 +405,20 @@ impl Mailbox {
         self.watch(from.iter().map(|&src| Spot::Event { src }).collect())
     }
 
-    /// Takes the next frame of operation `seq` with `tag` from the first of `from` that has one.
-    /// Frames from a candidate at this position for another operation or algorithm are a
-    /// mismatch. Gone only when every candidate is gone (naming the first).
-    pub fn take_any(&self, seq: u64, from: &[usize], tag: u32, op: Op, algo: u8) -> Take {
+    /// Takes the next frame of operation `seq` of `group` with `tag` from the first of `from`
+    /// that has one. Frames from a candidate at this position for another operation or
+    /// algorithm are a mismatch. Gone only when every candidate is gone (naming the first).
+    pub fn take_any(
+        &self,
+        (group, seq): (u64, u64),
+        from: &[usize],
+        tag: u32,
+        op: Op,
+        algo: u8,
+    ) -> Take {
         let mut st = self.lock();
         for &src in from {
-            let Some(pos) = st.ops.get_mut(&(seq, src)) else {
+            let Some(pos) = st.ops.get_mut(&(group, seq, src)) else {
                 continue;
             };
             if pos.op != op || pos.algo != algo {
@@ -421,7 +435,7 @@ impl Mailbox {
             if q.is_empty() {
                 pos.tags.remove(&tag);
                 if pos.tags.is_empty() {
-                    st.ops.remove(&(seq, src));
+                    st.ops.remove(&(group, seq, src));
                 }
             }
             return Take::Frame(f);
@@ -489,6 +503,7 @@ mod tests {
             tag,
             aux: 0,
             len: 1,
+            group: 0,
         };
         Frame {
             hdr,
@@ -512,19 +527,39 @@ mod tests {
         mb.push(Lane::Collective, frame(&pool, 1, 7, 0, Op::Barrier, 3));
         mb.push(Lane::Collective, frame(&pool, 2, 7, 5, Op::Barrier, 4));
         assert!(matches!(
-            mb.take_any(7, &[2], 0, Op::Barrier, 0),
+            mb.take_any((0, 7), &[2], 0, Op::Barrier, 0),
             Take::Empty
         ));
-        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 1);
-        assert_eq!(body(mb.take_any(7, &[1], 0, Op::Barrier, 0)), 3);
+        assert_eq!(body(mb.take_any((0, 7), &[1], 0, Op::Barrier, 0)), 1);
+        assert_eq!(body(mb.take_any((0, 7), &[1], 0, Op::Barrier, 0)), 3);
         assert!(matches!(
-            mb.take_any(7, &[1], 0, Op::Barrier, 0),
+            mb.take_any((0, 7), &[1], 0, Op::Barrier, 0),
             Take::Empty
         ));
-        assert_eq!(body(mb.take_any(8, &[1], 0, Op::Barrier, 0)), 2);
-        assert_eq!(body(mb.take_any(7, &[1, 2], 5, Op::Barrier, 0)), 4);
+        assert_eq!(body(mb.take_any((0, 8), &[1], 0, Op::Barrier, 0)), 2);
+        assert_eq!(body(mb.take_any((0, 7), &[1, 2], 5, Op::Barrier, 0)), 4);
         let st = mb.lock();
         assert!(st.ops.is_empty(), "drained positions are removed");
+    }
+
+    #[test]
+    fn groups_have_their_own_positions() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        let mut f = frame(&pool, 1, 4, 0, Op::Barrier, 1);
+        f.hdr.group = 77;
+        mb.push(Lane::Collective, f);
+        mb.push(Lane::Collective, frame(&pool, 1, 4, 0, Op::Allreduce, 2));
+        assert_eq!(body(mb.take_any((0, 4), &[1], 0, Op::Allreduce, 0)), 2);
+        assert!(matches!(
+            mb.take_any((0, 4), &[1], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert!(matches!(
+            mb.take_any((78, 4), &[1], 0, Op::Barrier, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any((77, 4), &[1], 0, Op::Barrier, 0)), 1);
     }
 
     #[test]
@@ -532,14 +567,14 @@ mod tests {
         let pool = Pool::new(PoolConfig::default());
         let mb = Mailbox::new(2);
         mb.push(Lane::Collective, frame(&pool, 1, 3, 9, Op::Allreduce, 1));
-        match mb.take_any(3, &[1], 0, Op::Broadcast, 0) {
+        match mb.take_any((0, 3), &[1], 0, Op::Broadcast, 0) {
             Take::Mismatch { peer, op, algo } => {
                 assert_eq!((peer, op, algo), (1, Op::Allreduce, 0))
             }
             other => panic!("expected a mismatch, got {other:?}"),
         }
         assert!(matches!(
-            mb.take_any(4, &[1], 0, Op::Broadcast, 0),
+            mb.take_any((0, 4), &[1], 0, Op::Broadcast, 0),
             Take::Empty
         ));
     }
@@ -551,20 +586,20 @@ mod tests {
         mb.push(Lane::Collective, frame(&pool, 1, 1, 0, Op::Barrier, 1));
         mb.mark_gone(1, "it failed: boom".into());
         mb.mark_gone(1, "second reason".into());
-        assert_eq!(body(mb.take_any(1, &[1], 0, Op::Barrier, 0)), 1);
-        match mb.take_any(1, &[1], 0, Op::Barrier, 0) {
+        assert_eq!(body(mb.take_any((0, 1), &[1], 0, Op::Barrier, 0)), 1);
+        match mb.take_any((0, 1), &[1], 0, Op::Barrier, 0) {
             Take::Gone { peer, reason } => {
                 assert_eq!((peer, reason.as_str()), (1, "it failed: boom"))
             }
             other => panic!("expected gone, got {other:?}"),
         }
         assert!(matches!(
-            mb.take_any(1, &[1, 2], 0, Op::Barrier, 0),
+            mb.take_any((0, 1), &[1, 2], 0, Op::Barrier, 0),
             Take::Empty
         ));
         mb.mark_gone(2, "it left".into());
         assert!(matches!(
-            mb.take_any(1, &[1, 2], 0, Op::Barrier, 0),
+            mb.take_any((0, 1), &[1, 2], 0, Op::Barrier, 0),
             Take::Gone { peer: 1, .. }
         ));
         assert_eq!(mb.gone(2).as_deref(), Some("it left"));
@@ -598,7 +633,7 @@ mod tests {
         assert_eq!(body(mb.take_event(&[1, 2], 0)), 3);
         assert!(matches!(mb.take_event(&[1, 2], 0), Take::Empty));
         assert_eq!(
-            body(mb.take_any(0, &[2], 0, Op::Handshake, 0)),
+            body(mb.take_any((0, 0), &[2], 0, Op::Handshake, 0)),
             4,
             "the collective lane is separate"
         );
@@ -617,8 +652,8 @@ mod tests {
     fn a_frame_wakes_only_the_waiters_of_its_spot_and_gone_wakes_all_on_that_peer() {
         let pool = Pool::new(PoolConfig::default());
         let mb = Mailbox::new(3);
-        let w_op = mb.watch_op(5, &[1]);
-        let w_other = mb.watch_op(6, &[1]);
+        let w_op = mb.watch_op(0, 5, &[1]);
+        let w_other = mb.watch_op(0, 6, &[1]);
         let w_ev = mb.watch_events(&[1, 2]);
         {
             let mut n_op = std::pin::pin!(w_op.notified());

@@ -45,7 +45,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use endpoint::{Endpoint, Transport};
+pub use endpoint::{Endpoint, Members, Transport};
 pub use events::Event;
 pub use mailbox::{EventQueueStats, Frame};
 pub use socket::auto_congestion;

@@ -1,0 +1,548 @@
+//! Measuring the network: the latency and bandwidth of every ordered worker pair (the L and B
+//! matrices of [`NetModel`], CMPI seed 001 §4.1), as one collective, [`Worker::calibrate`],
+//! and the cache of measured models per set of hosts ([`Worker::calibrate_at_start`],
+//! `Config::net_measure`). docs/network-model.md describes the method, its bounds and its cost.
+//!
+//! Schedule: a round-robin tournament (the circle method) over p workers (p + 1 with a bye
+//! when p is odd): p − 1 rounds (p rounds when odd) in which every worker is in at most one
+//! pair, so a link carries one measurement at a time. In its round, a pair (a, b), a < b,
+//! measures a → b, then b → a; each direction is
+//!
+//! 1. `pings` ping-pongs of empty frames started by the sender: L(sender, receiver) is half the
+//!    median round trip;
+//! 2. a timed one-way transfer of at most `bytes` bytes in 64 KiB `Data` frames, started by the
+//!    receiver's `GO` and ended by the sender's `Ctrl` frame with the byte count and the
+//!    round trip it measured in step 1. The sender stops early when the direction's share of
+//!    the time budget is spent (so the budget holds on slow links: at most one frame and what
+//!    the sockets hold is sent after it). The receiver times it from sending `GO` to taking
+//!    the last frame, which is one round trip (GO out, first byte back) plus the transfer:
+//!    B = bytes / (time − round trip).
+//!
+//! Then every worker sends its row of latencies and its column of bandwidths to the master,
+//! which builds the model and sends it to every worker; each sets it
+//! ([`Worker::set_net_model`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::collective::{tags, Ctx};
+use crate::config::{Config, NetMeasure};
+use crate::error::{Error, Result};
+use crate::netmodel::NetModel;
+use crate::topology::Topology;
+use crate::wire::{Kind, Op};
+use crate::worker::Worker;
+
+/// One `Data` frame of a timed transfer.
+const CHUNK: usize = 64 * 1024;
+
+/// How a measurement is bounded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CalibrateOptions {
+    /// At most this many bytes per ordered pair in the timed transfer.
+    pub bytes: u64,
+    /// The whole measurement's budget: each of the 2·rounds transfers gets an equal share.
+    pub time: Duration,
+    /// Ping-pongs per ordered pair (the latency is half the median round trip).
+    pub pings: usize,
+}
+
+impl CalibrateOptions {
+    /// From `net_measure_bytes` and `net_measure_time_ms`, 7 pings.
+    pub fn from_config(cfg: &Config) -> CalibrateOptions {
+        CalibrateOptions {
+            bytes: cfg.net_measure_bytes,
+            time: cfg.net_measure_time,
+            pings: 7,
+        }
+    }
+}
+
+/// A measured model with the measurement's own cost.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    pub model: Arc<NetModel>,
+    /// Bytes of the timed transfers, all pairs together (pings and the gathering of the model
+    /// add a few KiB).
+    pub bytes: u64,
+    /// Wall-clock seconds of the whole collective on this worker.
+    pub secs: f64,
+    /// Where the model came from: "measured" or the cache file.
+    pub source: String,
+}
+
+/// The partner of `r` in round `k` of the circle method over `n` (even) seats: seat n − 1
+/// stays, the others rotate. A partner ≥ p is the bye.
+fn partner(k: usize, r: usize, n: usize) -> usize {
+    let m = n - 1;
+    if r == m {
+        return k % m;
+    }
+    if r == k % m {
+        return m;
+    }
+    (2 * k + m - r % m) % m
+}
+
+/// Rounds of the tournament over `p` workers.
+fn rounds(p: usize) -> usize {
+    if p < 2 {
+        0
+    } else {
+        p + p % 2 - 1
+    }
+}
+
+/// Plan message of the cached start: the master's cached model (latencies, bandwidths), or
+/// `None`: measure.
+type Plan = Option<(Vec<f64>, Vec<f64>)>;
+
+/// What every worker sends the master: its latency row L(r, ·), its bandwidth column B(·, r)
+/// and the bytes it received in timed transfers.
+type Row = (Vec<f64>, Vec<f64>, u64);
+
+/// Measures this worker's pairs; returns its row of latencies, its column of bandwidths and
+/// the bytes it received.
+async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
+    let (r, p) = (cx.rank(), cx.size());
+    let mut lat = vec![0.0; p];
+    let mut bw = vec![f64::INFINITY; p];
+    let mut received = 0u64;
+    let rounds = rounds(p);
+    if rounds == 0 {
+        return Ok((lat, bw, 0));
+    }
+    let n = p + p % 2;
+    let slice = opts.time / (2 * rounds) as u32;
+    let pings = opts.pings.max(1);
+    let chunk = vec![0u8; CHUNK.min(opts.bytes.max(1) as usize)];
+    for k in 0..rounds {
+        let q = partner(k, r, n);
+        if q >= p {
+            continue;
+        }
+        let (lo, hi) = (r.min(q), r.max(q));
+        for s in [lo, hi] {
+            if r == s {
+                lat[q] = ping(cx, q, k, pings).await?;
+                send_timed(cx, q, k, opts.bytes, slice, &chunk, 2.0 * lat[q]).await?;
+            } else {
+                pong(cx, q, k, pings).await?;
+                let (b, n) = recv_timed(cx, q, k).await?;
+                bw[q] = b;
+                received += n;
+            }
+        }
+    }
+    Ok((lat, bw, received))
+}
+
+/// Half the median round trip of `pings` empty ping-pongs to `q`.
+async fn ping(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<f64> {
+    let mut rtt = Vec::with_capacity(pings);
+    for _ in 0..pings {
+        let t0 = Instant::now();
+        cx.ep
+            .send_frame(q, Kind::Ctrl, tags::CAL_PING.at(k), 0, &[])
+            .await?;
+        cx.ep.recv_frame(q, tags::CAL_PONG.at(k)).await?;
+        rtt.push(t0.elapsed().as_secs_f64());
+    }
+    rtt.sort_by(f64::total_cmp);
+    Ok(rtt[rtt.len() / 2] / 2.0)
+}
+
+async fn pong(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<()> {
+    for _ in 0..pings {
+        cx.ep.recv_frame(q, tags::CAL_PING.at(k)).await?;
+        cx.ep
+            .send_frame(q, Kind::Ctrl, tags::CAL_PONG.at(k), 0, &[])
+            .await?;
+    }
+    Ok(())
+}
+
+/// Waits for `q`'s `GO`, then sends `Data` frames of `chunk` until `bytes` are sent or `slice`
+/// has passed (at least one frame), then the count and the round trip `rtt` (seconds).
+async fn send_timed(
+    cx: &Ctx<'_>,
+    q: usize,
+    k: usize,
+    bytes: u64,
+    slice: Duration,
+    chunk: &[u8],
+    rtt: f64,
+) -> Result<()> {
+    let tag = tags::CAL_DATA.at(k);
+    cx.ep.recv_frame(q, tags::CAL_GO.at(k)).await?;
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    loop {
+        let n = (bytes - sent).min(chunk.len() as u64) as usize;
+        cx.ep
+            .send_frame(q, Kind::Data, tag, 0, &[&chunk[..n]])
+            .await?;
+        sent += n as u64;
+        if sent >= bytes || t0.elapsed() >= slice {
+            break;
+        }
+    }
+    cx.ep.send_ctrl(q, tag, &(sent, rtt)).await
+}
+
+/// Sends `GO` to `q` and times its transfer; returns the rate (bytes per second) and the bytes.
+async fn recv_timed(cx: &Ctx<'_>, q: usize, k: usize) -> Result<(f64, u64)> {
+    let tag = tags::CAL_DATA.at(k);
+    cx.ep
+        .send_frame(q, Kind::Ctrl, tags::CAL_GO.at(k), 0, &[])
+        .await?;
+    let t_go = Instant::now();
+    let (mut last, mut got) = (t_go, 0u64);
+    let rtt = loop {
+        let f = cx.ep.recv_frame(q, tag).await?;
+        match f.hdr.kind {
+            Kind::Data => {
+                last = Instant::now();
+                got += f.body.len() as u64;
+            }
+            Kind::Ctrl => {
+                let (sent, rtt): (u64, f64) = crate::wire::decode(&f.body)?;
+                if sent != got || got == 0 || !(0.0..1e4).contains(&rtt) {
+                    return Err(Error::Protocol(format!(
+                        "{}: rank {} announced {sent} bytes of measurement (round trip {rtt} s), \
+                         {got} arrived",
+                        cx.ep.ctx,
+                        cx.ep.world_rank(q)
+                    )));
+                }
+                break rtt;
+            }
+            other => {
+                return Err(Error::Protocol(format!(
+                    "{}: unexpected {other:?} frame from rank {} in a measurement",
+                    cx.ep.ctx,
+                    cx.ep.world_rank(q)
+                )))
+            }
+        }
+    };
+    // The round trip is at most half the time (a transfer shorter than a round trip says
+    // little about the bandwidth anyway).
+    let time = last.duration_since(t_go).as_secs_f64().max(1e-6);
+    let rate = got as f64 / (time - rtt).max(time / 2.0);
+    Ok((rate, got))
+}
+
+/// The whole collective: optionally the master's plan (a cached model or measure), the
+/// measurement, the rows to the master and the model back. Returns the model, the bytes of the
+/// timed transfers and whether it was measured.
+async fn calibrate(
+    cx: &Ctx<'_>,
+    opts: &CalibrateOptions,
+    plan: Option<Plan>,
+) -> Result<(NetModel, u64, bool)> {
+    let (r, p) = (cx.rank(), cx.size());
+    let model_of = |(l, b): (Vec<f64>, Vec<f64>), from: usize| {
+        NetModel::new(p, l, b).map_err(|e| {
+            Error::Protocol(format!(
+                "{}: bad network model from rank {}: {e}",
+                cx.ep.ctx,
+                cx.ep.world_rank(from)
+            ))
+        })
+    };
+    if let Some(plan) = plan {
+        // The master decides between its cached model and measuring.
+        let plan: Plan = if r == 0 {
+            for q in 1..p {
+                cx.ep.send_ctrl(q, tags::CAL_PLAN.tag(), &plan).await?;
+            }
+            plan
+        } else {
+            cx.ep.recv_ctrl(0, tags::CAL_PLAN.tag()).await?
+        };
+        if let Some(m) = plan {
+            return Ok((model_of(m, 0)?, 0, false));
+        }
+    }
+    let row = measure(cx, opts).await?;
+    if r != 0 {
+        cx.ep.send_ctrl(0, tags::CAL_ROW.tag(), &row).await?;
+        let m: (Vec<f64>, Vec<f64>, u64) = cx.ep.recv_ctrl(0, tags::CAL_MODEL.tag()).await?;
+        let bytes = m.2;
+        return Ok((model_of((m.0, m.1), 0)?, bytes, true));
+    }
+    let mut lat = vec![0.0; p * p];
+    let mut bw = vec![f64::INFINITY; p * p];
+    let mut bytes = 0u64;
+    for q in 0..p {
+        let (l, b, n) = if q == 0 {
+            row.clone()
+        } else {
+            cx.ep.recv_ctrl::<Row>(q, tags::CAL_ROW.tag()).await?
+        };
+        if l.len() != p || b.len() != p {
+            return Err(Error::Protocol(format!(
+                "{}: rank {} sent {} latencies and {} bandwidths for {p} workers",
+                cx.ep.ctx,
+                cx.ep.world_rank(q),
+                l.len(),
+                b.len()
+            )));
+        }
+        for j in 0..p {
+            lat[q * p + j] = l[j];
+            bw[j * p + q] = b[j];
+        }
+        bytes = bytes.saturating_add(n);
+    }
+    let model = model_of((lat.clone(), bw.clone()), 0)?;
+    for q in 1..p {
+        cx.ep
+            .send_ctrl(q, tags::CAL_MODEL.tag(), &(&lat, &bw, bytes))
+            .await?;
+    }
+    Ok((model, bytes, true))
+}
+
+impl Worker {
+    /// Measures the latency and bandwidth of every ordered worker pair (a collective: every
+    /// worker calls it at the same position) and sets the model on every worker
+    /// ([`Worker::set_net_model`]); every worker returns the same model. Bounded by `opts`
+    /// (bytes per pair, total time). Call it again to recalibrate at any time, e.g. when the
+    /// measured times of collectives drift from the model's predictions.
+    pub fn calibrate(&self, opts: &CalibrateOptions) -> Result<Arc<NetModel>> {
+        Ok(self.measure_network(opts)?.model)
+    }
+
+    /// [`Worker::calibrate`] with the measurement's cost.
+    pub fn measure_network(&self, opts: &CalibrateOptions) -> Result<Measurement> {
+        self.calibrate_op(opts, None)
+    }
+
+    /// What `Config::net_measure` asks for at the start of a job: nothing (`off`), a
+    /// measurement (`start`), or (`cached`) the master's cached model for this set of hosts
+    /// when it is younger than `net_cache_max_age`, else a measurement. A measured model is
+    /// stored in the cache by the master (a failure to write it is only logged). Collective.
+    pub fn calibrate_at_start(&self) -> Result<Option<Measurement>> {
+        let opts = CalibrateOptions::from_config(self.config());
+        let m = match self.config().net_measure {
+            NetMeasure::Off => return Ok(None),
+            NetMeasure::Start => self.calibrate_op(&opts, None)?,
+            NetMeasure::Cached => {
+                let cached = if self.is_master() {
+                    cache_lookup(self.config(), self.topology())
+                } else {
+                    None
+                };
+                let plan = cached.as_ref().map(|(m, _)| m.matrices());
+                let mut m = self.calibrate_op(&opts, Some(plan))?;
+                if let Some((_, file)) = cached {
+                    m.source = file.display().to_string();
+                }
+                m
+            }
+        };
+        if self.is_master() && m.source == "measured" {
+            match cache_store(self.config(), self.topology(), &m.model) {
+                Ok(file) => tracing::info!("network model stored in {}", file.display()),
+                Err(e) => tracing::warn!("cannot store the network model in the cache: {e}"),
+            }
+        }
+        Ok(Some(m))
+    }
+
+    fn calibrate_op(&self, opts: &CalibrateOptions, plan: Option<Plan>) -> Result<Measurement> {
+        let t0 = Instant::now();
+        let algo = plan.is_some() as u8;
+        let (model, bytes, measured) =
+            self.op(Op::Calibrate, algo, "calibrate", |cx| async move {
+                calibrate(&cx, opts, plan).await
+            })?;
+        self.set_net_model(Some(model))?;
+        let model = self.net_model().expect("just set");
+        let secs = t0.elapsed().as_secs_f64();
+        tracing::info!(
+            rank = self.rank(),
+            secs,
+            bytes,
+            measured,
+            "network model ready"
+        );
+        Ok(Measurement {
+            model,
+            bytes,
+            secs,
+            source: if measured { "measured" } else { "cache" }.to_string(),
+        })
+    }
+}
+
+/// The cache directory: `net_cache_dir`, else `$XDG_CACHE_HOME/harp`, else `~/.cache/harp`.
+pub fn cache_dir(cfg: &Config) -> Option<PathBuf> {
+    if let Some(d) = &cfg.net_cache_dir {
+        return Some(PathBuf::from(d));
+    }
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    env("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("harp"))
+}
+
+/// A host without its port (`10.0.0.1:7700` → `10.0.0.1`): the cache is per set of machines,
+/// whatever ports the workers listen on.
+fn machine(host: &str) -> &str {
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+/// The cache file of the hosts of `topo`: `net-<FNV-1a of the sorted host list>.txt`.
+pub fn cache_file(dir: &std::path::Path, topo: &Topology) -> PathBuf {
+    let mut hosts: Vec<&str> = topo.hosts.iter().map(|h| machine(h)).collect();
+    hosts.sort_unstable();
+    let key = crate::transport::fnv1a(hosts.join("\n").as_bytes());
+    dir.join(format!("net-{key:016x}.txt"))
+}
+
+/// Writes `model` for the hosts of `topo` (rank order, in a `# hosts` line) into the cache,
+/// atomically (a temporary file renamed).
+pub fn cache_store(cfg: &Config, topo: &Topology, model: &NetModel) -> Result<PathBuf> {
+    let dir = cache_dir(cfg).ok_or_else(|| {
+        Error::config("no cache directory: set net_cache_dir, XDG_CACHE_HOME or HOME")
+    })?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let file = cache_file(&dir, topo);
+    let hosts: Vec<&str> = topo.hosts.iter().map(|h| machine(h)).collect();
+    let text = format!("# hosts {}\n{}", hosts.join(" "), model.to_text());
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &file))
+        .map_err(|e| Error::io(format!("cannot write {}", file.display()), e))?;
+    Ok(file)
+}
+
+/// The cached model of the hosts of `topo`, in this job's rank order, if the cache has one
+/// younger than `net_cache_max_age` that names the same hosts; with its file. A missing, old
+/// or unreadable entry is `None` (logged).
+pub fn cache_lookup(cfg: &Config, topo: &Topology) -> Option<(NetModel, PathBuf)> {
+    let file = cache_file(&cache_dir(cfg)?, topo);
+    let age = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())?;
+    if age > cfg.net_cache_max_age {
+        tracing::info!(
+            "cached network model {} is {:.0} s old: measuring again",
+            file.display(),
+            age.as_secs_f64()
+        );
+        return None;
+    }
+    match load_cached(&file, topo) {
+        Ok(m) => Some((m, file)),
+        Err(e) => {
+            tracing::warn!("ignoring the cached network model: {e}");
+            None
+        }
+    }
+}
+
+/// Reads a cache entry and orders it by this job's ranks (hosts matched by name, workers on
+/// the same machine in turn).
+fn load_cached(file: &std::path::Path, topo: &Topology) -> Result<NetModel> {
+    let name = file.display().to_string();
+    let text =
+        std::fs::read_to_string(file).map_err(|e| Error::io(format!("cannot read {name}"), e))?;
+    let model = NetModel::parse(&text, &name)?;
+    let saved: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# hosts "))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    let mut used = vec![false; saved.len()];
+    let mut order = Vec::with_capacity(topo.size());
+    for h in &topo.hosts {
+        let at = (0..saved.len())
+            .find(|&i| !used[i] && saved[i] == machine(h))
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "{name}: its hosts {saved:?} are not this job's (no entry left for {h})"
+                ))
+            })?;
+        used[at] = true;
+        order.push(at);
+    }
+    if saved.len() != topo.size() || model.workers() != saved.len() {
+        return Err(Error::config(format!(
+            "{name}: a model of {} workers on {} hosts for a job of {}",
+            model.workers(),
+            saved.len(),
+            topo.size()
+        )));
+    }
+    Ok(model.sub(&order))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tournament_pairs_every_two_workers_once_one_pair_per_worker_per_round() {
+        for p in 2..=9 {
+            let n = p + p % 2;
+            let mut met = vec![vec![0; p]; p];
+            for k in 0..rounds(p) {
+                for r in 0..p {
+                    let q = partner(k, r, n);
+                    assert_ne!(q, r);
+                    if q < p {
+                        assert_eq!(partner(k, q, n), r, "p {p} round {k}");
+                        met[r][q] += 1;
+                    }
+                }
+            }
+            for r in 0..p {
+                for q in 0..p {
+                    assert_eq!(met[r][q], usize::from(r != q), "p {p}: {r} met {q}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_cache_is_per_set_of_hosts_and_reorders_by_rank() {
+        let dir = std::env::temp_dir().join(format!("harp-netcache-{}", std::process::id()));
+        let cfg = Config {
+            net_cache_dir: Some(dir.display().to_string()),
+            ..Config::default()
+        };
+        let topo = Topology::flat(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
+        let mut lat = vec![0.0; 9];
+        for i in 0..3 {
+            for j in 0..3 {
+                lat[i * 3 + j] = if i == j { 0.0 } else { (10 * i + j) as f64 };
+            }
+        }
+        let m = NetModel::new(3, lat, vec![1e6; 9]).unwrap();
+        let file = cache_store(&cfg, &topo, &m).unwrap();
+        // The same machines on other ports and in another rank order: c, a, b.
+        let other = Topology::flat(vec!["c:9".into(), "a:9".into(), "b:9".into()]);
+        assert_eq!(cache_file(&dir, &other), file);
+        let (back, _) = cache_lookup(&cfg, &other).unwrap();
+        assert_eq!(back.latency(0, 1), 20.0, "c -> a");
+        assert_eq!(back.latency(2, 0), 12.0, "b -> c");
+        // Too old, or other hosts: no entry.
+        let young = Config {
+            net_cache_max_age: Duration::from_millis(1),
+            ..cfg.clone()
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(cache_lookup(&young, &topo).is_none());
+        let d = Topology::flat(vec!["a:1".into(), "b:1".into(), "d:1".into()]);
+        assert!(cache_lookup(&cfg, &d).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,117 @@
+//! The network measurement (`Worker::calibrate`) on in-process workers: every worker ends with
+//! the same complete model, every ordered pair measured, the byte bound and the time budget
+//! hold, and the cached start uses the master's cache.
+
+mod common;
+
+use std::time::Duration;
+
+use harp::calibrate::{cache_store, CalibrateOptions};
+use harp::config::NetMeasure;
+use harp::{Config, NetModel};
+
+use common::{config, on_workers};
+
+fn opts(bytes: u64, time: Duration) -> CalibrateOptions {
+    CalibrateOptions {
+        bytes,
+        time,
+        pings: 3,
+    }
+}
+
+#[test]
+fn every_worker_gets_the_same_model_of_every_pair_within_the_byte_bound() {
+    for p in 1..=6 {
+        let results = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let m = w
+                .measure_network(&opts(256 * 1024, Duration::from_secs(60)))
+                .unwrap();
+            assert_eq!(
+                w.net_model().as_deref(),
+                Some(&*m.model),
+                "set on the worker"
+            );
+            w.close();
+            m
+        });
+        let first = &results[0];
+        for m in &results {
+            assert_eq!(m.model, first.model);
+            assert_eq!(m.bytes, first.bytes);
+            assert_eq!(m.source, "measured");
+        }
+        let model = &first.model;
+        assert_eq!(model.workers(), p);
+        for i in 0..p {
+            for j in 0..p {
+                if i != j {
+                    let (l, b) = (model.latency(i, j), model.bandwidth(i, j));
+                    assert!(l > 0.0 && l < 1.0, "p {p}: L({i},{j}) = {l}");
+                    assert!(b.is_finite() && b > 1e5, "p {p}: B({i},{j}) = {b}");
+                }
+            }
+        }
+        // Every ordered pair moved exactly the bound (the budget is ample here).
+        assert_eq!(first.bytes, (p * (p - 1)) as u64 * 256 * 1024, "p {p}");
+    }
+}
+
+/// A budget far too small for the bytes asked: the transfers shrink (at least one 64 KiB
+/// frame per ordered pair) instead of moving 1 GiB each.
+#[test]
+fn the_time_budget_shrinks_the_transfers() {
+    let results = on_workers(4, config(Duration::from_secs(30)), |w| {
+        let m = w
+            .measure_network(&opts(1 << 30, Duration::from_millis(60)))
+            .unwrap();
+        w.close();
+        m
+    });
+    let m = &results[0];
+    assert!(m.bytes >= 12 * 64 * 1024, "{}", m.bytes);
+    assert!(m.bytes < 12 * (1 << 30), "{}", m.bytes);
+    assert!(m.secs < 20.0, "{}", m.secs);
+}
+
+/// `net_measure = cached`: the first start measures and stores, the second takes the master's
+/// cache entry (no transfer), and every worker holds the stored model.
+#[test]
+fn a_cached_start_uses_the_masters_cache_entry() {
+    let dir = std::env::temp_dir().join(format!("harp-calibrate-test-{}", std::process::id()));
+    let cfg = Config {
+        net_measure: NetMeasure::Cached,
+        net_measure_bytes: 64 * 1024,
+        net_cache_dir: Some(dir.display().to_string()),
+        ..config(Duration::from_secs(30))
+    };
+    let first = on_workers(3, cfg.clone(), |w| {
+        let m = w.calibrate_at_start().unwrap().expect("measured");
+        w.close();
+        m
+    });
+    assert_eq!(first[0].source, "measured");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(files.len(), 1, "one cache entry");
+    // Replace the entry by a model no measurement would give, to see it come back.
+    let fake = NetModel::uniform(3, 0.5, 1234.0);
+    let topo = harp::Topology::flat((0..3).map(|r| format!("in-process:{r}")).collect());
+    cache_store(&cfg, &topo, &fake).unwrap();
+    let second = on_workers(3, cfg.clone(), |w| {
+        let m = w.calibrate_at_start().unwrap().expect("from the cache");
+        w.close();
+        m
+    });
+    for m in &second {
+        assert_eq!(*m.model, fake);
+        assert_eq!(m.bytes, 0);
+    }
+    assert!(second[0].source.contains("net-"), "{}", second[0].source);
+    let off = on_workers(2, config(Duration::from_secs(30)), |w| {
+        let m = w.calibrate_at_start().unwrap();
+        w.close();
+        m.is_none()
+    });
+    assert_eq!(off, vec![true, true]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
