@@ -67,13 +67,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NC="$ROOT/scripts/netns-cluster.sh"
-PROG=${0##*/}
-
-die() { echo "$PROG: $*" >&2; exit 1; }
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # shellcheck source=bench-lib.sh
-. "$ROOT/scripts/bench-lib.sh"   # bytes, default_reps, default_warmup
+. "$ROOT/scripts/bench-lib.sh"   # PROG, die, log, usage, bytes, default_reps, default_warmup
 
 PREFIX=${NETNS_CLUSTER_PREFIX:-} NP='' IMPL=openmpi OPS='' SIZES='' REPS='' INNER=1 WARMUP=''
 VALIDATE=1 OUT='' TMO='' LABEL='' RAW=0 SELFTEST=0
