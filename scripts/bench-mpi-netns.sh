@@ -47,10 +47,9 @@
 #   default busy polling with 8 ranks on 2 cores made a 1 KiB allreduce take 25.9 ms instead
 #   of 0.53 ms (p = 8, 200mbit); Open MPI sets this itself when it knows a node is
 #   oversubscribed, which it cannot see here (one slot per emulated host).
-#   --mca routed direct: every daemon talks to mpirun directly; with the default tree routing a
-#   run failed once with ORTE's "no-path" error.  Each emulated host also gets its address as
-#   hostname (unshare --uts): with one shared hostname, ORTE failed about one run in 12 with
-#   "no-path ... my node: vm, target node: 10.77.0.3", with or without routed=direct.
+#   --mca routed direct: every daemon talks to mpirun directly.  Each emulated host also gets
+#   its address as hostname (unshare --uts): with one shared hostname, ORTE failed 2 of about 30
+#   runs with "no-path ... my node: vm, target node: 10.77.0.3" (one of them with routed=direct).
 #   gloo: one python process per host namespace (torch.distributed, backend gloo, TCPStore
 #   on host 0), started directly with `ip netns exec`.
 #
