@@ -1,5 +1,10 @@
 # bench-lib.sh - shell functions shared by scripts/bench-netns.sh and scripts/bench-mpi-netns.sh
-# (sourced; the caller defines die).
+# (sourced after `set -euo pipefail`; usage prints the calling script's header comment).
+
+PROG=${0##*/}
+die() { echo "$PROG: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # bytes SIZE -> integer bytes (suffixes k, m, g = KiB, MiB, GiB)
 bytes() {

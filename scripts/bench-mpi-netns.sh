@@ -47,10 +47,9 @@
 #   default busy polling with 8 ranks on 2 cores made a 1 KiB allreduce take 25.9 ms instead
 #   of 0.53 ms (p = 8, 200mbit); Open MPI sets this itself when it knows a node is
 #   oversubscribed, which it cannot see here (one slot per emulated host).
-#   --mca routed direct: every daemon talks to mpirun directly; with the default tree routing a
-#   run failed once with ORTE's "no-path" error.  Each emulated host also gets its address as
-#   hostname (unshare --uts): with one shared hostname, ORTE failed about one run in 12 with
-#   "no-path ... my node: vm, target node: 10.77.0.3", with or without routed=direct.
+#   --mca routed direct: every daemon talks to mpirun directly.  Each emulated host also gets
+#   its address as hostname (unshare --uts): with one shared hostname, ORTE failed 2 of about 30
+#   runs with "no-path ... my node: vm, target node: 10.77.0.3" (one of them with routed=direct).
 #   gloo: one python process per host namespace (torch.distributed, backend gloo, TCPStore
 #   on host 0), started directly with `ip netns exec`.
 #
@@ -67,13 +66,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NC="$ROOT/scripts/netns-cluster.sh"
-PROG=${0##*/}
-
-die() { echo "$PROG: $*" >&2; exit 1; }
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # shellcheck source=bench-lib.sh
-. "$ROOT/scripts/bench-lib.sh"   # bytes, default_reps, default_warmup
+. "$ROOT/scripts/bench-lib.sh"   # PROG, die, log, usage, bytes, default_reps, default_warmup
 
 PREFIX=${NETNS_CLUSTER_PREFIX:-} NP='' IMPL=openmpi OPS='' SIZES='' REPS='' INNER=1 WARMUP=''
 VALIDATE=1 OUT='' TMO='' LABEL='' RAW=0 SELFTEST=0

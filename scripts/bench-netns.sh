@@ -87,10 +87,12 @@
 #     digits of the binary's SHA-256), time, cpu (with --top)
 #   kind "error": a cell that failed or timed out (with the tail of the workers' stderr)
 #
-# BOUNDS (n = --bytes, B = measured TCP payload rate in bytes/s)
-#   broadcast n/B; allreduce 2(p-1)/p n/B; allgather (n = total gathered), reduce-scatter and
-#   regroup (n = each worker's table) (p-1)/p n/B; other ops: none.  With racks and an uplink
-#   slower than the hosts, broadcast uses min(B, B_inter) (every byte must enter each rack).
+# BOUNDS (n = --bytes, B = measured TCP payload rate in bytes/s; scripts/bench-bound.jq)
+#   broadcast and reduce n/B; allreduce 2(p-1)/p n/B; allgather (n = total gathered),
+#   reduce-scatter and regroup (n = each worker's table) (p-1)/p n/B; gather (n = total) and
+#   scatter (p-1)/p n/B; other ops: none.  With racks and an uplink slower than the hosts,
+#   broadcast and reduce use B_inter (every element must enter the root's rack / each rack) and
+#   gather and scatter the larger of (p-1)/p n/B and the root rack's uplink share.
 #
 # Every wait is bounded: each worker runs under `timeout`, iperf3 likewise, and the EXIT trap
 # kills what this script started and tears the namespaces down.
@@ -98,13 +100,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NC="$ROOT/scripts/netns-cluster.sh"
-PROG=${0##*/}
-
-die() { echo "$PROG: $*" >&2; exit 1; }
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 # shellcheck source=bench-lib.sh
-. "$ROOT/scripts/bench-lib.sh"   # bytes, default_reps, default_warmup
+. "$ROOT/scripts/bench-lib.sh"   # PROG, die, log, usage, bytes, default_reps, default_warmup
 
 PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
@@ -477,20 +474,7 @@ run_cell() {   # run_cell P SPEC
       '$c + {kind:"error", op:$op, algorithm:$alg, bytes:$bytes, exit_codes:$rcs, cell_timeout_s:$tmo, stderr:$err}' >>"$OUT"
     return 0
   fi
-  out=$(jq -c --argjson c "$common" '
-    . as $r | $c as $c
-    | ($c.B_bits / 8) as $B
-    | (if $c.racks > 1 and $c.B_inter_bits != null and $c.B_inter_bits < $c.B_bits and $r.op == "broadcast"
-       then $c.B_inter_bits / 8 else $B end) as $Bb
-    | ($r.workers) as $p
-    | (if $r.op == "broadcast" then [$r.bytes / $Bb, "n/B"]
-       elif $r.op == "allreduce" then [2 * ($p - 1) / $p * $r.bytes / $B, "2(p-1)/p n/B"]
-       elif ($r.op == "allgather" or $r.op == "reduce-scatter" or $r.op == "regroup")
-         then [($p - 1) / $p * $r.bytes / $B, "(p-1)/p n/B"]
-       else [null, null] end) as $bd
-    | $r + $c + {kind:"bench", bound_s:$bd[0], bound_formula:$bd[1],
-                 bound_basis:(if $Bb != $B then "B_inter" else "B" end),
-                 ratio:(if $bd[0] != null and $bd[0] > 0 then $r.median_s / $bd[0] else null end)}' <<<"$line")
+  out=$(jq -c --argjson c "$common" '. + $c + {kind:"bench"}' <<<"$line" | jq -c -f "$ROOT/scripts/bench-bound.jq")
   echo "$out" >>"$OUT"
   log "$(jq -r '"\(.impl) \(.op)/\(.algorithm) \(.bytes)B p=\(.p) reps=\(.reps) inner=\(.inner): median \(.median_s*1000|.*1000|round/1000) ms"
     + (if .ratio then ", bound \(.bound_s*1000|.*1000|round/1000) ms, ratio \(.ratio*1000|round/1000)" else "" end)

@@ -720,9 +720,9 @@ def peer_tables(results_dir):
         sizes = sorted({r["bytes"] for r in shaped if r["op"] == op})
         if not sizes:
             continue
-        print(f"### {op}: harp's algorithms today vs Open MPI (median ms; last column of each size: "
-              "best harp / Open MPI)\n")
-        head = " | ".join(f"{fmt_size(n)}: " + ", ".join(algs if len(algs) > 1 else ["harp"]) + ", Open MPI, ratio"
+        print(f"### {op}: harp's algorithms today vs Open MPI (median ms; bold: best harp / Open MPI; "
+              "b: the bound, ms)\n")
+        head = " | ".join(f"{fmt_size(n)}: " + ", ".join(algs if len(algs) > 1 else ["harp"]) + ", Open MPI"
                           for n in sizes)
         print(f"| shape | p | {head} |")
         print("|---|---|" + "---|" * len(sizes) + "")
@@ -736,6 +736,8 @@ def peer_tables(results_dir):
                     txt = ", ".join(ms(h["median_s"]) if h else "–" for h in hs)
                     txt += f", {ms(m['median_s'])}" if m else ", –"
                     txt += f", **{best / m['median_s']:.2f}**" if m and best else ""
+                    bound = next((h["bound_s"] for h in hs + [m] if h and h.get("bound_s")), None)
+                    txt += f"; b {ms(bound)}" if bound else ""
                     cells.append(txt)
                 print(f"| {shape} | {p} | " + " | ".join(cells) + " |")
         print()
