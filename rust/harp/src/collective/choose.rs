@@ -290,4 +290,47 @@ mod tests {
         cfg.chunk_size = 1000;
         assert_eq!(chunk(&cfg, 1 << 30, 8), 1000);
     }
+
+    /// A uniform model keeps today's choices at large sizes (the chain, direct gather and
+    /// scatter); an uneven one picks the network-aware chain, and the predictions order the
+    /// algorithms as the measurements on the emulated network do.
+    #[test]
+    fn model_choices_and_predictions() {
+        let topo = Topology::flat((0..8).map(|i| format!("h{i}:1")).collect());
+        let flat = NetModel::uniform(8, 1e-4, 23.9e6);
+        let big = 16 << 20;
+        assert_eq!(
+            broadcast(big, 8192, Some(&flat), &topo, 0, 256 << 10),
+            BroadcastAlgorithm::Chain
+        );
+        assert_eq!(
+            broadcast(1024, 8192, Some(&flat), &topo, 0, 8192),
+            BroadcastAlgorithm::Binomial
+        );
+        assert_eq!(gather(Some(&flat), 0), GatherAlgorithm::Direct);
+        let uneven = hierarchy::tests::uneven(8, 1);
+        let pick = broadcast(big, 8192, Some(&uneven), &topo, 0, 256 << 10);
+        assert!(
+            matches!(
+                pick,
+                BroadcastAlgorithm::NetChain | BroadcastAlgorithm::NetHierarchy
+            ),
+            "{pick:?}"
+        );
+        let cost = |a| predict_broadcast(&uneven, &topo, a, 0, big, 256 << 10);
+        assert!(cost(pick) < cost(BroadcastAlgorithm::Chain));
+        // A chain over a flat network runs at about n/B; net-ring beats rank-order
+        // scatter-gather on an uneven one.
+        let c = auto_chunk(big, 8);
+        let chain = predict_broadcast(&flat, &topo, BroadcastAlgorithm::Chain, 0, big, c);
+        let nb = big as f64 / 23.9e6;
+        assert!(chain > nb && chain < 1.05 * nb, "{chain} {nb}");
+        assert!(
+            predict_reduce(&uneven, ReduceAlgorithm::NetRing, 0, big)
+                <= predict_reduce(&uneven, ReduceAlgorithm::ScatterGather, 0, big)
+        );
+        // The direct gather is bounded by the root's intake: (p−1)n/B.
+        let g = predict_gather(&flat, GatherAlgorithm::Direct, 0, 1 << 20);
+        assert!((g - 7.0 * (1 << 20) as f64 / 23.9e6).abs() < 1e-3, "{g}");
+    }
 }
