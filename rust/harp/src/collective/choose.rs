@@ -150,12 +150,11 @@ pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) 
 
 /// The direct gather and scatter as a tree: every worker a child of the root.
 pub fn star(p: usize, root: usize) -> Tree {
-    let mut t = Tree {
-        parent: vec![Some(root); p],
-        children: vec![Vec::new(); p],
-    };
-    t.parent[root] = None;
-    t.children[root] = (0..p).filter(|&r| r != root).collect();
+    let mut t = Tree::empty(p);
+    for r in (0..p).filter(|&r| r != root) {
+        t.parent[r] = Some(root);
+        t.children[root].push(r);
+    }
     t
 }
 
@@ -203,15 +202,8 @@ pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64
     let p = net.workers();
     match algo {
         ReduceAlgorithm::Binomial => {
-            let mut t = Tree {
-                parent: vec![None; p],
-                children: vec![Vec::new(); p],
-            };
-            for r in 0..p {
-                let s = super::rooted::reduce_tree(r, p, root);
-                t.parent[r] = s.parent.map(|(_, q)| q);
-                t.children[r] = s.children.into_iter().map(|(_, c)| c).collect();
-            }
+            let mut t = Tree::empty(p);
+            t.add_binomial(&(0..p).map(|i| (root + i) % p).collect::<Vec<_>>());
             predict_tree(net, &t, root, n, false)
         }
         ReduceAlgorithm::NetHierarchy => {
