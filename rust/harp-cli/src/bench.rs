@@ -203,6 +203,9 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather => "ring".into(),
         Algo::AllgatherKnown => "known-total".into(),
         Algo::Reduce(x) => x.name().into(),
+        Algo::Gather(x) if op == "scatter" => {
+            x.resolve_scatter(w.net_model().as_deref(), 0).name().into()
+        }
         Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
     };

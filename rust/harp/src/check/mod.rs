@@ -160,7 +160,11 @@ pub fn run(
             w.scatter("check", &mut t, root, &m)?;
             check(tag("scatter"), &t, &owned(pool, &inputs[root], r, p))?;
 
-            for algo in [GatherAlgorithm::Direct, GatherAlgorithm::Tree] {
+            for algo in [
+                GatherAlgorithm::Direct,
+                GatherAlgorithm::Tree,
+                GatherAlgorithm::Parallel,
+            ] {
                 tick()?;
                 let mut t = mine();
                 w.gather_with("check", &mut t, root, algo)?;

@@ -171,7 +171,9 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
             let h = Hierarchy::build(net);
             predict_tree(net, &hierarchy::distance_tree(&h, net, root), root, n, true)
         }
-        _ => predict_tree(net, &star(p, root), root, n, true),
+        GatherAlgorithm::Auto | GatherAlgorithm::Direct | GatherAlgorithm::Parallel => {
+            predict_tree(net, &star(p, root), root, n, true)
+        }
     }
 }
 
