@@ -130,7 +130,7 @@ fn check_p(p: usize) {
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
     assert!(
-        out.contains(&format!("58 results verified on {p} workers")),
+        out.contains(&format!("62 results verified on {p} workers")),
         "{out}"
     );
     // Key-value tables (harp::check::run_kv: 13 results per round) over TCP too.
@@ -176,7 +176,7 @@ fn collectives_match_the_model_under_a_net_model_file() {
         let (out, err) = text(&o);
         assert!(o.status.success(), "p={p}: {out}\n{err}");
         assert!(
-            out.contains(&format!("58 results verified on {p} workers")),
+            out.contains(&format!("62 results verified on {p} workers")),
             "{out}"
         );
     }

@@ -211,6 +211,9 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather(x) => x.resolve(w.size()).name().into(),
         Algo::ReduceScatter(x) => x.resolve(w.size()).name().into(),
         Algo::Reduce(x) => x.name().into(),
+        Algo::Gather(x) if op == "scatter" => {
+            x.resolve_scatter(w.net_model().as_deref(), 0).name().into()
+        }
         Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
     };

@@ -196,7 +196,7 @@ macro_rules! collectives {
             })?;
             if self.rank() == root {
                 self.predicted("scatter", t0, |m| {
-                    let a = algo.resolve(Some(m), root);
+                    let a = algo.resolve_scatter(Some(m), root);
                     choose::predict_gather(m, a, root, n)
                 });
             }

@@ -14,9 +14,9 @@ use harp::{Array, Combiner, Config, DType, Pool, Table};
 use common::{config, on_workers};
 
 /// Results `check::run` verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×4, gather ×3, scatter ×3, reduce-scatter ×3
+/// recursive doubling, auto, known total), reduce ×4, gather ×4, scatter ×4, reduce-scatter ×3
 /// (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-const CHECKS_PER_ROUND: usize = 33;
+const CHECKS_PER_ROUND: usize = 35;
 
 fn cfg() -> Config {
     config(Duration::from_secs(30))

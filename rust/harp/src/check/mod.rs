@@ -178,7 +178,11 @@ pub fn run(
                 check(tag(&name), &t, &owned(pool, &all, r, p))?;
             }
 
-            for algo in [GatherAlgorithm::Direct, GatherAlgorithm::Tree] {
+            for algo in [
+                GatherAlgorithm::Direct,
+                GatherAlgorithm::Tree,
+                GatherAlgorithm::Parallel,
+            ] {
                 tick()?;
                 let mut t = mine();
                 w.gather_with("check", &mut t, root, algo)?;

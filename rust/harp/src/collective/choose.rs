@@ -157,12 +157,11 @@ pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) 
 
 /// The direct gather and scatter as a tree: every worker a child of the root.
 pub fn star(p: usize, root: usize) -> Tree {
-    let mut t = Tree {
-        parent: vec![Some(root); p],
-        children: vec![Vec::new(); p],
-    };
-    t.parent[root] = None;
-    t.children[root] = (0..p).filter(|&r| r != root).collect();
+    let mut t = Tree::empty(p);
+    for r in (0..p).filter(|&r| r != root) {
+        t.parent[r] = Some(root);
+        t.children[root].push(r);
+    }
     t
 }
 
@@ -179,7 +178,9 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
             let h = Hierarchy::build(net);
             predict_tree(net, &hierarchy::distance_tree(&h, net, root), root, n, true)
         }
-        _ => predict_tree(net, &star(p, root), root, n, true),
+        GatherAlgorithm::Auto | GatherAlgorithm::Direct | GatherAlgorithm::Parallel => {
+            predict_tree(net, &star(p, root), root, n, true)
+        }
     }
 }
 
@@ -210,15 +211,8 @@ pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64
     let p = net.workers();
     match algo {
         ReduceAlgorithm::Binomial => {
-            let mut t = Tree {
-                parent: vec![None; p],
-                children: vec![Vec::new(); p],
-            };
-            for r in 0..p {
-                let s = super::rooted::reduce_tree(r, p, root);
-                t.parent[r] = s.parent.map(|(_, q)| q);
-                t.children[r] = s.children.into_iter().map(|(_, c)| c).collect();
-            }
+            let mut t = Tree::empty(p);
+            t.add_binomial(&(0..p).map(|i| (root + i) % p).collect::<Vec<_>>());
             predict_tree(net, &t, root, n, false)
         }
         ReduceAlgorithm::NetHierarchy => {
@@ -332,5 +326,48 @@ mod tests {
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;
         assert_eq!(chunk(&cfg, 1 << 30, 8), 1000);
+    }
+
+    /// A uniform model keeps today's choices at large sizes (the chain, direct gather and
+    /// scatter); an uneven one picks the network-aware chain, and the predictions order the
+    /// algorithms as the measurements on the emulated network do.
+    #[test]
+    fn model_choices_and_predictions() {
+        let topo = Topology::flat((0..8).map(|i| format!("h{i}:1")).collect());
+        let flat = NetModel::uniform(8, 1e-4, 23.9e6);
+        let big = 16 << 20;
+        assert_eq!(
+            broadcast(big, 8192, Some(&flat), &topo, 0, 256 << 10),
+            BroadcastAlgorithm::Chain
+        );
+        assert_eq!(
+            broadcast(1024, 8192, Some(&flat), &topo, 0, 8192),
+            BroadcastAlgorithm::Binomial
+        );
+        assert_eq!(gather(Some(&flat), 0), GatherAlgorithm::Direct);
+        let uneven = hierarchy::tests::uneven(8, 1);
+        let pick = broadcast(big, 8192, Some(&uneven), &topo, 0, 256 << 10);
+        assert!(
+            matches!(
+                pick,
+                BroadcastAlgorithm::NetChain | BroadcastAlgorithm::NetHierarchy
+            ),
+            "{pick:?}"
+        );
+        let cost = |a| predict_broadcast(&uneven, &topo, a, 0, big, 256 << 10);
+        assert!(cost(pick) < cost(BroadcastAlgorithm::Chain));
+        // A chain over a flat network runs at about n/B; net-ring beats rank-order
+        // scatter-gather on an uneven one.
+        let c = auto_chunk(big, 8);
+        let chain = predict_broadcast(&flat, &topo, BroadcastAlgorithm::Chain, 0, big, c);
+        let nb = big as f64 / 23.9e6;
+        assert!(chain > nb && chain < 1.05 * nb, "{chain} {nb}");
+        assert!(
+            predict_reduce(&uneven, ReduceAlgorithm::NetRing, 0, big)
+                <= predict_reduce(&uneven, ReduceAlgorithm::ScatterGather, 0, big)
+        );
+        // The direct gather is bounded by the root's intake: (p−1)n/B.
+        let g = predict_gather(&flat, GatherAlgorithm::Direct, 0, 1 << 20);
+        assert!((g - 7.0 * (1 << 20) as f64 / 23.9e6).abs() < 1e-3, "{g}");
     }
 }

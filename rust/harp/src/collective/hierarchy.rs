@@ -337,6 +337,25 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// `p` ranks, no links yet.
+    pub fn empty(p: usize) -> Tree {
+        Tree {
+            parent: vec![None; p],
+            children: vec![Vec::new(); p],
+        }
+    }
+
+    /// Links `list` (list[0] its root) as the binomial reduce tree of
+    /// [`reduce_tree`](super::rooted::reduce_tree), children in receiving order.
+    pub fn add_binomial(&mut self, list: &[usize]) {
+        let n = list.len();
+        for (v, &x) in list.iter().enumerate() {
+            let s = super::rooted::reduce_tree(v, n, 0);
+            self.parent[x] = s.parent.map(|(_, q)| list[q]);
+            self.children[x].extend(s.children.into_iter().map(|(_, c)| list[c]));
+        }
+    }
+
     /// Every rank below `r` (itself included).
     pub fn subtree(&self, r: usize) -> Vec<usize> {
         let mut out = vec![r];
@@ -359,10 +378,7 @@ impl Tree {
 /// with the ranks just attached joining UP (a binomial doubling inside a flat group).
 pub fn distance_tree(h: &Hierarchy, net: &NetModel, root: usize) -> Tree {
     let p = h.workers();
-    let mut t = Tree {
-        parent: vec![None; p],
-        children: vec![Vec::new(); p],
-    };
+    let mut t = Tree::empty(p);
     construct(h, net, root, (0..p).collect(), &mut t);
     t
 }
@@ -453,11 +469,7 @@ pub fn leaders(h: &Hierarchy, net: &NetModel, root: usize) -> Vec<Vec<usize>> {
 /// leader first and the others by increasing M to it. A worker's children are listed in the
 /// order it receives from them (lower levels first, then binomial rounds).
 pub fn leader_tree(h: &Hierarchy, net: &NetModel, root: usize) -> Tree {
-    let p = h.workers();
-    let mut t = Tree {
-        parent: vec![None; p],
-        children: vec![Vec::new(); p],
-    };
+    let mut t = Tree::empty(h.workers());
     let lead = leaders(h, net, root);
     for level in 1..h.levels.len() {
         for (gi, g) in h.levels[level].iter().enumerate() {
@@ -473,20 +485,8 @@ pub fn leader_tree(h: &Hierarchy, net: &NetModel, root: usize) -> Tree {
                     .then(a.cmp(&b))
             });
             list.insert(0, top);
-            let n = list.len();
-            for (v, &x) in list.iter().enumerate() {
-                let mut mask = 1;
-                while mask < n.next_power_of_two() {
-                    if v & mask != 0 {
-                        t.parent[x] = Some(list[v - mask]);
-                        break;
-                    }
-                    if v + mask < n {
-                        t.children[x].push(list[v + mask]);
-                    }
-                    mask <<= 1;
-                }
-            }
+            // The group leader (list[0]) gets its parent, if any, at a higher level.
+            t.add_binomial(&list);
         }
     }
     t

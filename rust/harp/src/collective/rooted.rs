@@ -33,6 +33,9 @@ pub enum GatherAlgorithm {
     /// worker forwards its subtree's partitions, sending to (or receiving from) its children at
     /// once. Without a network model: direct.
     Tree,
+    /// Scatter: the root sends to every worker at once (direct sends one worker after the
+    /// other). Gather: the same as direct (which receives from everyone at once already).
+    Parallel,
 }
 
 impl GatherAlgorithm {
@@ -41,6 +44,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Auto => 0,
             GatherAlgorithm::Direct => 1,
             GatherAlgorithm::Tree => 2,
+            GatherAlgorithm::Parallel => 3,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -48,9 +52,10 @@ impl GatherAlgorithm {
             "auto" => GatherAlgorithm::Auto,
             "direct" => GatherAlgorithm::Direct,
             "net-tree" => GatherAlgorithm::Tree,
+            "parallel" => GatherAlgorithm::Parallel,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree)"
+                    "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel)"
                 )))
             }
         })
@@ -60,6 +65,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Auto => "auto",
             GatherAlgorithm::Direct => "direct",
             GatherAlgorithm::Tree => "net-tree",
+            GatherAlgorithm::Parallel => "parallel",
         }
     }
     /// The concrete algorithm (Auto resolved with the model; trees need a model).
@@ -68,6 +74,21 @@ impl GatherAlgorithm {
             (GatherAlgorithm::Auto, net) => super::choose::gather(net, root),
             (GatherAlgorithm::Tree, None) => GatherAlgorithm::Direct,
             (a, _) => a,
+        }
+    }
+
+    /// [`GatherAlgorithm::resolve`] for a scatter: with a model, direct becomes parallel
+    /// (the same cost in the model, less time measured: docs/benchmarks-netns.md).
+    pub fn resolve_scatter(
+        self,
+        net: Option<&crate::netmodel::NetModel>,
+        root: usize,
+    ) -> GatherAlgorithm {
+        match self.resolve(net, root) {
+            GatherAlgorithm::Direct if self == GatherAlgorithm::Auto && net.is_some() => {
+                GatherAlgorithm::Parallel
+            }
+            a => a,
         }
     }
 }
@@ -304,8 +325,16 @@ pub async fn scatter(
 ) -> Result<()> {
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
-    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
-        return scatter_tree(cx, table, root, part, &distance_tree(cx, root)).await;
+    match algo.resolve_scatter(cx.net.as_deref(), root) {
+        GatherAlgorithm::Tree => {
+            let t = distance_tree(cx, root);
+            return scatter_tree(cx, table, root, part, &t).await;
+        }
+        GatherAlgorithm::Parallel => {
+            let t = super::choose::star(p, root);
+            return scatter_tree(cx, table, root, part, &t).await;
+        }
+        _ => {}
     }
     if r != root {
         table.clear();
