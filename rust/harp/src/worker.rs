@@ -335,7 +335,6 @@ impl Worker {
         table: &mut Table,
         algo: AllgatherAlgorithm,
     ) -> Result<()> {
-        let algo = algo.resolve(self.size());
         self.op(Op::Allgather, algo.code(), label, |cx| async move {
             collective::allgather::allgather(&cx, table, algo).await
         })
@@ -374,7 +373,6 @@ impl Worker {
         part: &Partitioner,
         algo: ReduceScatterAlgorithm,
     ) -> Result<()> {
-        let algo = algo.resolve(self.size());
         self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
             collective::regroup::reduce_scatter(&cx, table, part, algo).await
         })

@@ -263,7 +263,7 @@ pub fn run(
 }
 
 /// Results [`run_kv`] verifies per round.
-pub const KV_CHECKS_PER_ROUND: usize = 15;
+pub const KV_CHECKS_PER_ROUND: usize = 17;
 
 /// Checks the collectives that move whole partitions on key-value tables (i64 or str keys; sum
 /// of i64 or append of i32 arrays; uneven partitions whose keys overlap between ranks) against
@@ -309,6 +309,7 @@ pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
             AllgatherAlgorithm::Ring,
             AllgatherAlgorithm::KnownTotal(total),
             AllgatherAlgorithm::RecursiveDoubling,
+            AllgatherAlgorithm::Auto,
         ] {
             let mut t = mine();
             w.allgather("check-kv", &mut t, algo)?;
@@ -341,6 +342,7 @@ pub fn run_kv(w: &Worker, spec: &Spec) -> Result<Report> {
         for algo in [
             ReduceScatterAlgorithm::Ring,
             ReduceScatterAlgorithm::RecursiveHalving,
+            ReduceScatterAlgorithm::Auto,
         ] {
             let mut t = mine();
             w.reduce_scatter_with("check-kv", &mut t, &m, algo)?;
