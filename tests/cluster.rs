@@ -7,6 +7,8 @@ use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use harp::check::{CHECKS_PER_ROUND, KV_CHECKS_PER_ROUND};
+
 fn harp() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harp"));
     c.env("HARP_LOG", "warn");
@@ -47,13 +49,14 @@ fn check_p(p: usize) {
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
+    let (n, kv) = (2 * CHECKS_PER_ROUND, 2 * KV_CHECKS_PER_ROUND);
     assert!(
-        out.contains(&format!("42 results verified on {p} workers")),
+        out.contains(&format!("{n} results verified on {p} workers")),
         "{out}"
     );
-    // Key-value tables (harp::check::run_kv: 13 results per round) over TCP too.
+    // Key-value tables (harp::check::run_kv) over TCP too.
     assert!(
-        out.contains(&format!("26 key-value results verified on {p} workers")),
+        out.contains(&format!("{kv} key-value results verified on {p} workers")),
         "{out}"
     );
 }

@@ -12,10 +12,7 @@ use harp::{Array, Combiner, Config, DType, Pool, Table};
 
 use common::{config, on_workers};
 
-/// Results `check::run` verifies per round: allreduce ×3, broadcast ×5, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×2, gather, scatter, reduce-scatter ×3 (ring,
-/// recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-const CHECKS_PER_ROUND: usize = 25;
+use check::CHECKS_PER_ROUND;
 
 fn cfg() -> Config {
     config(Duration::from_secs(30))

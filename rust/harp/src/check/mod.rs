@@ -262,6 +262,11 @@ pub fn run(
     Ok(Report { verified })
 }
 
+/// Results [`run`] verifies per round: allreduce ×3, broadcast ×5, allgather ×4 (ring,
+/// recursive doubling, auto, known total), reduce ×2, gather, scatter, reduce-scatter ×3 (ring,
+/// recursive halving, auto), regroup ×2, push, pull, rotate ×2.
+pub const CHECKS_PER_ROUND: usize = 25;
+
 /// Results [`run_kv`] verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;
 
