@@ -7,6 +7,8 @@ use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use harp::check::{CHECKS_PER_ROUND, KV_CHECKS_PER_ROUND};
+
 fn harp() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harp"));
     c.env("HARP_LOG", "warn");
@@ -49,9 +51,14 @@ fn group_collectives_over_tcp_match_the_model() {
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("21 results verified on 5 workers"), "{out}");
     assert!(
-        out.contains("check: 21 results verified in group [4, 2, 0] (groups [[4, 2, 0], [1, 3]])"),
+        out.contains(&format!("{CHECKS_PER_ROUND} results verified on 5 workers")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "check: {CHECKS_PER_ROUND} results verified in group [4, 2, 0] (groups [[4, 2, 0], [1, 3]])"
+        )),
         "{out}"
     );
 }
@@ -129,13 +136,14 @@ fn check_p(p: usize) {
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "p={p}: {out}\n{err}");
+    let (n, kv) = (2 * CHECKS_PER_ROUND, 2 * KV_CHECKS_PER_ROUND);
     assert!(
-        out.contains(&format!("62 results verified on {p} workers")),
+        out.contains(&format!("{n} results verified on {p} workers")),
         "{out}"
     );
-    // Key-value tables (harp::check::run_kv: 13 results per round) over TCP too.
+    // Key-value tables (harp::check::run_kv) over TCP too.
     assert!(
-        out.contains(&format!("26 key-value results verified on {p} workers")),
+        out.contains(&format!("{kv} key-value results verified on {p} workers")),
         "{out}"
     );
 }
@@ -176,7 +184,10 @@ fn collectives_match_the_model_under_a_net_model_file() {
         let (out, err) = text(&o);
         assert!(o.status.success(), "p={p}: {out}\n{err}");
         assert!(
-            out.contains(&format!("62 results verified on {p} workers")),
+            out.contains(&format!(
+                "{} results verified on {p} workers",
+                2 * CHECKS_PER_ROUND
+            )),
             "{out}"
         );
     }

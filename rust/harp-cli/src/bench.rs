@@ -208,8 +208,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             .resolve(a.bytes, w.config().allreduce_crossover)
             .name()
             .to_string(),
-        Algo::Allgather(x) => x.resolve(w.size()).name().into(),
-        Algo::ReduceScatter(x) => x.resolve(w.size()).name().into(),
+        Algo::Allgather(x) => x.name().into(),
+        Algo::ReduceScatter(x) => x.name().into(),
         Algo::Reduce(x) => x.name().into(),
         Algo::Gather(x) if op == "scatter" => {
             x.resolve_scatter(w.net_model().as_deref(), 0).name().into()

@@ -28,7 +28,8 @@ pub struct Config {
     /// `BroadcastAlgorithm::Auto` uses the binomial tree up to this many bytes, the chain above.
     pub broadcast_crossover: u64,
     /// `AllreduceAlgorithm::Auto` uses bidirectional exchange below this many bytes,
-    /// regroup-allgather from it on.
+    /// regroup-allgather from it on; the automatic allgather and reduce-scatter use recursive
+    /// doubling below it and the ring from it on (the largest table of any worker decides).
     pub allreduce_crossover: u64,
     /// Partitions at least this large are split into p segments by the segment-based
     /// algorithms (allreduce regroup-allgather, reduce scatter-gather).
@@ -303,7 +304,8 @@ pub static OPTIONS: &[EngineOption] = &[
         java: "harp.allreduce.crossover.bytes",
         unit: Unit::Bytes,
         help: "Automatic allreduce uses bidirectional exchange below this size, \
-               regroup-allgather from it on.",
+               regroup-allgather from it on; automatic allgather and reduce-scatter use \
+               recursive doubling below it, the ring from it on.",
         get: |c| Value::Bytes(c.allreduce_crossover),
         put: |c, v| {
             c.allreduce_crossover = v.bytes();

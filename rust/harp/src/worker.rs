@@ -210,7 +210,6 @@ macro_rules! collectives {
             table: &mut Table,
             algo: AllgatherAlgorithm,
         ) -> Result<()> {
-            let algo = algo.resolve(self.size());
             self.op(Op::Allgather, algo.code(), label, |cx| async move {
                 collective::allgather::allgather(&cx, table, algo).await
             })
@@ -254,7 +253,6 @@ macro_rules! collectives {
             part: &Partitioner,
             algo: ReduceScatterAlgorithm,
         ) -> Result<()> {
-            let algo = algo.resolve(self.size());
             self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
                 collective::regroup::reduce_scatter(&cx, table, part, algo).await
             })

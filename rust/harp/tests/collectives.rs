@@ -5,18 +5,15 @@ mod common;
 
 use std::time::Duration;
 
-use harp::check::model::{combine_all, copy, fill, gen, same, shape};
+use harp::check::model::{combine_all, copy, fill, gen, h, same, shape};
 use harp::check::{self, Faults, Spec};
-use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::collective::{choose, AllreduceAlgorithm, BroadcastAlgorithm};
 use harp::netmodel::NetModel;
 use harp::{Array, Combiner, Config, DType, Pool, Table};
 
 use common::{config, on_workers};
 
-/// Results `check::run` verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×4, gather ×4, scatter ×4, reduce-scatter ×3
-/// (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-const CHECKS_PER_ROUND: usize = 35;
+use check::CHECKS_PER_ROUND;
 
 fn cfg() -> Config {
     config(Duration::from_secs(30))
@@ -74,6 +71,8 @@ fn key_value_tables_match_the_model_for_p_1_to_8() {
 fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
     let (spec, cfg, pool) = (Spec::default(), Config::default(), Pool::default());
     let (mut empty, mut uneven, mut small, mut large) = (false, false, false, false);
+    // The scatter roots' tables on both sides of the binomial tree's limit.
+    let (mut tree, mut direct) = (false, false);
     for p in 2..=8 {
         for round in 0..spec.rounds {
             let s = shape(spec.seed, round, spec.max_elems);
@@ -86,11 +85,15 @@ fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
                 small |= t.bytes() > 0 && t.bytes() <= cfg.broadcast_crossover;
                 large |= t.bytes() >= cfg.allreduce_crossover;
             }
+            let root = (h(&[spec.seed, round, 9]) % p as u64) as usize;
+            let b = tables[root].bytes();
+            tree |= b > 0 && choose::scatter(b);
+            direct |= !choose::scatter(b);
         }
     }
     assert!(
-        empty && uneven && small && large,
-        "{empty} {uneven} {small} {large}"
+        empty && uneven && small && large && tree && direct,
+        "{empty} {uneven} {small} {large} {tree} {direct}"
     );
 }
 

@@ -288,8 +288,14 @@ pub fn run(
     Ok(Report { verified })
 }
 
+/// Results [`run`] verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
+/// recursive doubling, auto, known total), reduce ×4, gather ×4 (auto, direct, net-tree,
+/// parallel), scatter ×4, reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push,
+/// pull, rotate ×2.
+pub const CHECKS_PER_ROUND: usize = 35;
+
 /// Results [`run_kv`] verifies per round.
-pub const KV_CHECKS_PER_ROUND: usize = 15;
+pub const KV_CHECKS_PER_ROUND: usize = 17;
 
 /// Checks the collectives that move whole partitions on key-value tables (i64 or str keys; sum
 /// of i64 or append of i32 arrays; uneven partitions whose keys overlap between ranks) against
@@ -335,6 +341,7 @@ pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
             AllgatherAlgorithm::Ring,
             AllgatherAlgorithm::KnownTotal(total),
             AllgatherAlgorithm::RecursiveDoubling,
+            AllgatherAlgorithm::Auto,
         ] {
             let mut t = mine();
             w.allgather("check-kv", &mut t, algo)?;
@@ -367,6 +374,7 @@ pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
         for algo in [
             ReduceScatterAlgorithm::Ring,
             ReduceScatterAlgorithm::RecursiveHalving,
+            ReduceScatterAlgorithm::Auto,
         ] {
             let mut t = mine();
             w.reduce_scatter_with("check-kv", &mut t, &m, algo)?;

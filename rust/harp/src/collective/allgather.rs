@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllgatherAlgorithm {
-    /// Recursive doubling when p is a power of two, the ring otherwise ([`choose::allgather`]).
+    /// Recursive doubling while every worker's table is below `Config::allreduce_crossover`,
+    /// the ring when any is not (agreed as for allreduce, see [`choose`]).
     Auto,
     /// Recursive doubling: in round k every worker swaps all it holds with rank r xor 2^k
     /// (p not a power of two: the extra ranks fold their tables into the first ones before and
@@ -39,22 +40,28 @@ impl AllgatherAlgorithm {
             AllgatherAlgorithm::RecursiveDoubling => "recursive-doubling",
         }
     }
-    /// The algorithm `Auto` runs on `p` workers (see [`choose::allgather`]).
-    pub fn resolve(self, p: usize) -> AllgatherAlgorithm {
-        match self {
-            AllgatherAlgorithm::Auto => choose::allgather(p),
-            a => a,
-        }
-    }
 }
 
-/// Allgather with `algo` (`Auto` resolved by the caller, whose header carries the code).
+/// Allgather with `algo`.
 pub async fn allgather(cx: &Ctx<'_>, table: &mut Table, algo: AllgatherAlgorithm) -> Result<()> {
-    match algo.resolve(cx.size()) {
-        AllgatherAlgorithm::Ring | AllgatherAlgorithm::Auto => ring(cx, table).await,
+    match algo {
+        AllgatherAlgorithm::Auto => auto(cx, table).await,
+        AllgatherAlgorithm::Ring => ring(cx, table).await,
         AllgatherAlgorithm::KnownTotal(n) => known_total(cx, table, n).await,
         AllgatherAlgorithm::RecursiveDoubling => recursive_doubling(cx, table).await,
     }
+}
+
+/// The automatic allgather: recursive doubling that agrees on the way whether any worker's
+/// table reaches `Config::allreduce_crossover` (exactly as the automatic allreduce does, see
+/// [`choose`]), then the ring if one does. At 64 MiB, p = 8 the ring holds the bound where
+/// recursive doubling takes 1.39× it (docs/benchmarks-netns.md, Part 0).
+pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
+    let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
+    if super::allreduce::doubling(cx, table, Some(large)).await? {
+        ring(cx, table).await?;
+    }
+    Ok(())
 }
 
 /// Recursive doubling: the union grows by swapping everything held with rank r xor 2^k in

@@ -83,7 +83,7 @@ pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
 /// sender has seen a large table (`large` for its own), tables travel only between workers
 /// that have not, and the result says whether any worker's table was large: then every table
 /// is left as it was on entry. With `None` it is plain bidirectional exchange (`aux` 0).
-async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool>) -> Result<bool> {
+pub(super) async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool>) -> Result<bool> {
     let (r, p) = (cx.rank(), cx.size());
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;

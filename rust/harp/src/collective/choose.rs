@@ -19,10 +19,17 @@
 //!   over; when some table is
 //!   large, the ⌈log2 p⌉ (+2) rounds are pure latency, ⌈log2 p⌉α (+2α), before
 //!   regroup-allgather (plus at most the small tables sent before the news arrived).
-//! * **Allgather** ([`allgather`]) and **reduce-scatter** ([`reduce_scatter`]): chosen from p,
-//!   which every worker knows (recursive doubling / halving for powers of two, the ring
-//!   otherwise); the header carries the concrete algorithm, so a worker that chose otherwise
-//!   is an operation mismatch.
+//! * **Allgather** and **reduce-scatter** (`allgather::auto`, `regroup::reduce_scatter`):
+//!   agreed exactly as allreduce, with the same crossover: while every table is small, the
+//!   doubling rounds themselves do the work (the allgather's union is what they compute; for
+//!   reduce-scatter each worker then keeps the partitions it owns), ⌈log2 p⌉ messages instead
+//!   of the ring's p−1; when any table is large, the ring runs after the flag rounds. The
+//!   log-step algorithms are not used for large tables: at 64 MiB, p = 8, recursive doubling
+//!   allgather took 1.39× the bound and recursive halving 1.23×, the rings 1.00–1.02×
+//!   (docs/benchmarks-netns.md, Part 0).
+//! * **Scatter** ([`scatter`]): only the root knows the size; it decides between the binomial
+//!   tree and the direct scatter and every frame carries the choice in `aux` (a receiver
+//!   takes the first frame from the root or its tree parent).
 //! * Reduce, regroup and the others have no automatic choice; regroup without a
 //!   partitioner is decided by the master and sent to everyone (`regroup::plan`).
 //!
@@ -37,10 +44,7 @@
 
 use super::hierarchy::{self, Hierarchy, Tree};
 use super::segment::auto_chunk;
-use super::{
-    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
-    ReduceScatterAlgorithm,
-};
+use super::{AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm};
 use crate::config::Config;
 use crate::netmodel::NetModel;
 use crate::topology::Topology;
@@ -244,28 +248,18 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
     }
 }
 
-/// Allgather on `p` workers: recursive doubling when p is a power of two, whose
-/// log2 p · α + (p−1)/p · nβ is below the ring's (p−1)α + (p−1)/p · nβ at every size; the ring
-/// otherwise, as recursive doubling then also sends the n gathered bytes to each extra rank.
-/// Every worker knows p, so the choice needs no agreement.
-pub fn allgather(p: usize) -> AllgatherAlgorithm {
-    if p.is_power_of_two() {
-        AllgatherAlgorithm::RecursiveDoubling
-    } else {
-        AllgatherAlgorithm::Ring
-    }
-}
+/// Scatter tables up to this many bytes go down a binomial tree, larger ones straight from the
+/// root (`rooted::scatter`). At 1 KiB, p = 8 on the emulated 200 Mbit/s hosts the tree takes
+/// 0.16 ms against the direct scatter's 0.20–0.33 ms (the root's p−1 sends in a row are the
+/// bottleneck); at 16 MiB it takes 1.25× the direct scatter's time (each level stores and
+/// forwards). The break-even was not measured; 64 KiB keeps the tree where a message is
+/// latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against ~0.05 ms per message).
+pub const SCATTER_BINOMIAL_MAX: u64 = 64 * 1024;
 
-/// Reduce-scatter on `p` workers: recursive halving when p is a power of two
-/// (log2 p · α + (p−1)/p · nβ, below the ring's (p−1)α + (p−1)/p · nβ at every size), the
-/// ring otherwise (halving would first send the extra ranks' whole tables, n bytes, to their
-/// partners). Every worker knows p, so the choice needs no agreement.
-pub fn reduce_scatter(p: usize) -> ReduceScatterAlgorithm {
-    if p.is_power_of_two() {
-        ReduceScatterAlgorithm::RecursiveHalving
-    } else {
-        ReduceScatterAlgorithm::Ring
-    }
+/// Scatter of the root's table of `bytes`: binomial (true) up to [`SCATTER_BINOMIAL_MAX`],
+/// direct above. Only the root knows the size: it decides and every frame announces it.
+pub fn scatter(bytes: u64) -> bool {
+    bytes <= SCATTER_BINOMIAL_MAX
 }
 
 /// True when a worker's table of `bytes` calls for regroup-allgather.
@@ -310,18 +304,7 @@ mod tests {
             AllreduceAlgorithm::RegroupAllgather
         );
         assert!(allreduce_large(0, 0));
-        for p in [1, 2, 4, 8, 16] {
-            assert_eq!(allgather(p), AllgatherAlgorithm::RecursiveDoubling, "{p}");
-            assert_eq!(
-                reduce_scatter(p),
-                ReduceScatterAlgorithm::RecursiveHalving,
-                "{p}"
-            );
-        }
-        for p in [3, 5, 6, 7, 12] {
-            assert_eq!(allgather(p), AllgatherAlgorithm::Ring, "{p}");
-            assert_eq!(reduce_scatter(p), ReduceScatterAlgorithm::Ring, "{p}");
-        }
+        assert!(scatter(SCATTER_BINOMIAL_MAX) && !scatter(SCATTER_BINOMIAL_MAX + 1));
         let mut cfg = Config::default();
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;

@@ -356,9 +356,21 @@ pub async fn recv_batch_expecting(
     pool: &Pool,
     src: usize,
     tag: u32,
-    mut expect: impl FnMut(&PieceMeta) -> std::result::Result<(), String> + Send,
+    expect: impl FnMut(&PieceMeta) -> std::result::Result<(), String> + Send,
 ) -> Result<(Header, Vec<In>)> {
     let head = recv_head(ep, src, tag).await?;
+    finish_batch(ep, pool, head, expect).await
+}
+
+/// The rest of a batch whose head has arrived (from its sender `head.hdr.src`): its pieces,
+/// checked by `expect` (see [`check_head`]) before any is received.
+pub async fn finish_batch(
+    ep: &Endpoint<'_>,
+    pool: &Pool,
+    head: BatchHead,
+    mut expect: impl FnMut(&PieceMeta) -> std::result::Result<(), String> + Send,
+) -> Result<(Header, Vec<In>)> {
+    let src = head.hdr.src as usize;
     check_head(ep, src, &head.pieces, &mut expect)?;
     let hdr = head.hdr;
     let mut out = Vec::with_capacity(head.pieces.len());

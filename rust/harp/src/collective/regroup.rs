@@ -137,8 +137,9 @@ pub fn assign(held: &HashMap<u32, Vec<(usize, u64)>>, p: usize) -> Vec<(u32, u32
 /// How reduce-scatter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceScatterAlgorithm {
-    /// Recursive halving when p is a power of two, the ring otherwise
-    /// ([`choose::reduce_scatter`]).
+    /// Recursive doubling of whole tables (then each worker keeps what it owns) while every
+    /// worker's table is below `Config::allreduce_crossover`, the ring when any is not (agreed
+    /// on the way, as the automatic allreduce does; see [`choose`]).
     Auto,
     /// Ring reduce-scatter at partition granularity ([`ring`]).
     Ring,
@@ -173,13 +174,6 @@ impl ReduceScatterAlgorithm {
             ReduceScatterAlgorithm::RecursiveHalving => "recursive-halving",
         }
     }
-    /// The algorithm `Auto` runs on `p` workers.
-    pub fn resolve(self, p: usize) -> ReduceScatterAlgorithm {
-        match self {
-            ReduceScatterAlgorithm::Auto => choose::reduce_scatter(p),
-            a => a,
-        }
-    }
 }
 
 /// Reduce-scatter with `algo`: each worker ends with the fully combined partitions it owns
@@ -190,9 +184,18 @@ pub async fn reduce_scatter(
     part: &Partitioner,
     algo: ReduceScatterAlgorithm,
 ) -> Result<()> {
-    match algo.resolve(cx.size()) {
+    match algo {
         ReduceScatterAlgorithm::RecursiveHalving => recursive_halving(cx, table, part).await,
-        _ => ring(cx, table, part).await,
+        ReduceScatterAlgorithm::Ring => ring(cx, table, part).await,
+        ReduceScatterAlgorithm::Auto => {
+            let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
+            if super::allreduce::doubling(cx, table, Some(large)).await? {
+                return ring(cx, table, part).await;
+            }
+            let owner = owners(table, part, cx.size())?;
+            table.retain(|id| owner[&id] == cx.rank());
+            Ok(())
+        }
     }
 }
 
