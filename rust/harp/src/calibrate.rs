@@ -10,13 +10,21 @@
 //!
 //! 1. `pings` ping-pongs of empty frames started by the sender: L(sender, receiver) is half the
 //!    median round trip;
-//! 2. a timed one-way transfer of at most `bytes` bytes in 64 KiB `Data` frames, started by the
+//! 2. a timed one-way transfer of at most `bytes` bytes in 16 KiB `Data` frames, started by the
 //!    receiver's `GO` and ended by the sender's `Ctrl` frame with the byte count and the
-//!    round trip it measured in step 1. The sender stops early when the direction's share of
-//!    the time budget is spent (so the budget holds on slow links: at most one frame and what
-//!    the sockets hold is sent after it). The receiver times it from sending `GO` to taking
-//!    the last frame, which is one round trip (GO out, first byte back) plus the transfer:
-//!    B = bytes / (time − round trip).
+//!    smallest round trip of step 1. The receiver acknowledges every frame and the sender keeps
+//!    unacknowledged at most what the link carried in 10 ms (or two round trips; at least
+//!    64 KiB), so a link's queues never hold more than that (without it, TCP fills the sockets
+//!    and the shaper's queue: megabytes that still have to drain after the sender stops, and
+//!    that the receiver would take in bursts). The sender stops early, after at least 80 KiB
+//!    (less makes the rate a shaper's burst), when the schedule is due: transfer i of the
+//!    2·rounds is due at i + 1 shares of the time budget from the start, so a late transfer is
+//!    shortened and the whole measurement ends about on budget even on slow links. The
+//!    receiver times it from the frame that completes the first 48 KiB (or half the transfer)
+//!    to the last: B = (bytes after that frame) / (time between them), which leaves out the
+//!    start-up latency, TCP's first round trips and a shaper's burst (a token bucket lets its
+//!    first bytes through at line rate); with a single frame (a slow link and a small budget),
+//!    from sending `GO` to taking the frame, less the round trip.
 //!
 //! Then every worker sends its row of latencies and its column of bandwidths to the master,
 //! which builds the model and sends it to every worker; each sets it
@@ -34,8 +42,18 @@ use crate::topology::Topology;
 use crate::wire::{Kind, Op};
 use crate::worker::Worker;
 
-/// One `Data` frame of a timed transfer.
-const CHUNK: usize = 64 * 1024;
+/// One `Data` frame of a timed transfer (small, so that a sender past its schedule stops
+/// soon even on a slow link).
+const CHUNK: usize = 16 * 1024;
+/// The receiver starts its clock at the first frame that completes this many bytes (or half
+/// the transfer): the bytes a shaper's token bucket lets through at once come before it.
+const WARMUP: u64 = 48 * 1024;
+/// The sender keeps unacknowledged at most what the link carries in 10 ms (or two round
+/// trips), at least this many bytes.
+const MIN_WINDOW: u64 = 64 * 1024;
+/// The sender's schedule never stops a transfer before this many bytes (the warm-up and two
+/// frames after it), without which the rate would be a shaper's burst.
+const MIN_BYTES: u64 = WARMUP + 2 * CHUNK as u64;
 
 /// How a measurement is bounded.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -114,7 +132,9 @@ async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
         return Ok((lat, bw, 0));
     }
     let n = p + p % 2;
-    let slice = opts.time / (2 * rounds) as u32;
+    let start = Instant::now();
+    // Transfer i is due at (i + 1) shares of the budget.
+    let due = |i: usize| start + opts.time.mul_f64((i + 1) as f64 / (2 * rounds) as f64);
     let pings = opts.pings.max(1);
     let chunk = vec![0u8; CHUNK.min(opts.bytes.max(1) as usize)];
     for k in 0..rounds {
@@ -123,10 +143,12 @@ async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
             continue;
         }
         let (lo, hi) = (r.min(q), r.max(q));
-        for s in [lo, hi] {
+        for (dir, s) in [lo, hi].into_iter().enumerate() {
             if r == s {
-                lat[q] = ping(cx, q, k, pings).await?;
-                send_timed(cx, q, k, opts.bytes, slice, &chunk, 2.0 * lat[q]).await?;
+                let (l, rtt) = ping(cx, q, k, pings).await?;
+                lat[q] = l;
+                let stop = due(2 * k + dir);
+                send_timed(cx, q, k, opts.bytes, stop, &chunk, rtt).await?;
             } else {
                 pong(cx, q, k, pings).await?;
                 let (b, n) = recv_timed(cx, q, k).await?;
@@ -138,8 +160,8 @@ async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
     Ok((lat, bw, received))
 }
 
-/// Half the median round trip of `pings` empty ping-pongs to `q`.
-async fn ping(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<f64> {
+/// Half the median and the smallest round trip of `pings` empty ping-pongs to `q`.
+async fn ping(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<(f64, f64)> {
     let mut rtt = Vec::with_capacity(pings);
     for _ in 0..pings {
         let t0 = Instant::now();
@@ -150,7 +172,7 @@ async fn ping(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<f64> {
         rtt.push(t0.elapsed().as_secs_f64());
     }
     rtt.sort_by(f64::total_cmp);
-    Ok(rtt[rtt.len() / 2] / 2.0)
+    Ok((rtt[rtt.len() / 2] / 2.0, rtt[0]))
 }
 
 async fn pong(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<()> {
@@ -163,32 +185,52 @@ async fn pong(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<()> {
     Ok(())
 }
 
-/// Waits for `q`'s `GO`, then sends `Data` frames of `chunk` until `bytes` are sent or `slice`
-/// has passed (at least one frame), then the count and the round trip `rtt` (seconds).
+/// Waits for `q`'s `GO`, then sends `Data` frames of `chunk` (with at most 10 ms or two round
+/// trips of data unacknowledged, at least [`MIN_WINDOW`]) until `bytes` are sent or `stop` has
+/// come ([`MIN_BYTES`] at least), then the count and the round trip `rtt` (seconds); then
+/// takes the acknowledgements still due (one per frame).
 async fn send_timed(
     cx: &Ctx<'_>,
     q: usize,
     k: usize,
     bytes: u64,
-    slice: Duration,
+    stop: Instant,
     chunk: &[u8],
     rtt: f64,
 ) -> Result<()> {
     let tag = tags::CAL_DATA.at(k);
     cx.ep.recv_frame(q, tags::CAL_GO.at(k)).await?;
     let t0 = Instant::now();
-    let mut sent = 0u64;
+    let (mut sent, mut acked, mut frames, mut acks) = (0u64, 0u64, 0u64, 0u64);
+    let ack = async |acks: &mut u64| -> Result<u64> {
+        *acks += 1;
+        let got: u64 = cx.ep.recv_ctrl(q, tags::CAL_ACK.at(k)).await?;
+        Ok(got)
+    };
+    let window = |acked: u64| {
+        let rate = acked as f64 / t0.elapsed().as_secs_f64().max(1e-6);
+        ((rate * (2.0 * rtt).max(0.01)) as u64).max(MIN_WINDOW)
+    };
+    let least = MIN_BYTES.min(bytes);
     loop {
+        while sent - acked >= window(acked) {
+            acked = ack(&mut acks).await?;
+        }
         let n = (bytes - sent).min(chunk.len() as u64) as usize;
         cx.ep
             .send_frame(q, Kind::Data, tag, 0, &[&chunk[..n]])
             .await?;
         sent += n as u64;
-        if sent >= bytes || t0.elapsed() >= slice {
+        frames += 1;
+        if sent >= bytes || (sent >= least && Instant::now() >= stop) {
             break;
         }
     }
-    cx.ep.send_ctrl(q, tag, &(sent, rtt)).await
+    cx.ep.send_ctrl(q, tag, &(sent, rtt)).await?;
+    while acks < frames {
+        ack(&mut acks).await?;
+    }
+    Ok(())
 }
 
 /// Sends `GO` to `q` and times its transfer; returns the rate (bytes per second) and the bytes.
@@ -198,13 +240,16 @@ async fn recv_timed(cx: &Ctx<'_>, q: usize, k: usize) -> Result<(f64, u64)> {
         .send_frame(q, Kind::Ctrl, tags::CAL_GO.at(k), 0, &[])
         .await?;
     let t_go = Instant::now();
-    let (mut last, mut got) = (t_go, 0u64);
+    // (when taken, bytes so far) of every frame.
+    let mut points: Vec<(Instant, u64)> = Vec::new();
+    let mut got = 0u64;
     let rtt = loop {
         let f = cx.ep.recv_frame(q, tag).await?;
         match f.hdr.kind {
             Kind::Data => {
-                last = Instant::now();
                 got += f.body.len() as u64;
+                points.push((Instant::now(), got));
+                cx.ep.send_ctrl(q, tags::CAL_ACK.at(k), &got).await?;
             }
             Kind::Ctrl => {
                 let (sent, rtt): (u64, f64) = crate::wire::decode(&f.body)?;
@@ -227,10 +272,21 @@ async fn recv_timed(cx: &Ctx<'_>, q: usize, k: usize) -> Result<(f64, u64)> {
             }
         }
     };
-    // The round trip is at most half the time (a transfer shorter than a round trip says
-    // little about the bandwidth anyway).
-    let time = last.duration_since(t_go).as_secs_f64().max(1e-6);
-    let rate = got as f64 / (time - rtt).max(time / 2.0);
+    let (last, _) = *points.last().expect("got > 0");
+    let mark = WARMUP.min(got / 2);
+    let (start, before) = points
+        .iter()
+        .copied()
+        .find(|&(_, cum)| cum >= mark)
+        .filter(|&(t, _)| t < last)
+        .unwrap_or(points[0]);
+    let span = last.duration_since(start).as_secs_f64();
+    let rate = if got > before && span > 0.0 {
+        (got - before) as f64 / span
+    } else {
+        let time = last.duration_since(t_go).as_secs_f64().max(1e-6);
+        got as f64 / (time - rtt).max(time / 2.0)
+    };
     Ok((rate, got))
 }
 
@@ -493,22 +549,19 @@ mod tests {
     fn the_tournament_pairs_every_two_workers_once_one_pair_per_worker_per_round() {
         for p in 2..=9 {
             let n = p + p % 2;
-            let mut met = vec![vec![0; p]; p];
+            let mut met = std::collections::HashMap::new();
             for k in 0..rounds(p) {
                 for r in 0..p {
                     let q = partner(k, r, n);
                     assert_ne!(q, r);
                     if q < p {
                         assert_eq!(partner(k, q, n), r, "p {p} round {k}");
-                        met[r][q] += 1;
+                        *met.entry((r, q)).or_insert(0) += 1;
                     }
                 }
             }
-            for r in 0..p {
-                for q in 0..p {
-                    assert_eq!(met[r][q], usize::from(r != q), "p {p}: {r} met {q}");
-                }
-            }
+            assert_eq!(met.len(), p * (p - 1), "p {p}: every ordered pair meets");
+            assert!(met.values().all(|&c| c == 1), "p {p}: once");
         }
     }
 

@@ -884,7 +884,7 @@ mod tests {
         assert_eq!(c.net_model, None);
         let e = c.set("net_model", "a\nb").unwrap_err().to_string();
         assert!(
-            e.contains("net_model") && e.contains("not a file path"),
+            e.contains("net_model") && e.contains("is not a path"),
             "{e}"
         );
     }

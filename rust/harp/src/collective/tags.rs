@@ -64,6 +64,8 @@ pub const CAL_DATA: Phase = Phase(13);
 pub const CAL_ROW: Phase = Phase(14);
 pub const CAL_MODEL: Phase = Phase(15);
 pub const CAL_PLAN: Phase = Phase(16);
+/// The receiver's acknowledgements during a timed transfer (bytes received so far).
+pub const CAL_ACK: Phase = Phase(17);
 
 /// Fails clearly when `p` workers would need more ring steps than a phase holds.
 pub fn check_workers(p: usize) -> Result<()> {
@@ -99,6 +101,7 @@ mod tests {
             CAL_ROW,
             CAL_MODEL,
             CAL_PLAN,
+            CAL_ACK,
         ];
         let p = MAX_WORKERS;
         let mut spans: Vec<(u32, u32)> = phases.iter().map(|f| (f.at(0), f.at(p - 1))).collect();
