@@ -407,6 +407,10 @@ impl Worker {
             .into_iter()
             .zip(pools)
             .enumerate()
+            .map(|(rank, (transport, pool))| {
+                transport.set_event_window(cfg.event_window);
+                (rank, (transport, pool))
+            })
             .map(|(rank, (transport, pool))| Worker {
                 rank,
                 size: n,
