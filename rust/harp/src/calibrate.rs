@@ -34,8 +34,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::collective::{tags, Ctx};
+use crate::collective::{tags, AllreduceAlgorithm, Ctx};
 use crate::config::{Config, NetMeasure};
+use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::netmodel::NetModel;
 use crate::topology::Topology;
@@ -370,6 +371,36 @@ impl Worker {
     /// measured times of collectives drift from the model's predictions.
     pub fn calibrate(&self, opts: &CalibrateOptions) -> Result<Arc<NetModel>> {
         Ok(self.measure_network(opts)?.model)
+    }
+
+    /// Recalibration on drift (a collective: every worker calls it at the same position, e.g.
+    /// once per iteration). Every worker contributes whether its own predictions drift more
+    /// than 20% from the model ([`Worker::needs_recalibration`]); the flags are agreed with one
+    /// small allreduce, and when any worker's is set every worker measures anew
+    /// ([`Worker::calibrate`], which clears the drift window) and gets the new model. Returns
+    /// None, after the one allreduce, when no worker drifted.
+    pub fn recalibrate_if_drifted(&self, opts: &CalibrateOptions) -> Result<Option<Arc<NetModel>>> {
+        let mut flag = Table::new(Combiner::Max);
+        let mine = self.needs_recalibration() as i64;
+        flag.add(0, Array::from_slice(self.pool(), &[mine]))?;
+        self.allreduce(
+            "recalibrate?",
+            &mut flag,
+            AllreduceAlgorithm::BidirectionalExchange,
+        )?;
+        let any = flag
+            .get(0)
+            .map(|a| a.as_slice::<i64>().map(|v| v.first().copied().unwrap_or(0)))
+            .transpose()?
+            .unwrap_or(0);
+        if any == 0 {
+            return Ok(None);
+        }
+        tracing::info!(
+            rank = self.rank(),
+            "recalibrating the network model (drift)"
+        );
+        self.calibrate(opts).map(Some)
     }
 
     /// [`Worker::calibrate`] with the measurement's cost.

@@ -115,3 +115,41 @@ fn a_cached_start_uses_the_masters_cache_entry() {
     assert_eq!(off, vec![true, true]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Recalibration on drift: with a model that promises far more than the network gives, 16
+/// broadcasts drift well over 20% on every worker, `recalibrate_if_drifted` agrees and measures
+/// anew (the new model replaces the promise and the drift window is cleared); called again
+/// right away it measures nothing. Without a model nothing drifts and nothing is measured.
+#[test]
+fn drift_over_the_limit_recalibrates_every_worker_once() {
+    use harp::collective::BroadcastAlgorithm;
+    use harp::worker::DRIFT_WINDOW;
+    use harp::{Array, Combiner, Table};
+    let o = opts(128 * 1024, Duration::from_secs(30));
+    let res = on_workers(3, config(Duration::from_secs(30)), |w| {
+        assert!(w.recalibrate_if_drifted(&o).unwrap().is_none(), "no model");
+        let promise = NetModel::uniform(3, 1e-9, 1e13);
+        w.set_net_model(Some(promise.clone())).unwrap();
+        for i in 0..DRIFT_WINDOW {
+            let mut t = Table::new(Combiner::Sum);
+            if w.rank() == 0 {
+                t.add(0, Array::from_slice(w.pool(), &vec![1.0f64; 1 << 17]))
+                    .unwrap();
+            }
+            w.broadcast(&format!("b{i}"), &mut t, 0, BroadcastAlgorithm::Chain)
+                .unwrap();
+        }
+        assert!(w.needs_recalibration(), "{:?}", w.model_drift());
+        let m = w.recalibrate_if_drifted(&o).unwrap().expect("recalibrated");
+        assert_ne!(*m, promise);
+        assert_eq!(w.net_model().as_deref(), Some(&*m));
+        assert_eq!(w.model_drift(), None, "window cleared");
+        assert!(w.recalibrate_if_drifted(&o).unwrap().is_none(), "once");
+        w.close();
+        m
+    });
+    assert!(
+        res.iter().all(|m| m == &res[0]),
+        "the same new model everywhere"
+    );
+}
