@@ -82,7 +82,11 @@ fn group_collectives_match_the_model_and_disjoint_groups_run_concurrently() {
             for (rank, r) in results.into_iter().enumerate() {
                 let (dense, kv, whole) =
                     r.unwrap_or_else(|e| panic!("p = {p}, groups {a:?} {b:?}, rank {rank}: {e}"));
-                assert_eq!(dense, 21 * spec.rounds as usize, "p = {p}");
+                assert_eq!(
+                    dense,
+                    check::CHECKS_PER_ROUND * spec.rounds as usize,
+                    "p = {p}"
+                );
                 assert_eq!(kv, check::KV_CHECKS_PER_ROUND * spec.rounds as usize);
                 assert_eq!(whole, dense);
             }
