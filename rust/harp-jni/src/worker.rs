@@ -135,16 +135,16 @@ fn in_group<'l>(
     body: impl FnOnce(&mut Env<'l>, &dyn Collectives, &str) -> Result<(), Failure>,
 ) {
     collective(env, w, op, label, |env, wk, label| {
-        match group_members(env, &members)? {
+        match ranks(env, &members)? {
             None => body(env, wk, label),
             Some(m) => body(env, &wk.group(&m)?, label),
         }
     })
 }
 
-/// The world ranks of a `members` array (null: none); a negative rank becomes an out-of-range
-/// one, which `Worker::group` reports.
-fn group_members(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
+/// The ranks in an `int[]` (null: none); a negative rank becomes an out-of-range one, which the
+/// engine reports.
+fn ranks(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
     Ok(ints(env, members)?.map(|m| {
         m.into_iter()
             .map(|r| usize::try_from(r).unwrap_or(usize::MAX))
@@ -164,7 +164,7 @@ pub extern "system" fn Java_harp_Worker_groupRank<'l>(
     call(&mut env, |env, scope| {
         let we = worker(w)?;
         scope.worker(we.worker.rank());
-        let m = group_members(env, &members)?.ok_or_else(|| fail("a group needs a member list"))?;
+        let m = ranks(env, &members)?.ok_or_else(|| fail("a group needs a member list"))?;
         Ok(we.worker.group(&m)?.rank() as jint)
     })
 }
@@ -435,11 +435,7 @@ pub extern "system" fn Java_harp_Worker_rotate<'l>(
     map: JIntArray<'l>,
 ) {
     in_group(env, w, members, Op::Rotate, label, |env, wk, label| {
-        let map: Option<Vec<usize>> = ints(env, &map)?.map(|o| {
-            o.into_iter()
-                .map(|x| usize::try_from(x).unwrap_or(usize::MAX))
-                .collect()
-        });
+        let map = ranks(env, &map)?;
         in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
     })
 }
