@@ -7,7 +7,7 @@ use harp::collective::{
     AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
 };
 use harp::wire::Op;
-use harp::{Partitioner, Table, Worker};
+use harp::{Collectives, Partitioner, Table, Worker};
 use jni::objects::{JClass, JIntArray, JLongArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
@@ -123,6 +123,52 @@ fn collective<'l>(
     })
 }
 
+/// Runs collective `op` as [`collective`] does, in the whole job (`members` null) or in the
+/// group of those world ranks (`Worker::group`, whose errors become the call's: an empty list,
+/// a rank listed twice or out of range, this worker not a member).
+fn in_group<'l>(
+    env: EnvUnowned<'l>,
+    w: jlong,
+    members: JIntArray<'l>,
+    op: Op,
+    label: JString<'l>,
+    body: impl FnOnce(&mut Env<'l>, &dyn Collectives, &str) -> Result<(), Failure>,
+) {
+    collective(env, w, op, label, |env, wk, label| {
+        match ranks(env, &members)? {
+            None => body(env, wk, label),
+            Some(m) => body(env, &wk.group(&m)?, label),
+        }
+    })
+}
+
+/// The ranks in an `int[]` (null: none); a negative rank becomes an out-of-range one, which the
+/// engine reports.
+fn ranks(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
+    Ok(ints(env, members)?.map(|m| {
+        m.into_iter()
+            .map(|r| usize::try_from(r).unwrap_or(usize::MAX))
+            .collect()
+    }))
+}
+
+/// This worker's rank in the group of world ranks `members`, checking the list as
+/// `Worker::group` does (no message is exchanged).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_groupRank<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    members: JIntArray<'l>,
+) -> jint {
+    call(&mut env, |env, scope| {
+        let we = worker(w)?;
+        scope.worker(we.worker.rank());
+        let m = ranks(env, &members)?.ok_or_else(|| fail("a group needs a member list"))?;
+        Ok(we.worker.group(&m)?.rank() as jint)
+    })
+}
+
 /// Runs `f` on table `t`, locked for the duration of the collective.
 fn in_table(t: jlong, f: impl FnOnce(&mut Table) -> harp::Result<()>) -> Result<(), Failure> {
     Ok(f(&mut table(t)?.lock())?)
@@ -159,9 +205,10 @@ pub extern "system" fn Java_harp_Worker_barrier<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
 ) {
-    collective(env, w, Op::Barrier, label, |_, wk, label| {
+    in_group(env, w, members, Op::Barrier, label, |_, wk, label| {
         Ok(wk.barrier(label)?)
     })
 }
@@ -172,12 +219,13 @@ pub extern "system" fn Java_harp_Worker_broadcast<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     root_rank: jint,
     algorithm: JString<'l>,
 ) {
-    collective(env, w, Op::Broadcast, label, |env, wk, label| {
+    in_group(env, w, members, Op::Broadcast, label, |env, wk, label| {
         let a = BroadcastAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
         in_table(t, |tb| wk.broadcast(label, tb, r, a))
@@ -190,12 +238,13 @@ pub extern "system" fn Java_harp_Worker_reduce<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     root_rank: jint,
     algorithm: JString<'l>,
 ) {
-    collective(env, w, Op::Reduce, label, |env, wk, label| {
+    in_group(env, w, members, Op::Reduce, label, |env, wk, label| {
         let a = ReduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
         in_table(t, |tb| wk.reduce(label, tb, r, a))
@@ -207,11 +256,12 @@ pub extern "system" fn Java_harp_Worker_gather<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     root_rank: jint,
 ) {
-    collective(env, w, Op::Gather, label, |_, wk, label| {
+    in_group(env, w, members, Op::Gather, label, |_, wk, label| {
         let r = root(root_rank)?;
         in_table(t, |tb| wk.gather(label, tb, r))
     })
@@ -223,13 +273,14 @@ pub extern "system" fn Java_harp_Worker_scatter<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     root_rank: jint,
     ids: JIntArray<'l>,
     owners: JIntArray<'l>,
 ) {
-    collective(env, w, Op::Scatter, label, |env, wk, label| {
+    in_group(env, w, members, Op::Scatter, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let r = root(root_rank)?;
         in_table(t, |tb| wk.scatter(label, tb, r, &p))
@@ -243,11 +294,12 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     total: jint,
 ) {
-    collective(env, w, Op::Allgather, label, |_, wk, label| {
+    in_group(env, w, members, Op::Allgather, label, |_, wk, label| {
         let a = match usize::try_from(total) {
             Ok(0) => AllgatherAlgorithm::Auto,
             Ok(n) => AllgatherAlgorithm::KnownTotal(n),
@@ -263,11 +315,12 @@ pub extern "system" fn Java_harp_Worker_allreduce<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     algorithm: JString<'l>,
 ) {
-    collective(env, w, Op::Allreduce, label, |env, wk, label| {
+    in_group(env, w, members, Op::Allreduce, label, |env, wk, label| {
         let a = AllreduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
         in_table(t, |tb| wk.allreduce(label, tb, a))
     })
@@ -278,15 +331,23 @@ pub extern "system" fn Java_harp_Worker_reduceScatter<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     ids: JIntArray<'l>,
     owners: JIntArray<'l>,
 ) {
-    collective(env, w, Op::ReduceScatter, label, |env, wk, label| {
-        let p = partitioner(env, &ids, &owners)?;
-        in_table(t, |tb| wk.reduce_scatter(label, tb, &p))
-    })
+    in_group(
+        env,
+        w,
+        members,
+        Op::ReduceScatter,
+        label,
+        |env, wk, label| {
+            let p = partitioner(env, &ids, &owners)?;
+            in_table(t, |tb| wk.reduce_scatter(label, tb, &p))
+        },
+    )
 }
 
 /// `planned`: the master decides the owners from the actual distribution (`ids`/`owners` are
@@ -297,13 +358,14 @@ pub extern "system" fn Java_harp_Worker_regroup<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     planned: jboolean,
     ids: JIntArray<'l>,
     owners: JIntArray<'l>,
 ) {
-    collective(env, w, Op::Regroup, label, |env, wk, label| {
+    in_group(env, w, members, Op::Regroup, label, |env, wk, label| {
         let p = if planned {
             None
         } else {
@@ -367,16 +429,13 @@ pub extern "system" fn Java_harp_Worker_rotate<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     map: JIntArray<'l>,
 ) {
-    collective(env, w, Op::Rotate, label, |env, wk, label| {
-        let map: Option<Vec<usize>> = ints(env, &map)?.map(|o| {
-            o.into_iter()
-                .map(|x| usize::try_from(x).unwrap_or(usize::MAX))
-                .collect()
-        });
+    in_group(env, w, members, Op::Rotate, label, |env, wk, label| {
+        let map = ranks(env, &map)?;
         in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
     })
 }

@@ -184,8 +184,19 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return w().newEdgeTable(weighted);
   }
 
+  /**
+   * A handle for collectives over the workers {@code members} (world ranks, in group-rank
+   * order); only members call it, all with the same list. An empty list, a rank listed twice or
+   * not a worker, and this worker not being listed are {@link HarpException}s. No message is
+   * exchanged.
+   */
+  public Group group(int... members) {
+    int[] m = members == null ? null : members.clone();
+    return new Group(this, m, w().groupRank(m));
+  }
+
   /** Runs one collective, reporting progress to Hadoop while it waits. */
-  private void collective(java.util.function.Consumer<Worker> op) {
+  void collective(java.util.function.Consumer<Worker> op) {
     if (inHandler) {
       throw new IllegalStateException("collectives cannot be called from an event handler (the other workers are "
           + "not calling them)");

@@ -122,57 +122,111 @@ final class Worker implements AutoCloseable {
     abort(h, reason);
   }
 
-  /** The table's own ids mapped by {@code p} (null partitioner: modulo). */
-  private int[][] map(Table t, Partitioner p) {
+  /**
+   * The table's own ids mapped by {@code p} over {@code n} workers (null partitioner: modulo).
+   */
+  private static int[][] map(Table t, Partitioner p, int n) {
     if (p == null) {
       return new int[][] {null, null};
     }
     int[] ids = t.ids();
     int[] owners = new int[ids.length];
     for (int i = 0; i < ids.length; i++) {
-      owners[i] = p.owner(ids[i], size);
+      owners[i] = p.owner(ids[i], n);
     }
     return new int[][] {ids, owners};
   }
 
+  private int[][] map(Table t, Partitioner p) {
+    return map(t, p, size);
+  }
+
+  /** This worker's rank in the group of world ranks {@code members} (checked by the engine). */
+  int groupRank(int[] members) {
+    return groupRank(handle(), members);
+  }
+
   void barrier(String label) {
-    barrier(handle(), label);
+    barrier(null, label);
   }
 
   void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    broadcast(handle(), label, t.changing(), root, algorithm.wireName());
+    broadcast(null, label, t, root, algorithm);
   }
 
   void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
-    reduce(handle(), label, t.changing(), root, algorithm.wireName());
+    reduce(null, label, t, root, algorithm);
   }
 
   void gather(String label, Table t, int root) {
-    gather(handle(), label, t.changing(), root);
+    gather(null, label, t, root);
   }
 
   void scatter(String label, Table t, int root, Partitioner p) {
-    int[][] m = map(t, p); // only the root's mapping is used
-    scatter(handle(), label, t.changing(), root, m[0], m[1]);
+    scatter(null, label, t, root, p);
   }
 
-  /** {@code totalPartitions} 0: unknown. */
   void allgather(String label, Table t, int totalPartitions) {
-    allgather(handle(), label, t.changing(), totalPartitions);
+    allgather(null, label, t, totalPartitions);
   }
 
   void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
-    allreduce(handle(), label, t.changing(), algorithm.wireName());
+    allreduce(null, label, t, algorithm);
   }
 
   void reduceScatter(String label, Table t, Partitioner p) {
-    int[][] m = map(t, p);
-    reduceScatter(handle(), label, t.changing(), m[0], m[1]);
+    reduceScatter(null, label, t, p);
   }
 
   void regroup(String label, Table t, Partitioner p) {
-    int[][] m = map(t, p);
-    regroup(handle(), label, t.changing(), false, m[0], m[1]);
+    regroup(null, label, t, p);
+  }
+
+  void rotate(String label, Table t, int[] map) {
+    rotate(null, label, t, map);
+  }
+
+  // The collectives below run in the whole job when {@code g} is null, otherwise in the group of
+  // the world ranks {@code g} (roots, owners and maps in group ranks).
+
+  void barrier(int[] g, String label) {
+    barrier(handle(), g, label);
+  }
+
+  void broadcast(int[] g, String label, Table t, int root, Algorithm.Broadcast algorithm) {
+    broadcast(handle(), g, label, t.changing(), root, algorithm.wireName());
+  }
+
+  void reduce(int[] g, String label, Table t, int root, Algorithm.Reduce algorithm) {
+    reduce(handle(), g, label, t.changing(), root, algorithm.wireName());
+  }
+
+  void gather(int[] g, String label, Table t, int root) {
+    gather(handle(), g, label, t.changing(), root);
+  }
+
+  void scatter(int[] g, String label, Table t, int root, Partitioner p) {
+    int[][] m = map(t, p, g == null ? size : g.length); // only the root's mapping is used
+    scatter(handle(), g, label, t.changing(), root, m[0], m[1]);
+  }
+
+  /** {@code totalPartitions} 0: unknown. */
+  void allgather(int[] g, String label, Table t, int totalPartitions) {
+    allgather(handle(), g, label, t.changing(), totalPartitions);
+  }
+
+  void allreduce(int[] g, String label, Table t, Algorithm.Allreduce algorithm) {
+    allreduce(handle(), g, label, t.changing(), algorithm.wireName());
+  }
+
+  void reduceScatter(int[] g, String label, Table t, Partitioner p) {
+    int[][] m = map(t, p, g == null ? size : g.length);
+    reduceScatter(handle(), g, label, t.changing(), m[0], m[1]);
+  }
+
+  void regroup(int[] g, String label, Table t, Partitioner p) {
+    int[][] m = map(t, p, g == null ? size : g.length);
+    regroup(handle(), g, label, t.changing(), false, m[0], m[1]);
   }
 
   void regroupEdges(String label, EdgeTable e, boolean bySource, int partitions) {
@@ -191,7 +245,7 @@ final class Worker implements AutoCloseable {
   }
 
   void regroupPlanned(String label, Table t) {
-    regroup(handle(), label, t.changing(), true, null, null);
+    regroup(handle(), null, label, t.changing(), true, null, null);
   }
 
   void push(String label, Table local, Table global, Partitioner p) {
@@ -204,8 +258,8 @@ final class Worker implements AutoCloseable {
     pull(handle(), label, local.changing(), global.changing(), m[0], m[1]);
   }
 
-  void rotate(String label, Table t, int[] map) {
-    rotate(handle(), label, t.changing(), map == null ? null : Arrays.copyOf(map, map.length));
+  void rotate(int[] g, String label, Table t, int[] map) {
+    rotate(handle(), g, label, t.changing(), map == null ? null : Arrays.copyOf(map, map.length));
   }
 
   static native int rank(long worker);
@@ -219,23 +273,26 @@ final class Worker implements AutoCloseable {
 
   static native void abort(long worker, String reason);
 
-  static native void barrier(long worker, String label);
+  static native int groupRank(long worker, int[] members);
 
-  static native void broadcast(long worker, String label, long table, int root, String algorithm);
+  static native void barrier(long worker, int[] group, String label);
 
-  static native void reduce(long worker, String label, long table, int root, String algorithm);
+  static native void broadcast(long worker, int[] group, String label, long table, int root, String algorithm);
 
-  static native void gather(long worker, String label, long table, int root);
+  static native void reduce(long worker, int[] group, String label, long table, int root, String algorithm);
 
-  static native void scatter(long worker, String label, long table, int root, int[] ids, int[] owners);
+  static native void gather(long worker, int[] group, String label, long table, int root);
 
-  static native void allgather(long worker, String label, long table, int totalPartitions);
+  static native void scatter(long worker, int[] group, String label, long table, int root, int[] ids,
+      int[] owners);
 
-  static native void allreduce(long worker, String label, long table, String algorithm);
+  static native void allgather(long worker, int[] group, String label, long table, int totalPartitions);
 
-  static native void reduceScatter(long worker, String label, long table, int[] ids, int[] owners);
+  static native void allreduce(long worker, int[] group, String label, long table, String algorithm);
 
-  static native void regroup(long worker, String label, long table, boolean planned, int[] ids,
+  static native void reduceScatter(long worker, int[] group, String label, long table, int[] ids, int[] owners);
+
+  static native void regroup(long worker, int[] group, String label, long table, boolean planned, int[] ids,
       int[] owners);
 
   static native void push(long worker, String label, long local, long global, int[] ids, int[] owners);
@@ -249,5 +306,5 @@ final class Worker implements AutoCloseable {
 
   static native void sendMessages(long worker, String label, long table);
 
-  static native void rotate(long worker, String label, long table, int[] map);
+  static native void rotate(long worker, int[] group, String label, long table, int[] map);
 }

@@ -81,7 +81,7 @@ class HarpExceptionTest {
   @Test
   void aBadNameIsAConfigErrorNamingIt() {
     HarpException e = assertThrows(HarpException.class,
-        () -> Worker.allreduce(worker.handle(), "named", 0, "fastest"));
+        () -> Worker.allreduce(worker.handle(), null, "named", 0, "fastest"));
     assertEquals(HarpException.Kind.CONFIG, e.getKind());
     assertEquals(0, e.getRank());
     assertEquals("allreduce", e.getOperation());

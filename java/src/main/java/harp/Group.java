@@ -1,0 +1,118 @@
+package harp;
+
+import java.util.Arrays;
+
+/**
+ * Collectives over a subset of the job's workers, made by {@link CollectiveMapper#group}: the
+ * members are world ranks in group-rank order (group rank g is world rank {@code members()[g]}),
+ * and every rank, root, owner and map below is a group rank. Every member makes the group with
+ * the same list and calls its collectives in the same order; other workers do not call them. A
+ * group has its own sequence of operations, so disjoint groups run at the same time, and its
+ * collectives interleave with the job's (each worker still calls them in one order). Making the
+ * group again with the same list continues the same sequence. Failures are {@link
+ * HarpException}s as for the job's collectives, and poison the worker as those do.
+ */
+public final class Group {
+  private final CollectiveMapper<?, ?, ?, ?> mapper;
+  private final int[] members;
+  private final int rank;
+
+  Group(CollectiveMapper<?, ?, ?, ?> mapper, int[] members, int rank) {
+    this.mapper = mapper;
+    this.members = members;
+    this.rank = rank;
+  }
+
+  /** This worker's group rank. */
+  public int rank() {
+    return rank;
+  }
+
+  /** The number of members. */
+  public int size() {
+    return members.length;
+  }
+
+  /** The members' world ranks in group-rank order (a copy). */
+  public int[] members() {
+    return members.clone();
+  }
+
+  public void barrier(String label) {
+    mapper.collective(w -> w.barrier(members, label));
+  }
+
+  /** Every member's table becomes a copy of group rank {@code root}'s. */
+  public void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
+    mapper.collective(w -> w.broadcast(members, label, t, root, algorithm));
+  }
+
+  public void broadcast(String label, Table t, int root) {
+    broadcast(label, t, root, Algorithm.Broadcast.AUTO);
+  }
+
+  /** {@code root}'s table becomes the combination of the members' tables; the others are emptied. */
+  public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
+    mapper.collective(w -> w.reduce(members, label, t, root, algorithm));
+  }
+
+  public void reduce(String label, Table t, int root) {
+    reduce(label, t, root, Algorithm.Reduce.BINOMIAL);
+  }
+
+  /** {@code root}'s table becomes the union of the members' tables; the others are unchanged. */
+  public void gather(String label, Table t, int root) {
+    mapper.collective(w -> w.gather(members, label, t, root));
+  }
+
+  /** {@code root}'s partitions go to their owners (group ranks under {@code p}, null: modulo the group size). */
+  public void scatter(String label, Table t, int root, Partitioner p) {
+    mapper.collective(w -> w.scatter(members, label, t, root, p));
+  }
+
+  /** Every member's table becomes the union of the members' tables (equal ids combined). */
+  public void allgather(String label, Table t) {
+    mapper.collective(w -> w.allgather(members, label, t, 0));
+  }
+
+  public void allgather(String label, KeyValueTable t) {
+    allgather(label, t.table());
+  }
+
+  /** Every member's table becomes the combination of the members' tables. */
+  public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
+    mapper.collective(w -> w.allreduce(members, label, t, algorithm));
+  }
+
+  public void allreduce(String label, Table t) {
+    allreduce(label, t, Algorithm.Allreduce.AUTO);
+  }
+
+  public void allreduce(String label, KeyValueTable t) {
+    allreduce(label, t.table());
+  }
+
+  /** Each member ends with the combined partitions it owns under {@code p} (group ranks; null: modulo). */
+  public void reduceScatter(String label, Table t, Partitioner p) {
+    mapper.collective(w -> w.reduceScatter(members, label, t, p));
+  }
+
+  /** Partitions move to their owners under {@code p} (group ranks; null: modulo) and are combined there. */
+  public void regroup(String label, Table t, Partitioner p) {
+    mapper.collective(w -> w.regroup(members, label, t, p));
+  }
+
+  public void regroup(String label, KeyValueTable t, Partitioner p) {
+    regroup(label, t.table(), p);
+  }
+
+  /** Tables move to the next member ({@code map} null) or along the permutation {@code map} of group ranks. */
+  public void rotate(String label, Table t, int[] map) {
+    mapper.collective(w -> w.rotate(members, label, t, map));
+  }
+
+  @Override
+  public String toString() {
+    return "group " + Arrays.toString(members) + " (rank " + rank + ")";
+  }
+}
