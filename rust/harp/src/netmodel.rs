@@ -20,6 +20,10 @@
 //! row = sender, column = receiver; the diagonal is 0 for latency and `inf` for bandwidth.
 //! Blank lines and `#` lines are ignored.
 
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use crate::error::{Error, Result};
 
 /// Latency (seconds) and bandwidth (bytes per second) of every ordered pair of `workers`.
@@ -30,6 +34,34 @@ pub struct NetModel {
     latency: Vec<f64>,
     /// Row-major, `bandwidth[i * workers + j]` from i to j.
     bandwidth: Vec<f64>,
+    /// What algorithms derived from the model ([`NetModel::derived`]).
+    memo: Memo,
+}
+
+/// Results derived from a model, by key. Not part of the model's value: a clone starts empty
+/// and equality ignores it.
+#[derive(Default)]
+struct Memo(Mutex<HashMap<MemoKey, Arc<dyn Any + Send + Sync>>>);
+
+/// A derived result's kind and parameters.
+type MemoKey = (&'static str, u64);
+
+impl Clone for Memo {
+    fn clone(&self) -> Memo {
+        Memo::default()
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 impl NetModel {
@@ -39,6 +71,7 @@ impl NetModel {
             workers,
             latency: vec![latency; workers * workers],
             bandwidth: vec![bandwidth; workers * workers],
+            memo: Memo::default(),
         };
         for i in 0..workers {
             m.latency[i * workers + i] = 0.0;
@@ -80,6 +113,7 @@ impl NetModel {
             workers,
             latency,
             bandwidth,
+            memo: Memo::default(),
         };
         for i in 0..workers {
             m.latency[i * workers + i] = 0.0;
@@ -120,7 +154,25 @@ impl NetModel {
             workers: ranks.len(),
             latency: pick(&self.latency),
             bandwidth: pick(&self.bandwidth),
+            memo: Memo::default(),
         }
+    }
+
+    /// What `make` derives from this model (an order, a tree, a hierarchy), computed once per
+    /// `key` and kept with the model, so that operations after the first do not search again.
+    /// `key` names the result (kind and parameters); one key must always mean one type.
+    pub fn derived<T: Any + Send + Sync>(
+        &self,
+        key: MemoKey,
+        make: impl FnOnce(&NetModel) -> T,
+    ) -> Arc<T> {
+        let lock = || self.memo.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = lock().get(&key) {
+            return v.clone().downcast().expect("one key, one type");
+        }
+        let v = Arc::new(make(self));
+        lock().insert(key, v.clone());
+        v
     }
 
     /// M(i,j) for `bytes`: the predicted seconds to send them from `i` to `j`.
@@ -249,6 +301,26 @@ mod tests {
         assert_eq!(sub.bandwidth(1, 0), 6.25e6, "0 -> 2 is group 1 -> 0");
         assert_eq!(sub.bandwidth(0, 1), 25e6);
         assert_eq!(sub.latency(0, 0), 0.0);
+    }
+
+    #[test]
+    fn derived_results_are_made_once_per_key_and_not_cloned() {
+        let m = NetModel::uniform(3, 1e-4, 25e6);
+        let mut calls = 0;
+        let a = m.derived(("order", 0), |_| {
+            calls += 1;
+            vec![0usize, 1, 2]
+        });
+        let b = m.derived(("order", 0), |_| {
+            calls += 1;
+            vec![9usize]
+        });
+        assert_eq!((calls, &*a, &*b), (1, &vec![0, 1, 2], &vec![0, 1, 2]));
+        let other = m.derived(("order", 1), |_| vec![2usize, 1, 0]);
+        assert_eq!(*other, vec![2, 1, 0]);
+        let c = m.clone();
+        assert_eq!(c, m);
+        assert_eq!(*c.derived(("order", 0), |_| vec![7usize]), vec![7]);
     }
 
     #[test]

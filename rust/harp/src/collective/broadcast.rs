@@ -122,7 +122,7 @@ pub fn order(
     match (algo, net) {
         (BroadcastAlgorithm::NetChain, Some(m)) => super::hierarchy::best_path(m, root, false),
         (BroadcastAlgorithm::NetHierarchy, Some(m)) => {
-            super::hierarchy::hierarchy_chain(&super::hierarchy::Hierarchy::build(m), m, root)
+            super::hierarchy::hierarchy_chain(&super::hierarchy::Hierarchy::of(m), m, root)
         }
         (
             BroadcastAlgorithm::Chain

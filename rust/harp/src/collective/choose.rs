@@ -179,7 +179,7 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
     let p = net.workers();
     match algo {
         GatherAlgorithm::Tree => {
-            let h = Hierarchy::build(net);
+            let h = Hierarchy::of(net);
             predict_tree(net, &hierarchy::distance_tree(&h, net, root), root, n, true)
         }
         GatherAlgorithm::Auto | GatherAlgorithm::Direct | GatherAlgorithm::Parallel => {
@@ -220,7 +220,7 @@ pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64
             predict_tree(net, &t, root, n, false)
         }
         ReduceAlgorithm::NetHierarchy => {
-            let h = Hierarchy::build(net);
+            let h = Hierarchy::of(net);
             predict_tree(net, &hierarchy::leader_tree(&h, net, root), root, n, false)
         }
         ReduceAlgorithm::ScatterGather | ReduceAlgorithm::NetRing => {

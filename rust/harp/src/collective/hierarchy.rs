@@ -24,6 +24,8 @@
 //! * **Leaders** ([`Hierarchy::leader`]): the group member with the least Σ M into it, or the
 //!   operation's root when it is a member (the root leads at every level).
 
+use std::sync::Arc;
+
 use crate::netmodel::NetModel;
 
 /// Reference message size of the discretisation (see the module docs).
@@ -79,6 +81,11 @@ impl Hierarchy {
             levels.push(next);
         }
         Hierarchy { levels, p }
+    }
+
+    /// [`Hierarchy::build`], once per model ([`NetModel::derived`]).
+    pub fn of(net: &NetModel) -> Arc<Hierarchy> {
+        net.derived(("hierarchy", 0), Hierarchy::build)
     }
 
     pub fn workers(&self) -> usize {
@@ -192,7 +199,14 @@ const EXACT_MAX: usize = 12;
 /// with `cycle` the link from the last back to `start` counts too (a ring). Exact up to
 /// [`EXACT_MAX`] workers (dynamic programming over subsets per threshold), greedy beyond
 /// (always the fastest next link).
+/// The search runs once per model, start and `cycle` ([`NetModel::derived`]).
 pub fn best_path(net: &NetModel, start: usize, cycle: bool) -> Vec<usize> {
+    let key = ("best_path", (start as u64) << 1 | cycle as u64);
+    net.derived(key, |net| search_best_path(net, start, cycle))
+        .to_vec()
+}
+
+fn search_best_path(net: &NetModel, start: usize, cycle: bool) -> Vec<usize> {
     let p = net.workers();
     if p <= 2 {
         return (0..p).map(|i| (start + i) % p).collect();

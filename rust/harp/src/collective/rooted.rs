@@ -99,7 +99,7 @@ fn distance_tree(cx: &Ctx<'_>, root: usize) -> Tree {
         .net
         .as_deref()
         .expect("trees are resolved only with a model");
-    hierarchy::distance_tree(&Hierarchy::build(net), net, root)
+    hierarchy::distance_tree(&Hierarchy::of(net), net, root)
 }
 
 impl ReduceAlgorithm {
@@ -161,7 +161,7 @@ pub async fn reduce(
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
     if let (ReduceAlgorithm::NetHierarchy, Some(net)) = (algo, cx.net.as_deref()) {
-        let t = hierarchy::leader_tree(&Hierarchy::build(net), net, root);
+        let t = hierarchy::leader_tree(&Hierarchy::of(net), net, root);
         return reduce_over(cx, table, &t).await;
     }
     if matches!(
