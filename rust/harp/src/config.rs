@@ -57,7 +57,40 @@ pub struct Config {
     pub net_cache_dir: Option<String>,
     /// A cache entry older than this is measured again.
     pub net_cache_max_age: Duration,
+    /// Which thread runs a TCP worker's socket reads and heartbeats
+    /// ([`crate::transport::Driver`]).
+    pub io_driver: IoDriver,
     pub pool: PoolConfig,
+}
+
+/// Which thread runs a TCP worker's I/O ([`Config::io_driver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoDriver {
+    /// The worker's own single-threaded runtime, driven by the thread in an operation and by a
+    /// background thread between operations (no thread hand-over per received frame).
+    Caller,
+    /// The shared multi-threaded runtime the worker was started with.
+    Threads,
+}
+
+impl IoDriver {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoDriver::Caller => "caller",
+            IoDriver::Threads => "threads",
+        }
+    }
+    pub fn parse(v: &str) -> Result<IoDriver> {
+        [IoDriver::Caller, IoDriver::Threads]
+            .into_iter()
+            .find(|m| m.name() == v)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "io_driver: expected caller or threads, got {}",
+                    quote(v)
+                ))
+            })
+    }
 }
 
 /// When the workers measure the network ([`Config::net_measure`]).
@@ -112,6 +145,7 @@ impl Default for Config {
             net_measure_time: Duration::from_secs(20),
             net_cache_dir: None,
             net_cache_max_age: Duration::from_secs(24 * 3600),
+            io_driver: IoDriver::Caller,
             pool: PoolConfig::default(),
         }
     }
@@ -324,6 +358,20 @@ pub static OPTIONS: &[EngineOption] = &[
         get: |c| Value::Name(Some(c.tcp_congestion.as_str().to_string())),
         put: |c, v| {
             c.tcp_congestion = TcpCongestion::from_name(v.name());
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "io_driver",
+        flag: "io-driver",
+        java: "harp.io.driver",
+        unit: Unit::Name,
+        help: "Which thread reads a worker's sockets: caller (the thread in a collective reads \
+               them itself, a background thread between collectives; the fastest for small \
+               messages) or threads (a shared pool of I/O threads).",
+        get: |c| Value::Name(Some(c.io_driver.name().to_string())),
+        put: |c, v| {
+            c.io_driver = IoDriver::parse(v.name().as_deref().unwrap_or("caller"))?;
             Ok(())
         },
     },

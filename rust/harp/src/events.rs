@@ -270,9 +270,7 @@ impl Worker {
         }
         self.events.sent.fetch_add(1, Ordering::SeqCst);
         let ep = self.transport().event_endpoint(what);
-        let res = self
-            .runtime()
-            .block_on(ep.send_event(dst, tag, label, payload, self.pool()));
+        let res = self.block_on(ep.send_event(dst, tag, label, payload, self.pool()));
         self.failed_events(res)
     }
 
@@ -335,7 +333,7 @@ impl Worker {
                 None => ep.poll_event(start, &[], false)?,
                 Some(d) => {
                     let wait = d.saturating_duration_since(Instant::now());
-                    self.runtime().block_on(ep.wait_event(start, &[], wait))?
+                    self.block_on(ep.wait_event(start, &[], wait))?
                 }
             };
             self.flush_credits(&ep)?;
@@ -355,7 +353,7 @@ impl Worker {
     /// Sends the credits due for the events taken (flow control; docs/events.md).
     fn flush_credits(&self, ep: &Endpoint<'_>) -> Result<()> {
         if ep.credit_due() {
-            self.runtime().block_on(ep.flush_credits())?;
+            self.block_on(ep.flush_credits())?;
         }
         Ok(())
     }
@@ -551,16 +549,13 @@ impl Worker {
                 }
             };
             let start = st.start(size);
-            next = self
-                .runtime()
-                .block_on(ep.wait_event(start, &needed, wait))?;
+            next = self.block_on(ep.wait_event(start, &needed, wait))?;
         }
     }
 
     fn send_ctrl(&self, ep: &Endpoint<'_>, dst: usize, msg: &Ctrl) -> Result<()> {
         let bytes = wire::encode(msg);
-        self.runtime()
-            .block_on(ep.send_event(dst, EVENT_CONTROL, "", &bytes, self.pool()))
+        self.block_on(ep.send_event(dst, EVENT_CONTROL, "", &bytes, self.pool()))
     }
 
     fn finish(&self, total: u64, handled: u64, waves: u64) -> Quiet {

@@ -20,13 +20,13 @@ use crate::collective::{
     self, choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, GatherAlgorithm,
     ReduceAlgorithm, ReduceScatterAlgorithm,
 };
-use crate::config::Config;
+use crate::config::{Config, IoDriver};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::netmodel::NetModel;
 use crate::pool::Pool;
 use crate::topology::Topology;
-use crate::transport::{self, Members, Transport};
+use crate::transport::{self, CallerDriver, Driver, Members, Transport};
 use crate::wire::Op;
 
 /// A multi-threaded tokio runtime for the transport (one per process is enough; workers only
@@ -78,6 +78,9 @@ pub struct Worker {
     pub(crate) events: crate::events::State,
     /// Set by [`Worker::close`] and [`Worker::abort`]; a worker dropped without either aborts.
     finished: bool,
+    /// What runs this worker's operations and I/O (`Config::io_driver`); dropped after the
+    /// transport.
+    driver: Driver,
     /// The runtime of in-process workers, kept alive by the workers that share it (dropped
     /// last).
     _runtime: Option<Arc<Runtime>>,
@@ -331,13 +334,31 @@ impl Worker {
         crate::collective::tags::check_workers(addrs.len())?;
         let pool = Pool::new(cfg.pool);
         let t0 = Instant::now();
-        let transport = rt.block_on(Transport::connect(
+        let (driver, listener) = match cfg.io_driver {
+            IoDriver::Threads => (Driver::Threads(rt.clone()), listener.inner),
+            IoDriver::Caller => {
+                let d = CallerDriver::new(&format!("harp-io-{rank}"))
+                    .map_err(|e| Error::io("cannot start the worker's I/O runtime", e))?;
+                let d = Driver::Caller(d);
+                // The socket moves to the worker's own runtime.
+                let l = listener
+                    .inner
+                    .into_std()
+                    .and_then(|l| {
+                        let _guard = d.handle().enter();
+                        TcpListener::from_std(l)
+                    })
+                    .map_err(|e| Error::io("cannot move the listening socket", e))?;
+                (d, l)
+            }
+        };
+        let transport = driver.block_on(Transport::connect(
             &cfg,
             &addrs,
             rank,
             transport::job_id(job),
             secret,
-            listener.inner,
+            listener,
             pool.clone(),
         ))?;
         tracing::info!(
@@ -361,6 +382,7 @@ impl Worker {
             poisoned: Mutex::new(None),
             events: Default::default(),
             finished: false,
+            driver,
             _runtime: None,
         };
         // A bad model file fails this worker, and its peers at once with the reason.
@@ -426,6 +448,7 @@ impl Worker {
                 poisoned: Mutex::new(None),
                 events: Default::default(),
                 finished: false,
+                driver: Driver::Threads(rt.handle().clone()),
                 _runtime: Some(rt.clone()),
             })
             .collect();
@@ -450,8 +473,14 @@ impl Worker {
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+    /// The runtime given at start (storage and other blocking I/O use it).
     pub fn runtime(&self) -> &Handle {
         &self.rt
+    }
+    /// Runs `f` to completion on this worker's I/O driver (the calling thread drives it with
+    /// `io_driver = caller`).
+    pub(crate) fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.driver.block_on(f)
     }
     /// The job's hosts and racks, in rank order.
     pub fn topology(&self) -> &Topology {
@@ -574,7 +603,7 @@ impl Worker {
     pub(crate) fn fail(&self, msg: &str) {
         tracing::debug!("{msg}");
         *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.to_string());
-        self.rt.block_on(self.transport.abort(msg));
+        self.driver.block_on(self.transport.abort(msg));
     }
 
     /// Runs one operation of the whole job (the next sequence number; on failure the worker is
@@ -624,7 +653,7 @@ impl Worker {
             net: scope.net,
         };
         let t0 = Instant::now();
-        let res = self.rt.block_on(f(cx));
+        let res = self.driver.block_on(f(cx));
         match &res {
             Ok(_) => tracing::debug!(
                 rank = self.rank,
@@ -734,13 +763,13 @@ impl Worker {
         } else {
             format!("{own} {reason}")
         };
-        self.rt.block_on(self.transport.abort(&msg));
+        self.driver.block_on(self.transport.abort(&msg));
     }
 
     /// Orderly shutdown: tells every peer this worker is leaving.
     pub fn close(mut self) {
         self.finished = true;
-        self.rt.block_on(self.transport.close());
+        self.driver.block_on(self.transport.close());
     }
 }
 

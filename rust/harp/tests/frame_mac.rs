@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use harp::check::{self, Faults, Spec};
 use harp::collective::AllreduceAlgorithm;
-use harp::worker::runtime;
-use harp::{Array, Combiner, Config, Listener, Table, Topology, Worker};
+use harp::{Array, Combiner, Config, Table, Worker};
 
-const SECRET: &[u8] = b"frame-mac-test-secret-0123456789";
+mod common;
+use common::tcp_job;
 
 fn cfg(frame_mac: bool) -> Config {
     Config {
@@ -22,51 +22,6 @@ fn cfg(frame_mac: bool) -> Config {
         connect_timeout: Duration::from_secs(20),
         ..Config::default()
     }
-}
-
-/// Runs `f` on each worker of a TCP job on loopback (one thread each; rank r uses `cfgs[r]`),
-/// returning its result in rank order. `route(r, addrs)` gives the addresses rank r dials (the
-/// real ones, or a proxy's).
-fn tcp_job<T: Send>(
-    cfgs: &[Config],
-    route: impl Fn(usize, &[SocketAddr]) -> Vec<SocketAddr>,
-    f: impl Fn(harp::Result<Worker>) -> T + Sync,
-) -> Vec<T> {
-    let rt = runtime(2).unwrap();
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let listeners: Vec<Listener> = cfgs
-        .iter()
-        .map(|c| Listener::bind(rt.handle(), any, c).unwrap())
-        .collect();
-    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.addr).collect();
-    let f = &f;
-    let out = std::thread::scope(|s| {
-        let threads: Vec<_> = listeners
-            .into_iter()
-            .enumerate()
-            .map(|(r, l)| {
-                let hosts = route(r, &addrs).iter().map(|a| a.to_string()).collect();
-                let (cfg, handle) = (cfgs[r].clone(), rt.handle().clone());
-                s.spawn(move || {
-                    f(Worker::start(
-                        handle,
-                        cfg,
-                        Topology::flat(hosts),
-                        r,
-                        "frame-mac",
-                        SECRET,
-                        l,
-                    ))
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().expect("worker thread"))
-            .collect()
-    });
-    drop(rt);
-    out
 }
 
 /// Rank r's table: partition 0 of `n` i64 values depending on r, and a small partition 1.

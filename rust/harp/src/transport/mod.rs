@@ -31,6 +31,7 @@
 //! original cause in the message.
 
 mod auth;
+mod driver;
 mod endpoint;
 mod events;
 mod handshake;
@@ -45,6 +46,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use driver::{CallerDriver, Driver, HANDOVER_AFTER};
 pub use endpoint::{Endpoint, Members, Transport};
 pub use events::Event;
 pub use mailbox::{EventQueueStats, Frame};

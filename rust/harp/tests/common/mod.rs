@@ -1,8 +1,14 @@
-//! Running the workers of one in-process job, one thread each.
+//! Running the workers of one job, one thread each: in process, or over TCP on loopback.
+#![allow(dead_code)] // each test binary uses some of these
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use harp::{Config, Worker};
+use harp::worker::runtime;
+use harp::{Config, Listener, Topology, Worker};
+
+/// The job secret of [`tcp_job`].
+pub const SECRET: &[u8] = b"tcp-job-test-secret-0123456789ab";
 
 /// A configuration with `op_timeout` (the deadline of every wait inside a collective).
 pub fn config(op_timeout: Duration) -> Config {
@@ -24,4 +30,49 @@ pub fn on_workers<T: Send>(p: usize, cfg: Config, f: impl Fn(Worker) -> T + Sync
             .map(|t| t.join().expect("worker thread panicked"))
             .collect()
     })
+}
+
+/// Runs `f` on each worker of a TCP job on loopback (one thread each; rank r uses `cfgs[r]`;
+/// the listeners on a shared runtime of two I/O threads), returning its result in rank order. `route(r, addrs)` gives the addresses rank r dials (the
+/// real ones, or a proxy's).
+pub fn tcp_job<T: Send>(
+    cfgs: &[Config],
+    route: impl Fn(usize, &[SocketAddr]) -> Vec<SocketAddr>,
+    f: impl Fn(harp::Result<Worker>) -> T + Sync,
+) -> Vec<T> {
+    let rt = runtime(2).unwrap();
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let listeners: Vec<Listener> = cfgs
+        .iter()
+        .map(|c| Listener::bind(rt.handle(), any, c).unwrap())
+        .collect();
+    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.addr).collect();
+    let f = &f;
+    let out = std::thread::scope(|s| {
+        let threads: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(r, l)| {
+                let hosts = route(r, &addrs).iter().map(|a| a.to_string()).collect();
+                let (cfg, handle) = (cfgs[r].clone(), rt.handle().clone());
+                s.spawn(move || {
+                    f(Worker::start(
+                        handle,
+                        cfg,
+                        Topology::flat(hosts),
+                        r,
+                        "tcp-job",
+                        SECRET,
+                        l,
+                    ))
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("worker thread"))
+            .collect()
+    });
+    drop(rt);
+    out
 }
