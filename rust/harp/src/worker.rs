@@ -352,7 +352,7 @@ impl Worker {
                 (d, l)
             }
         };
-        let transport = driver.block_on(Transport::connect(
+        let mut transport = driver.block_on(Transport::connect(
             &cfg,
             &addrs,
             rank,
@@ -361,6 +361,9 @@ impl Worker {
             listener,
             pool.clone(),
         ))?;
+        if let Driver::Caller(_) = driver {
+            transport.set_spin(transport::RECV_SPIN);
+        }
         tracing::info!(
             rank,
             workers = addrs.len(),

@@ -7,24 +7,31 @@
 //! frame costs a wake-up and a context switch: the reader's thread wakes the thread blocked in
 //! the operation). Between operations a background thread drives the runtime, so heartbeats go
 //! out, frames are read and events arrive while the caller computes; it takes over only after
-//! the caller has been out of operations for [`HANDOVER_AFTER`] and gives the runtime back as
+//! the caller has been out of operations for one or two periods of [`HANDOVER_AFTER`] and gives the runtime back as
 //! soon as the next operation starts.
 //!
 //! With `io_driver = threads` the worker uses the shared multi-threaded runtime it was given
 //! (in-process workers always do).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::Notify;
 
-/// How long the caller must have been out of operations before the background thread drives
-/// the runtime (back-to-back operations keep it on the caller's thread).
-pub const HANDOVER_AFTER: Duration = Duration::from_millis(2);
+/// How often the background thread checks whether the caller is out of operations; it drives
+/// the runtime once a whole period has passed without one (back-to-back operations keep it on
+/// the caller's thread), so between operations frames and heartbeats wait at most two periods.
+pub const HANDOVER_AFTER: Duration = Duration::from_millis(4);
+
+/// How long a receive of a worker driven by its caller polls before it sleeps
+/// ([`super::Transport::set_spin`]): a reply within this time costs no sleep and wake-up. On 8
+/// emulated hosts at 1 KiB, 30 µs cut allreduce from 0.197 to 0.153 ms and reduce-scatter from
+/// 0.327 to 0.258 ms (100 µs: 0.175 and 0.266); docs/benchmarks-netns.md, Part 0.
+pub const RECV_SPIN: Duration = Duration::from_micros(30);
 
 /// Runs a worker's futures on its runtime (see the module docs).
 pub enum Driver {
@@ -56,17 +63,14 @@ struct Shared {
     rt: Runtime,
     /// Threads in `block_on` now (callers wanting or holding the runtime).
     busy: AtomicUsize,
+    /// Calls of `block_on` so far (the background thread sees whether any came while it slept).
+    calls: AtomicU64,
     /// Tells the background thread to give the runtime back.
     yield_now: Notify,
     stop: AtomicBool,
-    /// When the latest operation ended, and whether the background thread waits for it.
-    idle: Mutex<Idle>,
-    idle_cv: Condvar,
-}
-
-struct Idle {
-    last_end: Instant,
-    waiting: bool,
+    /// The background thread sleeps on this between its checks (and is woken by `drop`).
+    nap: Mutex<()>,
+    nap_cv: Condvar,
 }
 
 /// A single-threaded runtime driven by the thread in an operation, and by a background thread
@@ -85,13 +89,11 @@ impl CallerDriver {
         let shared = Arc::new(Shared {
             rt,
             busy: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
             yield_now: Notify::new(),
             stop: AtomicBool::new(false),
-            idle: Mutex::new(Idle {
-                last_end: Instant::now(),
-                waiting: false,
-            }),
-            idle_cv: Condvar::new(),
+            nap: Mutex::new(()),
+            nap_cv: Condvar::new(),
         });
         let bg = shared.clone();
         let background = std::thread::Builder::new()
@@ -104,55 +106,45 @@ impl CallerDriver {
     }
 
     /// Runs `f` on this thread, driving the runtime (after the background thread, if it drives
-    /// now, has given it back).
+    /// now, has given it back). Costs no system call when the background thread is asleep.
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
         let s = &*self.shared;
+        s.calls.fetch_add(1, Ordering::SeqCst);
         s.busy.fetch_add(1, Ordering::SeqCst);
         s.yield_now.notify_one();
         let out = s.rt.block_on(f);
-        if s.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let mut idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.last_end = Instant::now();
-            if idle.waiting {
-                idle.waiting = false;
-                s.idle_cv.notify_one();
-            }
-        }
+        s.busy.fetch_sub(1, Ordering::SeqCst);
         out
     }
 }
 
-/// The background thread: waits until no caller has been in an operation for
-/// [`HANDOVER_AFTER`], then drives the runtime until a caller wants it back.
+/// The background thread: wakes every [`HANDOVER_AFTER`]; when no caller is in `block_on` and
+/// none has called it since the last wake, it drives the runtime until a caller wants it back.
+/// (The callers never wake it: back-to-back operations cost it one wake per period.)
 fn background(s: &Shared) {
+    let mut seen = s.calls.load(Ordering::SeqCst);
     loop {
         {
-            let mut idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if s.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                if s.busy.load(Ordering::SeqCst) > 0 {
-                    idle.waiting = true;
-                    idle = s.idle_cv.wait(idle).unwrap_or_else(|e| e.into_inner());
-                    continue;
-                }
-                let since = idle.last_end.elapsed();
-                if since >= HANDOVER_AFTER {
-                    break;
-                }
-                idle = s
-                    .idle_cv
-                    .wait_timeout(idle, HANDOVER_AFTER - since)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+            let nap = s.nap.lock().unwrap_or_else(|e| e.into_inner());
+            if s.stop.load(Ordering::SeqCst) {
+                return;
             }
+            let _ = s.nap_cv.wait_timeout(nap, HANDOVER_AFTER);
+        }
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let calls = s.calls.load(Ordering::SeqCst);
+        if s.busy.load(Ordering::SeqCst) > 0 || calls != seen {
+            seen = calls;
+            continue;
         }
         s.rt.block_on(async {
             while s.busy.load(Ordering::SeqCst) == 0 && !s.stop.load(Ordering::SeqCst) {
                 s.yield_now.notified().await;
             }
         });
+        seen = s.calls.load(Ordering::SeqCst);
     }
 }
 
@@ -162,8 +154,8 @@ impl Drop for CallerDriver {
         s.stop.store(true, Ordering::SeqCst);
         s.yield_now.notify_one();
         {
-            let _idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
-            s.idle_cv.notify_all();
+            let _nap = s.nap.lock().unwrap_or_else(|e| e.into_inner());
+            s.nap_cv.notify_all();
         }
         // Inside async code a runtime must not be dropped (nor a thread joined): the background
         // thread then holds the last reference and drops the runtime when it ends.
@@ -178,6 +170,7 @@ impl Drop for CallerDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     /// A task spawned on the runtime makes progress while no caller is in an operation (the
     /// background thread drives), and the caller's own futures complete on its thread.

@@ -25,6 +25,8 @@ pub struct Transport {
     pub size: usize,
     pub job: u64,
     op_timeout: Duration,
+    /// How long a receive polls before it sleeps ([`Transport::set_spin`]).
+    spin: Duration,
     pub(super) mailbox: Arc<Mailbox>,
     link: Box<dyn Link>,
 }
@@ -43,9 +45,17 @@ impl Transport {
             size,
             job,
             op_timeout,
+            spin: Duration::ZERO,
             mailbox,
             link,
         }
+    }
+
+    /// How long a receive that finds nothing polls (yielding the CPU between polls) before it
+    /// sleeps until the frame comes: only worth it when the waiting thread drives the I/O itself
+    /// (`io_driver = caller`), where polling runs the readers; zero (the default) sleeps at once.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
     }
 
     /// An endpoint for one operation of the whole job.
@@ -281,6 +291,25 @@ impl Endpoint<'_> {
         }
     }
 
+    /// Before a receive goes to sleep: for up to the transport's spin time, lets other
+    /// processes run (`sched_yield`) and polls this thread's runtime for I/O without blocking
+    /// (which runs the readers), taking the frame as soon as `take` finds it. A reply that comes
+    /// within that time then costs no sleep and wake-up (`Transport::spin`).
+    async fn spin(&self, mut take: impl FnMut() -> Take) -> Option<Result<Frame>> {
+        if self.t.spin.is_zero() {
+            return None;
+        }
+        let until = std::time::Instant::now() + self.t.spin;
+        while std::time::Instant::now() < until {
+            std::thread::yield_now();
+            tokio::task::yield_now().await;
+            if let Some(r) = self.taken(take()) {
+                return Some(r);
+            }
+        }
+        None
+    }
+
     /// Turns a mailbox answer into this operation's result (`None`: nothing yet).
     fn taken(&self, t: Take) -> Option<Result<Frame>> {
         match t {
@@ -357,6 +386,10 @@ impl Endpoint<'_> {
                 let first = from.first().copied().unwrap_or(0);
                 return Err(self.lost(first, LEFT.to_string()));
             }
+            let got = self.spin(|| mb.take_any(pos, &live, tag, self.op, self.algo));
+            if let Some(r) = got.await {
+                return r;
+            }
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
                 for &p in &all {
@@ -385,6 +418,11 @@ impl Endpoint<'_> {
             notified.as_mut().enable();
             let got = mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
             if let Some(r) = self.taken(got) {
+                return r;
+            }
+            let got = self
+                .spin(|| mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo));
+            if let Some(r) = got.await {
                 return r;
             }
             let wake = deadline.min(tokio::time::Instant::now() + slice);

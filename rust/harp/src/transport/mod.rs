@@ -46,7 +46,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use driver::{CallerDriver, Driver, HANDOVER_AFTER};
+pub use driver::{CallerDriver, Driver, HANDOVER_AFTER, RECV_SPIN};
 pub use endpoint::{Endpoint, Members, Transport};
 pub use events::Event;
 pub use mailbox::{EventQueueStats, Frame};
