@@ -142,6 +142,7 @@ pub fn run(
         }
         for algo in [
             ReduceAlgorithm::Binomial,
+            ReduceAlgorithm::Binary,
             ReduceAlgorithm::ScatterGather,
             ReduceAlgorithm::NetHierarchy,
             ReduceAlgorithm::NetRing,
@@ -182,6 +183,7 @@ pub fn run(
                 GatherAlgorithm::Direct,
                 GatherAlgorithm::Tree,
                 GatherAlgorithm::Parallel,
+                GatherAlgorithm::Binomial,
             ] {
                 tick()?;
                 let mut t = mine();
@@ -289,10 +291,10 @@ pub fn run(
 }
 
 /// Results [`run`] verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×4, gather ×4 (auto, direct, net-tree,
-/// parallel), scatter ×4, reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push,
-/// pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 35;
+/// recursive doubling, auto, known total), reduce ×5 (binomial, binary, scatter-gather,
+/// net-hierarchy, net-ring), gather ×5 (auto, direct, net-tree, parallel, binomial), scatter ×5,
+/// reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
+pub const CHECKS_PER_ROUND: usize = 38;
 
 /// Results [`run_kv`] verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;

@@ -10,6 +10,12 @@ use crate::error::{Error, Result};
 pub enum ReduceAlgorithm {
     /// Binomial tree toward the root.
     Binomial,
+    /// Binary tree toward the root ([`binary_tree`]): every worker receives at most two tables
+    /// (the binomial root receives ⌈log2 p⌉), so back-to-back reduces of small tables pace at two
+    /// messages per call instead of ⌈log2 p⌉; one call takes about one message longer than the
+    /// binomial tree (depth ⌊log2 p⌋ + 1 with two inputs per level). Open MPI's default for small
+    /// messages (docs/benchmarks-netns.md, Part 0).
+    Binary,
     /// Segment reduce-scatter (ring), then every owner sends its segments to the root.
     ScatterGather,
     /// CMPI Algorithm 3: along the network performance hierarchy, the sub-group leaders of each
@@ -36,6 +42,10 @@ pub enum GatherAlgorithm {
     /// Scatter: the root sends to every worker at once (direct sends one worker after the
     /// other). Gather: the same as direct (which receives from everyone at once already).
     Parallel,
+    /// Over the binomial tree of the ranks from the root (⌈log2 p⌉ messages on the critical
+    /// path, ⌈log2 p⌉ into the root instead of p − 1; the same bytes through the root's link).
+    /// The automatic gather without a network model.
+    Binomial,
 }
 
 impl GatherAlgorithm {
@@ -45,6 +55,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Direct => 1,
             GatherAlgorithm::Tree => 2,
             GatherAlgorithm::Parallel => 3,
+            GatherAlgorithm::Binomial => 4,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -53,9 +64,11 @@ impl GatherAlgorithm {
             "direct" => GatherAlgorithm::Direct,
             "net-tree" => GatherAlgorithm::Tree,
             "parallel" => GatherAlgorithm::Parallel,
+            "binomial" => GatherAlgorithm::Binomial,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel)"
+                    "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel, \
+                     binomial)"
                 )))
             }
         })
@@ -66,6 +79,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Direct => "direct",
             GatherAlgorithm::Tree => "net-tree",
             GatherAlgorithm::Parallel => "parallel",
+            GatherAlgorithm::Binomial => "binomial",
         }
     }
     /// The concrete algorithm (Auto resolved with the model; trees need a model).
@@ -78,12 +92,17 @@ impl GatherAlgorithm {
     }
 
     /// [`GatherAlgorithm::resolve`] for a scatter: with a model, direct becomes parallel
-    /// (the same cost in the model, less time measured: docs/benchmarks-netns.md).
+    /// (the same cost in the model, less time measured: docs/benchmarks-netns.md); without
+    /// one, auto is the direct scatter, which the root turns into a binomial one for small
+    /// tables ([`scatter`]).
     pub fn resolve_scatter(
         self,
         net: Option<&crate::netmodel::NetModel>,
         root: usize,
     ) -> GatherAlgorithm {
+        if self == GatherAlgorithm::Auto && net.is_none() {
+            return GatherAlgorithm::Direct;
+        }
         match self.resolve(net, root) {
             GatherAlgorithm::Direct if self == GatherAlgorithm::Auto && net.is_some() => {
                 GatherAlgorithm::Parallel
@@ -91,6 +110,29 @@ impl GatherAlgorithm {
             a => a,
         }
     }
+}
+
+/// The binomial tree of `p` ranks from `root` (relative rank v sends to v − lowbit(v)).
+pub fn binomial_tree(p: usize, root: usize) -> Tree {
+    let mut t = Tree::empty(p);
+    t.add_binomial(&(0..p).map(|i| (root + i) % p).collect::<Vec<_>>());
+    t
+}
+
+/// The binary tree of `p` ranks from `root`: relative rank v has children 2v + 1 and 2v + 2
+/// (listed right first: the left subtree is the deeper one, its table comes last).
+pub fn binary_tree(p: usize, root: usize) -> Tree {
+    let mut t = Tree::empty(p);
+    let world = |v: usize| (v + root) % p;
+    for v in 1..p {
+        t.parent[world(v)] = Some(world((v - 1) / 2));
+    }
+    for v in 0..p {
+        for c in [2 * v + 2, 2 * v + 1].into_iter().filter(|&c| c < p) {
+            t.children[world(v)].push(world(c));
+        }
+    }
+    t
 }
 
 /// The distance-ordered tree of the context's model from `root`.
@@ -109,18 +151,20 @@ impl ReduceAlgorithm {
             ReduceAlgorithm::ScatterGather => 2,
             ReduceAlgorithm::NetHierarchy => 3,
             ReduceAlgorithm::NetRing => 4,
+            ReduceAlgorithm::Binary => 5,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
             "binomial" | "mst" => ReduceAlgorithm::Binomial,
+            "binary" => ReduceAlgorithm::Binary,
             "scatter-gather" => ReduceAlgorithm::ScatterGather,
             "net-hierarchy" => ReduceAlgorithm::NetHierarchy,
             "net-ring" => ReduceAlgorithm::NetRing,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown reduce algorithm '{s}' (binomial, scatter-gather, net-hierarchy, \
-                     net-ring)"
+                    "unknown reduce algorithm '{s}' (binomial, binary, scatter-gather, \
+                     net-hierarchy, net-ring)"
                 )))
             }
         })
@@ -128,6 +172,7 @@ impl ReduceAlgorithm {
     pub fn name(self) -> &'static str {
         match self {
             ReduceAlgorithm::Binomial => "binomial",
+            ReduceAlgorithm::Binary => "binary",
             ReduceAlgorithm::ScatterGather => "scatter-gather",
             ReduceAlgorithm::NetHierarchy => "net-hierarchy",
             ReduceAlgorithm::NetRing => "net-ring",
@@ -160,6 +205,9 @@ pub async fn reduce(
 ) -> Result<()> {
     check_root(cx, root)?;
     let (r, p) = (cx.rank(), cx.size());
+    if algo == ReduceAlgorithm::Binary {
+        return reduce_over(cx, table, &binary_tree(p, root)).await;
+    }
     if let (ReduceAlgorithm::NetHierarchy, Some(net)) = (algo, cx.net.as_deref()) {
         let t = hierarchy::leader_tree(&Hierarchy::of(net), net, root);
         return reduce_over(cx, table, &t).await;
@@ -270,8 +318,12 @@ pub async fn gather(
     algo: GatherAlgorithm,
 ) -> Result<()> {
     check_root(cx, root)?;
-    if algo.resolve(cx.net.as_deref(), root) == GatherAlgorithm::Tree {
-        let t = distance_tree(cx, root);
+    let algo = algo.resolve(cx.net.as_deref(), root);
+    if matches!(algo, GatherAlgorithm::Tree | GatherAlgorithm::Binomial) {
+        let t = match algo {
+            GatherAlgorithm::Tree => distance_tree(cx, root),
+            _ => binomial_tree(cx.size(), root),
+        };
         let r = cx.rank();
         let tag = tags::MAIN.tag();
         let recvs = t.children[r]
@@ -334,6 +386,9 @@ pub async fn scatter(
         GatherAlgorithm::Parallel => {
             let t = super::choose::star(p, root);
             scatter_tree(cx, table, root, part, &t).await
+        }
+        GatherAlgorithm::Binomial => {
+            scatter_tree(cx, table, root, part, &binomial_tree(p, root)).await
         }
         _ => scatter_rooted(cx, table, root, part, algo == GatherAlgorithm::Auto).await,
     }
