@@ -248,10 +248,11 @@ class CollectivesJobTest {
     Job job = job(JobTestSupport.localConf(tmp, 4), tmp, CheckMapper.class);
     assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
     long verified = job.getCounters().findCounter("harp-test", "verified").getValue();
-    // 1 (lines) + 3 algorithms x 4 partitions + 4 broadcasts + 3 (allgathers) + 2 reduces
+    // 1 (lines) + 3 algorithms x 4 partitions + 4 broadcasts + 3 (allgathers) + 3 reduces
     // + 1 gather + 2 scatter + 2 reduce-scatter + 2 regroup + 8 planned values held in total
     // (counted below) + push + pull + 2 rotates + 1 bounded table list, per worker.
-    long perWorker = 1 + 12 + Algorithm.Broadcast.values().length + 3 + 2 + 1 + 2 + 2 + 2 + 2 + 1 + 2 + 1;
+    long perWorker = 1 + 12 + Algorithm.Broadcast.values().length + 3
+        + Algorithm.Reduce.values().length + 1 + 2 + 2 + 2 + 2 + 1 + 2 + 1;
     assertEquals(4 * perWorker + 8, verified);
   }
 
