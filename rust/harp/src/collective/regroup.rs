@@ -137,9 +137,9 @@ pub fn assign(held: &HashMap<u32, Vec<(usize, u64)>>, p: usize) -> Vec<(u32, u32
 /// How reduce-scatter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceScatterAlgorithm {
-    /// Recursive doubling of whole tables (then each worker keeps what it owns) while every
-    /// worker's table is below `Config::allreduce_crossover`, the ring when any is not (agreed
-    /// on the way, as the automatic allreduce does; see [`choose`]).
+    /// Recursive halving while every worker's table is below `Config::allreduce_crossover`,
+    /// the ring when any is not (agreed in the halving rounds, as the automatic allreduce agrees
+    /// in its doubling rounds; see [`choose`]).
     Auto,
     /// Ring reduce-scatter at partition granularity ([`ring`]).
     Ring,
@@ -189,11 +189,9 @@ pub async fn reduce_scatter(
         ReduceScatterAlgorithm::Ring => ring(cx, table, part).await,
         ReduceScatterAlgorithm::Auto => {
             let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
-            if super::allreduce::doubling(cx, table, Some(large)).await? {
+            if halving(cx, table, part, Some(large)).await? {
                 return ring(cx, table, part).await;
             }
-            let owner = owners(table, part, cx.size())?;
-            table.retain(|id| owner[&id] == cx.rank());
             Ok(())
         }
     }
@@ -210,9 +208,33 @@ pub async fn reduce_scatter(
 /// A received partition that is not whole, or not owned on the receiver's side of the round,
 /// is a protocol error naming the sender.
 pub async fn recursive_halving(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
+    halving(cx, table, part, None).await.map(|_| ())
+}
+
+/// [`recursive_halving`], and with `agree = Some(large)` the automatic choice's agreement, as
+/// in the doubling of the automatic allreduce: every message carries in `aux` whether its sender
+/// has seen a large table (`large` for its own); partitions travel only between workers that
+/// have not, and the work is done on a copy. The result says whether any worker's table was
+/// large (the flags meet in the butterfly exactly as the data would): then every table is left as
+/// it was on entry, for the ring.
+async fn halving(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    part: &Partitioner,
+    agree: Option<bool>,
+) -> Result<bool> {
     let (r, p) = (cx.rank(), cx.size());
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;
+    let mut large = agree.unwrap_or(false);
+    let flag = |hdr: &crate::wire::Header| match hdr.aux {
+        0 => Ok(false),
+        1 if agree.is_some() => Ok(true),
+        x => Err(Error::Protocol(format!(
+            "{}: rank {} sent reduce-scatter flag {x}",
+            cx.ep.ctx, hdr.src
+        ))),
+    };
     // The rank of the first p' that holds an owner's partitions while halving.
     let virt = |o: usize| if o >= p2 { o - p2 } else { o };
     let owned_by = |want: usize| {
@@ -230,29 +252,44 @@ pub async fn recursive_halving(cx: &Ctx<'_>, table: &mut Table, part: &Partition
     };
     if r >= p2 {
         let partner = r - p2;
-        let pieces = table_pieces(table);
-        send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), 0, &pieces).await?;
+        let pieces = if large { vec![] } else { table_pieces(table) };
+        send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), large as u32, &pieces).await?;
         drop(pieces);
-        table.clear();
         let tag = tags::FOLD_OUT.tag();
-        let (_, got) = recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
-        return absorb(table, cx.pool, got);
+        let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
+        if flag(&hdr)? {
+            return Ok(true);
+        }
+        table.clear();
+        absorb(table, cx.pool, got)?;
+        return Ok(false);
     }
+    // While the choice is open the halving works on a copy, so that `table` can still go to the
+    // ring unchanged.
+    let mut copy = agree.map(|_| table.duplicate(cx.pool));
+    let work = copy.as_mut().unwrap_or(table);
     if r < extra {
         let tag = tags::FOLD_IN.tag();
-        let (_, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
-        absorb(table, cx.pool, got)?;
+        let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
+        let theirs = flag(&hdr)?;
+        if !large && !theirs {
+            absorb(work, cx.pool, got)?;
+        }
+        large |= theirs;
     }
     let (mut mask, mut round) = (p2 >> 1, 0usize);
     while mask > 0 {
         let partner = r ^ mask;
-        let owner = owners(table, part, p)?;
+        let owner = owners(work, part, p)?;
         let theirs = |id: &u32| virt(owner[id]) & mask != r & mask;
-        let outs: Vec<Out<'_>> = table
-            .iter()
-            .filter(|(id, _)| theirs(id))
-            .map(|(id, a)| Out::whole(id, a))
-            .collect();
+        let outs: Vec<Out<'_>> = if large {
+            vec![]
+        } else {
+            work.iter()
+                .filter(|(id, _)| theirs(id))
+                .map(|(id, a)| Out::whole(id, a))
+                .collect()
+        };
         // Partitions this rank may get now: owners agreeing with r on bit m and above.
         let high = !(mask - 1);
         let expect = |m: &PieceMeta| -> std::result::Result<(), String> {
@@ -268,27 +305,41 @@ pub async fn recursive_halving(cx: &Ctx<'_>, table: &mut Table, part: &Partition
         };
         let tag = tags::ROUND.at(round);
         let (sent, got) = tokio::join!(
-            send_batch(&cx.ep, partner, tag, 0, &outs),
+            send_batch(&cx.ep, partner, tag, large as u32, &outs),
             recv_batch_expecting(&cx.ep, cx.pool, partner, tag, expect)
         );
         sent?;
         drop(outs);
-        table.retain(|id| !theirs(&id));
-        absorb(table, cx.pool, got?.1)?;
+        let (hdr, got) = got?;
+        let theirs_large = flag(&hdr)?;
+        if !large && !theirs_large {
+            work.retain(|id| !theirs(&id));
+            absorb(work, cx.pool, got)?;
+        }
+        large |= theirs_large;
         mask >>= 1;
         round += 1;
     }
-    let owner = owners(table, part, p)?;
+    let owner = owners(work, part, p)?;
     if r < extra {
-        let outs: Vec<Out<'_>> = table
-            .iter()
-            .filter(|(id, _)| owner[id] == r + p2)
-            .map(|(id, a)| Out::whole(id, a))
-            .collect();
-        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), 0, &outs).await?;
+        let outs: Vec<Out<'_>> = if large {
+            vec![]
+        } else {
+            work.iter()
+                .filter(|(id, _)| owner[id] == r + p2)
+                .map(|(id, a)| Out::whole(id, a))
+                .collect()
+        };
+        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), large as u32, &outs).await?;
     }
-    table.retain(|id| owner[&id] == r);
-    Ok(())
+    if large {
+        return Ok(true);
+    }
+    work.retain(|id| owner[&id] == r);
+    if let Some(c) = copy {
+        *table = c;
+    }
+    Ok(false)
 }
 
 /// Reduce-scatter at partition granularity around a ring: each worker ends with the fully
