@@ -745,6 +745,7 @@ impl Worker {
             },
             seq,
             topo,
+            sub_model: Mutex::new(None),
         })
     }
 
@@ -1015,6 +1016,9 @@ pub struct Group<'w> {
     seq: Arc<AtomicU64>,
     /// The members' hosts and racks, in group-rank order (rack-aware chains).
     topo: Topology,
+    /// The worker's model and its restriction to the members, made once per model (so the
+    /// hierarchy and chain orders derived from it are memoized across the group's operations).
+    sub_model: Mutex<Option<(Arc<NetModel>, Arc<NetModel>)>>,
 }
 
 impl Group<'_> {
@@ -1049,9 +1053,16 @@ impl Group<'_> {
 
     /// The group's network model: the worker's model restricted to the members.
     fn net_model(&self) -> Option<Arc<NetModel>> {
-        self.w
-            .net_model()
-            .map(|m| Arc::new(m.sub(&self.members.world)))
+        let world = self.w.net_model()?;
+        let mut cache = self.sub_model.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cache {
+            Some((w, sub)) if Arc::ptr_eq(w, &world) => Some(sub.clone()),
+            _ => {
+                let sub = Arc::new(world.sub(&self.members.world));
+                *cache = Some((world, sub.clone()));
+                Some(sub)
+            }
+        }
     }
 
     /// Seconds since `t0` recorded against `predict()` (on the group's model) in the worker's
