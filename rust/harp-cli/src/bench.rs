@@ -212,7 +212,16 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::ReduceScatter(x) => x.name().into(),
         Algo::Reduce(x) => x.name().into(),
         Algo::Gather(x) if op == "scatter" => {
-            x.resolve_scatter(w.net_model().as_deref(), 0).name().into()
+            let net = w.net_model();
+            match x.resolve_scatter(net.as_deref(), 0) {
+                // The root's choice by size (`choose::scatter`).
+                GatherAlgorithm::Direct
+                    if *x == GatherAlgorithm::Auto && choose::scatter(a.bytes) =>
+                {
+                    "binomial".into()
+                }
+                y => y.name().into(),
+            }
         }
         Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
