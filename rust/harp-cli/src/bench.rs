@@ -183,7 +183,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         "reduce-scatter" => {
             Algo::ReduceScatter(ReduceScatterAlgorithm::parse(alg.unwrap_or("auto"))?)
         }
-        "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("binomial"))?),
+        "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("auto"))?),
         "gather" | "scatter" => Algo::Gather(GatherAlgorithm::parse(alg.unwrap_or("auto"))?),
         "regroup" | "rotate" | "push" | "pull" | "barrier" => {
             if let Some(x) = alg {

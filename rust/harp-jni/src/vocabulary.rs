@@ -38,11 +38,11 @@ fn allreduce_algorithms() -> Vec<&'static str> {
 
 fn reduce_algorithms() -> Vec<&'static str> {
     use ReduceAlgorithm::*;
-    let offered = [Binomial, Binary, ScatterGather];
+    let offered = [Auto, Binomial, Binary, ScatterGather];
     for a in offered {
         match a {
-            // The network-aware ones are not offered to Java yet.
-            Binomial | Binary | ScatterGather | NetHierarchy | NetRing => {}
+            // The network-aware ones are not offered to Java yet (auto may run them).
+            Auto | Binomial | Binary | ScatterGather | NetHierarchy | NetRing => {}
         }
     }
     offered.into_iter().map(ReduceAlgorithm::name).collect()

@@ -132,12 +132,12 @@ macro_rules! collectives {
         ) -> Result<()> {
             let t0 = Instant::now();
             let t = &mut *table;
-            self.op(Op::Reduce, algo.code(), label, |cx| async move {
+            let ran = self.op(Op::Reduce, algo.code(), label, |cx| async move {
                 collective::rooted::reduce(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
                 self.predicted("reduce", t0, |m| {
-                    choose::predict_reduce(m, algo, root, table.bytes())
+                    choose::predict_reduce(m, ran, root, table.bytes())
                 });
             }
             Ok(())

@@ -141,6 +141,7 @@ pub fn run(
             check(tag("allgather/known-total"), &t, &all)?;
         }
         for algo in [
+            ReduceAlgorithm::Auto,
             ReduceAlgorithm::Binomial,
             ReduceAlgorithm::Binary,
             ReduceAlgorithm::ScatterGather,
@@ -291,10 +292,10 @@ pub fn run(
 }
 
 /// Results [`run`] verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×5 (binomial, binary, scatter-gather,
-/// net-hierarchy, net-ring), gather ×5 (auto, direct, net-tree, parallel, binomial), scatter ×5,
+/// recursive doubling, auto, known total), reduce ×6 (auto, binomial, binary,
+/// scatter-gather, net-hierarchy, net-ring), gather ×5 (auto, direct, net-tree, parallel, binomial), scatter ×5,
 /// reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 38;
+pub const CHECKS_PER_ROUND: usize = 39;
 
 /// Results [`run_kv`] verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;

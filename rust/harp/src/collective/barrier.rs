@@ -22,3 +22,20 @@ pub async fn dissemination(cx: &Ctx<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+/// The largest of every worker's `mine`, known to every worker: dissemination rounds (round k:
+/// send the largest seen so far to rank + 2^k, take rank − 2^k's), ⌈log2 p⌉ small messages on
+/// the critical path, with tags of `phase`.
+pub async fn agree_max(cx: &Ctx<'_>, mine: u64, phase: tags::Phase) -> Result<u64> {
+    let (r, p) = (cx.rank(), cx.size());
+    let (mut d, mut round, mut max) = (1usize, 0usize, mine);
+    while d < p {
+        let tag = phase.at(round);
+        cx.ep.send_ctrl((r + d) % p, tag, &max).await?;
+        let theirs: u64 = cx.ep.recv_ctrl((r + p - d) % p, tag).await?;
+        max = max.max(theirs);
+        d *= 2;
+        round += 1;
+    }
+    Ok(max)
+}

@@ -214,6 +214,21 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
     }
 }
 
+/// The reduce of least predicted cost ([`predict_reduce`]) for tables of at most `n` bytes
+/// (what the automatic reduce runs once the workers agreed on `n`); ties keep the earlier of
+/// binomial, binary, scatter-gather, net-hierarchy, net-ring.
+pub fn reduce(net: &NetModel, root: usize, n: u64) -> ReduceAlgorithm {
+    use ReduceAlgorithm::*;
+    let mut best = (Binomial, predict_reduce(net, Binomial, root, n));
+    for a in [Binary, ScatterGather, NetHierarchy, NetRing] {
+        let t = predict_reduce(net, a, root, n);
+        if t < best.1 {
+            best = (a, t);
+        }
+    }
+    best.0
+}
+
 /// Predicted seconds of a reduce of `n` bytes per worker to `root`. Binomial, binary and
 /// net-hierarchy: [`predict_tree`] on their trees. Scatter-gather and net-ring: p−1 ring steps
 /// of n/p bytes at the pace of the ring's slowest link, then the owners' n/p each into the root
@@ -221,6 +236,8 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
 pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64) -> f64 {
     let p = net.workers();
     match algo {
+        // The automatic reduce is costed as what it runs, plus nothing for the agreement.
+        ReduceAlgorithm::Auto => predict_reduce(net, reduce(net, root, n), root, n),
         ReduceAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, false)
         }

@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceAlgorithm {
+    /// Without a network model: binomial. With one: the workers first agree on the largest
+    /// table (⌈log2 p⌉ small messages, [`agree_max`](super::barrier::agree_max)), then run the
+    /// algorithm of least predicted cost for it ([`choose::reduce`](super::choose::reduce)).
+    Auto,
     /// Binomial tree toward the root.
     Binomial,
     /// Binary tree toward the root ([`binary_tree`]): every worker receives at most two tables
@@ -147,6 +151,7 @@ fn distance_tree(cx: &Ctx<'_>, root: usize) -> Tree {
 impl ReduceAlgorithm {
     pub fn code(self) -> u8 {
         match self {
+            ReduceAlgorithm::Auto => 0,
             ReduceAlgorithm::Binomial => 1,
             ReduceAlgorithm::ScatterGather => 2,
             ReduceAlgorithm::NetHierarchy => 3,
@@ -156,6 +161,7 @@ impl ReduceAlgorithm {
     }
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
+            "auto" => ReduceAlgorithm::Auto,
             "binomial" | "mst" => ReduceAlgorithm::Binomial,
             "binary" => ReduceAlgorithm::Binary,
             "scatter-gather" => ReduceAlgorithm::ScatterGather,
@@ -163,7 +169,7 @@ impl ReduceAlgorithm {
             "net-ring" => ReduceAlgorithm::NetRing,
             _ => {
                 return Err(Error::config(format!(
-                    "unknown reduce algorithm '{s}' (binomial, binary, scatter-gather, \
+                    "unknown reduce algorithm '{s}' (auto, binomial, binary, scatter-gather, \
                      net-hierarchy, net-ring)"
                 )))
             }
@@ -171,6 +177,7 @@ impl ReduceAlgorithm {
     }
     pub fn name(self) -> &'static str {
         match self {
+            ReduceAlgorithm::Auto => "auto",
             ReduceAlgorithm::Binomial => "binomial",
             ReduceAlgorithm::Binary => "binary",
             ReduceAlgorithm::ScatterGather => "scatter-gather",
@@ -197,13 +204,32 @@ fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
 /// net-ring the same with β of the ring's slowest link; net-hierarchy as
 /// [`choose::predict_tree`](super::choose::predict_tree) on its tree (Σ over levels of the
 /// binomial inside a group, with that group's links).
+/// Returns the algorithm that ran (`auto` resolved).
 pub async fn reduce(
     cx: &Ctx<'_>,
     table: &mut Table,
     root: usize,
     algo: ReduceAlgorithm,
-) -> Result<()> {
+) -> Result<ReduceAlgorithm> {
     check_root(cx, root)?;
+    let algo = match (algo, cx.net.as_deref()) {
+        (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binomial,
+        (ReduceAlgorithm::Auto, Some(net)) => {
+            let n = super::barrier::agree_max(cx, table.bytes(), tags::AGREE).await?;
+            choose::reduce(net, root, n)
+        }
+        (a, _) => a,
+    };
+    reduce_resolved(cx, table, root, algo).await?;
+    Ok(algo)
+}
+
+async fn reduce_resolved(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    algo: ReduceAlgorithm,
+) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     if algo == ReduceAlgorithm::Binary {
         return reduce_over(cx, table, &binary_tree(p, root)).await;
@@ -590,7 +616,7 @@ mod tests {
                 t.add(0, Array::zeros(cx.pool, DType::F64, 4096)).unwrap();
                 reduce(cx, &mut t, 0, ReduceAlgorithm::ScatterGather)
                     .await
-                    .map(|()| t)
+                    .map(|_| t)
             })
         };
         let t = reduce(&[(0, 32768, 16384, 16384)]).unwrap();

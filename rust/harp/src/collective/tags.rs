@@ -66,6 +66,9 @@ pub const CAL_MODEL: Phase = Phase(15);
 pub const CAL_PLAN: Phase = Phase(16);
 /// The receiver's acknowledgements during a timed transfer (bytes received so far).
 pub const CAL_ACK: Phase = Phase(17);
+/// The size agreement of an automatic reduce with a network model (dissemination rounds of the
+/// largest table seen, a `Ctrl` u64 each).
+pub const AGREE: Phase = Phase(18);
 
 /// Fails clearly when `p` workers would need more ring steps than a phase holds.
 pub fn check_workers(p: usize) -> Result<()> {

@@ -51,6 +51,12 @@ public final class Algorithm {
 
   /** Reduce algorithms. */
   public enum Reduce {
+    /**
+     * Without a network model (harp.net.model, harp.net.measure) binomial; with one, the workers
+     * agree on the largest table (a few small messages) and run the algorithm of least predicted
+     * cost. The default.
+     */
+    AUTO("auto"),
     /** Binomial tree toward the root. */
     BINOMIAL("binomial"),
     /**

@@ -226,7 +226,7 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   }
 
   public void reduce(String label, Table t, int root) {
-    reduce(label, t, root, Algorithm.Reduce.BINOMIAL);
+    reduce(label, t, root, Algorithm.Reduce.AUTO);
   }
 
   /** {@code root}'s table becomes the union of all tables; the others are unchanged. */

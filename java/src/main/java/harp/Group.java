@@ -57,7 +57,7 @@ public final class Group {
   }
 
   public void reduce(String label, Table t, int root) {
-    reduce(label, t, root, Algorithm.Reduce.BINOMIAL);
+    reduce(label, t, root, Algorithm.Reduce.AUTO);
   }
 
   /** {@code root}'s table becomes the union of the members' tables; the others are unchanged. */
