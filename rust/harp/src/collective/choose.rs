@@ -216,11 +216,21 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
 
 /// The reduce of least predicted cost ([`predict_reduce`]) for tables of at most `n` bytes
 /// (what the automatic reduce runs once the workers agreed on `n`); ties keep the earlier of
-/// binomial, binary, scatter-gather, net-hierarchy, net-ring.
-pub fn reduce(net: &NetModel, root: usize, n: u64) -> ReduceAlgorithm {
+/// binomial, binary, scatter-gather, net-hierarchy, net-ring. Below `crossover`
+/// (`Config::allreduce_crossover`) only the trees compete: a measured model's latencies are
+/// ping-pong times of two otherwise idle workers, and undercount what each of the ring's
+/// 2(p − 1) steps costs when every worker is busy (on 8 emulated hosts on 2 cores the model
+/// chose net-ring for 1 KiB, predicted 0.3 ms, and it took 0.6 ms against 0.17 ms for the
+/// binomial tree; docs/benchmarks-netns.md).
+pub fn reduce(net: &NetModel, root: usize, n: u64, crossover: u64) -> ReduceAlgorithm {
     use ReduceAlgorithm::*;
+    let candidates: &[ReduceAlgorithm] = if n < crossover {
+        &[Binary, NetHierarchy]
+    } else {
+        &[Binary, ScatterGather, NetHierarchy, NetRing]
+    };
     let mut best = (Binomial, predict_reduce(net, Binomial, root, n));
-    for a in [Binary, ScatterGather, NetHierarchy, NetRing] {
+    for &a in candidates {
         let t = predict_reduce(net, a, root, n);
         if t < best.1 {
             best = (a, t);
@@ -237,7 +247,10 @@ pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64
     let p = net.workers();
     match algo {
         // The automatic reduce is costed as what it runs, plus nothing for the agreement.
-        ReduceAlgorithm::Auto => predict_reduce(net, reduce(net, root, n), root, n),
+        ReduceAlgorithm::Auto => {
+            let crossover = crate::config::Config::default().allreduce_crossover;
+            predict_reduce(net, reduce(net, root, n, crossover), root, n)
+        }
         ReduceAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, false)
         }

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 pub enum ReduceAlgorithm {
     /// Without a network model: binomial. With one: the workers first agree on the largest
     /// table (⌈log2 p⌉ small messages, [`agree_max`](super::barrier::agree_max)), then run the
-    /// algorithm of least predicted cost for it ([`choose::reduce`](super::choose::reduce)).
+    /// algorithm of least predicted cost for it ([`choose::reduce`](super::choose::reduce):
+    /// trees only below `Config::allreduce_crossover`).
     Auto,
     /// Binomial tree toward the root.
     Binomial,
@@ -216,7 +217,7 @@ pub async fn reduce(
         (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binomial,
         (ReduceAlgorithm::Auto, Some(net)) => {
             let n = super::barrier::agree_max(cx, table.bytes(), tags::AGREE).await?;
-            choose::reduce(net, root, n)
+            choose::reduce(net, root, n, cx.cfg.allreduce_crossover)
         }
         (a, _) => a,
     };
