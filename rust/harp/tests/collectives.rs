@@ -230,12 +230,12 @@ fn auto_uses_the_model_and_predictions_are_recorded() {
     );
     // The automatic reduce, once the size is agreed: a tree for small tables, a ring for large.
     use harp::collective::ReduceAlgorithm as R;
-    let small = harp::collective::choose::reduce(&model, 0, 1024);
+    let small = harp::collective::choose::reduce(&model, 0, 1024, 16 << 10);
     assert!(
         matches!(small, R::Binomial | R::Binary | R::NetHierarchy),
         "{small:?}"
     );
-    let large = harp::collective::choose::reduce(&model, 0, 64 << 20);
+    let large = harp::collective::choose::reduce(&model, 0, 64 << 20, 16 << 10);
     assert!(matches!(large, R::ScatterGather | R::NetRing), "{large:?}");
     let results = on_workers(p, cfg(), |w| {
         w.set_net_model(Some(model.clone())).unwrap();
