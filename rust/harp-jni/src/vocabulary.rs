@@ -19,7 +19,8 @@ fn broadcast_algorithms() -> Vec<&'static str> {
         match a {
             // A seeded random chain is a benchmark baseline of the CLI, not offered to Java; the
             // network-aware ones are not offered yet (Auto picks them under a model).
-            Auto | Chain | Binomial | OneByOne | ChainRandom(_) | NetChain | NetHierarchy => {}
+            Auto | Chain | Binomial | OneByOne | ChainRandom(_) | NetChain | NetHierarchy
+            | NetTree => {}
         }
     }
     offered.into_iter().map(BroadcastAlgorithm::name).collect()

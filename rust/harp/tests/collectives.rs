@@ -224,7 +224,9 @@ fn auto_uses_the_model_and_predictions_are_recorded() {
     assert!(
         matches!(
             picked,
-            BroadcastAlgorithm::NetChain | BroadcastAlgorithm::NetHierarchy
+            BroadcastAlgorithm::NetChain
+                | BroadcastAlgorithm::NetHierarchy
+                | BroadcastAlgorithm::NetTree
         ),
         "{picked:?}"
     );

@@ -113,6 +113,7 @@ pub fn run(
             BroadcastAlgorithm::OneByOne,
             BroadcastAlgorithm::NetChain,
             BroadcastAlgorithm::NetHierarchy,
+            BroadcastAlgorithm::NetTree,
         ] {
             tick()?;
             let mut t = mine();
@@ -291,11 +292,11 @@ pub fn run(
     Ok(Report { verified })
 }
 
-/// Results [`run`] verifies per round: allreduce ×3, broadcast ×7, allgather ×4 (ring,
+/// Results [`run`] verifies per round: allreduce ×3, broadcast ×8, allgather ×4 (ring,
 /// recursive doubling, auto, known total), reduce ×6 (auto, binomial, binary,
 /// scatter-gather, net-hierarchy, net-ring), gather ×5 (auto, direct, net-tree, parallel, binomial), scatter ×5,
 /// reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 39;
+pub const CHECKS_PER_ROUND: usize = 40;
 
 /// Results [`run_kv`] verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;

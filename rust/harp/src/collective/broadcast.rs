@@ -36,6 +36,11 @@ pub enum BroadcastAlgorithm {
     /// [`hierarchy::hierarchy_chain`](super::hierarchy::hierarchy_chain)); the rack-order chain
     /// without a model.
     NetHierarchy,
+    /// Pipelined over the spanning tree of least predicted time under the network model
+    /// ([`hierarchy::best_broadcast_tree`](super::hierarchy::best_broadcast_tree): every tree up
+    /// to 8 workers, e.g. a root that feeds two children over fast links where every chain
+    /// crosses a slow one); the net-chain beyond 8 workers, the rack-order chain without a model.
+    NetTree,
 }
 
 impl BroadcastAlgorithm {
@@ -48,6 +53,7 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::OneByOne => 4,
             BroadcastAlgorithm::NetChain => 5,
             BroadcastAlgorithm::NetHierarchy => 6,
+            BroadcastAlgorithm::NetTree => 7,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -59,10 +65,11 @@ impl BroadcastAlgorithm {
             "one-by-one" => BroadcastAlgorithm::OneByOne,
             "net-chain" => BroadcastAlgorithm::NetChain,
             "net-hierarchy" => BroadcastAlgorithm::NetHierarchy,
+            "net-tree" => BroadcastAlgorithm::NetTree,
             _ => {
                 return Err(Error::config(format!(
                     "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, \
-                     one-by-one, net-chain, net-hierarchy)"
+                     one-by-one, net-chain, net-hierarchy, net-tree)"
                 )))
             }
         })
@@ -91,6 +98,7 @@ impl BroadcastAlgorithm {
             4 => Some(BroadcastAlgorithm::OneByOne),
             5 => Some(BroadcastAlgorithm::NetChain),
             6 => Some(BroadcastAlgorithm::NetHierarchy),
+            7 => Some(BroadcastAlgorithm::NetTree),
             _ => None,
         }
     }
@@ -104,6 +112,7 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::OneByOne => "one-by-one",
             BroadcastAlgorithm::NetChain => "net-chain",
             BroadcastAlgorithm::NetHierarchy => "net-hierarchy",
+            BroadcastAlgorithm::NetTree => "net-tree",
         }
     }
 }
@@ -124,10 +133,12 @@ pub fn order(
         (BroadcastAlgorithm::NetHierarchy, Some(m)) => {
             super::hierarchy::hierarchy_chain(&super::hierarchy::Hierarchy::of(m), m, root)
         }
+        (BroadcastAlgorithm::NetTree, Some(m)) => super::hierarchy::best_path(m, root, false),
         (
             BroadcastAlgorithm::Chain
             | BroadcastAlgorithm::NetChain
-            | BroadcastAlgorithm::NetHierarchy,
+            | BroadcastAlgorithm::NetHierarchy
+            | BroadcastAlgorithm::NetTree,
             _,
         ) => topo.chain_order(root),
         (BroadcastAlgorithm::ChainRandom(seed), _) => {
@@ -154,6 +165,10 @@ pub fn tree(
     p: usize,
     root: usize,
 ) -> (Option<usize>, Vec<usize>) {
+    if let (BroadcastAlgorithm::NetTree, Some(m)) = (algo, net) {
+        let t = super::hierarchy::best_broadcast_tree(m, root);
+        return (t.parent[r], t.children[r].clone());
+    }
     tree_in(algo, &order(algo, topo, net, p, root), r)
 }
 
@@ -163,10 +178,12 @@ pub fn tree_in(algo: BroadcastAlgorithm, order: &[usize], r: usize) -> (Option<u
     let pos = order.iter().position(|&x| x == r).expect("rank in order");
     match algo {
         BroadcastAlgorithm::Auto => unreachable!("Auto is resolved before the tree is built"),
+        // (NetTree here only without a model: [`tree`] takes the model's tree.)
         BroadcastAlgorithm::Chain
         | BroadcastAlgorithm::ChainRandom(_)
         | BroadcastAlgorithm::NetChain
-        | BroadcastAlgorithm::NetHierarchy => (
+        | BroadcastAlgorithm::NetHierarchy
+        | BroadcastAlgorithm::NetTree => (
             pos.checked_sub(1).map(|i| order[i]),
             order.get(pos + 1).copied().into_iter().collect(),
         ),

@@ -55,7 +55,7 @@ pub fn broadcast_candidates(net: Option<&NetModel>) -> &'static [BroadcastAlgori
     use BroadcastAlgorithm::*;
     match net {
         None => &[Binomial, Chain],
-        Some(_) => &[Binomial, Chain, NetChain, NetHierarchy],
+        Some(_) => &[Binomial, Chain, NetChain, NetHierarchy, NetTree],
     }
 }
 
@@ -102,10 +102,14 @@ pub fn predict_broadcast(
     chunk: u64,
 ) -> f64 {
     let p = net.workers();
-    let order = super::broadcast::order(algo, topo, Some(net), p, root);
-    let kids: Vec<Vec<usize>> = (0..p)
-        .map(|r| super::broadcast::tree_in(algo, &order, r).1)
-        .collect();
+    let kids: Vec<Vec<usize>> = if algo == BroadcastAlgorithm::NetTree {
+        super::hierarchy::best_broadcast_tree(net, root).children
+    } else {
+        let order = super::broadcast::order(algo, topo, Some(net), p, root);
+        (0..p)
+            .map(|r| super::broadcast::tree_in(algo, &order, r).1)
+            .collect()
+    };
     if algo == BroadcastAlgorithm::OneByOne {
         return kids[root].iter().map(|&c| net.cost(root, c, n)).sum();
     }
@@ -371,7 +375,9 @@ mod tests {
         assert!(
             matches!(
                 pick,
-                BroadcastAlgorithm::NetChain | BroadcastAlgorithm::NetHierarchy
+                BroadcastAlgorithm::NetChain
+                    | BroadcastAlgorithm::NetHierarchy
+                    | BroadcastAlgorithm::NetTree
             ),
             "{pick:?}"
         );

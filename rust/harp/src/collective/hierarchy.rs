@@ -342,6 +342,137 @@ fn visit(
     }
 }
 
+/// Up to this many workers [`best_broadcast_tree`] tries every spanning tree ((p − 1)^(p − 1)
+/// parent choices: 823,543 at p = 8, tens of milliseconds once per model and root).
+pub const TREE_EXACT_MAX: usize = 8;
+
+/// The pipelined broadcast tree from `root` of least predicted time for a large table: every
+/// worker forwards each chunk to its children one after the other, so the stream runs at the
+/// pace of the slowest worker, Σ over its children of n/B(worker, child) (a root feeding two
+/// children over fast links beats a chain that must cross one slow link), plus the time the
+/// first chunk needs to reach the deepest worker ([`choose::predict_broadcast`]'s formula, at
+/// 16 MiB in 256 KiB chunks). Every spanning tree is tried up to [`TREE_EXACT_MAX`] workers;
+/// beyond, the chain of [`best_path`]. Once per model and root ([`NetModel::derived`]).
+///
+/// [`choose::predict_broadcast`]: super::choose::predict_broadcast
+pub fn best_broadcast_tree(net: &NetModel, root: usize) -> Tree {
+    net.derived(("best_broadcast_tree", root as u64), |net| {
+        search_broadcast_tree(net, root)
+    })
+    .as_ref()
+    .clone()
+}
+
+/// The tree of a chain `order` (each worker's child is the next one).
+pub fn chain_tree(order: &[usize]) -> Tree {
+    let mut t = Tree::empty(order.len());
+    for w in order.windows(2) {
+        t.parent[w[1]] = Some(w[0]);
+        t.children[w[0]].push(w[1]);
+    }
+    t
+}
+
+fn search_broadcast_tree(net: &NetModel, root: usize) -> Tree {
+    const N: f64 = (16u64 << 20) as f64;
+    const CHUNK: u64 = 256 << 10;
+    let p = net.workers();
+    let chain = chain_tree(&best_path(net, root, false));
+    if p <= 2 || p > TREE_EXACT_MAX {
+        return chain;
+    }
+    // Predicted seconds of the tree given by `parent` (None when it has a cycle).
+    let cost = |parent: &[usize]| -> Option<f64> {
+        let mut depth_time = vec![f64::NAN; p];
+        depth_time[root] = 0.0;
+        let mut load = vec![0.0f64; p];
+        for x in 0..p {
+            if x == root {
+                continue;
+            }
+            load[parent[x]] += N / net.bandwidth(parent[x], x);
+            // Walk up to the root (or a cycle: more than p steps).
+            let (mut y, mut steps, mut path) = (x, 0, Vec::new());
+            while depth_time[y].is_nan() {
+                path.push(y);
+                y = parent[y];
+                steps += 1;
+                if steps > p {
+                    return None;
+                }
+            }
+            for &z in path.iter().rev() {
+                depth_time[z] = depth_time[parent[z]] + net.cost(parent[z], z, CHUNK);
+            }
+        }
+        let pace = load.iter().fold(0.0f64, |a, &b| a.max(b));
+        Some(pace + depth_time.iter().fold(0.0f64, |a, &b| a.max(b)))
+    };
+    let to_parents =
+        |t: &Tree| -> Vec<usize> { (0..p).map(|x| t.parent[x].unwrap_or(root)).collect() };
+    let mut best = to_parents(&chain);
+    let mut best_cost = cost(&best).expect("a chain is a tree");
+    let others: Vec<usize> = (0..p).filter(|&x| x != root).collect();
+    // Depth-first over every non-root's parent (any other worker), cut off as soon as one
+    // worker's sending load alone reaches the best cost so far (the pace is at least that).
+    struct Search<'a> {
+        net: &'a NetModel,
+        others: &'a [usize],
+        parent: Vec<usize>,
+        load: Vec<f64>,
+    }
+    fn visit(
+        s: &mut Search<'_>,
+        i: usize,
+        n: f64,
+        best: &mut Vec<usize>,
+        best_cost: &mut f64,
+        cost: &dyn Fn(&[usize]) -> Option<f64>,
+    ) {
+        if i == s.others.len() {
+            if let Some(c) = cost(&s.parent) {
+                if c < *best_cost * (1.0 - 1e-9) {
+                    *best_cost = c;
+                    best.clone_from(&s.parent);
+                }
+            }
+            return;
+        }
+        let x = s.others[i];
+        for u in 0..s.parent.len() {
+            if u == x {
+                continue;
+            }
+            let add = n / s.net.bandwidth(u, x);
+            if s.load[u] + add >= *best_cost {
+                continue;
+            }
+            s.load[u] += add;
+            s.parent[x] = u;
+            visit(s, i + 1, n, best, best_cost, cost);
+            s.load[u] -= add;
+        }
+    }
+    let mut search = Search {
+        net,
+        others: &others,
+        parent: vec![root; p],
+        load: vec![0.0; p],
+    };
+    visit(&mut search, 0, N, &mut best, &mut best_cost, &cost);
+    let mut t = Tree::empty(p);
+    for &x in &others {
+        t.parent[x] = Some(best[x]);
+        t.children[best[x]].push(x);
+    }
+    // A worker sends to its slower children first.
+    for u in 0..p {
+        let kids = &mut t.children[u];
+        kids.sort_by(|&a, &b| net.bandwidth(u, a).total_cmp(&net.bandwidth(u, b)));
+    }
+    t
+}
+
 /// A communication tree: the parent of every rank (None at the root) and its children in
 /// the order they are attached.
 #[derive(Debug, Clone, PartialEq)]
@@ -639,6 +770,35 @@ pub(crate) mod tests {
             1,
             "{order:?}"
         );
+    }
+
+    /// Four workers where every chain from 0 crosses a slow link (worker 2 is fast only to 0):
+    /// the best tree feeds 2 straight from the root and 3 through 1 (or 1 through 3), half the
+    /// chain's predicted time; on a uniform model no tree beats the chain.
+    #[test]
+    fn the_broadcast_tree_avoids_slow_links_a_chain_must_cross() {
+        let text = "workers 4\nlatency_s\n0 1e-4 1e-4 1e-4\n1e-4 0 1e-4 1e-4\n1e-4 1e-4 0 1e-4\n\
+                    1e-4 1e-4 1e-4 0\nbandwidth_Bps\ninf 24e6 24e6 24e6\n24e6 inf 6e6 24e6\n\
+                    24e6 6e6 inf 6e6\n24e6 24e6 6e6 inf\n";
+        let m = NetModel::parse(text, "test").unwrap();
+        let t = best_broadcast_tree(&m, 0);
+        assert_eq!(t.parent[0], None);
+        assert_eq!(t.parent[2], Some(0));
+        assert_eq!(t.children[0].len(), 2, "{t:?}");
+        assert!(t.subtree(0).len() == 4);
+        for x in 1..4 {
+            let q = t.parent[x].unwrap();
+            assert!(m.bandwidth(q, x) > 20e6, "slow link {q}->{x} in {t:?}");
+        }
+        let topo = crate::Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        let cost =
+            |a| super::super::choose::predict_broadcast(&m, &topo, a, 0, 16 << 20, 256 << 10);
+        use crate::collective::BroadcastAlgorithm as B;
+        assert!(cost(B::NetTree) < 0.55 * cost(B::NetChain));
+        let flat = NetModel::uniform(6, 1e-4, 24e6);
+        let t = best_broadcast_tree(&flat, 3);
+        assert!(t.children.iter().all(|k| k.len() <= 1), "{t:?}");
+        assert_eq!(t.subtree(3).len(), 6);
     }
 
     #[test]
