@@ -24,10 +24,11 @@ pub struct BenchArgs {
     /// gathered; for every other op it is each worker's table.
     #[arg(long, value_parser = parse_bytes, default_value = "1m")]
     pub bytes: u64,
-    /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one; allreduce: auto,
-    /// bidirectional-exchange, regroup-allgather; allgather: auto, ring, recursive-doubling,
-    /// known-total; reduce-scatter: auto, ring, recursive-halving; reduce: binomial,
-    /// scatter-gather).
+    /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one, net-chain,
+    /// net-hierarchy, net-tree; allreduce: auto, bidirectional-exchange, regroup-allgather;
+    /// allgather: auto, ring, recursive-doubling, known-total; reduce-scatter: auto, ring,
+    /// recursive-halving; reduce: auto, binomial, binary, scatter-gather, net-hierarchy,
+    /// net-ring; gather and scatter: auto, direct, binomial, parallel, net-tree).
     #[arg(long)]
     pub algorithm: Option<String>,
     /// Partitions per table (default: 1; ops that move partitions to owners use 4 per worker).
