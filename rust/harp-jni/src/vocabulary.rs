@@ -14,11 +14,18 @@ use crate::errors::{fail, Failure, JNI_KINDS};
 /// gains a variant, so this list cannot silently fall behind.
 fn broadcast_algorithms() -> Vec<&'static str> {
     use BroadcastAlgorithm::*;
-    let offered = [Auto, Chain, Binomial, OneByOne];
+    let offered = [
+        Auto,
+        Chain,
+        Binomial,
+        OneByOne,
+        NetChain,
+        NetHierarchy,
+        NetTree,
+    ];
     for a in offered {
         match a {
-            // A seeded random chain is a benchmark baseline of the CLI, not offered to Java; the
-            // network-aware ones are not offered yet (Auto picks them under a model).
+            // A seeded random chain is a benchmark baseline of the CLI, not offered to Java.
             Auto | Chain | Binomial | OneByOne | ChainRandom(_) | NetChain | NetHierarchy
             | NetTree => {}
         }
@@ -39,10 +46,9 @@ fn allreduce_algorithms() -> Vec<&'static str> {
 
 fn reduce_algorithms() -> Vec<&'static str> {
     use ReduceAlgorithm::*;
-    let offered = [Auto, Binomial, Binary, ScatterGather];
+    let offered = [Auto, Binomial, Binary, ScatterGather, NetHierarchy, NetRing];
     for a in offered {
         match a {
-            // The network-aware ones are not offered to Java yet (auto may run them).
             Auto | Binomial | Binary | ScatterGather | NetHierarchy | NetRing => {}
         }
     }

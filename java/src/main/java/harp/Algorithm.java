@@ -9,14 +9,24 @@ public final class Algorithm {
 
   /** Broadcast algorithms. */
   public enum Broadcast {
-    /** The default: binomial tree for small tables (latency), pipelined chain for large ones. */
+    /**
+     * The default: binomial tree for small tables (latency), pipelined chain for large ones; with
+     * a network model (harp.net.model, harp.net.measure) the candidate of least predicted time,
+     * the network-aware ones included.
+     */
     AUTO("auto"),
     /** Pipelined chain in rack order (≈ n/B whatever the number of workers). */
     CHAIN("chain"),
     /** Binomial tree. */
     BINOMIAL("binomial"),
     /** The root sends to each worker in turn (the papers' baseline). */
-    ONE_BY_ONE("one-by-one");
+    ONE_BY_ONE("one-by-one"),
+    /** Network model: pipelined chain in the order whose slowest link is fastest (else CHAIN). */
+    NET_CHAIN("net-chain"),
+    /** Network model: pipelined chain over the network performance hierarchy (else CHAIN). */
+    NET_HIERARCHY("net-hierarchy"),
+    /** Network model: pipelined over the spanning tree of least predicted time (else CHAIN). */
+    NET_TREE("net-tree");
 
     private final String wireName;
 
@@ -65,7 +75,11 @@ public final class Algorithm {
      */
     BINARY("binary"),
     /** Segment reduce-scatter (ring), then every owner sends its segments to the root. */
-    SCATTER_GATHER("scatter-gather");
+    SCATTER_GATHER("scatter-gather"),
+    /** Network model: group leaders reduce level by level along the hierarchy (else BINOMIAL). */
+    NET_HIERARCHY("net-hierarchy"),
+    /** Network model: scatter-gather around the ring whose slowest link is fastest. */
+    NET_RING("net-ring");
 
     private final String wireName;
 
