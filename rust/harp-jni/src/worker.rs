@@ -389,13 +389,14 @@ pub extern "system" fn Java_harp_Worker_push<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     local: jlong,
     global: jlong,
     ids: JIntArray<'l>,
     owners: JIntArray<'l>,
 ) {
-    collective(env, w, Op::Push, label, |env, wk, label| {
+    in_group(env, w, members, Op::Push, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let (l, g) = two_tables(local, global)?;
         wk.push(label, &l.lock(), &mut g.lock(), &p)?;
@@ -409,13 +410,14 @@ pub extern "system" fn Java_harp_Worker_pull<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     local: jlong,
     global: jlong,
     ids: JIntArray<'l>,
     owners: JIntArray<'l>,
 ) {
-    collective(env, w, Op::Pull, label, |env, wk, label| {
+    in_group(env, w, members, Op::Pull, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let (l, g) = two_tables(local, global)?;
         wk.pull(label, &mut l.lock(), &g.lock(), &p)?;

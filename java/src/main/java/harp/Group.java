@@ -106,6 +106,16 @@ public final class Group {
     regroup(label, t.table(), p);
   }
 
+  /** Local partitions are combined into their owners' (group ranks under {@code p}) global tables. */
+  public void push(String label, Table local, Table global, Partitioner p) {
+    mapper.collective(w -> w.push(members, label, local, global, p));
+  }
+
+  /** Local partitions are replaced by their owners' (group ranks) global copies. */
+  public void pull(String label, Table local, Table global, Partitioner p) {
+    mapper.collective(w -> w.pull(members, label, local, global, p));
+  }
+
   /** Tables move to the next member ({@code map} null) or along the permutation {@code map} of group ranks. */
   public void rotate(String label, Table t, int[] map) {
     mapper.collective(w -> w.rotate(members, label, t, map));

@@ -249,13 +249,22 @@ final class Worker implements AutoCloseable {
   }
 
   void push(String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p);
-    push(handle(), label, local.changing(), global.changing(), m[0], m[1]);
+    push(null, label, local, global, p);
   }
 
   void pull(String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p);
-    pull(handle(), label, local.changing(), global.changing(), m[0], m[1]);
+    pull(null, label, local, global, p);
+  }
+
+  /** {@code g}: the group's world ranks (null: every worker); owners are group ranks. */
+  void push(int[] g, String label, Table local, Table global, Partitioner p) {
+    int[][] m = map(local, p, g == null ? size : g.length);
+    push(handle(), g, label, local.changing(), global.changing(), m[0], m[1]);
+  }
+
+  void pull(int[] g, String label, Table local, Table global, Partitioner p) {
+    int[][] m = map(local, p, g == null ? size : g.length);
+    pull(handle(), g, label, local.changing(), global.changing(), m[0], m[1]);
   }
 
   void rotate(int[] g, String label, Table t, int[] map) {
@@ -295,9 +304,11 @@ final class Worker implements AutoCloseable {
   static native void regroup(long worker, int[] group, String label, long table, boolean planned, int[] ids,
       int[] owners);
 
-  static native void push(long worker, String label, long local, long global, int[] ids, int[] owners);
+  static native void push(long worker, int[] group, String label, long local, long global, int[] ids,
+      int[] owners);
 
-  static native void pull(long worker, String label, long local, long global, int[] ids, int[] owners);
+  static native void pull(long worker, int[] group, String label, long local, long global, int[] ids,
+      int[] owners);
 
   static native void regroupEdges(long worker, String label, long table, boolean bySource, int partitions);
 

@@ -102,6 +102,24 @@ class GroupsJobTest {
       expect("group regroup", new double[] {gr == 0 ? 2 : a + b}, rg.get(gr == 0 ? 11 : 10).toDoubleArray());
       rg.close();
 
+      // push: partition 5 of every member goes to group rank 1's global table (holding 1000);
+      // pull: both members fetch it back from there
+      Table local = newTable(Combiner.SUM);
+      local.put(5, new double[] {r});
+      Table global = newTable(Combiner.SUM);
+      if (gr == 1) {
+        global.put(5, new double[] {1000});
+      }
+      g.push("g-push", local, global, (id, n) -> 1);
+      expect("group push ids", gr == 1 ? new int[] {5} : new int[0], global.ids());
+      if (gr == 1) {
+        expect("group push", new double[] {1000 + a + b}, global.get(5).toDoubleArray());
+      }
+      g.pull("g-pull", local, global, (id, n) -> 1);
+      expect("group pull", new double[] {1000 + a + b}, local.get(5).toDoubleArray());
+      local.close();
+      global.close();
+
       // the same list again continues the group's sequence
       group(mine).barrier("g-again");
 
@@ -160,8 +178,9 @@ class GroupsJobTest {
   @Timeout(120)
   void twoDisjointGroupsThenTheWholeJob(@TempDir Path tmp) throws Exception {
     // per worker: rank, size, members, allreduce, broadcast ids + value, reduce (+ value on
-    // group rank 0), allgather, reduce-scatter ids + value, regroup ids + value, world allreduce
-    assertEquals(4 * 13 + 2, run(tmp, TwoGroups.class));
+    // group rank 0), allgather, reduce-scatter ids + value, regroup ids + value, push ids (+ value
+    // on group rank 1), pull, world allreduce
+    assertEquals(4 * 15 + 2 + 2, run(tmp, TwoGroups.class));
   }
 
   @Test
