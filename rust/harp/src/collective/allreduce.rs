@@ -88,14 +88,7 @@ pub(super) async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;
     let mut large = agree.unwrap_or(false);
-    let flag = |hdr: &Header| match hdr.aux {
-        0 => Ok(false),
-        1 if agree.is_some() => Ok(true),
-        x => Err(Error::Protocol(format!(
-            "{}: rank {} sent allreduce flag {x}",
-            cx.ep.ctx, hdr.src
-        ))),
-    };
+    let flag = |hdr: &Header| large_flag(cx, hdr, agree.is_some(), "allreduce");
     if r >= p2 {
         let partner = r - p2;
         let pieces = if large { vec![] } else { table_pieces(table) };
@@ -158,6 +151,21 @@ pub(super) async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool
         }
     }
     Ok(large)
+}
+
+/// The "large table seen" flag in `aux` of a frame of an agreeing exchange (the automatic
+/// allreduce's doubling, the automatic reduce-scatter's halving): 0 or 1, and only 0 when
+/// the exchange does not agree (`agreeing` false); anything else is a protocol error naming the
+/// sender and `what` the operation is.
+pub(super) fn large_flag(cx: &Ctx<'_>, hdr: &Header, agreeing: bool, what: &str) -> Result<bool> {
+    match hdr.aux {
+        0 => Ok(false),
+        1 if agreeing => Ok(true),
+        x => Err(Error::Protocol(format!(
+            "{}: rank {} sent {what} flag {x}",
+            cx.ep.ctx, hdr.src
+        ))),
+    }
 }
 
 /// Combines `got` into `table`, or into `work` when `copy` (a copy of `table` made now if

@@ -91,16 +91,13 @@ impl BroadcastAlgorithm {
         }
     }
 
+    /// The algorithm an automatic broadcast's root announced by its [`code`](Self::code) (never
+    /// `Auto`, nor a seeded random chain).
     fn from_announced(code: u32) -> Option<BroadcastAlgorithm> {
-        match code {
-            1 => Some(BroadcastAlgorithm::Chain),
-            3 => Some(BroadcastAlgorithm::Binomial),
-            4 => Some(BroadcastAlgorithm::OneByOne),
-            5 => Some(BroadcastAlgorithm::NetChain),
-            6 => Some(BroadcastAlgorithm::NetHierarchy),
-            7 => Some(BroadcastAlgorithm::NetTree),
-            _ => None,
-        }
+        use BroadcastAlgorithm::*;
+        [Chain, Binomial, OneByOne, NetChain, NetHierarchy, NetTree]
+            .into_iter()
+            .find(|a| u32::from(a.code()) == code)
     }
 
     pub fn name(self) -> &'static str {

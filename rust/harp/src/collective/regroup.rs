@@ -227,13 +227,8 @@ async fn halving(
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;
     let mut large = agree.unwrap_or(false);
-    let flag = |hdr: &crate::wire::Header| match hdr.aux {
-        0 => Ok(false),
-        1 if agree.is_some() => Ok(true),
-        x => Err(Error::Protocol(format!(
-            "{}: rank {} sent reduce-scatter flag {x}",
-            cx.ep.ctx, hdr.src
-        ))),
+    let flag = |hdr: &crate::wire::Header| {
+        super::allreduce::large_flag(cx, hdr, agree.is_some(), "reduce-scatter")
     };
     // The rank of the first p' that holds an owner's partitions while halving.
     let virt = |o: usize| if o >= p2 { o - p2 } else { o };

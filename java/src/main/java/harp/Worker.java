@@ -137,8 +137,9 @@ final class Worker implements AutoCloseable {
     return new int[][] {ids, owners};
   }
 
-  private int[][] map(Table t, Partitioner p) {
-    return map(t, p, size);
+  /** {@link #map(Table, Partitioner, int)} for the group {@code g} (null: every worker). */
+  private int[][] map(Table t, Partitioner p, int[] g) {
+    return map(t, p, g == null ? size : g.length);
   }
 
   /** This worker's rank in the group of world ranks {@code members} (checked by the engine). */
@@ -206,7 +207,7 @@ final class Worker implements AutoCloseable {
   }
 
   void scatter(int[] g, String label, Table t, int root, Partitioner p) {
-    int[][] m = map(t, p, g == null ? size : g.length); // only the root's mapping is used
+    int[][] m = map(t, p, g); // only the root's mapping is used
     scatter(handle(), g, label, t.changing(), root, m[0], m[1]);
   }
 
@@ -220,12 +221,12 @@ final class Worker implements AutoCloseable {
   }
 
   void reduceScatter(int[] g, String label, Table t, Partitioner p) {
-    int[][] m = map(t, p, g == null ? size : g.length);
+    int[][] m = map(t, p, g);
     reduceScatter(handle(), g, label, t.changing(), m[0], m[1]);
   }
 
   void regroup(int[] g, String label, Table t, Partitioner p) {
-    int[][] m = map(t, p, g == null ? size : g.length);
+    int[][] m = map(t, p, g);
     regroup(handle(), g, label, t.changing(), false, m[0], m[1]);
   }
 
@@ -258,12 +259,12 @@ final class Worker implements AutoCloseable {
 
   /** {@code g}: the group's world ranks (null: every worker); owners are group ranks. */
   void push(int[] g, String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p, g == null ? size : g.length);
+    int[][] m = map(local, p, g);
     push(handle(), g, label, local.changing(), global.changing(), m[0], m[1]);
   }
 
   void pull(int[] g, String label, Table local, Table global, Partitioner p) {
-    int[][] m = map(local, p, g == null ? size : g.length);
+    int[][] m = map(local, p, g);
     pull(handle(), g, label, local.changing(), global.changing(), m[0], m[1]);
   }
 
