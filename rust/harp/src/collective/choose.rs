@@ -71,14 +71,9 @@ pub fn broadcast(
     chunk: u64,
 ) -> BroadcastAlgorithm {
     if let Some(m) = net {
-        let mut best = (f64::INFINITY, BroadcastAlgorithm::Binomial);
-        for &a in broadcast_candidates(net) {
-            let t = predict_broadcast(m, topo, a, root, bytes, chunk);
-            if t < best.0 {
-                best = (t, a);
-            }
-        }
-        return best.1;
+        return cheapest(broadcast_candidates(net), |a| {
+            predict_broadcast(m, topo, a, root, bytes, chunk)
+        });
     }
     if bytes <= crossover {
         BroadcastAlgorithm::Binomial
@@ -229,13 +224,18 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
 pub fn reduce(net: &NetModel, root: usize, n: u64, crossover: u64) -> ReduceAlgorithm {
     use ReduceAlgorithm::*;
     let candidates: &[ReduceAlgorithm] = if n < crossover {
-        &[Binary, NetHierarchy]
+        &[Binomial, Binary, NetHierarchy]
     } else {
-        &[Binary, ScatterGather, NetHierarchy, NetRing]
+        &[Binomial, Binary, ScatterGather, NetHierarchy, NetRing]
     };
-    let mut best = (Binomial, predict_reduce(net, Binomial, root, n));
-    for &a in candidates {
-        let t = predict_reduce(net, a, root, n);
+    cheapest(candidates, |a| predict_reduce(net, a, root, n))
+}
+
+/// The candidate of least `cost` (the earliest of equal ones; `candidates` is not empty).
+fn cheapest<A: Copy>(candidates: &[A], cost: impl Fn(A) -> f64) -> A {
+    let mut best = (candidates[0], cost(candidates[0]));
+    for &a in &candidates[1..] {
+        let t = cost(a);
         if t < best.1 {
             best = (a, t);
         }
