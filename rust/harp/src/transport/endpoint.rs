@@ -412,17 +412,15 @@ impl Endpoint<'_> {
         let slice = heartbeat_interval(self.timeout);
         let mb = &self.t.mailbox;
         let watch = mb.watch_op(self.group_id(), self.seq, &[src]);
+        let take = || mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let got = mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
-            if let Some(r) = self.taken(got) {
+            if let Some(r) = self.taken(take()) {
                 return r;
             }
-            let got = self
-                .spin(|| mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo));
-            if let Some(r) = got.await {
+            if let Some(r) = self.spin(take).await {
                 return r;
             }
             let wake = deadline.min(tokio::time::Instant::now() + slice);
