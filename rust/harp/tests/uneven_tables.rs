@@ -6,14 +6,17 @@
 
 use std::collections::BTreeMap;
 
-use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
 use harp::{Array, Combiner, Config, DType, Listener, Pool, Table, Topology, Worker};
 
 /// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
 /// order.
 fn on_workers<T: Send>(p: usize, f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
+    on_workers_with(p, Config::default(), f)
+}
+
+fn on_workers_with<T: Send>(p: usize, cfg: Config, f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
     let rt = harp::worker::runtime(2).unwrap();
-    let cfg = Config::default();
     let bind = || Listener::bind(rt.handle(), "127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
     let listeners: Vec<Listener> = (0..p).map(|_| bind()).collect();
     let topo = Topology::flat(listeners.iter().map(|l| l.addr.to_string()).collect());
@@ -134,6 +137,70 @@ fn auto_broadcast_agrees_with_uneven_tables() {
                 }
             }
         });
+    }
+}
+
+/// The pipelined reduce (binary, and auto, which is binary without a network model) with
+/// tables of different sizes and partition sets: large partitions stream in chunks (the
+/// default chunk, and 4 KiB), partitions only some workers hold are created on the way; the
+/// root gets the sequential result, the others end empty.
+#[test]
+fn pipelined_reduce_with_uneven_tables() {
+    for chunk in [0usize, 4096] {
+        let cfg = Config {
+            chunk_size: chunk,
+            ..Config::default()
+        };
+        for p in 1..=8 {
+            on_workers_with(p, cfg.clone(), |w| {
+                let pool = w.pool();
+                for heavy in cases(p) {
+                    for root in [0, p / 2, p - 1] {
+                        for algo in [ReduceAlgorithm::Binary, ReduceAlgorithm::Auto] {
+                            let what = format!("p={p} chunk={chunk} heavy={heavy:?} root={root}");
+                            let mut t = input(pool, w.rank(), &heavy);
+                            w.reduce("uneven", &mut t, root, algo)
+                                .unwrap_or_else(|e| panic!("{what} {algo:?}: {e}"));
+                            if w.rank() == root {
+                                assert_eq!(contents(&t), combined(pool, p, &heavy), "{what}");
+                            } else {
+                                assert!(t.is_empty(), "{what} rank {}", w.rank());
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// A partition shaped differently on a child is a data error at its parent, naming the
+/// partition and both shapes (their first chunks meet: every cut starts at byte 0).
+#[test]
+fn pipelined_reduce_refuses_partitions_shaped_differently() {
+    let cfg = Config {
+        chunk_size: 4096,
+        ..Config::default()
+    };
+    for (dtype, n, want) in [
+        (DType::F64, 50_000usize, "50000 f64 elements"),
+        (DType::F32, 200_000, "200000 f32 elements"),
+        (DType::F64, 100_001, "100001 f64 elements"),
+    ] {
+        let results = on_workers_with(2, cfg.clone(), |w| {
+            let mut t = Table::new(Combiner::Sum);
+            let a = match w.rank() {
+                0 => Array::zeros(w.pool(), DType::F64, 100_000),
+                _ => Array::zeros(w.pool(), dtype, n),
+            };
+            t.add(1, a).unwrap();
+            w.reduce("shapes", &mut t, 0, ReduceAlgorithm::Binary)
+        });
+        let e = results[0].as_ref().unwrap_err();
+        assert_eq!(e.kind(), "data", "{e}");
+        let e = e.to_string();
+        assert!(e.contains("partition 1: this worker holds "), "{e}");
+        assert!(e.contains(want) && e.contains("100000 f64 elements"), "{e}");
     }
 }
 

@@ -108,7 +108,6 @@ pub fn predict_broadcast(
     if algo == BroadcastAlgorithm::OneByOne {
         return kids[root].iter().map(|&c| net.cost(root, c, n)).sum();
     }
-    let c = n.min(chunk.max(1));
     let pace = (0..p)
         .map(|u| {
             kids[u]
@@ -117,15 +116,53 @@ pub fn predict_broadcast(
                 .sum::<f64>()
         })
         .fold(0.0, f64::max);
-    let mut fill = vec![0.0f64; p];
+    pace + fill(net, &kids, root, n.min(chunk.max(1)), false)
+}
+
+/// The fill time of a pipeline of `c`-byte chunks over the tree `kids` from `root`: the
+/// deepest path's Σ (α + cβ), its links taken downward (`up` false) or toward the root.
+fn fill(net: &NetModel, kids: &[Vec<usize>], root: usize, c: u64, up: bool) -> f64 {
+    let mut fill = vec![0.0f64; kids.len()];
     let mut todo = vec![root];
     while let Some(u) = todo.pop() {
         for &k in &kids[u] {
-            fill[k] = fill[u] + net.cost(u, k, c);
+            let link = if up {
+                net.cost(k, u, c)
+            } else {
+                net.cost(u, k, c)
+            };
+            fill[k] = fill[u] + link;
             todo.push(k);
         }
     }
-    pace + fill.into_iter().fold(0.0, f64::max)
+    fill.into_iter().fold(0.0, f64::max)
+}
+
+/// Predicted seconds of a pipelined reduce of `n` bytes per worker over `t`
+/// ([`reduce_pipelined`](super::pipeline::reduce_pipelined)): every worker takes in n bytes
+/// from each child at once, so the stream runs at the pace of the busiest intake,
+/// max_u max(max_c nβ(c,u), n·|kids(u)| / B_in(u)) with B_in(u) = max_c B(c,u) as in
+/// [`predict_tree`], plus the fill time of the deepest path with chunks of
+/// [`auto_chunk`](super::segment::auto_chunk)`(n, p)` bytes.
+pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
+    let pace = (0..t.children.len())
+        .map(|u| {
+            let kids = &t.children[u];
+            let slowest = kids.iter().map(|&c| n as f64 / net.bandwidth(c, u));
+            let intake = kids
+                .iter()
+                .map(|&c| net.bandwidth(c, u))
+                .fold(0.0, f64::max);
+            let shared = if kids.is_empty() {
+                0.0
+            } else {
+                (n * kids.len() as u64) as f64 / intake
+            };
+            slowest.fold(shared, f64::max)
+        })
+        .fold(0.0, f64::max);
+    let c = n.min(super::segment::auto_chunk(n, t.children.len()));
+    pace + fill(net, &t.children, root, c, true)
 }
 
 /// Predicted seconds of a reduce or gather over `t` with `n` bytes per worker. A worker's
@@ -259,7 +296,7 @@ pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, false)
         }
         ReduceAlgorithm::Binary => {
-            predict_tree(net, &super::rooted::binary_tree(p, root), root, n, false)
+            predict_pipelined(net, &super::rooted::binary_tree(p, root), root, n)
         }
         ReduceAlgorithm::NetHierarchy => {
             let h = Hierarchy::of(net);

@@ -27,6 +27,7 @@ pub mod choose;
 pub mod framing;
 pub mod hierarchy;
 pub mod join;
+pub mod pipeline;
 pub mod regroup;
 pub mod rooted;
 pub mod segment;

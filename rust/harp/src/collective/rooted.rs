@@ -8,18 +8,23 @@ use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceAlgorithm {
-    /// Without a network model: binomial. With one: the workers first agree on the largest
+    /// Without a network model: binary (pipelined, so it needs no agreement on the size: one
+    /// batch per child for small tables, a stream of chunks for large ones). With one: the
+    /// workers first agree on the largest
     /// table (⌈log2 p⌉ small messages, [`agree_max`](super::barrier::agree_max)), then run the
     /// algorithm of least predicted cost for it ([`choose::reduce`](super::choose::reduce):
     /// trees only below `Config::allreduce_crossover`).
     Auto,
     /// Binomial tree toward the root.
     Binomial,
-    /// Binary tree toward the root ([`binary_tree`]): every worker receives at most two tables
-    /// (the binomial root receives ⌈log2 p⌉), so back-to-back reduces of small tables pace at two
-    /// messages per call instead of ⌈log2 p⌉; one call takes about one message longer than the
-    /// binomial tree (depth ⌊log2 p⌋ + 1 with two inputs per level). Open MPI's default for small
-    /// messages (docs/benchmarks-netns.md, Part 0).
+    /// Binary tree toward the root ([`binary_tree`]), pipelined
+    /// ([`reduce_pipelined`](super::pipeline::reduce_pipelined)): every worker receives at most
+    /// two streams (the binomial root receives ⌈log2 p⌉ whole tables). Small tables: back-to-back
+    /// reduces pace at two messages per call instead of ⌈log2 p⌉, and one call takes about one
+    /// message longer than the binomial tree (depth ⌊log2 p⌋ + 1); Open MPI's default for small
+    /// messages (docs/benchmarks-netns.md, Part 0). Large tables stream in chunks through every
+    /// level at once: about 2nβ (two children into one link) plus one chunk per level, against
+    /// the binomial tree's ⌈log2 p⌉ nβ.
     Binary,
     /// Segment reduce-scatter (ring), then every owner sends its segments to the root.
     ScatterGather,
@@ -201,7 +206,8 @@ fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
 /// Reduce to `root`: the root's table becomes the combination of every worker's table; the
 /// other workers' tables are left empty (their buffers go back to the pool).
 ///
-/// Binomial: ⌈log2 p⌉ (α + nβ). Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n);
+/// Binomial: ⌈log2 p⌉ (α + nβ). Binary (pipelined): about 2nβ + (⌊log2 p⌋ + 1)(α + cβ) for
+/// chunks of c bytes. Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n);
 /// net-ring the same with β of the ring's slowest link; net-hierarchy as
 /// [`choose::predict_tree`](super::choose::predict_tree) on its tree (Σ over levels of the
 /// binomial inside a group, with that group's links).
@@ -214,7 +220,7 @@ pub async fn reduce(
 ) -> Result<ReduceAlgorithm> {
     check_root(cx, root)?;
     let algo = match (algo, cx.net.as_deref()) {
-        (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binomial,
+        (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binary,
         (ReduceAlgorithm::Auto, Some(net)) => {
             let n = super::barrier::agree_max(cx, table.bytes(), tags::AGREE).await?;
             choose::reduce(net, root, n, cx.cfg.allreduce_crossover)
@@ -233,7 +239,8 @@ async fn reduce_resolved(
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     if algo == ReduceAlgorithm::Binary {
-        return reduce_over(cx, table, &binary_tree(p, root)).await;
+        let t = binary_tree(p, root);
+        return super::pipeline::reduce_pipelined(cx, table, &t, tags::MAIN.tag()).await;
     }
     if let (ReduceAlgorithm::NetHierarchy, Some(net)) = (algo, cx.net.as_deref()) {
         let t = hierarchy::leader_tree(&Hierarchy::of(net), net, root);

@@ -62,7 +62,7 @@ public final class Algorithm {
   /** Reduce algorithms. */
   public enum Reduce {
     /**
-     * Without a network model (harp.net.model, harp.net.measure) binomial; with one, the workers
+     * Without a network model (harp.net.model, harp.net.measure) BINARY; with one, the workers
      * agree on the largest table (a few small messages) and run the algorithm of least predicted
      * cost. The default.
      */
@@ -70,8 +70,9 @@ public final class Algorithm {
     /** Binomial tree toward the root. */
     BINOMIAL("binomial"),
     /**
-     * Binary tree toward the root: every worker receives at most two tables, so back-to-back
-     * reduces of small tables go faster; one call takes about one message longer than binomial.
+     * Binary tree toward the root, pipelined in chunks: every worker receives at most two
+     * streams, so back-to-back reduces of small tables go faster than binomial (one call takes
+     * about one message longer), and large tables take about two table transfers, not log2 p.
      */
     BINARY("binary"),
     /** Segment reduce-scatter (ring), then every owner sends its segments to the root. */
