@@ -46,10 +46,20 @@ fn allreduce_algorithms() -> Vec<&'static str> {
 
 fn reduce_algorithms() -> Vec<&'static str> {
     use ReduceAlgorithm::*;
-    let offered = [Auto, Binomial, Binary, ScatterGather, NetHierarchy, NetRing];
+    let offered = [
+        Auto,
+        Binomial,
+        Binary,
+        ScatterGather,
+        NetHierarchy,
+        NetRing,
+        Chain,
+        NetChain,
+    ];
     for a in offered {
         match a {
-            Auto | Binomial | Binary | ScatterGather | NetHierarchy | NetRing => {}
+            Auto | Binomial | Binary | ScatterGather | NetHierarchy | NetRing | Chain
+            | NetChain => {}
         }
     }
     offered.into_iter().map(ReduceAlgorithm::name).collect()

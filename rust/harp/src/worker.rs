@@ -137,7 +137,7 @@ macro_rules! collectives {
             })?;
             if self.rank() == root {
                 self.predicted("reduce", t0, |m| {
-                    choose::predict_reduce(m, ran, root, table.bytes())
+                    choose::predict_reduce(m, &self.topo, ran, root, table.bytes())
                 });
             }
             Ok(())

@@ -230,15 +230,20 @@ fn auto_uses_the_model_and_predictions_are_recorded() {
         ),
         "{picked:?}"
     );
-    // The automatic reduce, once the size is agreed: a tree for small tables, a ring for large.
+    // The automatic reduce, once the size is agreed: a tree for small tables, a ring or a
+    // pipelined chain for large.
     use harp::collective::ReduceAlgorithm as R;
-    let small = harp::collective::choose::reduce(&model, 0, 1024, 16 << 10);
+    let topo = harp::Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
+    let small = harp::collective::choose::reduce(&model, &topo, 0, 1024, 16 << 10);
     assert!(
         matches!(small, R::Binomial | R::Binary | R::NetHierarchy),
         "{small:?}"
     );
-    let large = harp::collective::choose::reduce(&model, 0, 64 << 20, 16 << 10);
-    assert!(matches!(large, R::ScatterGather | R::NetRing), "{large:?}");
+    let large = harp::collective::choose::reduce(&model, &topo, 0, 64 << 20, 16 << 10);
+    assert!(
+        matches!(large, R::ScatterGather | R::NetRing | R::NetChain),
+        "{large:?}"
+    );
     let results = on_workers(p, cfg(), |w| {
         w.set_net_model(Some(model.clone())).unwrap();
         let pool = w.pool().clone();

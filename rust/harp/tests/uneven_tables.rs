@@ -140,7 +140,8 @@ fn auto_broadcast_agrees_with_uneven_tables() {
     }
 }
 
-/// The pipelined reduce (binary, and auto, which is binary without a network model) with
+/// The pipelined reduces (binary, and auto, which is binary without a network model; chain
+/// and net-chain, which is chain without a model) with
 /// tables of different sizes and partition sets: large partitions stream in chunks (the
 /// default chunk, and 4 KiB), partitions only some workers hold are created on the way; the
 /// root gets the sequential result, the others end empty.
@@ -156,7 +157,12 @@ fn pipelined_reduce_with_uneven_tables() {
                 let pool = w.pool();
                 for heavy in cases(p) {
                     for root in [0, p / 2, p - 1] {
-                        for algo in [ReduceAlgorithm::Binary, ReduceAlgorithm::Auto] {
+                        for algo in [
+                            ReduceAlgorithm::Binary,
+                            ReduceAlgorithm::Auto,
+                            ReduceAlgorithm::Chain,
+                            ReduceAlgorithm::NetChain,
+                        ] {
                             let what = format!("p={p} chunk={chunk} heavy={heavy:?} root={root}");
                             let mut t = input(pool, w.rank(), &heavy);
                             w.reduce("uneven", &mut t, root, algo)

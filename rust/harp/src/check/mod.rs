@@ -148,6 +148,8 @@ pub fn run(
             ReduceAlgorithm::ScatterGather,
             ReduceAlgorithm::NetHierarchy,
             ReduceAlgorithm::NetRing,
+            ReduceAlgorithm::Chain,
+            ReduceAlgorithm::NetChain,
         ] {
             tick()?;
             let mut t = mine();

@@ -5,6 +5,7 @@ use super::assemble::Assembler;
 use super::framing::{
     parse_head, recv_head, recv_pieces, send_batch, send_batch_inline, table_pieces, Out,
 };
+use super::hierarchy::Tree;
 use super::segment::chunks;
 use super::{choose, tags, Ctx};
 use crate::data::Table;
@@ -167,6 +168,21 @@ pub fn tree(
         return (t.parent[r], t.children[r].clone());
     }
     tree_in(algo, &order(algo, topo, net, p, root), r)
+}
+
+/// The whole broadcast tree of `algo` from `root` ([`tree`] for every rank).
+pub fn broadcast_tree(
+    algo: BroadcastAlgorithm,
+    topo: &Topology,
+    net: Option<&NetModel>,
+    p: usize,
+    root: usize,
+) -> Tree {
+    let mut t = Tree::empty(p);
+    for r in 0..p {
+        (t.parent[r], t.children[r]) = tree(algo, topo, net, r, p, root);
+    }
+    t
 }
 
 /// [`tree`] on an order from [`order`].

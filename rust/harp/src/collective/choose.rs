@@ -258,14 +258,27 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
 /// 2(p − 1) steps costs when every worker is busy (on 8 emulated hosts on 2 cores the model
 /// chose net-ring for 1 KiB, predicted 0.3 ms, and it took 0.6 ms against 0.17 ms for the
 /// binomial tree; docs/benchmarks-netns.md).
-pub fn reduce(net: &NetModel, root: usize, n: u64, crossover: u64) -> ReduceAlgorithm {
+pub fn reduce(
+    net: &NetModel,
+    topo: &Topology,
+    root: usize,
+    n: u64,
+    crossover: u64,
+) -> ReduceAlgorithm {
     use ReduceAlgorithm::*;
     let candidates: &[ReduceAlgorithm] = if n < crossover {
         &[Binomial, Binary, NetHierarchy]
     } else {
-        &[Binomial, Binary, ScatterGather, NetHierarchy, NetRing]
+        &[
+            Binomial,
+            Binary,
+            ScatterGather,
+            NetHierarchy,
+            NetRing,
+            NetChain,
+        ]
     };
-    cheapest(candidates, |a| predict_reduce(net, a, root, n))
+    cheapest(candidates, |a| predict_reduce(net, topo, a, root, n))
 }
 
 /// The candidate of least `cost` (the earliest of equal ones; `candidates` is not empty).
@@ -284,19 +297,27 @@ fn cheapest<A: Copy>(candidates: &[A], cost: impl Fn(A) -> f64) -> A {
 /// net-hierarchy: [`predict_tree`] on their trees. Scatter-gather and net-ring: p−1 ring steps
 /// of n/p bytes at the pace of the ring's slowest link, then the owners' n/p each into the root
 /// at once (as a direct gather).
-pub fn predict_reduce(net: &NetModel, algo: ReduceAlgorithm, root: usize, n: u64) -> f64 {
+pub fn predict_reduce(
+    net: &NetModel,
+    topo: &Topology,
+    algo: ReduceAlgorithm,
+    root: usize,
+    n: u64,
+) -> f64 {
     let p = net.workers();
     match algo {
         // The automatic reduce is costed as what it runs, plus nothing for the agreement.
         ReduceAlgorithm::Auto => {
             let crossover = crate::config::Config::default().allreduce_crossover;
-            predict_reduce(net, reduce(net, root, n, crossover), root, n)
+            predict_reduce(net, topo, reduce(net, topo, root, n, crossover), root, n)
         }
         ReduceAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, false)
         }
-        ReduceAlgorithm::Binary => {
-            predict_pipelined(net, &super::rooted::binary_tree(p, root), root, n)
+        ReduceAlgorithm::Binary | ReduceAlgorithm::Chain | ReduceAlgorithm::NetChain => {
+            let t = super::rooted::pipelined_tree(algo, topo, Some(net), p, root)
+                .expect("a pipelined algorithm");
+            predict_pipelined(net, &t, root, n)
         }
         ReduceAlgorithm::NetHierarchy => {
             let h = Hierarchy::of(net);
@@ -426,9 +447,27 @@ mod tests {
         let chain = predict_broadcast(&flat, &topo, BroadcastAlgorithm::Chain, 0, big, c);
         let nb = big as f64 / 23.9e6;
         assert!(chain > nb && chain < 1.05 * nb, "{chain} {nb}");
+        let reduce_cost = |net, a| predict_reduce(net, &topo, a, 0, big);
         assert!(
-            predict_reduce(&uneven, ReduceAlgorithm::NetRing, 0, big)
-                <= predict_reduce(&uneven, ReduceAlgorithm::ScatterGather, 0, big)
+            reduce_cost(&uneven, ReduceAlgorithm::NetRing)
+                <= reduce_cost(&uneven, ReduceAlgorithm::ScatterGather)
+        );
+        // The pipelined reduces: a chain at about n/B (every worker takes in one stream), the
+        // binary tree at about 2n/B (two streams into one link), both below scatter-gather's
+        // 2(p−1)/p · n/B on the flat network; with the model, the automatic reduce of a large
+        // table is the net-chain.
+        let chain = reduce_cost(&flat, ReduceAlgorithm::Chain);
+        assert!(chain > nb && chain < 1.05 * nb, "{chain} {nb}");
+        let binary = reduce_cost(&flat, ReduceAlgorithm::Binary);
+        assert!(binary > 2.0 * nb && binary < 2.05 * nb, "{binary} {nb}");
+        assert!(binary > reduce_cost(&flat, ReduceAlgorithm::ScatterGather));
+        assert_eq!(
+            reduce(&flat, &topo, 0, big, 16 << 10),
+            ReduceAlgorithm::NetChain
+        );
+        assert!(
+            reduce_cost(&uneven, ReduceAlgorithm::NetChain)
+                <= reduce_cost(&uneven, ReduceAlgorithm::Chain)
         );
         // The direct gather is bounded by the root's intake: (p−1)n/B.
         let g = predict_gather(&flat, GatherAlgorithm::Direct, 0, 1 << 20);

@@ -35,6 +35,13 @@ pub enum ReduceAlgorithm {
     /// Scatter-gather whose ring follows the cycle with the fastest slowest link of the
     /// network model ([`hierarchy::best_path`]). Without a model: rank order (scatter-gather).
     NetRing,
+    /// Pipelined along the chain of the chain broadcast (rack order from the root), toward the
+    /// root: every worker takes in one stream, so a large table takes about nβ plus one chunk
+    /// per worker (p − 1 messages' latency for a small one).
+    Chain,
+    /// Pipelined along the chain of the net-chain broadcast (the order whose slowest link is
+    /// fastest in the network model), toward the root. Without a model: `chain`.
+    NetChain,
 }
 
 /// Gather and scatter.
@@ -163,6 +170,8 @@ impl ReduceAlgorithm {
             ReduceAlgorithm::NetHierarchy => 3,
             ReduceAlgorithm::NetRing => 4,
             ReduceAlgorithm::Binary => 5,
+            ReduceAlgorithm::Chain => 6,
+            ReduceAlgorithm::NetChain => 7,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -173,10 +182,12 @@ impl ReduceAlgorithm {
             "scatter-gather" => ReduceAlgorithm::ScatterGather,
             "net-hierarchy" => ReduceAlgorithm::NetHierarchy,
             "net-ring" => ReduceAlgorithm::NetRing,
+            "chain" => ReduceAlgorithm::Chain,
+            "net-chain" => ReduceAlgorithm::NetChain,
             _ => {
                 return Err(Error::config(format!(
                     "unknown reduce algorithm '{s}' (auto, binomial, binary, scatter-gather, \
-                     net-hierarchy, net-ring)"
+                     net-hierarchy, net-ring, chain, net-chain)"
                 )))
             }
         })
@@ -189,6 +200,8 @@ impl ReduceAlgorithm {
             ReduceAlgorithm::ScatterGather => "scatter-gather",
             ReduceAlgorithm::NetHierarchy => "net-hierarchy",
             ReduceAlgorithm::NetRing => "net-ring",
+            ReduceAlgorithm::Chain => "chain",
+            ReduceAlgorithm::NetChain => "net-chain",
         }
     }
 }
@@ -223,7 +236,7 @@ pub async fn reduce(
         (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binary,
         (ReduceAlgorithm::Auto, Some(net)) => {
             let n = super::barrier::agree_max(cx, table.bytes(), tags::AGREE).await?;
-            choose::reduce(net, root, n, cx.cfg.allreduce_crossover)
+            choose::reduce(net, cx.topo, root, n, cx.cfg.allreduce_crossover)
         }
         (a, _) => a,
     };
@@ -238,8 +251,7 @@ async fn reduce_resolved(
     algo: ReduceAlgorithm,
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
-    if algo == ReduceAlgorithm::Binary {
-        let t = binary_tree(p, root);
+    if let Some(t) = pipelined_tree(algo, cx.topo, cx.net.as_deref(), p, root) {
         return super::pipeline::reduce_pipelined(cx, table, &t, tags::MAIN.tag()).await;
     }
     if let (ReduceAlgorithm::NetHierarchy, Some(net)) = (algo, cx.net.as_deref()) {
@@ -290,6 +302,35 @@ async fn reduce_resolved(
         table.clear();
     }
     Ok(())
+}
+
+/// The tree of a pipelined reduce algorithm (`binary`, `chain`, `net-chain`), else `None`.
+pub fn pipelined_tree(
+    algo: ReduceAlgorithm,
+    topo: &crate::topology::Topology,
+    net: Option<&crate::netmodel::NetModel>,
+    p: usize,
+    root: usize,
+) -> Option<Tree> {
+    use super::broadcast::{broadcast_tree, BroadcastAlgorithm};
+    match algo {
+        ReduceAlgorithm::Binary => Some(binary_tree(p, root)),
+        ReduceAlgorithm::Chain => Some(broadcast_tree(
+            BroadcastAlgorithm::Chain,
+            topo,
+            net,
+            p,
+            root,
+        )),
+        ReduceAlgorithm::NetChain => Some(broadcast_tree(
+            BroadcastAlgorithm::NetChain,
+            topo,
+            net,
+            p,
+            root,
+        )),
+        _ => None,
+    }
 }
 
 /// Reduce along `t` (whole tables): a worker combines its children's tables as they arrive, in

@@ -80,7 +80,14 @@ public final class Algorithm {
     /** Network model: group leaders reduce level by level along the hierarchy (else BINOMIAL). */
     NET_HIERARCHY("net-hierarchy"),
     /** Network model: scatter-gather around the ring whose slowest link is fastest. */
-    NET_RING("net-ring");
+    NET_RING("net-ring"),
+    /**
+     * Pipelined along the broadcast chain (rack order from the root): about one table transfer
+     * for a large table, p - 1 message latencies for a small one.
+     */
+    CHAIN("chain"),
+    /** Network model: pipelined along the chain whose slowest link is fastest (else CHAIN). */
+    NET_CHAIN("net-chain");
 
     private final String wireName;
 
