@@ -295,10 +295,11 @@ pub fn run(
 }
 
 /// Results [`run`] verifies per round: allreduce ×3, broadcast ×8, allgather ×4 (ring,
-/// recursive doubling, auto, known total), reduce ×6 (auto, binomial, binary,
-/// scatter-gather, net-hierarchy, net-ring), gather ×5 (auto, direct, net-tree, parallel, binomial), scatter ×5,
-/// reduce-scatter ×3 (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 40;
+/// recursive doubling, auto, known total), reduce ×8 (auto, binomial, binary,
+/// scatter-gather, net-hierarchy, net-ring, chain, net-chain), gather ×5 (auto, direct,
+/// net-tree, parallel, binomial), scatter ×5, reduce-scatter ×3 (ring, recursive halving,
+/// auto), regroup ×2, push, pull, rotate ×2.
+pub const CHECKS_PER_ROUND: usize = 42;
 
 /// Results [`run_kv`] verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;
