@@ -6,8 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
-use harp::{Array, Combiner, Config, DType, Listener, Pool, Table, Topology, Worker};
+use harp::collective::{
+    AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm,
+};
+use harp::{Array, Combiner, Config, DType, Listener, Partitioner, Pool, Table, Topology, Worker};
 
 /// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
 /// order.
@@ -83,12 +85,14 @@ fn combined(pool: &Pool, p: usize, heavy: &[usize]) -> BTreeMap<u32, Vec<u64>> {
 }
 
 /// Which ranks hold a large table, for p workers: none, the first, the last (the folded
-/// extra rank when p is not a power of two), all but one, all.
+/// extra rank when p is not a power of two), the middle one (neither an extra rank nor its
+/// partner at p = 5, 6, 7), all but one, all.
 fn cases(p: usize) -> Vec<Vec<usize>> {
     vec![
         vec![],
         vec![0],
         vec![p - 1],
+        vec![p / 2],
         (1..p).collect(),
         (0..p).collect(),
     ]
@@ -115,6 +119,33 @@ fn auto_allreduce_agrees_with_uneven_tables() {
             out
         });
         assert!(got.iter().all(|g| *g == got[0]), "p={p}: results differ");
+    }
+}
+
+/// The automatic reduce-scatter halves while every table is small and falls back to the ring
+/// when any is large, however the large tables are placed (on an extra rank that folds into its
+/// partner, on that partner, on all but one); both explicit algorithms agree with it.
+#[test]
+fn auto_reduce_scatter_agrees_with_uneven_tables() {
+    for p in 1..=8 {
+        on_workers(p, |w| {
+            let pool = w.pool();
+            for heavy in cases(p) {
+                for algo in [
+                    ReduceScatterAlgorithm::Auto,
+                    ReduceScatterAlgorithm::RecursiveHalving,
+                    ReduceScatterAlgorithm::Ring,
+                ] {
+                    let mut t = input(pool, w.rank(), &heavy);
+                    let m = Partitioner::Modulo;
+                    w.reduce_scatter_with("uneven", &mut t, &m, algo)
+                        .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?} {algo:?}: {e}"));
+                    let mut want = combined(pool, p, &heavy);
+                    want.retain(|&id, _| id as usize % p == w.rank());
+                    assert_eq!(contents(&t), want, "p={p} heavy={heavy:?} {algo:?}");
+                }
+            }
+        });
     }
 }
 

@@ -213,10 +213,14 @@ pub async fn recursive_halving(cx: &Ctx<'_>, table: &mut Table, part: &Partition
 
 /// [`recursive_halving`], and with `agree = Some(large)` the automatic choice's agreement, as
 /// in the doubling of the automatic allreduce: every message carries in `aux` whether its sender
-/// has seen a large table (`large` for its own); partitions travel only between workers that
-/// have not, and the work is done on a copy. The result says whether any worker's table was
-/// large (the flags meet in the butterfly exactly as the data would): then every table is left as
-/// it was on entry, for the ring.
+/// has seen a large table (`large` for its own); partitions move only between workers that
+/// have not. The result says whether any worker's table was large (the flags meet in the
+/// butterfly exactly as the data would): then the tables hold what the halving left, for the
+/// ring. The work is done in place: a partition leaves a worker only when its partner combines
+/// it (partitions move, never get copied), so every partition still adds up over the workers to
+/// the same combination, whatever round the flag arrived in. An extra rank whose table its
+/// partner folded in learns so from the last message (bit 1 of `aux` set: kept, not folded)
+/// and empties its table.
 async fn halving(
     cx: &Ctx<'_>,
     table: &mut Table,
@@ -251,24 +255,31 @@ async fn halving(
         send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), large as u32, &pieces).await?;
         drop(pieces);
         let tag = tags::FOLD_OUT.tag();
-        let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
-        if flag(&hdr)? {
+        let (mut hdr, got) =
+            recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
+        // Bit 1: the partner kept out of this table (only ever with the agreement).
+        let kept = agree.is_some() && hdr.aux & KEPT != 0;
+        hdr.aux &= !KEPT;
+        let any_large = flag(&hdr)?;
+        if !kept {
+            table.clear();
+        }
+        if any_large {
             return Ok(true);
         }
-        table.clear();
         absorb(table, cx.pool, got)?;
         return Ok(false);
     }
-    // While the choice is open the halving works on a copy, so that `table` can still go to the
-    // ring unchanged.
-    let mut copy = agree.map(|_| table.duplicate(cx.pool));
-    let work = copy.as_mut().unwrap_or(table);
+    let work = table;
+    let mut kept = false;
     if r < extra {
         let tag = tags::FOLD_IN.tag();
         let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
         let theirs = flag(&hdr)?;
         if !large && !theirs {
             absorb(work, cx.pool, got)?;
+        } else {
+            kept = true;
         }
         large |= theirs;
     }
@@ -325,17 +336,19 @@ async fn halving(
                 .map(|(id, a)| Out::whole(id, a))
                 .collect()
         };
-        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), large as u32, &outs).await?;
+        let aux = large as u32 | if kept { KEPT } else { 0 };
+        send_batch(&cx.ep, r + p2, tags::FOLD_OUT.tag(), aux, &outs).await?;
     }
     if large {
         return Ok(true);
     }
     work.retain(|id| owner[&id] == r);
-    if let Some(c) = copy {
-        *table = c;
-    }
     Ok(false)
 }
+
+/// `aux` bit of the halving's last message to an extra rank: its partner did not fold its table
+/// in (one of them was large), so the extra rank keeps it for the ring.
+const KEPT: u32 = 2;
 
 /// Reduce-scatter at partition granularity around a ring: each worker ends with the fully
 /// combined partitions it owns under `part` and nothing else. (p−1)/p · nβ + (p−1)α.
