@@ -140,25 +140,24 @@ fn fill(net: &NetModel, kids: &[Vec<usize>], root: usize, c: u64, up: bool) -> f
 
 /// Predicted seconds of a pipelined reduce of `n` bytes per worker over `t`
 /// ([`reduce_pipelined`](super::pipeline::reduce_pipelined)): every worker takes in n bytes
-/// from each child at once, so the stream runs at the pace of the busiest intake,
-/// max_u max(max_c nβ(c,u), n·|kids(u)| / B_in(u)) with B_in(u) = max_c B(c,u) as in
-/// [`predict_tree`], plus the fill time of the deepest path with chunks of
-/// [`auto_chunk`](super::segment::auto_chunk)`(n, p)` bytes.
+/// from each child at once, so the stream runs at the pace of the busiest intake (the
+/// children's streams sharing it as in [`predict_tree`], all from the start), plus the fill
+/// time of the deepest path with chunks of [`auto_chunk`](super::segment::auto_chunk)`(n, p)`
+/// bytes.
 pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
     let pace = (0..t.children.len())
         .map(|u| {
             let kids = &t.children[u];
-            let slowest = kids.iter().map(|&c| n as f64 / net.bandwidth(c, u));
-            let intake = kids
+            let flows: Vec<Flow> = kids
                 .iter()
-                .map(|&c| net.bandwidth(c, u))
-                .fold(0.0, f64::max);
-            let shared = if kids.is_empty() {
-                0.0
-            } else {
-                (n * kids.len() as u64) as f64 / intake
-            };
-            slowest.fold(shared, f64::max)
+                .map(|&c| Flow {
+                    start: 0.0,
+                    bytes: n as f64,
+                    cap: net.bandwidth(c, u),
+                })
+                .collect();
+            let intake = flows.iter().map(|f| f.cap).fold(0.0, f64::max);
+            fluid_finish(&flows, intake)
         })
         .fold(0.0, f64::max);
     let c = n.min(super::segment::auto_chunk(n, t.children.len()));
@@ -167,32 +166,107 @@ pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
 
 /// Predicted seconds of a reduce or gather over `t` with `n` bytes per worker. A worker's
 /// children send as soon as they are ready and their bytes arrive at once (the transport reads
-/// every connection all the time), so a worker is ready at
-/// ready(u) = max(max_c (ready(c) + α(c,u) + n_c β(c,u)), min_c ready(c) + Σ_c n_c / B_in(u))
-/// where B_in(u) = max_c B(c,u) stands for u's host intake; n_c = `n` for a reduce (tables
-/// combined on the way), `n` × |subtree(c)| for a gather (`grows`).
+/// every connection all the time), sharing the worker's host intake B_in(u) = max_c B(c,u)
+/// fairly, each also capped by its own link B(c,u): ready(u) is when the last child's bytes are
+/// in, by [`fluid_finish`] of the flows (ready(c) + α(c,u), n_c bytes, B(c,u)). n_c = `n` for a
+/// reduce (tables combined on the way), `n` × |subtree(c)| for a gather (`grows`).
 pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) -> f64 {
     fn ready(net: &NetModel, t: &Tree, u: usize, n: u64, grows: bool) -> f64 {
         let kids = &t.children[u];
         if kids.is_empty() {
             return 0.0;
         }
-        let (mut last, mut first, mut bytes, mut intake) = (0.0f64, f64::INFINITY, 0.0, 0.0f64);
+        let mut flows = Vec::with_capacity(kids.len());
+        let mut intake = 0.0f64;
         for &c in kids {
             let nc = if grows {
                 n * t.subtree(c).len() as u64
             } else {
                 n
             };
-            let rc = ready(net, t, c, n, grows);
-            last = last.max(rc + net.cost(c, u, nc));
-            first = first.min(rc);
-            bytes += nc as f64;
+            let start = ready(net, t, c, n, grows) + net.latency(c, u);
+            flows.push(Flow {
+                start,
+                bytes: nc as f64,
+                cap: net.bandwidth(c, u),
+            });
             intake = intake.max(net.bandwidth(c, u));
         }
-        last.max(first + bytes / intake)
+        fluid_finish(&flows, intake)
     }
     ready(net, t, root, n, grows)
+}
+
+/// A transfer into one worker: it starts at `start` (seconds), carries `bytes`, and its link
+/// takes at most `cap` bytes per second.
+#[derive(Debug, Clone, Copy)]
+pub struct Flow {
+    pub start: f64,
+    pub bytes: f64,
+    pub cap: f64,
+}
+
+/// When the last of `flows` is in, the flows sharing `capacity` bytes per second max-min
+/// fairly (each at most its `cap`: the water-filling share, recomputed whenever a flow starts
+/// or ends). A child that is ready late cannot use the intake its earlier siblings left idle,
+/// and a slow link leaves the rest of the intake to the others (e.g. a worker taking n bytes at
+/// once over a half-rate link and, from n/B on, over a full-rate one is done at 2.5 n/B, not
+/// 2 n/B).
+pub fn fluid_finish(flows: &[Flow], capacity: f64) -> f64 {
+    if flows.is_empty() {
+        return 0.0;
+    }
+    if !capacity.is_finite() {
+        return flows
+            .iter()
+            .map(|f| f.start + f.bytes / f.cap)
+            .fold(0.0, f64::max);
+    }
+    let mut left: Vec<f64> = flows.iter().map(|f| f.bytes).collect();
+    let mut t = flows.iter().map(|f| f.start).fold(f64::INFINITY, f64::min);
+    // No flow is in before it starts (one of no bytes is in then).
+    let finish = flows.iter().map(|f| f.start).fold(0.0, f64::max);
+    loop {
+        let mut active: Vec<usize> = (0..flows.len())
+            .filter(|&i| left[i] > 0.0 && flows[i].start <= t)
+            .collect();
+        let next_start = flows
+            .iter()
+            .enumerate()
+            .filter(|&(i, f)| left[i] > 0.0 && f.start > t)
+            .map(|(_, f)| f.start)
+            .fold(f64::INFINITY, f64::min);
+        if active.is_empty() {
+            if next_start.is_infinite() {
+                return finish.max(t);
+            }
+            t = next_start;
+            continue;
+        }
+        // Water-filling: the slowest links take their cap, the rest share what is left.
+        active.sort_by(|&a, &b| flows[a].cap.total_cmp(&flows[b].cap));
+        let mut rate = vec![0.0f64; flows.len()];
+        let mut free = capacity;
+        for (k, &i) in active.iter().enumerate() {
+            let share = free / (active.len() - k) as f64;
+            rate[i] = flows[i].cap.min(share);
+            free -= rate[i];
+        }
+        let dt = active
+            .iter()
+            .map(|&i| left[i] / rate[i])
+            .fold(next_start - t, f64::min);
+        for &i in &active {
+            left[i] -= rate[i] * dt;
+            if left[i] <= flows[i].bytes * 1e-12 {
+                left[i] = 0.0;
+            }
+        }
+        t += dt;
+        if active.iter().all(|&i| left[i] == 0.0) && next_start.is_infinite() {
+            return t.max(finish);
+        }
+    }
 }
 
 /// The direct gather and scatter as a tree: every worker a child of the root.
@@ -414,6 +488,34 @@ mod tests {
     /// A uniform model keeps today's choices at large sizes (the chain, direct gather and
     /// scatter); an uneven one picks the network-aware chain, and the predictions order the
     /// algorithms as the measurements on the emulated network do.
+    /// The intake is shared max-min fairly, flows capped by their links, late flows unable to
+    /// use capacity left idle before they start.
+    #[test]
+    fn fluid_intake() {
+        let f = |start: f64, bytes: f64, cap: f64| Flow { start, bytes, cap };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
+        // Seven children at once over full-rate links: 7 n/B.
+        assert!(close(fluid_finish(&[f(0.0, 1.0, 1.0); 7], 1.0), 7.0));
+        // A half-rate link from 0 and a full-rate one from 1: the first has 0.5 left at t = 1,
+        // both then get 0.5 until it is done at 2, the second finishes its last 0.5 at 2.5.
+        assert!(close(
+            fluid_finish(&[f(0.0, 1.0, 0.5), f(1.0, 1.0, 1.0)], 1.0),
+            2.5
+        ));
+        // A slow link leaves the rest of the intake to the other: 0.25 and 1 of 1.
+        assert!(close(
+            fluid_finish(&[f(0.0, 1.0, 0.25), f(0.0, 1.5, 1.0)], 1.0),
+            4.0
+        ));
+        let done = fluid_finish(&[f(0.0, 1.0, 0.25), f(0.0, 1.5, 1.0)], 1.0);
+        assert!(done >= 4.0 - 1e-9, "{done}");
+        // Nothing to send: ready when the last child is.
+        assert!(close(
+            fluid_finish(&[f(3.0, 0.0, 1.0), f(1.0, 0.0, 1.0)], 1.0),
+            3.0
+        ));
+    }
+
     #[test]
     fn model_choices_and_predictions() {
         let topo = Topology::flat((0..8).map(|i| format!("h{i}:1")).collect());
