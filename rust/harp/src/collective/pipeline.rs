@@ -303,7 +303,7 @@ mod tests {
         crafted::run(Op::Reduce, 5, tags::MAIN.tag(), pieces, async |cx| {
             let mut t = Table::new(Combiner::Sum);
             t.add(0, Array::zeros(cx.pool, DType::F64, 4096)).unwrap();
-            reduce_pipelined(cx, &mut t, &binary_tree(2, 0), tags::MAIN.tag())
+            reduce_pipelined(cx, &mut t, &binary_tree(&[0, 1]), tags::MAIN.tag())
                 .await
                 .map(|()| t)
         })

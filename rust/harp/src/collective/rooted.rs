@@ -17,7 +17,7 @@ pub enum ReduceAlgorithm {
     Auto,
     /// Binomial tree toward the root.
     Binomial,
-    /// Binary tree toward the root ([`binary_tree`]), pipelined
+    /// Binary tree toward the root over the rack order ([`binary_tree`]), pipelined
     /// ([`reduce_pipelined`](super::pipeline::reduce_pipelined)): every worker receives at most
     /// two streams (the binomial root receives ⌈log2 p⌉ whole tables). Small tables: back-to-back
     /// reduces pace at two messages per call instead of ⌈log2 p⌉, and one call takes about one
@@ -136,19 +136,27 @@ pub fn binomial_tree(p: usize, root: usize) -> Tree {
     t
 }
 
-/// The binary tree of `p` ranks from `root`: relative rank v has children 2v + 1 and 2v + 2
-/// (listed right first: the left subtree is the deeper one, its table comes last).
-pub fn binary_tree(p: usize, root: usize) -> Tree {
-    let mut t = Tree::empty(p);
-    let world = |v: usize| (v + root) % p;
-    for v in 1..p {
-        t.parent[world(v)] = Some(world((v - 1) / 2));
-    }
-    for v in 0..p {
-        for c in [2 * v + 2, 2 * v + 1].into_iter().filter(|&c| c < p) {
-            t.children[world(v)].push(world(c));
+/// The binary tree over `order` (its first rank the root): a worker's subtree is a contiguous
+/// stretch of `order`, the rest after it split in two halves (the larger second), each led by
+/// its first rank. Depth ⌊log2 p⌋ as a heap-ordered binary tree, but over a rack-ordered list
+/// ([`Topology::chain_order`](crate::topology::Topology::chain_order)) only about one link
+/// per rack boundary crosses it: two racks of four share their uplink with one stream, not four.
+pub fn binary_tree(order: &[usize]) -> Tree {
+    fn link(t: &mut Tree, range: &[usize]) {
+        let Some((&head, rest)) = range.split_first() else {
+            return;
+        };
+        let (left, right) = rest.split_at(rest.len() / 2);
+        for half in [left, right] {
+            if let Some(&c) = half.first() {
+                t.parent[c] = Some(head);
+                t.children[head].push(c);
+                link(t, half);
+            }
         }
     }
+    let mut t = Tree::empty(order.len());
+    link(&mut t, order);
     t
 }
 
@@ -314,7 +322,7 @@ pub fn pipelined_tree(
 ) -> Option<Tree> {
     use super::broadcast::{broadcast_tree, BroadcastAlgorithm};
     match algo {
-        ReduceAlgorithm::Binary => Some(binary_tree(p, root)),
+        ReduceAlgorithm::Binary => Some(binary_tree(&topo.chain_order(root))),
         ReduceAlgorithm::Chain => Some(broadcast_tree(
             BroadcastAlgorithm::Chain,
             topo,
@@ -714,6 +722,50 @@ mod tests {
             "scatter",
             "partition 3 belongs to rank 1",
         );
+    }
+
+    /// The binary tree reaches every rank once, at most two children each, depth ⌊log2 p⌋,
+    /// every subtree a contiguous stretch of the order; over two racks of four (the rack
+    /// order from the root) a single link crosses between the racks.
+    #[test]
+    fn binary_tree_is_shallow_and_keeps_stretches_together() {
+        for p in 1..=33usize {
+            for root in [0, p / 2, p - 1] {
+                let order: Vec<usize> = (0..p).map(|i| (root + i) % p).collect();
+                let t = binary_tree(&order);
+                assert_eq!(t.parent[root], None);
+                let mut depth = vec![0usize; p];
+                for (pos, &r) in order.iter().enumerate().skip(1) {
+                    let q = t.parent[r].expect("a parent");
+                    assert!(t.children[q].contains(&r) && t.children[q].len() <= 2);
+                    let qpos = order.iter().position(|&x| x == q).unwrap();
+                    assert!(qpos < pos, "p={p}: parent after child");
+                    depth[r] = depth[q] + 1;
+                    let mut sub = t.subtree(r);
+                    sub.sort_by_key(|&x| order.iter().position(|&y| y == x).unwrap());
+                    let at: Vec<usize> = sub
+                        .iter()
+                        .map(|&x| order.iter().position(|&y| y == x).unwrap())
+                        .collect();
+                    assert_eq!(at, (pos..pos + sub.len()).collect::<Vec<_>>(), "p={p}");
+                }
+                assert_eq!(
+                    depth.iter().max().copied().unwrap(),
+                    p.ilog2() as usize,
+                    "p={p}"
+                );
+            }
+        }
+        let racks = "h0:1 /a\nh1:1 /a\nh2:1 /a\nh3:1 /a\nh4:1 /b\nh5:1 /b\nh6:1 /b\nh7:1 /b\n";
+        let topo = crate::topology::Topology::parse(racks, "t").unwrap();
+        for root in 0..8 {
+            let t = binary_tree(&topo.chain_order(root));
+            let rack = |r: usize| r / 4;
+            let crossing = (0..8)
+                .filter(|&r| t.parent[r].is_some_and(|q| rack(q) != rack(r)))
+                .count();
+            assert_eq!(crossing, 1, "root {root}");
+        }
     }
 
     /// Every rank's table reaches the root exactly once, a child sends in the round its parent
