@@ -27,7 +27,7 @@ pub fn absorb(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
 /// agree on its layout and size and must not overlap.
 #[derive(Default)]
 pub struct Assembler {
-    partial: std::collections::HashMap<u32, Partial>,
+    partial: super::IdMap<Partial>,
 }
 
 struct Partial {

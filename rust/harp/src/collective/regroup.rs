@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::framing::{recv_batch_expecting, whole_piece};
+use super::IdMap;
 use super::{
     absorb, boxed, choose, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
 };
@@ -11,7 +12,7 @@ use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::wire::PieceMeta;
 
-fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<HashMap<u32, usize>> {
+fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<IdMap<usize>> {
     table
         .iter()
         .map(|(id, _)| Ok((id, part.owner(id, p)?)))
@@ -24,7 +25,7 @@ fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<HashMap<u32, us
 async fn exchange(
     cx: &Ctx<'_>,
     src: &Table,
-    owner: &HashMap<u32, usize>,
+    owner: &IdMap<usize>,
     tag: u32,
 ) -> Result<Vec<Vec<super::In>>> {
     let (r, p) = (cx.rank(), cx.size());

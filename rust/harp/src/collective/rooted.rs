@@ -555,7 +555,7 @@ async fn scatter_rooted(
         absorb(table, cx.pool, pieces)?;
         binomial
     };
-    let mut owner = std::collections::HashMap::with_capacity(table.len());
+    let mut owner = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
     for (id, _) in table.iter() {
         owner.insert(id, (part.owner(id, p)? + p - root) % p);
     }
@@ -628,7 +628,7 @@ async fn scatter_tree(
         let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
         absorb(table, cx.pool, pieces)?;
     }
-    let mut owners = std::collections::HashMap::with_capacity(table.len());
+    let mut owners = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
     for (id, _) in table.iter() {
         owners.insert(id, part.owner(id, p)?);
     }
