@@ -312,7 +312,7 @@ pub static OPTIONS: &[EngineOption] = &[
         flag: "chunk",
         java: "harp.broadcast.chunk.bytes",
         unit: Unit::Bytes,
-        help: "Pipeline chunk of the chain broadcast (0: automatic).",
+        help: "Pipeline chunk of the chain broadcast and of the pipelined reduces (0: automatic, from the size of the table or partition).",
         get: |c| Value::Bytes(c.chunk_size as u64),
         put: |c, v| {
             c.chunk_size = usize::try_from(v.bytes())
