@@ -146,19 +146,7 @@ fn fill(net: &NetModel, kids: &[Vec<usize>], root: usize, c: u64, up: bool) -> f
 /// bytes.
 pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
     let pace = (0..t.children.len())
-        .map(|u| {
-            let kids = &t.children[u];
-            let flows: Vec<Flow> = kids
-                .iter()
-                .map(|&c| Flow {
-                    start: 0.0,
-                    bytes: n as f64,
-                    cap: net.bandwidth(c, u),
-                })
-                .collect();
-            let intake = flows.iter().map(|f| f.cap).fold(0.0, f64::max);
-            fluid_finish(&flows, intake)
-        })
+        .map(|u| intake(net, u, t.children[u].iter().map(|&c| (c, 0.0, n))))
         .fold(0.0, f64::max);
     let c = n.min(super::segment::auto_chunk(n, t.children.len()));
     pace + fill(net, &t.children, root, c, true)
@@ -172,29 +160,31 @@ pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
 /// reduce (tables combined on the way), `n` × |subtree(c)| for a gather (`grows`).
 pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) -> f64 {
     fn ready(net: &NetModel, t: &Tree, u: usize, n: u64, grows: bool) -> f64 {
-        let kids = &t.children[u];
-        if kids.is_empty() {
-            return 0.0;
-        }
-        let mut flows = Vec::with_capacity(kids.len());
-        let mut intake = 0.0f64;
-        for &c in kids {
+        let flows = t.children[u].iter().map(|&c| {
             let nc = if grows {
                 n * t.subtree(c).len() as u64
             } else {
                 n
             };
-            let start = ready(net, t, c, n, grows) + net.latency(c, u);
-            flows.push(Flow {
-                start,
-                bytes: nc as f64,
-                cap: net.bandwidth(c, u),
-            });
-            intake = intake.max(net.bandwidth(c, u));
-        }
-        fluid_finish(&flows, intake)
+            (c, ready(net, t, c, n, grows) + net.latency(c, u), nc)
+        });
+        intake(net, u, flows)
     }
     ready(net, t, root, n, grows)
+}
+
+/// When the last of the transfers `(child, start, bytes)` into worker `u` is in: they share u's
+/// host intake B_in(u) = max_c B(c,u) ([`fluid_finish`]), each capped by its link B(c,u).
+fn intake(net: &NetModel, u: usize, from: impl Iterator<Item = (usize, f64, u64)>) -> f64 {
+    let flows: Vec<Flow> = from
+        .map(|(c, start, bytes)| Flow {
+            start,
+            bytes: bytes as f64,
+            cap: net.bandwidth(c, u),
+        })
+        .collect();
+    let capacity = flows.iter().map(|f| f.cap).fold(0.0, f64::max);
+    fluid_finish(&flows, capacity)
 }
 
 /// A transfer into one worker: it starts at `start` (seconds), carries `bytes`, and its link
@@ -326,7 +316,7 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
 
 /// The reduce of least predicted cost ([`predict_reduce`]) for tables of at most `n` bytes
 /// (what the automatic reduce runs once the workers agreed on `n`); ties keep the earlier of
-/// binomial, binary, scatter-gather, net-hierarchy, net-ring. Below `crossover`
+/// binomial, binary, scatter-gather, net-hierarchy, net-ring, net-chain. Below `crossover`
 /// (`Config::allreduce_crossover`) only the trees compete: a measured model's latencies are
 /// ping-pong times of two otherwise idle workers, and undercount what each of the ring's
 /// 2(p − 1) steps costs when every worker is busy (on 8 emulated hosts on 2 cores the model
@@ -367,8 +357,9 @@ fn cheapest<A: Copy>(candidates: &[A], cost: impl Fn(A) -> f64) -> A {
     best.0
 }
 
-/// Predicted seconds of a reduce of `n` bytes per worker to `root`. Binomial, binary and
-/// net-hierarchy: [`predict_tree`] on their trees. Scatter-gather and net-ring: p−1 ring steps
+/// Predicted seconds of a reduce of `n` bytes per worker to `root`. Binomial and
+/// net-hierarchy: [`predict_tree`] on their trees; binary, chain and net-chain:
+/// [`predict_pipelined`] on theirs. Scatter-gather and net-ring: p−1 ring steps
 /// of n/p bytes at the pace of the ring's slowest link, then the owners' n/p each into the root
 /// at once (as a direct gather).
 pub fn predict_reduce(
