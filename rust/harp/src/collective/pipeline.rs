@@ -16,6 +16,7 @@ use super::assemble::{check_shape, Assembler};
 use super::framing::{recv_batch_expecting, send_batch, In, Out};
 use super::hierarchy::Tree;
 use super::{choose, segment, Ctx};
+use crate::config::Config;
 use crate::data::{Array, Combiner, Layout, Table};
 use crate::error::{Error, Result};
 use crate::wire::PieceMeta;
@@ -29,18 +30,18 @@ const LAST: u32 = 0;
 type Key = (u32, u64);
 
 /// How partitions are cut into chunks.
-struct Plan {
+struct Plan<'a> {
+    cfg: &'a Config,
     p: usize,
     elementwise: bool,
-    chunk_size: usize,
 }
 
-impl Plan {
-    fn new(cx: &Ctx<'_>, combiner: &Combiner) -> Plan {
+impl<'a> Plan<'a> {
+    fn new(cx: &Ctx<'a>, combiner: &Combiner) -> Plan<'a> {
         Plan {
+            cfg: cx.cfg,
             p: cx.size(),
             elementwise: combiner.elementwise(),
-            chunk_size: cx.cfg.chunk_size,
         }
     }
     /// The chunk length of a partition of `total` bytes in `layout`, or `None` when it travels
@@ -49,11 +50,7 @@ impl Plan {
         if !(self.elementwise && layout.splittable()) {
             return None;
         }
-        let c = if self.chunk_size > 0 {
-            self.chunk_size as u64
-        } else {
-            segment::auto_chunk(total, self.p)
-        };
+        let c = choose::chunk(self.cfg, total, self.p);
         let unit = layout.unit();
         let c = (c / unit).max(1) * unit;
         (total > c).then_some(c)
@@ -92,7 +89,7 @@ struct Stream {
 
 impl Stream {
     /// Receives the child's next batch if every piece of the previous one was merged.
-    async fn refill(&mut self, cx: &Ctx<'_>, plan: &Plan, tag: u32) -> Result<()> {
+    async fn refill(&mut self, cx: &Ctx<'_>, plan: &Plan<'_>, tag: u32) -> Result<()> {
         while self.queue.is_empty() && !self.ended {
             let last = &mut self.last;
             let (hdr, pieces) = recv_batch_expecting(&cx.ep, cx.pool, self.src, tag, |m| {
@@ -195,7 +192,6 @@ pub async fn reduce_pipelined(cx: &Ctx<'_>, table: &mut Table, t: &Tree, tag: u3
     match parent {
         Some(parent) => {
             send(cx, table, parent, tag, LAST, &pending).await?;
-            drop(pending);
             table.clear();
             Ok(())
         }

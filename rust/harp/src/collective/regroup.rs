@@ -271,14 +271,13 @@ async fn halving(
         absorb(table, cx.pool, got)?;
         return Ok(false);
     }
-    let work = table;
     let mut kept = false;
     if r < extra {
         let tag = tags::FOLD_IN.tag();
         let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
         let theirs = flag(&hdr)?;
         if !large && !theirs {
-            absorb(work, cx.pool, got)?;
+            absorb(table, cx.pool, got)?;
         } else {
             kept = true;
         }
@@ -287,12 +286,13 @@ async fn halving(
     let (mut mask, mut round) = (p2 >> 1, 0usize);
     while mask > 0 {
         let partner = r ^ mask;
-        let owner = owners(work, part, p)?;
+        let owner = owners(table, part, p)?;
         let theirs = |id: &u32| virt(owner[id]) & mask != r & mask;
         let outs: Vec<Out<'_>> = if large {
             vec![]
         } else {
-            work.iter()
+            table
+                .iter()
                 .filter(|(id, _)| theirs(id))
                 .map(|(id, a)| Out::whole(id, a))
                 .collect()
@@ -320,19 +320,20 @@ async fn halving(
         let (hdr, got) = got?;
         let theirs_large = flag(&hdr)?;
         if !large && !theirs_large {
-            work.retain(|id| !theirs(&id));
-            absorb(work, cx.pool, got)?;
+            table.retain(|id| !theirs(&id));
+            absorb(table, cx.pool, got)?;
         }
         large |= theirs_large;
         mask >>= 1;
         round += 1;
     }
-    let owner = owners(work, part, p)?;
+    let owner = owners(table, part, p)?;
     if r < extra {
         let outs: Vec<Out<'_>> = if large {
             vec![]
         } else {
-            work.iter()
+            table
+                .iter()
                 .filter(|(id, _)| owner[id] == r + p2)
                 .map(|(id, a)| Out::whole(id, a))
                 .collect()
@@ -343,7 +344,7 @@ async fn halving(
     if large {
         return Ok(true);
     }
-    work.retain(|id| owner[&id] == r);
+    table.retain(|id| owner[&id] == r);
     Ok(false)
 }
 

@@ -21,7 +21,7 @@ pub enum ReduceAlgorithm {
     /// ([`reduce_pipelined`](super::pipeline::reduce_pipelined)): every worker receives at most
     /// two streams (the binomial root receives ⌈log2 p⌉ whole tables). Small tables: back-to-back
     /// reduces pace at two messages per call instead of ⌈log2 p⌉, and one call takes about one
-    /// message longer than the binomial tree (depth ⌊log2 p⌋ + 1); Open MPI's default for small
+    /// message longer than the binomial tree (depth ⌊log2 p⌋, two inputs per level); Open MPI's default for small
     /// messages (docs/benchmarks-netns.md, Part 0). Large tables stream in chunks through every
     /// level at once: about 2nβ (two children into one link) plus one chunk per level, against
     /// the binomial tree's ⌈log2 p⌉ nβ.
@@ -227,8 +227,8 @@ fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
 /// Reduce to `root`: the root's table becomes the combination of every worker's table; the
 /// other workers' tables are left empty (their buffers go back to the pool).
 ///
-/// Binomial: ⌈log2 p⌉ (α + nβ). Binary (pipelined): about 2nβ + (⌊log2 p⌋ + 1)(α + cβ) for
-/// chunks of c bytes. Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n);
+/// Binomial: ⌈log2 p⌉ (α + nβ). Binary (pipelined): about 2nβ + ⌊log2 p⌋(α + cβ) for chunks
+/// of c bytes; chain and net-chain about nβ + (p−1)(α + cβ). Scatter-gather: 2(p−1)/p · nβ + 2(p−1)α (better for big n);
 /// net-ring the same with β of the ring's slowest link; net-hierarchy as
 /// [`choose::predict_tree`](super::choose::predict_tree) on its tree (Σ over levels of the
 /// binomial inside a group, with that group's links).
@@ -321,24 +321,13 @@ pub fn pipelined_tree(
     root: usize,
 ) -> Option<Tree> {
     use super::broadcast::{broadcast_tree, BroadcastAlgorithm};
-    match algo {
-        ReduceAlgorithm::Binary => Some(binary_tree(&topo.chain_order(root))),
-        ReduceAlgorithm::Chain => Some(broadcast_tree(
-            BroadcastAlgorithm::Chain,
-            topo,
-            net,
-            p,
-            root,
-        )),
-        ReduceAlgorithm::NetChain => Some(broadcast_tree(
-            BroadcastAlgorithm::NetChain,
-            topo,
-            net,
-            p,
-            root,
-        )),
-        _ => None,
-    }
+    let chain = match algo {
+        ReduceAlgorithm::Binary => return Some(binary_tree(&topo.chain_order(root))),
+        ReduceAlgorithm::Chain => BroadcastAlgorithm::Chain,
+        ReduceAlgorithm::NetChain => BroadcastAlgorithm::NetChain,
+        _ => return None,
+    };
+    Some(broadcast_tree(chain, topo, net, p, root))
 }
 
 /// Reduce along `t` (whole tables): a worker combines its children's tables as they arrive, in
