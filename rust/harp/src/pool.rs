@@ -3,7 +3,9 @@
 //! Size classes are four per power of two (64, 80, 96, 112, 128, 160, …), so a buffer wastes at
 //! most 25 % of its capacity (the original Harp rounded to powers of two, up to 2x). A [`Buf`]
 //! returns itself to its pool when dropped; the pool keeps it if the class's free list and the
-//! pool's byte budget allow, otherwise frees it. Every buffer's bytes are always initialised
+//! pool's byte budget allow, otherwise frees it. A class keeps at least `max_free_per_class`
+//! buffers and, for small classes, as many as fit in `max_bytes_per_class`: a table of many
+//! small partitions is dropped and built again without the system allocator. Every buffer's bytes are always initialised
 //! (fresh buffers are zeroed), so handing out a reused buffer never exposes uninitialised memory.
 //!
 //! One pool belongs to one worker (no process-wide pool), so several workers in one process
@@ -22,8 +24,11 @@ const CLASSES: usize = 4 * 42; // up to 2^48 bytes
 /// Limits of a pool's free lists.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolConfig {
-    /// At most this many free buffers are kept per size class.
+    /// A size class keeps this many free buffers, or more while they add up to at most
+    /// `max_bytes_per_class`.
     pub max_free_per_class: usize,
+    /// Bytes a size class of small buffers may keep (see `max_free_per_class`).
+    pub max_bytes_per_class: u64,
     /// At most this many bytes are kept in all free lists together.
     pub max_bytes_held: u64,
 }
@@ -32,8 +37,17 @@ impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
             max_free_per_class: 256,
+            max_bytes_per_class: 1 << 20,
             max_bytes_held: 4 << 30,
         }
+    }
+}
+
+impl PoolConfig {
+    /// How many free buffers of `cap` bytes one size class keeps.
+    fn keep(&self, cap: usize) -> usize {
+        let by_bytes = usize::try_from(self.max_bytes_per_class / cap.max(1) as u64);
+        self.max_free_per_class.max(by_bytes.unwrap_or(usize::MAX))
     }
 }
 
@@ -56,15 +70,29 @@ struct Raw {
 // SAFETY: a Raw is an exclusively owned heap allocation; nothing else aliases it.
 unsafe impl Send for Raw {}
 
+/// The free buffers of one size class, with the counters only its lock's holder changes.
+#[derive(Default)]
+struct Class {
+    bufs: Vec<Raw>,
+    /// How many buffers this list may hold (`PoolConfig::keep` of the class's size).
+    keep: usize,
+    reuses: u64,
+    kept: u64,
+}
+
 struct Inner {
     cfg: PoolConfig,
-    free: Vec<Mutex<Vec<Raw>>>,
+    free: Vec<Mutex<Class>>,
     allocations: AtomicU64,
-    reuses: AtomicU64,
-    kept: AtomicU64,
     freed: AtomicU64,
     held: AtomicU64,
     in_use: AtomicU64,
+}
+
+impl Inner {
+    fn class(&self, class: usize) -> std::sync::MutexGuard<'_, Class> {
+        self.free[class].lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A handle to a pool; cheap to clone (all clones share the same free lists).
@@ -109,10 +137,15 @@ impl Pool {
         Pool {
             inner: Arc::new(Inner {
                 cfg,
-                free: (0..CLASSES).map(|_| Mutex::new(Vec::new())).collect(),
+                free: (0..CLASSES)
+                    .map(|c| {
+                        Mutex::new(Class {
+                            keep: cfg.keep(class_size(c)),
+                            ..Class::default()
+                        })
+                    })
+                    .collect(),
                 allocations: AtomicU64::new(0),
-                reuses: AtomicU64::new(0),
-                kept: AtomicU64::new(0),
                 freed: AtomicU64::new(0),
                 held: AtomicU64::new(0),
                 in_use: AtomicU64::new(0),
@@ -133,13 +166,14 @@ impl Pool {
         );
         let cap = class_size(class);
         let inner = &self.inner;
-        let reused = inner.free[class]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
+        let reused = {
+            let mut list = inner.class(class);
+            let raw = list.bufs.pop();
+            list.reuses += raw.is_some() as u64;
+            raw
+        };
         let raw = match reused {
             Some(raw) => {
-                inner.reuses.fetch_add(1, Relaxed);
                 inner.held.fetch_sub(cap as u64, Relaxed);
                 raw
             }
@@ -177,10 +211,16 @@ impl Pool {
 
     pub fn stats(&self) -> PoolStats {
         let i = &self.inner;
+        let (mut reuses, mut kept) = (0, 0);
+        for c in 0..CLASSES {
+            let list = i.class(c);
+            reuses += list.reuses;
+            kept += list.kept;
+        }
         PoolStats {
             allocations: i.allocations.load(Relaxed),
-            reuses: i.reuses.load(Relaxed),
-            releases_kept: i.kept.load(Relaxed),
+            reuses,
+            releases_kept: kept,
             releases_freed: i.freed.load(Relaxed),
             bytes_held: i.held.load(Relaxed),
             bytes_in_use: i.in_use.load(Relaxed),
@@ -189,9 +229,8 @@ impl Pool {
 
     /// Frees every buffer kept in the free lists.
     pub fn trim(&self) {
-        for class in &self.inner.free {
-            let drained: Vec<Raw> =
-                std::mem::take(&mut *class.lock().unwrap_or_else(|e| e.into_inner()));
+        for c in 0..CLASSES {
+            let drained = std::mem::take(&mut self.inner.class(c).bufs);
             for raw in drained {
                 self.inner.held.fetch_sub(raw.cap as u64, Relaxed);
                 free_raw(raw);
@@ -203,7 +242,8 @@ impl Pool {
 impl Drop for Inner {
     fn drop(&mut self) {
         for class in &mut self.free {
-            for raw in std::mem::take(class.get_mut().unwrap_or_else(|e| e.into_inner())) {
+            let list = class.get_mut().unwrap_or_else(|e| e.into_inner());
+            for raw in std::mem::take(&mut list.bufs) {
                 free_raw(raw);
             }
         }
@@ -288,12 +328,12 @@ impl Drop for Buf {
         let cap = raw.cap;
         pool.in_use.fetch_sub(cap as u64, Relaxed);
         let class = class_of(cap);
-        let mut list = pool.free[class].lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = pool.class(class);
         let fits_budget = pool.held.load(Relaxed) + cap as u64 <= pool.cfg.max_bytes_held;
-        if list.len() < pool.cfg.max_free_per_class && fits_budget {
-            list.push(raw);
+        if list.bufs.len() < list.keep && fits_budget {
+            list.bufs.push(raw);
+            list.kept += 1;
             pool.held.fetch_add(cap as u64, Relaxed);
-            pool.kept.fetch_add(1, Relaxed);
         } else {
             drop(list);
             pool.freed.fetch_add(1, Relaxed);
@@ -362,6 +402,7 @@ mod tests {
     fn free_lists_are_bounded() {
         let pool = Pool::new(PoolConfig {
             max_free_per_class: 2,
+            max_bytes_per_class: 0,
             max_bytes_held: 1 << 20,
         });
         let bufs: Vec<Buf> = (0..5).map(|_| pool.get(100)).collect();
@@ -374,6 +415,29 @@ mod tests {
         assert_eq!(pool.stats().releases_freed, 4);
         pool.trim();
         assert_eq!(pool.stats().bytes_held, 0);
+    }
+
+    #[test]
+    fn small_classes_keep_up_to_their_byte_bound() {
+        let pool = Pool::new(PoolConfig {
+            max_free_per_class: 2,
+            max_bytes_per_class: 1000,
+            max_bytes_held: 1 << 20,
+        });
+        // 100 bytes are in the 112-byte class: 1000 / 112 = 8 are kept, not 2.
+        let bufs: Vec<Buf> = (0..10).map(|_| pool.get(100)).collect();
+        drop(bufs);
+        assert_eq!(pool.stats().releases_kept, 8);
+        assert_eq!(pool.stats().releases_freed, 2);
+        assert_eq!(pool.stats().bytes_held, 8 * 112);
+        // Large classes keep max_free_per_class.
+        let bufs: Vec<Buf> = (0..5).map(|_| pool.get(4000)).collect();
+        drop(bufs);
+        assert_eq!(pool.stats().releases_kept, 10);
+        let again: Vec<Buf> = (0..10).map(|_| pool.get(100)).collect();
+        assert_eq!(pool.stats().reuses, 8);
+        assert_eq!(pool.stats().allocations, 10 + 5 + 2);
+        drop(again);
     }
 
     #[test]

@@ -57,11 +57,22 @@ impl std::fmt::Debug for Combiner {
     }
 }
 
+/// Folds `other` into `acc` (aligned for `T`); `other` may lie at any alignment (the bytes of a
+/// piece inside a received frame).
 fn fold<T: Elem>(acc: &mut [u8], other: &[u8], f: impl Fn(T, T) -> T) {
     let acc: &mut [T] = bytemuck::cast_slice_mut(acc);
-    let other: &[T] = bytemuck::cast_slice(other);
-    for (a, b) in acc.iter_mut().zip(other) {
-        *a = f(*a, *b);
+    match bytemuck::try_cast_slice::<u8, T>(other) {
+        Ok(other) => {
+            for (a, b) in acc.iter_mut().zip(other) {
+                *a = f(*a, *b);
+            }
+        }
+        Err(_) => {
+            let n = std::mem::size_of::<T>();
+            for (a, b) in acc.iter_mut().zip(other.chunks_exact(n)) {
+                *a = f(*a, bytemuck::pod_read_unaligned(b));
+            }
+        }
     }
 }
 
@@ -201,7 +212,14 @@ impl Combiner {
         }
     }
 
-    /// Folds a byte range of `other_dtype` values into `acc` (element-wise combiners only).
+    /// True for the built-in element-wise combiners (sum, min, max), which fold byte ranges
+    /// at any alignment without an [`Array`] around them.
+    pub fn folds_bytes(&self) -> bool {
+        matches!(self, Combiner::Sum | Combiner::Min | Combiner::Max)
+    }
+
+    /// Folds a byte range of `other_dtype` values into `acc` (element-wise combiners only;
+    /// `acc` aligned for `dtype`, `other` at any alignment).
     pub fn combine_bytes(
         &self,
         id: u32,
@@ -234,6 +252,7 @@ impl Combiner {
                 // Custom element-wise combiners work on whole arrays; wrap the ranges.
                 let pool = Pool::new(crate::pool::PoolConfig {
                     max_free_per_class: 0,
+                    max_bytes_per_class: 0,
                     max_bytes_held: 0,
                 });
                 let mut a = Array::from_buf(dtype, pool.copy_of(acc))?;
