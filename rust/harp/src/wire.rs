@@ -23,7 +23,8 @@
 //! followed by a 16-byte tag, not counted in `len` (see `transport::integrity`).
 //!
 //! A `Batch` frame carries a set of *pieces* (byte ranges of partitions):
-//! `[u32 meta_len][bincode(BatchMeta)][bytes of the inline pieces]`. Small pieces travel inline;
+//! `[u32 meta_len][piece list][bytes of the inline pieces]` (the piece list:
+//! [`encode_batch_meta`]). Small pieces travel inline;
 //! every other piece follows as its own `Data` frame, in order, written straight from the
 //! partition's buffer (no staging), and may be forwarded as it arrives (pipelining). Control messages (`Ctrl`) are bincode-encoded values.
 
@@ -38,7 +39,9 @@ pub const MAGIC: u32 = 0x4841_5250;
 /// 5: the 56-byte header with `group` (collectives over sub-groups, each with its own sequence
 ///    numbers), the `Calibrate` operation (network measurement), and `Event` frames with tag
 ///    `EVENT_CREDIT` (flow control of events).
-pub const WIRE_VERSION: u16 = 5;
+/// 6: the compact piece list of `Batch` frames (flags, pid steps, the layout only when it
+///    changes; 2–3 bytes for a small whole piece instead of 7).
+pub const WIRE_VERSION: u16 = 6;
 pub const HEADER_LEN: usize = 56;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
@@ -275,9 +278,137 @@ impl PieceMeta {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchMeta {
-    pub pieces: Vec<PieceMeta>,
+/// Flags of a piece in the piece list.
+const PIECE_INLINE: u8 = 1;
+/// The piece is its whole partition: offset 0 and len = total, neither follows.
+const PIECE_WHOLE: u8 = 2;
+/// A layout follows (else the piece has the previous piece's; the first always has one).
+const PIECE_LAYOUT: u8 = 4;
+/// The pid follows as its step up from the previous piece's pid (else as itself).
+const PIECE_STEP: u8 = 8;
+const PIECE_FLAGS: u8 = PIECE_INLINE | PIECE_WHOLE | PIECE_LAYOUT | PIECE_STEP;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `[u32 meta_len][piece list]`, the head of a `Batch` payload listing `pieces`, to
+/// `out`. The piece list is the piece count, then per piece a flags byte (`PIECE_*`), the pid
+/// (or its step from the previous piece's), the layout if it changed (bincode), `total`, and
+/// `offset` and `len` unless the piece is whole; every number an unsigned LEB128 varint
+/// (docs/wire-protocol.md, "Batches").
+pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    put_varint(out, pieces.len() as u64);
+    let mut prev: Option<&PieceMeta> = None;
+    for m in pieces {
+        let step = prev.and_then(|q| m.pid.checked_sub(q.pid));
+        let layout = prev.is_none_or(|q| q.layout != m.layout);
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let flags = flag(m.inline, PIECE_INLINE)
+            | flag(m.whole(), PIECE_WHOLE)
+            | flag(layout, PIECE_LAYOUT)
+            | flag(step.is_some(), PIECE_STEP);
+        out.push(flags);
+        put_varint(out, u64::from(step.unwrap_or(m.pid)));
+        if layout {
+            bincode::serde::encode_into_std_write(m.layout, out, config())
+                .expect("encoding into memory cannot fail");
+        }
+        put_varint(out, m.total);
+        if !m.whole() {
+            put_varint(out, m.offset);
+            put_varint(out, m.len);
+        }
+        prev = Some(m);
+    }
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Reads a piece list ([`encode_batch_meta`], without the length before it) that must fill
+/// `bytes` exactly. Malformed input is a protocol error; the list is allocated by the bytes
+/// present, never by the count it claims.
+pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
+    let bad = |what: &str| Error::Protocol(format!("malformed piece list: {what}"));
+    let mut at = 0usize;
+    let varint = |at: &mut usize| -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *bytes.get(*at).ok_or_else(|| bad("truncated"))?;
+            *at += 1;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(bad("a number over 64 bits"));
+            }
+            v |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(bad("a number over 64 bits"))
+    };
+    let count = varint(&mut at)?;
+    // A piece takes at least 3 bytes.
+    let mut pieces = Vec::with_capacity((count as usize).min(bytes.len() / 3));
+    let mut prev: Option<PieceMeta> = None;
+    for _ in 0..count {
+        let flags = *bytes.get(at).ok_or_else(|| bad("truncated"))?;
+        at += 1;
+        if flags & !PIECE_FLAGS != 0 {
+            return Err(bad(&format!("unknown piece flags {flags:#x}")));
+        }
+        let n = varint(&mut at)?;
+        let pid = match (flags & PIECE_STEP != 0, prev) {
+            (true, Some(q)) => u64::from(q.pid).checked_add(n),
+            (true, None) => return Err(bad("the first piece's pid is a step")),
+            (false, _) => Some(n),
+        }
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| bad("a pid over 32 bits"))?;
+        let layout = match (flags & PIECE_LAYOUT != 0, prev) {
+            (true, _) => {
+                let (l, used) = decode_limited::<Layout, 64>(&bytes[at..])?;
+                at += used;
+                l
+            }
+            (false, Some(q)) => q.layout,
+            (false, None) => return Err(bad("the first piece has no layout")),
+        };
+        let total = varint(&mut at)?;
+        let (offset, len) = if flags & PIECE_WHOLE != 0 {
+            (0, total)
+        } else {
+            (varint(&mut at)?, varint(&mut at)?)
+        };
+        let m = PieceMeta {
+            pid,
+            layout,
+            total,
+            offset,
+            len,
+            inline: flags & PIECE_INLINE != 0,
+        };
+        if (flags & PIECE_WHOLE != 0) != m.whole() {
+            return Err(bad(&format!(
+                "piece of partition {pid} is flagged whole wrongly"
+            )));
+        }
+        pieces.push(m);
+        prev = Some(m);
+    }
+    if at != bytes.len() {
+        return Err(bad(&format!(
+            "{} bytes after the last piece",
+            bytes.len() - at
+        )));
+    }
+    Ok(pieces)
 }
 
 /// A decoded `Batch` payload: the pieces, and where their inline bytes start in the payload.
@@ -290,7 +421,7 @@ pub struct BatchLayout {
     pub inline_at: usize,
 }
 
-/// Decodes and validates a `Batch` payload `[u32 meta_len][bincode BatchMeta][inline bytes]`.
+/// Decodes and validates a `Batch` payload `[u32 meta_len][piece list][inline bytes]`.
 /// Any inconsistency is a protocol error; nothing is allocated beyond the metadata itself.
 pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
     let Some(mlen) = body.get(..4) else {
@@ -309,9 +440,9 @@ pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
                 body.len() - 4
             ))
         })?;
-    let meta: BatchMeta = decode(&body[4..inline_at])?;
+    let pieces = decode_pieces(&body[4..inline_at])?;
     let mut inline: u64 = 0;
-    for p in &meta.pieces {
+    for p in &pieces {
         if p.total > MAX_PARTITION {
             return Err(Error::Protocol(format!(
                 "piece of partition {} claims a partition of {} bytes (at most {MAX_PARTITION})",
@@ -337,10 +468,7 @@ pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
              the metadata"
         )));
     }
-    Ok(BatchLayout {
-        pieces: meta.pieces,
-        inline_at,
-    })
+    Ok(BatchLayout { pieces, inline_at })
 }
 
 fn config() -> impl bincode::config::Config {
@@ -435,9 +563,8 @@ mod tests {
             inline,
         };
         let body = |pieces: Vec<PieceMeta>, extra: usize| {
-            let m = encode(&BatchMeta { pieces });
-            let mut b = (m.len() as u32).to_le_bytes().to_vec();
-            b.extend(m);
+            let mut b = vec![];
+            encode_batch_meta(&pieces, &mut b);
             b.extend(vec![0u8; extra]);
             b
         };
@@ -458,19 +585,78 @@ mod tests {
     }
 
     #[test]
-    fn batch_meta_round_trip() {
-        let m = BatchMeta {
-            pieces: vec![PieceMeta {
-                pid: 4,
-                layout: Layout::dense(crate::data::DType::F32),
-                total: 400,
-                offset: 100,
-                len: 200,
-                inline: true,
-            }],
+    fn piece_lists_round_trip_compactly() {
+        use crate::data::{DType, KeyType, ValueType};
+        let f64s = Layout::dense(DType::F64);
+        let kv = Layout::KeyValue {
+            key: KeyType::Str,
+            value: ValueType::Array(DType::I32),
         };
-        let bytes = encode(&m);
-        assert_eq!(decode::<BatchMeta>(&bytes).unwrap(), m);
-        assert!(decode::<BatchMeta>(&bytes[..bytes.len() - 1]).is_err());
+        let piece = |pid, layout, total, offset, len, inline| PieceMeta {
+            pid,
+            layout,
+            total,
+            offset,
+            len,
+            inline,
+        };
+        let lists = [
+            vec![],
+            vec![piece(u32::MAX, kv, u64::MAX, 0, u64::MAX, false)],
+            vec![
+                piece(4, f64s, 32, 0, 32, true),
+                piece(5, f64s, 32, 0, 32, true),
+                piece(12, f64s, 32, 0, 32, true),
+                piece(12, kv, 1000, 0, 400, false),
+                piece(12, kv, 1000, 400, 600, true),
+                piece(3, f64s, 0, 0, 0, true),
+                piece(7, Layout::Edges { weighted: true }, 48, 24, 24, false),
+            ],
+        ];
+        for pieces in lists {
+            let mut head = vec![7];
+            encode_batch_meta(&pieces, &mut head);
+            assert_eq!(head[0], 7);
+            assert_eq!(head[1..5], ((head.len() - 5) as u32).to_le_bytes());
+            assert_eq!(decode_pieces(&head[5..]).unwrap(), pieces);
+            // Every cut short list, and any list with a byte more, is refused.
+            for cut in 5..head.len() {
+                assert!(
+                    decode_pieces(&head[5..cut]).is_err(),
+                    "{pieces:?} cut at {cut}"
+                );
+            }
+            let mut longer = head[5..].to_vec();
+            longer.push(0);
+            assert!(decode_pieces(&longer).is_err());
+        }
+        // A small whole piece after the first costs 3 bytes (flags, pid step, total).
+        let run: Vec<PieceMeta> = (0..16).map(|i| piece(i, f64s, 32, 0, 32, true)).collect();
+        let mut head = vec![];
+        encode_batch_meta(&run, &mut head);
+        assert_eq!(head.len(), 4 + 1 + 5 + 15 * 3);
+        let bad = |bytes: &[u8], why: &str| {
+            let e = decode_pieces(bytes).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        };
+        bad(&[1, 0x10, 0, 0, 0, 32], "unknown piece flags 0x10");
+        bad(
+            &[1, PIECE_STEP | PIECE_LAYOUT, 0, 0, 0, 32],
+            "first piece's pid is a step",
+        );
+        bad(&[1, 0, 0, 32], "first piece has no layout");
+        bad(
+            &[1, PIECE_LAYOUT, 0, 0, 0, 32, 0, 32],
+            "flagged whole wrongly",
+        );
+        bad(
+            &[1, PIECE_LAYOUT | PIECE_WHOLE, 0x80, 0x80, 0x80, 0x80, 0x10],
+            "over 32 bits",
+        );
+        let mut huge = vec![0xff; 10];
+        huge[9] = 0x02;
+        bad(&huge, "over 64 bits");
+        // A count far beyond the bytes present allocates nothing and fails.
+        bad(&[0xff, 0xff, 0xff, 0xff, 0x0f], "truncated");
     }
 }

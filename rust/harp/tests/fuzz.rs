@@ -13,7 +13,7 @@ use harp::collective::framing::decode_inline_batch;
 use harp::collective::{absorb, write_pieces};
 use harp::data::{Array, Combiner, DType, Key, KeyType, KvTable, Layout, Table, Value, ValueType};
 use harp::pool::Pool;
-use harp::wire::{self, BatchMeta, Header, Kind, Op, PieceMeta, HEADER_LEN};
+use harp::wire::{self, Header, Kind, Op, PieceMeta, HEADER_LEN};
 
 /// Records the largest single allocation made by the current thread (what a hostile size
 /// would blow up).
@@ -75,14 +75,33 @@ fn expect_protocol(body: &[u8], what: &str) -> String {
     e.to_string()
 }
 
+/// A batch payload: the piece list of `pieces` (today's encoding), then `inline` bytes.
+fn batch(pieces: &[(u32, DType, u64, u64, u64)], inline: &[u8]) -> Vec<u8> {
+    let pieces: Vec<PieceMeta> = pieces
+        .iter()
+        .map(|&(pid, dtype, total, offset, len)| PieceMeta {
+            pid,
+            layout: Layout::dense(dtype),
+            total,
+            offset,
+            len,
+            inline: true,
+        })
+        .collect();
+    let mut b = vec![];
+    wire::encode_batch_meta(&pieces, &mut b);
+    b.extend_from_slice(inline);
+    b
+}
+
 /// The three minimal inputs of issue 14, in the encoding of their time (a bare dtype where the
-/// layout is now) and rebuilt for today's encoding (layout = variant 0 `Dense`, then dtype).
+/// layout is now; the bincode piece list of wire versions 1 to 5, hence the hex) and rebuilt
+/// for today's encoding.
 #[test]
 fn issue_14_minimal_inputs_are_protocol_errors() {
     // Offset + length wrap around: offset 2^64 − 8, length 8, of a 16-byte i32 partition.
     let old = unhex("0f00000001010310fdf8ffffffffffffff08011111111111111111");
-    let new = unhex("1000000001010003" /* pid 1, Dense, i32 */);
-    let new = [&new[..], &unhex("10fdf8ffffffffffffff0801"), &[0x11; 8][..]].concat();
+    let new = batch(&[(1, DType::I32, 16, u64::MAX - 7, 8)], &[0x11; 8]);
     expect_protocol(&old, "old offset+len wrap");
     let e = expect_protocol(&new, "offset+len wrap");
     assert!(
@@ -94,23 +113,11 @@ fn issue_14_minimal_inputs_are_protocol_errors() {
     let old =
         unhex("150000000200041000100101040000fdffffffffffffffff01111111111111111111111111111111");
     expect_protocol(&old, "old inline length sum wrap");
-    let meta = [
-        &unhex("02" /* 2 pieces */)[..],
-        &unhex("0000041000" /* pid 0, Dense u8, total 16, offset 0 */),
-        &unhex("1001" /* len 16, inline */),
-        &unhex("01000400" /* pid 1, Dense u8, total 0 */),
-        &unhex(
-            "00fdffffffffffffffff01", /* offset 0, len 2^64 − 1, inline */
-        ),
-    ]
-    .concat();
     // 16 + (2^64 − 1) wraps to 15: give 15 inline bytes so that a wrapping check would pass.
-    let new = [
-        &(meta.len() as u32).to_le_bytes()[..],
-        &meta,
-        &[0x11u8; 15][..],
-    ]
-    .concat();
+    let new = batch(
+        &[(0, DType::U8, 16, 0, 16), (1, DType::U8, 0, 0, u64::MAX)],
+        &[0x11u8; 15],
+    );
     let e = expect_protocol(&new, "inline length sum wrap");
     assert!(e.contains("partition 1"), "{e}");
 
@@ -118,19 +125,8 @@ fn issue_14_minimal_inputs_are_protocol_errors() {
     // allocated, and the partition is reported incomplete.
     let old = unhex("0b000000010104fc000000040008011111111111111111");
     expect_protocol(&old, "old 64 MiB up front");
-    for total in ["fc00000004", "fd0000000000010000"] {
-        let meta = [
-            &unhex("01010004")[..], // 1 piece, pid 1, Dense u8
-            &unhex(total),
-            &unhex("000801"), // offset 0, len 8, inline
-        ]
-        .concat();
-        let body = [
-            &(meta.len() as u32).to_le_bytes()[..],
-            &meta,
-            &[0x11u8; 8][..],
-        ]
-        .concat();
+    for total in [64 << 20, 1 << 40] {
+        let body = batch(&[(1, DType::U8, total, 0, 8)], &[0x11u8; 8]);
         LARGEST.with(|c| c.set(0));
         let e = expect_protocol(&body, "declared size up front");
         assert!(
@@ -211,8 +207,9 @@ fn valid_batch(rng: &mut Rng) -> Vec<u8> {
             bytes.extend((0..len).map(|_| rng.next() as u8));
         }
     }
-    let meta = wire::encode(&BatchMeta { pieces });
-    [&(meta.len() as u32).to_le_bytes()[..], &meta, &bytes].concat()
+    let mut head = vec![];
+    wire::encode_batch_meta(&pieces, &mut head);
+    [&head[..], &bytes].concat()
 }
 
 const KV: Layout = Layout::KeyValue {
@@ -406,7 +403,7 @@ fn randomized_control_messages_fail_cleanly() {
         LARGEST.with(|c| c.set(0));
         let r = std::panic::catch_unwind(|| {
             let a = wire::decode::<(u32, Vec<u64>, String)>(&b).is_err();
-            let m = wire::decode::<BatchMeta>(&b).is_err();
+            let m = wire::decode_pieces(&b).is_err();
             let l = wire::decode::<Layout>(&b).is_err();
             a || m || l
         });

@@ -4,12 +4,13 @@
 
 use std::future::Future;
 
+use super::assemble::Assembler;
 use crate::data::{Array, Table};
 use crate::error::{Error, Result};
 use crate::pool::{Buf, Pool};
 use crate::transport::{Endpoint, Frame};
 use crate::wire::{
-    self, BatchLayout, BatchMeta, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX, MAX_FRAME,
+    self, BatchLayout, Header, Kind, PieceMeta, INLINE_MAX, INLINE_PIECE_MAX, MAX_FRAME,
 };
 
 /// A piece to send, borrowing its bytes.
@@ -77,12 +78,8 @@ fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
     for p in pieces.iter_mut() {
         p.inline = total <= inline_max || p.len <= INLINE_PIECE_MAX;
     }
-    let meta = wire::encode(&BatchMeta {
-        pieces: pieces.to_vec(),
-    });
-    let mut head = Vec::with_capacity(4 + meta.len());
-    head.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-    head.extend_from_slice(&meta);
+    let mut head = Vec::with_capacity(4 + 16 * pieces.len());
+    wire::encode_batch_meta(pieces, &mut head);
     head
 }
 
@@ -236,18 +233,7 @@ where
         let buf = if m.inline {
             inline_bytes(pool, &mut frame, &mut at, m.len, Some(i) == last_inline)?
         } else {
-            let f = ep.recv_frame(src, hdr.tag).await?;
-            if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
-                return Err(Error::Protocol(format!(
-                    "{}: expected {} data bytes of partition {} from rank {src}, got {:?} of {}",
-                    ep.ctx,
-                    m.len,
-                    m.pid,
-                    f.hdr.kind,
-                    f.body.len()
-                )));
-            }
-            f.body
+            recv_data(ep, src, hdr.tag, m).await?
         };
         check_piece(m)?;
         each(In { meta: *m, buf }).await?;
@@ -255,23 +241,116 @@ where
     Ok(())
 }
 
-/// The bytes of the inline piece of `len` bytes at `*at` in `frame` (advancing `*at`); the last
-/// one takes over the frame's buffer. The range was validated by [`wire::decode_batch`]; it is
-/// checked again so that no input can make a slice panic.
-fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bool) -> Result<Buf> {
+/// The `Data` frame carrying piece `m` of a batch from `src`.
+async fn recv_data(ep: &Endpoint<'_>, src: usize, tag: u32, m: &PieceMeta) -> Result<Buf> {
+    let f = ep.recv_frame(src, tag).await?;
+    if f.hdr.kind != Kind::Data || f.body.len() as u64 != m.len {
+        return Err(Error::Protocol(format!(
+            "{}: expected {} data bytes of partition {} from rank {src}, got {:?} of {}",
+            ep.ctx,
+            m.len,
+            m.pid,
+            f.hdr.kind,
+            f.body.len()
+        )));
+    }
+    Ok(f.body)
+}
+
+/// The range of the inline piece of `len` bytes at `*at` in `frame` (advancing `*at`). The
+/// range was validated by [`wire::decode_batch`]; it is checked again so that no input can
+/// make a slice panic.
+fn inline_range(frame: &Buf, at: &mut usize, len: u64) -> Result<std::ops::Range<usize>> {
     let range = usize::try_from(len)
         .ok()
         .and_then(|l| Some(*at..at.checked_add(l)?))
         .filter(|r| r.end <= frame.len())
         .ok_or_else(|| Error::Protocol("inline piece outside its batch frame".into()))?;
     *at = range.end;
+    Ok(range)
+}
+
+/// The bytes of `range` of `frame` in a buffer of their own; the last inline piece (`last`)
+/// takes over the frame's buffer.
+fn take_inline(pool: &Pool, frame: &mut Buf, range: std::ops::Range<usize>, last: bool) -> Buf {
     if last {
         let mut b = std::mem::replace(frame, Buf::empty());
         b.copy_within(range.clone(), 0);
         b.truncate(range.len());
-        Ok(b)
+        b
     } else {
-        Ok(pool.copy_of(&frame[range]))
+        pool.copy_of(&frame[range])
+    }
+}
+
+/// The bytes of the inline piece of `len` bytes at `*at` in `frame` (advancing `*at`); the last
+/// one takes over the frame's buffer.
+fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bool) -> Result<Buf> {
+    let range = inline_range(frame, at, len)?;
+    Ok(take_inline(pool, frame, range, last))
+}
+
+/// A received batch whose inline pieces are still in its frame ([`recv_held`]): combined
+/// into a table by [`Held::absorb`], or dropped.
+pub struct Held {
+    pub hdr: Header,
+    head: BatchHead,
+    /// The pieces that travelled in frames of their own, in batch order.
+    rest: Vec<Buf>,
+}
+
+/// Receives a batch from `src` whose pieces are checked by `expect` (see [`check_head`]) as
+/// soon as its head arrives, leaving the inline pieces in the batch frame.
+pub async fn recv_held(
+    ep: &Endpoint<'_>,
+    src: usize,
+    tag: u32,
+    mut expect: impl FnMut(&PieceMeta) -> std::result::Result<(), String> + Send,
+) -> Result<Held> {
+    let head = recv_head(ep, src, tag).await?;
+    check_head(ep, src, &head.pieces, &mut expect)?;
+    let mut rest = Vec::new();
+    for m in head.pieces.iter().filter(|m| !m.inline) {
+        rest.push(recv_data(ep, src, tag, m).await?);
+    }
+    Ok(Held {
+        hdr: head.hdr,
+        head,
+        rest,
+    })
+}
+
+impl Held {
+    /// Combines every piece into `table` in batch order, exactly as [`absorb`](super::assemble::absorb) does with the
+    /// pieces of [`recv_batch`]. A whole inline piece of a dense partition the table holds is
+    /// folded straight from the frame ([`Table::fold_bytes`]): a small message costs no buffer
+    /// per partition.
+    pub fn absorb(self, table: &mut Table, pool: &Pool) -> Result<()> {
+        let BatchHead {
+            pieces,
+            mut frame,
+            inline_at,
+            ..
+        } = self.head;
+        let mut rest = self.rest.into_iter();
+        let mut asm = Assembler::default();
+        let last_inline = pieces.iter().rposition(|p| p.inline);
+        let mut at = inline_at;
+        for (i, m) in pieces.iter().enumerate() {
+            check_piece(m)?;
+            let buf = if m.inline {
+                let range = inline_range(&frame, &mut at, m.len)?;
+                if m.whole() && table.fold_bytes(m.pid, m.layout, &frame[range.clone()])? {
+                    continue;
+                }
+                take_inline(pool, &mut frame, range, Some(i) == last_inline)
+            } else {
+                rest.next()
+                    .ok_or_else(|| Error::Protocol("batch lost a data frame".into()))?
+            };
+            asm.add(table, pool, In { meta: *m, buf })?;
+        }
+        asm.finish(table)
     }
 }
 
@@ -331,9 +410,14 @@ pub fn check_head(
     pieces: &[PieceMeta],
     expect: &mut Expect<'_>,
 ) -> Result<()> {
-    let mut seen = std::collections::HashSet::with_capacity(pieces.len());
+    // Senders list pieces in ascending (partition, offset) order; only a batch that is not
+    // needs a set to find a range listed twice.
+    let ascending = pieces
+        .windows(2)
+        .all(|w| (w[0].pid, w[0].offset) < (w[1].pid, w[1].offset));
+    let mut seen = std::collections::HashSet::new();
     for m in pieces {
-        let why = if seen.insert((m.pid, m.offset)) {
+        let why = if ascending || seen.insert((m.pid, m.offset)) {
             expect(m).err()
         } else {
             Some("it is in the batch twice".into())

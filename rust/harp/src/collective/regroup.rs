@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::framing::{recv_batch_expecting, whole_piece};
+use super::framing::{recv_held, whole_piece};
 use super::IdMap;
 use super::{
     absorb, boxed, choose, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
@@ -256,9 +256,9 @@ async fn halving(
         send_batch(&cx.ep, partner, tags::FOLD_IN.tag(), large as u32, &pieces).await?;
         drop(pieces);
         let tag = tags::FOLD_OUT.tag();
-        let (mut hdr, got) =
-            recv_batch_expecting(&cx.ep, cx.pool, partner, tag, owned_by(r)).await?;
+        let got = recv_held(&cx.ep, partner, tag, owned_by(r)).await?;
         // Bit 1: the partner kept out of this table (only ever with the agreement).
+        let mut hdr = got.hdr;
         let kept = agree.is_some() && hdr.aux & KEPT != 0;
         hdr.aux &= !KEPT;
         let any_large = flag(&hdr)?;
@@ -268,26 +268,31 @@ async fn halving(
         if any_large {
             return Ok(true);
         }
-        absorb(table, cx.pool, got)?;
+        got.absorb(table, cx.pool)?;
         return Ok(false);
     }
     let mut kept = false;
     if r < extra {
         let tag = tags::FOLD_IN.tag();
-        let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
-        let theirs = flag(&hdr)?;
+        let got = recv_held(&cx.ep, r + p2, tag, whole_piece).await?;
+        let theirs = flag(&got.hdr)?;
         if !large && !theirs {
-            absorb(table, cx.pool, got)?;
+            got.absorb(table, cx.pool)?;
         } else {
             kept = true;
         }
         large |= theirs;
     }
+    // Every partition held from here on has a valid owner: this table's are checked now, the
+    // received ones by `expect`.
+    for (id, _) in table.iter() {
+        part.owner(id, p)?;
+    }
+    let owner = |id: u32| part.owner(id, p).unwrap_or(r);
     let (mut mask, mut round) = (p2 >> 1, 0usize);
     while mask > 0 {
         let partner = r ^ mask;
-        let owner = owners(table, part, p)?;
-        let theirs = |id: &u32| virt(owner[id]) & mask != r & mask;
+        let theirs = |id: &u32| virt(owner(*id)) & mask != r & mask;
         let outs: Vec<Out<'_>> = if large {
             vec![]
         } else {
@@ -313,28 +318,27 @@ async fn halving(
         let tag = tags::ROUND.at(round);
         let (sent, got) = tokio::join!(
             send_batch(&cx.ep, partner, tag, large as u32, &outs),
-            recv_batch_expecting(&cx.ep, cx.pool, partner, tag, expect)
+            recv_held(&cx.ep, partner, tag, expect)
         );
         sent?;
         drop(outs);
-        let (hdr, got) = got?;
-        let theirs_large = flag(&hdr)?;
+        let got = got?;
+        let theirs_large = flag(&got.hdr)?;
         if !large && !theirs_large {
             table.retain(|id| !theirs(&id));
-            absorb(table, cx.pool, got)?;
+            got.absorb(table, cx.pool)?;
         }
         large |= theirs_large;
         mask >>= 1;
         round += 1;
     }
-    let owner = owners(table, part, p)?;
     if r < extra {
         let outs: Vec<Out<'_>> = if large {
             vec![]
         } else {
             table
                 .iter()
-                .filter(|(id, _)| owner[id] == r + p2)
+                .filter(|(id, _)| owner(*id) == r + p2)
                 .map(|(id, a)| Out::whole(id, a))
                 .collect()
         };
@@ -344,7 +348,7 @@ async fn halving(
     if large {
         return Ok(true);
     }
-    table.retain(|id| owner[&id] == r);
+    table.retain(|id| owner(id) == r);
     Ok(false)
 }
 

@@ -43,6 +43,27 @@ impl Table {
             }
         }
     }
+    /// Folds the bytes of a whole dense partition `id` of `layout` (at any alignment, e.g.
+    /// inside a received frame) into the partition this table holds, without a buffer for
+    /// them. Only when that is exactly what [`Table::add`] would do: the table holds `id` with
+    /// the same layout and size and its combiner is sum, min or max. Returns false, changing
+    /// nothing, otherwise (the caller then adds the bytes as an [`Array`]).
+    pub fn fold_bytes(&mut self, id: u32, layout: super::Layout, bytes: &[u8]) -> Result<bool> {
+        let super::Layout::Dense { dtype } = layout else {
+            return Ok(false);
+        };
+        if !self.combiner.folds_bytes() {
+            return Ok(false);
+        }
+        match self.parts.get_mut(&id) {
+            Some(acc) if acc.layout() == layout && acc.bytes().len() == bytes.len() => {
+                let c = &self.combiner;
+                c.combine_bytes(id, dtype, acc.bytes_mut(), dtype, bytes)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
     /// Inserts or replaces a partition without combining; returns the old one.
     pub fn put(&mut self, id: u32, data: Array) -> Option<Array> {
         self.parts.insert(id, data)
