@@ -75,21 +75,22 @@ fn expect_protocol(body: &[u8], what: &str) -> String {
     e.to_string()
 }
 
+/// A piece whose bytes travel inline.
+fn inline_piece(pid: u32, layout: Layout, total: u64, offset: u64, len: u64) -> PieceMeta {
+    PieceMeta {
+        pid,
+        layout,
+        total,
+        offset,
+        len,
+        inline: true,
+    }
+}
+
 /// A batch payload: the piece list of `pieces` (today's encoding), then `inline` bytes.
-fn batch(pieces: &[(u32, DType, u64, u64, u64)], inline: &[u8]) -> Vec<u8> {
-    let pieces: Vec<PieceMeta> = pieces
-        .iter()
-        .map(|&(pid, dtype, total, offset, len)| PieceMeta {
-            pid,
-            layout: Layout::dense(dtype),
-            total,
-            offset,
-            len,
-            inline: true,
-        })
-        .collect();
+fn batch(pieces: &[PieceMeta], inline: &[u8]) -> Vec<u8> {
     let mut b = vec![];
-    wire::encode_batch_meta(&pieces, &mut b);
+    wire::encode_batch_meta(pieces, &mut b);
     b.extend_from_slice(inline);
     b
 }
@@ -101,7 +102,8 @@ fn batch(pieces: &[(u32, DType, u64, u64, u64)], inline: &[u8]) -> Vec<u8> {
 fn issue_14_minimal_inputs_are_protocol_errors() {
     // Offset + length wrap around: offset 2^64 − 8, length 8, of a 16-byte i32 partition.
     let old = unhex("0f00000001010310fdf8ffffffffffffff08011111111111111111");
-    let new = batch(&[(1, DType::I32, 16, u64::MAX - 7, 8)], &[0x11; 8]);
+    let i32s = Layout::dense(DType::I32);
+    let new = batch(&[inline_piece(1, i32s, 16, u64::MAX - 7, 8)], &[0x11; 8]);
     expect_protocol(&old, "old offset+len wrap");
     let e = expect_protocol(&new, "offset+len wrap");
     assert!(
@@ -115,7 +117,10 @@ fn issue_14_minimal_inputs_are_protocol_errors() {
     expect_protocol(&old, "old inline length sum wrap");
     // 16 + (2^64 − 1) wraps to 15: give 15 inline bytes so that a wrapping check would pass.
     let new = batch(
-        &[(0, DType::U8, 16, 0, 16), (1, DType::U8, 0, 0, u64::MAX)],
+        &[
+            inline_piece(0, Layout::dense(DType::U8), 16, 0, 16),
+            inline_piece(1, Layout::dense(DType::U8), 0, 0, u64::MAX),
+        ],
         &[0x11u8; 15],
     );
     let e = expect_protocol(&new, "inline length sum wrap");
@@ -126,7 +131,10 @@ fn issue_14_minimal_inputs_are_protocol_errors() {
     let old = unhex("0b000000010104fc000000040008011111111111111111");
     expect_protocol(&old, "old 64 MiB up front");
     for total in [64 << 20, 1 << 40] {
-        let body = batch(&[(1, DType::U8, total, 0, 8)], &[0x11u8; 8]);
+        let body = batch(
+            &[inline_piece(1, Layout::dense(DType::U8), total, 0, 8)],
+            &[0x11u8; 8],
+        );
         LARGEST.with(|c| c.set(0));
         let e = expect_protocol(&body, "declared size up front");
         assert!(
@@ -175,14 +183,7 @@ fn valid_batch(rng: &mut Rng) -> Vec<u8> {
             // A key-value partition, whole (only whole ones are written into tables).
             let kv = kv_partition(rng);
             let total = kv.len() as u64;
-            pieces.push(PieceMeta {
-                pid,
-                layout: KV,
-                total,
-                offset: 0,
-                len: total,
-                inline: true,
-            });
+            pieces.push(inline_piece(pid, KV, total, 0, total));
             bytes.extend(kv);
             continue;
         }
@@ -196,20 +197,11 @@ fn valid_batch(rng: &mut Rng) -> Vec<u8> {
             _ => vec![(cut, total - cut), (0, cut)],
         };
         for (offset, len) in ranges {
-            pieces.push(PieceMeta {
-                pid,
-                layout: Layout::dense(dtype),
-                total,
-                offset,
-                len,
-                inline: true,
-            });
+            pieces.push(inline_piece(pid, Layout::dense(dtype), total, offset, len));
             bytes.extend((0..len).map(|_| rng.next() as u8));
         }
     }
-    let mut head = vec![];
-    wire::encode_batch_meta(&pieces, &mut head);
-    [&head[..], &bytes].concat()
+    batch(&pieces, &bytes)
 }
 
 const KV: Layout = Layout::KeyValue {
