@@ -167,6 +167,43 @@ mod tests {
     use crate::error::Result;
 
     #[test]
+    fn fold_bytes_does_what_add_does_or_nothing() {
+        use crate::data::{DType, Layout};
+        let pool = Pool::default();
+        let f64s = Layout::dense(DType::F64);
+        let table = |c: Combiner| {
+            let mut t = Table::new(c);
+            t.add(1, Array::from_slice(&pool, &[1.0f64, 5.0, -2.0]))
+                .unwrap();
+            t
+        };
+        let other = [4.0f64, 2.0, -3.0];
+        // The bytes at an odd address, as inside a received frame.
+        let mut raw = [0u64; 4];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut raw)[1..25]
+            .copy_from_slice(bytemuck::cast_slice(&other));
+        let bytes = &bytemuck::cast_slice::<u64, u8>(&raw)[1..25];
+        for c in [Combiner::Sum, Combiner::Min, Combiner::Max] {
+            let mut a = table(c.clone());
+            assert!(a.fold_bytes(1, f64s, bytes).unwrap());
+            let mut b = table(c);
+            b.add(1, Array::from_slice(&pool, &other)).unwrap();
+            let got = a.get(1).unwrap().as_slice::<f64>().unwrap().to_vec();
+            assert_eq!(got, b.get(1).unwrap().as_slice::<f64>().unwrap());
+        }
+        // Cases it leaves to `add`: nothing changes.
+        let untouched =
+            |t: &Table| t.get(1).unwrap().as_slice::<f64>().unwrap() == [1.0, 5.0, -2.0];
+        let mut t = table(Combiner::KeepFirst);
+        assert!(!t.fold_bytes(1, f64s, bytes).unwrap() && untouched(&t));
+        let mut t = table(Combiner::Sum);
+        assert!(!t.fold_bytes(2, f64s, bytes).unwrap() && untouched(&t));
+        assert!(!t.fold_bytes(1, f64s, &bytes[..16]).unwrap() && untouched(&t));
+        assert!(!t.fold_bytes(1, Layout::dense(DType::I64), bytes).unwrap() && untouched(&t));
+        assert!(t.get(2).is_none());
+    }
+
+    #[test]
     fn combiners_for_every_type() {
         let pool = Pool::default();
         for comb in [Combiner::Sum, Combiner::Min, Combiner::Max] {
