@@ -5,8 +5,9 @@
 //! returns itself to its pool when dropped; the pool keeps it if the class's free list and the
 //! pool's byte budget allow, otherwise frees it. A class keeps at least `max_free_per_class`
 //! buffers and, for small classes, as many as fit in `max_bytes_per_class`: a table of many
-//! small partitions is dropped and built again without the system allocator. Every buffer's bytes are always initialised
-//! (fresh buffers are zeroed), so handing out a reused buffer never exposes uninitialised memory.
+//! small partitions is dropped and built again without the system allocator. Every buffer's
+//! bytes are always initialised (fresh buffers are zeroed), so handing out a reused buffer
+//! never exposes uninitialised memory.
 //!
 //! One pool belongs to one worker (no process-wide pool), so several workers in one process
 //! (Hadoop's local mode) never share state.
@@ -74,8 +75,6 @@ unsafe impl Send for Raw {}
 #[derive(Default)]
 struct Class {
     bufs: Vec<Raw>,
-    /// How many buffers this list may hold (`PoolConfig::keep` of the class's size).
-    keep: usize,
     reuses: u64,
     kept: u64,
 }
@@ -137,14 +136,7 @@ impl Pool {
         Pool {
             inner: Arc::new(Inner {
                 cfg,
-                free: (0..CLASSES)
-                    .map(|c| {
-                        Mutex::new(Class {
-                            keep: cfg.keep(class_size(c)),
-                            ..Class::default()
-                        })
-                    })
-                    .collect(),
+                free: (0..CLASSES).map(|_| Mutex::default()).collect(),
                 allocations: AtomicU64::new(0),
                 freed: AtomicU64::new(0),
                 held: AtomicU64::new(0),
@@ -330,7 +322,7 @@ impl Drop for Buf {
         let class = class_of(cap);
         let mut list = pool.class(class);
         let fits_budget = pool.held.load(Relaxed) + cap as u64 <= pool.cfg.max_bytes_held;
-        if list.bufs.len() < list.keep && fits_budget {
+        if list.bufs.len() < pool.cfg.keep(cap) && fits_budget {
             list.bufs.push(raw);
             list.kept += 1;
             pool.held.fetch_add(cap as u64, Relaxed);

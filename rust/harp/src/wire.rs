@@ -28,7 +28,7 @@
 //! every other piece follows as its own `Data` frame, in order, written straight from the
 //! partition's buffer (no staging), and may be forwarded as it arrives (pipelining). Control messages (`Ctrl`) are bincode-encoded values.
 
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 
 use crate::data::Layout;
 use crate::error::{Error, Result};
@@ -40,7 +40,7 @@ pub const MAGIC: u32 = 0x4841_5250;
 ///    numbers), the `Calibrate` operation (network measurement), and `Event` frames with tag
 ///    `EVENT_CREDIT` (flow control of events).
 /// 6: the compact piece list of `Batch` frames (flags, pid steps, the layout only when it
-///    changes; 2–3 bytes for a small whole piece instead of 7).
+///    changes; 3 bytes for a small whole piece instead of 7).
 pub const WIRE_VERSION: u16 = 6;
 pub const HEADER_LEN: usize = 56;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
@@ -261,7 +261,7 @@ impl Header {
 
 /// A byte range `[offset, offset+len)` of partition `pid`, which has `total` bytes arranged as
 /// `layout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PieceMeta {
     pub pid: u32,
     pub layout: Layout,

@@ -293,8 +293,8 @@ fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bo
 /// A received batch whose inline pieces are still in its frame ([`recv_held`]): combined
 /// into a table by [`Held::absorb`], or dropped.
 pub struct Held {
-    pub hdr: Header,
-    head: BatchHead,
+    /// The batch frame, its header (`head.hdr`) and its piece list.
+    pub head: BatchHead,
     /// The pieces that travelled in frames of their own, in batch order.
     rest: Vec<Buf>,
 }
@@ -313,16 +313,12 @@ pub async fn recv_held(
     for m in head.pieces.iter().filter(|m| !m.inline) {
         rest.push(recv_data(ep, src, tag, m).await?);
     }
-    Ok(Held {
-        hdr: head.hdr,
-        head,
-        rest,
-    })
+    Ok(Held { head, rest })
 }
 
 impl Held {
-    /// Combines every piece into `table` in batch order, exactly as [`absorb`](super::assemble::absorb) does with the
-    /// pieces of [`recv_batch`]. A whole inline piece of a dense partition the table holds is
+    /// Combines every piece into `table` in batch order, exactly as
+    /// [`absorb`](super::assemble::absorb) does with the pieces of [`recv_batch`]. A whole inline piece of a dense partition the table holds is
     /// folded straight from the frame ([`Table::fold_bytes`]): a small message costs no buffer
     /// per partition.
     pub fn absorb(self, table: &mut Table, pool: &Pool) -> Result<()> {

@@ -258,7 +258,7 @@ async fn halving(
         let tag = tags::FOLD_OUT.tag();
         let got = recv_held(&cx.ep, partner, tag, owned_by(r)).await?;
         // Bit 1: the partner kept out of this table (only ever with the agreement).
-        let mut hdr = got.hdr;
+        let mut hdr = got.head.hdr;
         let kept = agree.is_some() && hdr.aux & KEPT != 0;
         hdr.aux &= !KEPT;
         let any_large = flag(&hdr)?;
@@ -275,7 +275,7 @@ async fn halving(
     if r < extra {
         let tag = tags::FOLD_IN.tag();
         let got = recv_held(&cx.ep, r + p2, tag, whole_piece).await?;
-        let theirs = flag(&got.hdr)?;
+        let theirs = flag(&got.head.hdr)?;
         if !large && !theirs {
             got.absorb(table, cx.pool)?;
         } else {
@@ -323,7 +323,7 @@ async fn halving(
         sent?;
         drop(outs);
         let got = got?;
-        let theirs_large = flag(&got.hdr)?;
+        let theirs_large = flag(&got.head.hdr)?;
         if !large && !theirs_large {
             table.retain(|id| !theirs(&id));
             got.absorb(table, cx.pool)?;
