@@ -1,5 +1,6 @@
-//! Wire format. Every message is a frame: a fixed 56-byte little-endian header followed by
-//! `len` payload bytes.
+//! Wire format. Every message is a frame: a header followed by `len` payload bytes. The three
+//! frames of a connection's authentication (`Hello`, `Challenge`, `Proof`) carry the full
+//! 56-byte little-endian header, which names the protocol, its version, the sender and the job:
 //!
 //! ```text
 //! offset size field
@@ -18,6 +19,10 @@
 //! 48     8    group    the group of the operation (0: every worker; else `Group` id, a hash
 //!                      of the member list); `seq` counts that group's operations
 //! ```
+//!
+//! Every later frame of the connection carries the *compact* header
+//! ([`Header::encode_compact`]): the same fields but magic, version, src and job, which the
+//! authenticated connection already fixed, with the numbers as varints (about 11 bytes).
 //!
 //! With per-frame integrity on (`Config::frame_mac`), every frame after the authentication is
 //! followed by a 16-byte tag, not counted in `len` (see `transport::integrity`).
@@ -41,8 +46,19 @@ pub const MAGIC: u32 = 0x4841_5250;
 ///    `EVENT_CREDIT` (flow control of events).
 /// 6: the compact piece list of `Batch` frames (flags, pid steps, the layout only when it
 ///    changes; 3 bytes for a small whole piece instead of 7).
-pub const WIRE_VERSION: u16 = 6;
+/// 7: the compact header on every frame after the authentication (about 11 bytes instead of
+///    56), and piece flags for "the next pid" and "the previous total" (1 byte for a small
+///    whole piece that follows one of the same size).
+pub const WIRE_VERSION: u16 = 7;
+/// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
+/// Longest compact header: its length byte, kind, op, algo and flags, then varints: seq (10
+/// bytes), the tag's phase (2) and step (4), aux (5), len (10); and the group id (8).
+pub const COMPACT_MAX: usize = 1 + 4 + 10 + 2 + 4 + 5 + 10 + 8;
+/// Shortest compact header: every varint one byte, no group.
+pub const COMPACT_MIN: usize = 1 + 4 + 1 + 1 + 1 + 1 + 1;
+/// Compact header flag: the group id follows (else the group is 0).
+const HDR_GROUP: u8 = 1;
 /// Batches whose pieces add up to at most this many bytes travel inline in one frame.
 pub const INLINE_MAX: u64 = 64 * 1024;
 /// In larger batches, pieces up to this size still travel inline.
@@ -257,6 +273,85 @@ impl Header {
             group: u64_at(48),
         })
     }
+
+    /// Writes the compact header into `b` and returns its length: a length byte (the bytes
+    /// that follow it), kind, op, algo, a flags byte (`HDR_GROUP`), then varints: `seq`, the
+    /// tag's phase (`tag >> 24`) and step (its low 24 bits), `aux` and `len`; last
+    /// the group id (u64) when it is not 0. `src` and `job` are not written: the connection
+    /// fixed them at its authentication.
+    pub fn encode_compact(&self, b: &mut [u8; COMPACT_MAX]) -> usize {
+        b[1] = self.kind as u8;
+        b[2] = self.op as u8;
+        b[3] = self.algo;
+        b[4] = if self.group != 0 { HDR_GROUP } else { 0 };
+        let mut at = 5;
+        let mut put = |v: u64, at: &mut usize| {
+            let (bytes, n) = varint_bytes(v);
+            b[*at..*at + n].copy_from_slice(&bytes[..n]);
+            *at += n;
+        };
+        put(self.seq, &mut at);
+        put(u64::from(self.tag >> 24), &mut at);
+        put(u64::from(self.tag & 0x00ff_ffff), &mut at);
+        put(u64::from(self.aux), &mut at);
+        put(self.len, &mut at);
+        if self.group != 0 {
+            b[at..at + 8].copy_from_slice(&self.group.to_le_bytes());
+            at += 8;
+        }
+        b[0] = (at - 1) as u8;
+        at
+    }
+
+    /// Reads a compact header ([`Header::encode_compact`], including its length byte) received
+    /// on the connection of rank `src` in job `job`. It must fill `b` exactly; unknown kinds,
+    /// operations or flags, over-long or redundant varints and a tag over 32 bits are protocol
+    /// errors.
+    pub fn decode_compact(b: &[u8], src: u32, job: u64) -> Result<Header> {
+        let bad = |what: &str| Error::Protocol(format!("malformed frame header: {what}"));
+        if b.len() < COMPACT_MIN || b.len() > COMPACT_MAX || usize::from(b[0]) + 1 != b.len() {
+            return Err(bad(&format!("{} bytes", b.len())));
+        }
+        let flags = b[4];
+        if flags & !HDR_GROUP != 0 {
+            return Err(bad(&format!("unknown flags {flags:#x}")));
+        }
+        let mut at = 5;
+        let seq = get_varint(b, &mut at).map_err(bad)?;
+        let phase = get_varint(b, &mut at).map_err(bad)?;
+        let step = get_varint(b, &mut at).map_err(bad)?;
+        if phase > 0xff || step > 0x00ff_ffff {
+            return Err(bad("a tag over 32 bits"));
+        }
+        let aux = get_varint(b, &mut at).map_err(bad)?;
+        let aux = u32::try_from(aux).map_err(|_| bad("aux over 32 bits"))?;
+        let len = get_varint(b, &mut at).map_err(bad)?;
+        let group = if flags & HDR_GROUP != 0 {
+            let g = b.get(at..at + 8).ok_or_else(|| bad("truncated"))?;
+            at += 8;
+            match u64::from_le_bytes(g.try_into().expect("8 bytes")) {
+                0 => return Err(bad("a group id of 0 flagged present")),
+                g => g,
+            }
+        } else {
+            0
+        };
+        if at != b.len() {
+            return Err(bad(&format!("{} bytes after the last field", b.len() - at)));
+        }
+        Ok(Header {
+            kind: Kind::from_u8(b[1])?,
+            op: Op::from_u8(b[2])?,
+            algo: b[3],
+            src,
+            job,
+            seq,
+            tag: (phase as u32) << 24 | step as u32,
+            aux,
+            len,
+            group,
+        })
+    }
 }
 
 /// A byte range `[offset, offset+len)` of partition `pid`, which has `total` bytes arranged as
@@ -286,14 +381,50 @@ const PIECE_WHOLE: u8 = 2;
 const PIECE_LAYOUT: u8 = 4;
 /// The pid follows as its step up from the previous piece's pid (else as itself).
 const PIECE_STEP: u8 = 8;
-const PIECE_FLAGS: u8 = PIECE_INLINE | PIECE_WHOLE | PIECE_LAYOUT | PIECE_STEP;
+/// The pid is the previous piece's plus one; no pid follows (never with `PIECE_STEP`).
+const PIECE_NEXT: u8 = 16;
+/// The partition has the previous piece's `total`; no total follows.
+const PIECE_SAME_TOTAL: u8 = 32;
+const PIECE_FLAGS: u8 =
+    PIECE_INLINE | PIECE_WHOLE | PIECE_LAYOUT | PIECE_STEP | PIECE_NEXT | PIECE_SAME_TOTAL;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// `v` as an unsigned LEB128 varint: the bytes and how many of them are used.
+fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
+    let (mut b, mut n) = ([0u8; 10], 0);
     while v >= 0x80 {
-        out.push(v as u8 | 0x80);
+        b[n] = v as u8 | 0x80;
+        n += 1;
         v >>= 7;
     }
-    out.push(v as u8);
+    b[n] = v as u8;
+    (b, n + 1)
+}
+
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let (b, n) = varint_bytes(v);
+    out.extend_from_slice(&b[..n]);
+}
+
+/// Reads a varint at `*at` of `bytes`, refusing one that is cut short, does not fit 64 bits,
+/// or has a redundant last byte (zero after the first: every number has one encoding).
+fn get_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<u64, &'static str> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at).ok_or("truncated")?;
+        *at += 1;
+        let bits = u64::from(b & 0x7f);
+        if shift == 63 && bits > 1 {
+            return Err("a number over 64 bits");
+        }
+        if b == 0 && shift > 0 {
+            return Err("a number with a redundant byte");
+        }
+        v |= bits << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("a number over 64 bits")
 }
 
 /// Appends `[u32 meta_len][piece list]`, the head of a `Batch` payload listing `pieces`, to
@@ -309,18 +440,28 @@ pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
     for m in pieces {
         let step = prev.and_then(|q| m.pid.checked_sub(q.pid));
         let layout = prev.is_none_or(|q| q.layout != m.layout);
+        let same_total = prev.is_some_and(|q| q.total == m.total);
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         let flags = flag(m.inline, PIECE_INLINE)
             | flag(m.whole(), PIECE_WHOLE)
             | flag(layout, PIECE_LAYOUT)
-            | flag(step.is_some(), PIECE_STEP);
+            | match step {
+                Some(1) => PIECE_NEXT,
+                Some(_) => PIECE_STEP,
+                None => 0,
+            }
+            | flag(same_total, PIECE_SAME_TOTAL);
         out.push(flags);
-        put_varint(out, u64::from(step.unwrap_or(m.pid)));
+        if step != Some(1) {
+            put_varint(out, u64::from(step.unwrap_or(m.pid)));
+        }
         if layout {
             bincode::serde::encode_into_std_write(m.layout, out, config())
                 .expect("encoding into memory cannot fail");
         }
-        put_varint(out, m.total);
+        if !same_total {
+            put_varint(out, m.total);
+        }
         if !m.whole() {
             put_varint(out, m.offset);
             put_varint(out, m.len);
@@ -337,25 +478,10 @@ pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
 pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
     let bad = |what: &str| Error::Protocol(format!("malformed piece list: {what}"));
     let mut at = 0usize;
-    let varint = |at: &mut usize| -> Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *bytes.get(*at).ok_or_else(|| bad("truncated"))?;
-            *at += 1;
-            let bits = u64::from(b & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err(bad("a number over 64 bits"));
-            }
-            v |= bits << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(bad("a number over 64 bits"))
-    };
+    let varint = |at: &mut usize| get_varint(bytes, at).map_err(bad);
     let count = varint(&mut at)?;
-    // A piece takes at least 3 bytes.
-    let mut pieces = Vec::with_capacity((count as usize).min(bytes.len() / 3));
+    // A piece takes at least 1 byte; the list grows past the first 4096 as pieces decode.
+    let mut pieces = Vec::with_capacity((count as usize).min(bytes.len()).min(4096));
     let mut prev: Option<PieceMeta> = None;
     for _ in 0..count {
         let flags = *bytes.get(at).ok_or_else(|| bad("truncated"))?;
@@ -363,10 +489,18 @@ pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
         if flags & !PIECE_FLAGS != 0 {
             return Err(bad(&format!("unknown piece flags {flags:#x}")));
         }
-        let n = varint(&mut at)?;
-        let pid = match (flags & PIECE_STEP != 0, prev) {
+        let relative = flags & (PIECE_STEP | PIECE_NEXT);
+        if relative == PIECE_STEP | PIECE_NEXT {
+            return Err(bad("a piece flagged both step and next"));
+        }
+        let n = if relative == PIECE_NEXT {
+            1
+        } else {
+            varint(&mut at)?
+        };
+        let pid = match (relative != 0, prev) {
             (true, Some(q)) => u64::from(q.pid).checked_add(n),
-            (true, None) => return Err(bad("the first piece's pid is a step")),
+            (true, None) => return Err(bad("the first piece's pid is relative")),
             (false, _) => Some(n),
         }
         .and_then(|v| u32::try_from(v).ok())
@@ -380,7 +514,11 @@ pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
             (false, Some(q)) => q.layout,
             (false, None) => return Err(bad("the first piece has no layout")),
         };
-        let total = varint(&mut at)?;
+        let total = match (flags & PIECE_SAME_TOTAL != 0, prev) {
+            (true, Some(q)) => q.total,
+            (true, None) => return Err(bad("the first piece has no total")),
+            (false, _) => varint(&mut at)?,
+        };
         let (offset, len) = if flags & PIECE_WHOLE != 0 {
             (0, total)
         } else {
@@ -552,6 +690,84 @@ mod tests {
         assert!(Header::decode(&bad).is_err());
     }
 
+    /// The compact header round-trips every field but src and job (the connection's), takes
+    /// 10 bytes for a small frame of the whole job, and refuses every malformed form.
+    #[test]
+    fn compact_headers_round_trip_and_reject() {
+        let mut h = Header {
+            kind: Kind::Data,
+            op: Op::ReduceScatter,
+            algo: 3,
+            src: 7,
+            job: 0xdead_beef_1234,
+            seq: u64::MAX,
+            tag: u32::MAX,
+            aux: u32::MAX,
+            len: u64::MAX,
+            group: 0x0123_4567_89ab_cdef,
+        };
+        let mut b = [0u8; COMPACT_MAX];
+        let n = h.encode_compact(&mut b);
+        assert_eq!(n, COMPACT_MAX);
+        assert_eq!(
+            Header::decode_compact(&b[..n], 7, 0xdead_beef_1234).unwrap(),
+            h
+        );
+        let other = Header::decode_compact(&b[..n], 2, 5).unwrap();
+        assert_eq!((other.src, other.job), (2, 5));
+        (h.seq, h.tag, h.aux, h.len, h.group) = (3, 2 << 24 | 1, 0, 120, 0);
+        let n = h.encode_compact(&mut b);
+        assert_eq!(n, COMPACT_MIN);
+        let small = b[..n].to_vec();
+        assert_eq!(
+            Header::decode_compact(&small, 7, 0xdead_beef_1234).unwrap(),
+            h
+        );
+        // Every cut short header, and one with a byte more, is refused.
+        for cut in 0..n {
+            assert!(
+                Header::decode_compact(&small[..cut], 7, 1).is_err(),
+                "cut {cut}"
+            );
+        }
+        let bad = |bytes: &[u8], why: &str| {
+            let e = Header::decode_compact(bytes, 7, 1).unwrap_err();
+            assert_eq!(e.kind(), "protocol");
+            assert!(e.to_string().contains(why), "{e}");
+        };
+        let mut longer = small.clone();
+        longer[0] += 1;
+        longer.push(0);
+        bad(&longer, "1 bytes after the last field");
+        let mut wrong = small.clone();
+        wrong[0] -= 1;
+        bad(&wrong, "10 bytes");
+        let with = |i: usize, v: u8| {
+            let mut x = small.clone();
+            x[i] = v;
+            x
+        };
+        bad(&with(1, 77), "unknown frame kind 77");
+        bad(&with(2, 99), "unknown operation 99");
+        bad(&with(4, 2), "unknown flags 0x2");
+        bad(&with(4, HDR_GROUP), "truncated");
+        // seq 3 written with a redundant byte: 0x83 0x00.
+        let mut redundant = small.clone();
+        redundant.splice(5..6, [0x83, 0x00]);
+        redundant[0] += 1;
+        bad(&redundant, "redundant byte");
+        // A phase of 256.
+        let mut phase = small.clone();
+        phase.splice(6..7, [0x80, 0x02]);
+        phase[0] += 1;
+        bad(&phase, "a tag over 32 bits");
+        // A group flagged present but 0.
+        let mut zero = with(4, HDR_GROUP);
+        zero.extend([0; 8]);
+        zero[0] += 8;
+        bad(&zero, "group id of 0");
+    }
+
     #[test]
     fn batches_are_checked_before_use() {
         let piece = |len, inline| PieceMeta {
@@ -630,19 +846,60 @@ mod tests {
             longer.push(0);
             assert!(decode_pieces(&longer).is_err());
         }
-        // A small whole piece after the first costs 3 bytes (flags, pid step, total).
+        // A small whole piece that follows one of the same size in the next partition costs
+        // 1 byte (its flags), another size 2 (flags, total), a gap in the pids 3.
         let run: Vec<PieceMeta> = (0..16).map(|i| piece(i, f64s, 32, 0, 32, true)).collect();
         let mut head = vec![];
         encode_batch_meta(&run, &mut head);
-        assert_eq!(head.len(), 4 + 1 + 5 + 15 * 3);
+        assert_eq!(head.len(), 4 + 1 + 5 + 15);
+        let sizes = [
+            piece(0, f64s, 8, 0, 8, true),
+            piece(1, f64s, 16, 0, 16, true),
+        ];
+        let gap = [
+            piece(0, f64s, 8, 0, 8, true),
+            piece(2, f64s, 16, 0, 16, true),
+        ];
+        for (list, second) in [(&sizes, 2), (&gap, 3)] {
+            let mut head = vec![];
+            encode_batch_meta(list, &mut head);
+            assert_eq!(head.len(), 4 + 1 + 5 + second);
+            assert_eq!(decode_pieces(&head[4..]).unwrap(), list);
+        }
         let bad = |bytes: &[u8], why: &str| {
             let e = decode_pieces(bytes).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         };
-        bad(&[1, 0x10, 0, 0, 0, 32], "unknown piece flags 0x10");
+        bad(&[1, 0x40, 0, 0, 0, 32], "unknown piece flags 0x40");
         bad(
             &[1, PIECE_STEP | PIECE_LAYOUT, 0, 0, 0, 32],
-            "first piece's pid is a step",
+            "first piece's pid is relative",
+        );
+        bad(
+            &[1, PIECE_NEXT | PIECE_LAYOUT, 0, 0, 32],
+            "first piece's pid is relative",
+        );
+        bad(
+            &[1, PIECE_SAME_TOTAL | PIECE_LAYOUT, 0, 0, 0],
+            "first piece has no total",
+        );
+        bad(
+            &[
+                2,
+                PIECE_LAYOUT | PIECE_WHOLE,
+                0,
+                0,
+                0,
+                8,
+                PIECE_STEP | PIECE_NEXT,
+                1,
+                8,
+            ],
+            "both step and next",
+        );
+        bad(
+            &[1, PIECE_LAYOUT | PIECE_WHOLE, 0x85, 0, 0, 0, 8],
+            "redundant byte",
         );
         bad(&[1, 0, 0, 32], "first piece has no layout");
         bad(

@@ -431,7 +431,9 @@ mod tests {
                 _ => 0,
             };
             let f = frame(tag, aux, &body);
-            let header_ok = super::super::reader::check_header(&f.hdr.encode(), 3, 1, &limits);
+            let mut hb = [0u8; crate::wire::COMPACT_MAX];
+            let n = f.hdr.encode_compact(&mut hb);
+            let header_ok = super::super::reader::check_header(&hb[..n], 3, 1, &limits);
             match Event::from_frame(f) {
                 Ok(ev) => {
                     assert!(header_ok.is_ok(), "{header_ok:?}");

@@ -21,7 +21,7 @@ use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
-use crate::wire::Header;
+use crate::wire::{Header, COMPACT_MAX};
 
 /// The write half of one connection; `None` once closed.
 pub(super) type Writer = tokio::sync::Mutex<Option<Conn>>;
@@ -34,12 +34,14 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Writes one frame: the header, the concatenation of `parts` and, with frame MACs on, its
+    /// Writes one frame: the compact header, the concatenation of `parts` and, with frame MACs on, its
     /// tag (computed as the bytes are written). The caller flushes.
     pub async fn write_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> std::io::Result<()> {
-        let h = hdr.encode();
-        let mut mac = self.seal.as_mut().map(|d| d.begin(&h));
-        self.wr.write_all(&h).await?;
+        let mut b = [0u8; COMPACT_MAX];
+        let n = hdr.encode_compact(&mut b);
+        let h = &b[..n];
+        let mut mac = self.seal.as_mut().map(|d| d.begin(h));
+        self.wr.write_all(h).await?;
         for p in parts {
             for c in p.chunks(1 << 20) {
                 if let Some(m) = mac.as_mut() {

@@ -16,7 +16,7 @@ use super::mesh::Writer;
 use super::socket::Limits;
 use crate::pool::{Buf, Pool};
 use crate::wire::{
-    Header, Kind, EVENT_CONTROL, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN, HEADER_LEN, MAX_LABEL,
+    Header, Kind, COMPACT_MAX, EVENT_CONTROL, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN, MAX_LABEL,
 };
 
 /// Sends a heartbeat on every idle connection (a busy one is proof of life already).
@@ -66,16 +66,26 @@ pub(super) async fn read_loop(
 ) {
     let mut rd = BufReader::with_capacity(256 * 1024, rd);
     let end = loop {
-        let mut hb = [0u8; HEADER_LEN];
-        if let Err(e) = rd.read_exact(&mut hb).await {
+        let mut hb = [0u8; COMPACT_MAX];
+        if let Err(e) = rd.read_exact(&mut hb[..1]).await {
             break End::Gone(lost(&e, ""));
         }
-        let h = match check_header(&hb, peer, job, &limits) {
+        let n = 1 + usize::from(hb[0]);
+        if n > COMPACT_MAX {
+            break End::Violation(format!(
+                "sent a malformed frame: a header of {n} bytes (at most {COMPACT_MAX})"
+            ));
+        }
+        if let Err(e) = rd.read_exact(&mut hb[1..n]).await {
+            break End::Gone(lost(&e, " in the middle of a frame"));
+        }
+        let hb = &hb[..n];
+        let h = match check_header(hb, peer, job, &limits) {
             Ok(h) => h,
             Err(e) => break End::Violation(e),
         };
         mb.seen(peer);
-        let mut mac = open.as_mut().map(|d| d.begin(&hb));
+        let mut mac = open.as_mut().map(|d| d.begin(hb));
         let fed = |b: &[u8]| {
             if let Some(m) = mac.as_mut() {
                 m.update(b);
@@ -144,23 +154,18 @@ fn abort_text(body: &[u8]) -> String {
     )
 }
 
-/// Decodes a frame header received from `peer` and checks it belongs on this connection: the
-/// peer's own rank, this job, and a payload within `limits.max_frame`. The error is the reason
+/// Decodes a compact frame header (with its length byte) received on the connection of rank
+/// `peer` in job `job`, and checks it belongs on this connection: a payload within
+/// `limits.max_frame`, none on a heartbeat, and a valid event header. The error is the reason
 /// the connection ends.
 pub(crate) fn check_header(
-    hb: &[u8; HEADER_LEN],
+    hb: &[u8],
     peer: usize,
     job: u64,
     limits: &Limits,
 ) -> std::result::Result<Header, String> {
-    let h = Header::decode(hb).map_err(|e| format!("sent a malformed frame: {e}"))?;
-    if h.src as usize != peer || h.job != job {
-        return Err(format!(
-            "sent a frame with src {} job {:#x} on its connection (expected src {peer} job \
-             {job:#x})",
-            h.src, h.job
-        ));
-    }
+    let h = Header::decode_compact(hb, peer as u32, job)
+        .map_err(|e| format!("sent a malformed frame: {e}"))?;
     if h.len > limits.max_frame {
         return Err(format!(
             "announced a frame of {} bytes, more than the largest accepted ({} bytes)",
@@ -249,29 +254,43 @@ mod tests {
         }
     }
 
+    /// A header encoded compactly, with its length byte.
+    fn compact(h: &Header) -> Vec<u8> {
+        let mut b = [0u8; COMPACT_MAX];
+        let n = h.encode_compact(&mut b);
+        b[..n].to_vec()
+    }
+
     #[test]
-    fn headers_announcing_too_much_or_the_wrong_sender_end_the_connection() {
+    fn headers_announcing_too_much_or_malformed_end_the_connection() {
         let l = limits(1 << 20, 1 << 20);
-        let h = |kind, src, job, len| {
-            let mut h = Header::control(kind, src, job, 0);
+        let h = |kind, len| {
+            let mut h = Header::control(kind, 2, 9, 0);
             h.len = len;
-            h.encode()
+            compact(&h)
         };
-        assert!(check_header(&h(Kind::Data, 2, 9, 1 << 20), 2, 9, &l).is_ok());
-        let e = check_header(&h(Kind::Data, 2, 9, 1 << 40), 2, 9, &l).unwrap_err();
+        let ok = check_header(&h(Kind::Data, 1 << 20), 2, 9, &l).unwrap();
+        // src and job come from the connection, not the bytes.
+        assert_eq!((ok.src, ok.job, ok.len), (2, 9, 1 << 20));
+        let e = check_header(&h(Kind::Data, 1 << 40), 2, 9, &l).unwrap_err();
         assert!(
             e.contains("1099511627776 bytes") && e.contains("1048576"),
             "{e}"
         );
-        let e = check_header(&h(Kind::Data, 3, 9, 0), 2, 9, &l).unwrap_err();
-        assert!(e.contains("src 3"), "{e}");
-        let e = check_header(&h(Kind::Data, 2, 8, 0), 2, 9, &l).unwrap_err();
-        assert!(e.contains("job 0x8"), "{e}");
-        let e = check_header(&h(Kind::Heartbeat, 2, 9, 5), 2, 9, &l).unwrap_err();
+        let e = check_header(&h(Kind::Heartbeat, 5), 2, 9, &l).unwrap_err();
         assert!(e.contains("Heartbeat"), "{e}");
-        let mut bad = h(Kind::Data, 2, 9, 0);
-        bad[0] ^= 1;
-        assert!(check_header(&bad, 2, 9, &l).unwrap_err().contains("magic"));
+        let mut bad = h(Kind::Data, 0);
+        bad[1] = 77;
+        let e = check_header(&bad, 2, 9, &l).unwrap_err();
+        assert!(
+            e.contains("malformed frame") && e.contains("unknown frame kind 77"),
+            "{e}"
+        );
+        let mut bad = h(Kind::Data, 0);
+        bad[0] += 1;
+        bad.push(0);
+        let e = check_header(&bad, 2, 9, &l).unwrap_err();
+        assert!(e.contains("1 bytes after the last field"), "{e}");
     }
 
     #[test]
@@ -280,7 +299,7 @@ mod tests {
         let ev = |tag, aux, len| {
             let mut h = Header::control(Kind::Event, 2, 9, 0);
             (h.tag, h.aux, h.len) = (tag, aux, len);
-            check_header(&h.encode(), 2, 9, &l)
+            check_header(&compact(&h), 2, 9, &l)
         };
         assert!(ev(EVENT_PLAIN, 0, 100).is_ok());
         assert!(ev(EVENT_CONTROL, 0, 7).is_ok());
