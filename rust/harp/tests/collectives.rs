@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use harp::check::model::{combine_all, copy, fill, gen, h, same, shape};
 use harp::check::{self, Faults, Spec};
-use harp::collective::{choose, AllreduceAlgorithm, BroadcastAlgorithm};
+use harp::collective::{
+    choose, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm,
+};
 use harp::netmodel::NetModel;
-use harp::{Array, Combiner, Config, DType, Pool, Table};
+use harp::{Array, Combiner, Config, DType, Partitioner, Pool, Table};
 
 use common::{config, on_workers};
 
@@ -296,4 +298,122 @@ fn the_net_model_file_is_loaded_at_start_and_bad_ones_are_named() {
     let e = harp::Worker::in_process(3, c).err().unwrap().to_string();
     assert!(e.contains("missing.txt"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Rank `r`'s table under `combiner`: partitions 0..6 of 20,000 f64 (160 KB, above every
+/// crossover, so the ring and scatter-gather algorithms segment what they may), each holding
+/// r + 1 everywhere.
+fn non_elementwise_table(pool: &Pool, combiner: Combiner, r: usize) -> Table {
+    let mut t = Table::new(combiner);
+    for pid in 0..6 {
+        t.add(pid, Array::from_slice(pool, &[(r + 1) as f64; 20_000]))
+            .unwrap();
+    }
+    t
+}
+
+/// The reductions of `t` on worker `w` with every algorithm that combines: allreduce,
+/// reduce to rank 0 and reduce-scatter, each algorithm by name.
+type Reduction = (
+    &'static str,
+    fn(&harp::Worker, &mut Table) -> harp::Result<()>,
+);
+const REDUCTIONS: [Reduction; 13] = [
+    ("allreduce auto", |w, t| {
+        w.allreduce("nc", t, AllreduceAlgorithm::Auto)
+    }),
+    ("allreduce bidirectional", |w, t| {
+        w.allreduce("nc", t, AllreduceAlgorithm::BidirectionalExchange)
+    }),
+    ("allreduce regroup-allgather", |w, t| {
+        w.allreduce("nc", t, AllreduceAlgorithm::RegroupAllgather)
+    }),
+    ("reduce auto", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::Auto)
+    }),
+    ("reduce binomial", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::Binomial)
+    }),
+    ("reduce binary", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::Binary)
+    }),
+    ("reduce scatter-gather", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::ScatterGather)
+    }),
+    ("reduce chain", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::Chain)
+    }),
+    ("reduce net-ring", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::NetRing)
+    }),
+    ("reduce net-hierarchy", |w, t| {
+        w.reduce("nc", t, 0, ReduceAlgorithm::NetHierarchy)
+    }),
+    ("reduce-scatter auto", |w, t| {
+        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, ReduceScatterAlgorithm::Auto)
+    }),
+    ("reduce-scatter ring", |w, t| {
+        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, ReduceScatterAlgorithm::Ring)
+    }),
+    ("reduce-scatter halving", |w, t| {
+        let algo = ReduceScatterAlgorithm::RecursiveHalving;
+        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, algo)
+    }),
+];
+
+/// A table whose combiner is not element-wise (keep-first, reject) combines alike under every
+/// reducing algorithm: keep-first succeeds and leaves each partition whole, one worker's copy
+/// (never a mix of workers' ranges), the same on every worker that holds it; reject fails
+/// with a data error naming the duplicate partition where it met it.
+#[test]
+fn keep_first_and_reject_combine_alike_under_every_reducing_algorithm() {
+    for p in [2, 3, 4] {
+        for (name, run) in REDUCTIONS {
+            let got = on_workers(p, cfg(), |w| {
+                let mut t = non_elementwise_table(w.pool(), Combiner::KeepFirst, w.rank());
+                let r = run(&w, &mut t).map(|()| {
+                    t.iter()
+                        .map(|(pid, a)| (pid, a.as_slice::<f64>().unwrap().to_vec()))
+                        .collect::<Vec<_>>()
+                });
+                w.close();
+                r
+            });
+            let mut seen = std::collections::BTreeMap::new();
+            for (rank, r) in got.into_iter().enumerate() {
+                let parts = r.unwrap_or_else(|e| panic!("{name}, p = {p}, rank {rank}: {e}"));
+                for (pid, v) in parts {
+                    let first = v[0];
+                    assert!(
+                        v.iter().all(|&x| x == first) && (1.0..=p as f64).contains(&first),
+                        "{name}, p = {p}: partition {pid} on rank {rank} mixes workers' values"
+                    );
+                    assert_eq!(*seen.entry(pid).or_insert(first), first, "{name} {pid}");
+                }
+            }
+            assert_eq!(seen.len(), 6, "{name}, p = {p}: {seen:?}");
+
+            let got = on_workers(p, cfg(), |w| {
+                let mut t = non_elementwise_table(w.pool(), Combiner::Reject, w.rank());
+                let r = run(&w, &mut t);
+                w.close();
+                r
+            });
+            // A reduce's senders may be done before the root meets the duplicate (they learn
+            // of its failure at their next collective); every other operation fails everywhere.
+            let rooted = name.starts_with("reduce ");
+            assert!(
+                got.iter().all(|r| r.is_err()) || (rooted && got[0].is_err()),
+                "{name}, p = {p}: {got:?}"
+            );
+            assert!(
+                got.iter().flat_map(|r| r.as_ref().err()).any(|e| {
+                    e.kind() == "data"
+                        && e.to_string().contains("arrived twice")
+                        && e.to_string().contains("partition ")
+                }),
+                "{name}, p = {p}: {got:?}"
+            );
+        }
+    }
 }

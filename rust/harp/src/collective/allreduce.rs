@@ -115,7 +115,7 @@ pub(super) async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool
         let (hdr, got) = recv_batch_expecting(&cx.ep, cx.pool, r + p2, tag, whole_piece).await?;
         let theirs = flag(&hdr)?;
         if !large && !theirs {
-            take(table, &mut work, copy, cx.pool, got)?;
+            take(table, &mut work, copy, cx.pool, got, false)?;
         }
         large |= theirs;
     }
@@ -134,7 +134,7 @@ pub(super) async fn doubling(cx: &Ctx<'_>, table: &mut Table, agree: Option<bool
         let (hdr, got) = got?;
         let theirs = flag(&hdr)?;
         if !large && !theirs {
-            take(table, &mut work, copy, cx.pool, got)?;
+            take(table, &mut work, copy, cx.pool, got, partner < r)?;
         }
         large |= theirs;
         mask <<= 1;
@@ -169,19 +169,29 @@ pub(super) fn large_flag(cx: &Ctx<'_>, hdr: &Header, agreeing: bool, what: &str)
 }
 
 /// Combines `got` into `table`, or into `work` when `copy` (a copy of `table` made now if
-/// there is none yet).
+/// there is none yet). `theirs_first`: `got` comes from a lower rank, so a combiner for which
+/// order matters (anything but sum, min and max: keep-first, reject's message, append, custom)
+/// combines it first and the held table second. Every worker then combines in rank order,
+/// and the result is the same on all of them.
 fn take(
     table: &mut Table,
     work: &mut Option<Table>,
     copy: bool,
     pool: &Pool,
     got: Vec<In>,
+    theirs_first: bool,
 ) -> Result<()> {
     let acc = match work {
         Some(w) => w,
         None if copy => work.insert(table.duplicate(pool)),
         None => table,
     };
+    if theirs_first && !acc.combiner().folds_bytes() {
+        let mut theirs = Table::new(acc.combiner().clone());
+        absorb(&mut theirs, pool, got)?;
+        let mine = std::mem::replace(acc, theirs);
+        return acc.merge(mine);
+    }
     absorb(acc, pool, got)
 }
 
@@ -246,8 +256,11 @@ pub async fn ring_reduce_scatter_in(
             if have.contains(&(m.pid, m.offset)) {
                 let a = table.get_mut(m.pid).expect("have implies present");
                 check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
-                if !m.layout.splittable() {
-                    // A whole key-value partition (never segmented): combined key by key.
+                if !m.layout.splittable() || (m.whole() && !combiner.folds_bytes()) {
+                    // A whole partition that is not folded range by range (key-value and
+                    // edge partitions, which are never segmented, and dense ones whose
+                    // combiner is not element-wise: keep-first, reject, custom): the
+                    // combiner's own rule for whole partitions.
                     let other = Array::received(m.pid, m.layout, piece.buf)?;
                     combiner.combine(m.pid, a, &other)?;
                     continue;
