@@ -137,7 +137,8 @@ macro_rules! collectives {
             })?;
             if self.rank() == root {
                 self.predicted("reduce", t0, |m| {
-                    choose::predict_reduce(m, &self.topo, ran, root, table.bytes())
+                    let crossover = self.config().allreduce_crossover;
+                    choose::predict_reduce(m, &self.topo, ran, root, table.bytes(), crossover)
                 });
             }
             Ok(())
@@ -576,7 +577,19 @@ impl Worker {
 
     /// Seconds since `t0` recorded against `predict()` when a model is set.
     fn predicted(&self, op: &str, t0: Instant, predict: impl FnOnce(&NetModel) -> f64) {
-        if let Some(m) = self.net_model() {
+        self.predicted_on(self.net_model(), op, t0, predict)
+    }
+
+    /// Seconds since `t0` recorded in the drift window against `predict()` on `model` (the
+    /// worker's or a group's), when there is one.
+    fn predicted_on(
+        &self,
+        model: Option<Arc<NetModel>>,
+        op: &str,
+        t0: Instant,
+        predict: impl FnOnce(&NetModel) -> f64,
+    ) {
+        if let Some(m) = model {
             let measured = t0.elapsed().as_secs_f64();
             self.record_prediction(op, predict(&m), measured);
         }
@@ -1068,10 +1081,7 @@ impl Group<'_> {
     /// Seconds since `t0` recorded against `predict()` (on the group's model) in the worker's
     /// drift window when a model is set.
     fn predicted(&self, op: &str, t0: Instant, predict: impl FnOnce(&NetModel) -> f64) {
-        if let Some(m) = self.net_model() {
-            let measured = t0.elapsed().as_secs_f64();
-            self.w.record_prediction(op, predict(&m), measured);
-        }
+        self.w.predicted_on(self.net_model(), op, t0, predict)
     }
 
     fn op<'a, T, Fut>(

@@ -342,7 +342,9 @@ pub fn reduce(
             NetChain,
         ]
     };
-    cheapest(candidates, |a| predict_reduce(net, topo, a, root, n))
+    cheapest(candidates, |a| {
+        predict_reduce(net, topo, a, root, n, crossover)
+    })
 }
 
 /// The candidate of least `cost` (the earliest of equal ones; `candidates` is not empty).
@@ -368,13 +370,15 @@ pub fn predict_reduce(
     algo: ReduceAlgorithm,
     root: usize,
     n: u64,
+    crossover: u64,
 ) -> f64 {
     let p = net.workers();
     match algo {
-        // The automatic reduce is costed as what it runs, plus nothing for the agreement.
+        // The automatic reduce is costed as what it runs with the job's crossover
+        // (`Config::allreduce_crossover`), plus nothing for the agreement.
         ReduceAlgorithm::Auto => {
-            let crossover = crate::config::Config::default().allreduce_crossover;
-            predict_reduce(net, topo, reduce(net, topo, root, n, crossover), root, n)
+            let ran = reduce(net, topo, root, n, crossover);
+            predict_reduce(net, topo, ran, root, n, crossover)
         }
         ReduceAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, false)
@@ -540,11 +544,23 @@ mod tests {
         let chain = predict_broadcast(&flat, &topo, BroadcastAlgorithm::Chain, 0, big, c);
         let nb = big as f64 / 23.9e6;
         assert!(chain > nb && chain < 1.05 * nb, "{chain} {nb}");
-        let reduce_cost = |net, a| predict_reduce(net, &topo, a, 0, big);
+        let crossover = crate::config::Config::default().allreduce_crossover;
+        let reduce_cost = |net, a| predict_reduce(net, &topo, a, 0, big, crossover);
         assert!(
             reduce_cost(&uneven, ReduceAlgorithm::NetRing)
                 <= reduce_cost(&uneven, ReduceAlgorithm::ScatterGather)
         );
+        // The automatic reduce is costed as what it picks under the job's crossover: a table
+        // below it only has the trees to choose from, so its prediction moves with it.
+        let auto = |x: u64| {
+            let picked = reduce(&uneven, &topo, 0, big, x);
+            let cost = predict_reduce(&uneven, &topo, ReduceAlgorithm::Auto, 0, big, x);
+            assert_eq!(cost, predict_reduce(&uneven, &topo, picked, 0, big, x));
+            (picked, cost)
+        };
+        let (above, below) = (auto(1), auto(big + 1));
+        assert_ne!(above.0, below.0);
+        assert!(above.1 < below.1, "{above:?} {below:?}");
         // The pipelined reduces: a chain at about n/B (every worker takes in one stream), the
         // binary tree at about 2n/B (two streams into one link), both below scatter-gather's
         // 2(p−1)/p · n/B on the flat network; with the model, the automatic reduce of a large
