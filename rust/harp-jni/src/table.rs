@@ -228,22 +228,6 @@ pub extern "system" fn Java_harp_Table_get<'l>(
     })
 }
 
-/// The element type name of partition `pid` (`f64`, …), or null when absent.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_harp_Table_type<'l>(
-    mut env: EnvUnowned<'l>,
-    _c: JClass<'l>,
-    t: jlong,
-    pid: jint,
-) -> JString<'l> {
-    call(&mut env, |env, _| {
-        match with_partition(t, pid, |a| a.dtype())? {
-            Some(d) => new_jstring(env, d.name()),
-            None => Ok(JString::default()),
-        }
-    })
-}
-
 /// Partition ids in ascending order.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Table_ids<'l>(

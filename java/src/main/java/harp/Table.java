@@ -101,12 +101,20 @@ public final class Table implements AutoCloseable {
     return p;
   }
 
-  /** The partition with this id, or null. */
+  /**
+   * The dense partition with this id, or null when there is none. A key-value or edge partition
+   * is not an array of elements: asking for one here throws {@link IllegalStateException} (read it
+   * with {@link KeyValueTable#cursor()} or {@link EdgeTable}).
+   */
   public Partition get(int id) {
     long h = handle();
-    String t = type(h, id);
+    String t = layout(h, id);
     if (t == null) {
       return null;
+    }
+    if (t.startsWith("kv ") || t.startsWith("edges")) {
+      throw new IllegalStateException("partition " + id + " holds " + t
+          + ", not a dense array: read it through KeyValueTable or EdgeTable");
     }
     ByteBuffer b = get(h, id);
     return new Partition(this, id, DType.fromWireName(t), b.order(ByteOrder.nativeOrder()));
@@ -183,9 +191,6 @@ public final class Table implements AutoCloseable {
   static native ByteBuffer create(long table, int pid, String dtype, int length);
 
   static native ByteBuffer get(long table, int pid);
-
-  /** The element type's name, or null when absent. */
-  static native String type(long table, int pid);
 
   static native int[] ids(long table);
 

@@ -88,6 +88,18 @@ class NativeTest {
   }
 
   @Test
+  void keyValuePartitionsAreNotReadAsDenseArrays() {
+    try (KeyValueTable kv = worker.newKeyValueTable(KeyType.STR, ValueType.scalar(DType.I64), Combiner.SUM, 1)) {
+      kv.add("word", 3L);
+      kv.flush();
+      IllegalStateException e = assertThrows(IllegalStateException.class, () -> kv.table().get(0));
+      assertTrue(e.getMessage().contains("partition 0 holds kv str") && e.getMessage().contains("KeyValueTable"),
+          e.getMessage());
+      assertNull(kv.table().get(1));
+    }
+  }
+
+  @Test
   void everyElementTypeReadsBackAsItself() {
     try (Table t = worker.newTable(Combiner.MAX)) {
       for (DType d : DType.values()) {
