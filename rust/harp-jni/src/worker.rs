@@ -461,16 +461,18 @@ fn vertex_partitions(p: jint) -> Result<u32, Failure> {
 /// `harp::graph::regroup_edges`: every edge to the worker holding its source's (or
 /// destination's) vertex partition.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_harp_Worker_regroupEdges<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     by_source: jboolean,
     partitions: jint,
 ) {
-    collective(env, w, Op::Regroup, label, |_, wk, label| {
+    in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
         let p = vertex_partitions(partitions)?;
         in_table(t, |tb| {
             harp::graph::regroup_edges(wk, label, tb, endpoint(by_source), p)
@@ -486,13 +488,14 @@ pub extern "system" fn Java_harp_Worker_sendEdgesToVertices<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
     by_source: jboolean,
     vertices: jlong,
     partitions: jint,
 ) {
-    collective(env, w, Op::Regroup, label, |_, wk, label| {
+    in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
         let p = vertex_partitions(partitions)?;
         if t == vertices {
             return Err(fail(
@@ -514,10 +517,11 @@ pub extern "system" fn Java_harp_Worker_sendMessages<'l>(
     env: EnvUnowned<'l>,
     _c: JClass<'l>,
     w: jlong,
+    members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
 ) {
-    collective(env, w, Op::Regroup, label, |_, wk, label| {
+    in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
         in_table(t, |tb| harp::graph::send_messages(wk, label, tb))
     })
 }

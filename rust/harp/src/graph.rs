@@ -1,8 +1,10 @@
 //! Graph collectives (the Harp paper's Table 2, graph column): functions over a [`Worker`]
-//! that move edge partitions ([`crate::data::graph`]) and message partitions (key-value
-//! tables keyed by destination vertex, [`crate::data::kv`]) to the workers holding their
-//! vertices. They are built on [`Worker::regroup`] and [`Worker::allgather`]: every worker
-//! must call them in the same order, like any collective.
+//! or a [`Group`](crate::worker::Group) (any [`Collectives`]; in a group, workers, ranks and
+//! owners below are the members and their group ranks) that move edge partitions
+//! ([`crate::data::graph`]) and message partitions (key-value tables keyed by destination
+//! vertex, [`crate::data::kv`]) to the workers holding their vertices. They are built on
+//! [`Worker::regroup`] and [`Worker::allgather`]: every worker must call them in the same
+//! order, like any collective.
 //!
 //! # Where a vertex lives
 //!
@@ -23,6 +25,8 @@ use crate::data::kv::{Key, KeyHasher, KeyType, Value, ValueType, Writer};
 use crate::data::{Array, Combiner, Elem, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::worker::Collectives;
+#[cfg(doc)]
 use crate::worker::Worker;
 
 /// The worker holding partition `pid` among `workers`: `pid mod workers` (the same function
@@ -69,7 +73,11 @@ fn rebucket(
     Ok(out)
 }
 
-fn into_table(w: &Worker, edges: &mut Table, parts: BTreeMap<u32, EdgeBuilder>) {
+fn into_table(
+    w: &(impl Collectives + ?Sized),
+    edges: &mut Table,
+    parts: BTreeMap<u32, EdgeBuilder>,
+) {
     *edges = Table::new(Combiner::Sum);
     for (pid, b) in parts {
         edges.put(pid, b.build(w.pool()));
@@ -84,7 +92,7 @@ fn into_table(w: &Worker, edges: &mut Table, parts: BTreeMap<u32, EdgeBuilder>) 
 /// edge partitions of one layout is an error before anything is sent. Cost: one pass over the
 /// local edges, then one regroup (all-to-all) of the edge bytes.
 pub fn regroup_edges(
-    w: &Worker,
+    w: &(impl Collectives + ?Sized),
     label: &str,
     edges: &mut Table,
     by: Endpoint,
@@ -102,7 +110,7 @@ pub fn regroup_edges(
 /// several workers goes to the lowest rank. Cost: an allgather of the vertex partition ids (8
 /// bytes each), one pass over the local edges, one regroup of the edge bytes.
 pub fn send_edges_to_vertices(
-    w: &Worker,
+    w: &(impl Collectives + ?Sized),
     label: &str,
     edges: &mut Table,
     by: Endpoint,
@@ -229,7 +237,11 @@ impl<T: Elem> MessageTable<T> {
 /// combiner: the owner's own messages first, then the others' in rank order. Afterwards
 /// `messages` holds the message partitions this worker owns. Cost: one regroup of the encoded
 /// bytes (8 bytes of key plus the value per distinct destination and sender).
-pub fn send_messages(w: &Worker, label: &str, messages: &mut Table) -> Result<()> {
+pub fn send_messages(
+    w: &(impl Collectives + ?Sized),
+    label: &str,
+    messages: &mut Table,
+) -> Result<()> {
     for (pid, a) in messages.iter() {
         if !matches!(
             a.layout(),

@@ -292,13 +292,13 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
    * {@code hash(v) mod partitions}, held by worker {@code partition mod workers}).
    */
   public void regroupEdges(String label, EdgeTable edges, boolean bySource, int partitions) {
-    collective(w -> w.regroupEdges(label, edges, bySource, partitions));
+    collective(w -> w.regroupEdges(null, label, edges, bySource, partitions));
   }
 
   /** Every edge goes to the worker that holds its source's (or destination's) partition in {@code vertices}. */
   public void sendEdgesToVertices(String label, EdgeTable edges, boolean bySource, KeyValueTable vertices,
       int partitions) {
-    collective(w -> w.sendEdgesToVertices(label, edges, bySource, vertices, partitions));
+    collective(w -> w.sendEdgesToVertices(null, label, edges, bySource, vertices, partitions));
   }
 
   /**
@@ -306,12 +306,12 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
    * partitions) moves to the workers holding the vertices and is combined there.
    */
   public void sendMessages(String label, KeyValueTable messages) {
-    collective(w -> w.sendMessages(label, messages));
+    collective(w -> w.sendMessages(null, label, messages));
   }
 
   /** Regroup whose owners the master decides from the actual distribution of the partitions. */
   public void regroupPlanned(String label, Table t) {
-    collective(w -> w.regroupPlanned(label, t));
+    collective(w -> w.regroupPlanned(null, label, t));
   }
 
   /** Local partitions are combined into their owners' global tables. */

@@ -75,6 +75,14 @@ public final class Group {
     mapper.collective(w -> w.allgather(members, label, t, 0));
   }
 
+  /** Allgather pipelined per partition when the total number of partitions is known. */
+  public void allgather(String label, Table t, int totalPartitions) {
+    if (totalPartitions <= 0) {
+      throw new IllegalArgumentException("total partitions must be positive");
+    }
+    mapper.collective(w -> w.allgather(members, label, t, totalPartitions));
+  }
+
   public void allgather(String label, KeyValueTable t) {
     allgather(label, t.table());
   }
@@ -104,6 +112,31 @@ public final class Group {
 
   public void regroup(String label, KeyValueTable t, Partitioner p) {
     regroup(label, t.table(), p);
+  }
+
+  /** Regroup whose owners the group's first member decides from the actual distribution of the partitions. */
+  public void regroupPlanned(String label, Table t) {
+    mapper.collective(w -> w.regroupPlanned(members, label, t));
+  }
+
+  /**
+   * Regroup edges among the members: every edge goes to the member holding the vertex partition of
+   * its source ({@code bySource}) or destination, among {@code partitions} vertex partitions
+   * (partition {@code hash(v) mod partitions}, held by group rank {@code partition mod size()}).
+   */
+  public void regroupEdges(String label, EdgeTable edges, boolean bySource, int partitions) {
+    mapper.collective(w -> w.regroupEdges(members, label, edges, bySource, partitions));
+  }
+
+  /** Every edge goes to the member that holds its source's (or destination's) partition in {@code vertices}. */
+  public void sendEdgesToVertices(String label, EdgeTable edges, boolean bySource, KeyValueTable vertices,
+      int partitions) {
+    mapper.collective(w -> w.sendEdgesToVertices(members, label, edges, bySource, vertices, partitions));
+  }
+
+  /** Messages (i64 vertex keys) move to the members holding their vertices and are combined there. */
+  public void sendMessages(String label, KeyValueTable messages) {
+    mapper.collective(w -> w.sendMessages(members, label, messages));
   }
 
   /** Local partitions are combined into their owners' (group ranks under {@code p}) global tables. */

@@ -230,23 +230,24 @@ final class Worker implements AutoCloseable {
     regroup(handle(), g, label, t.changing(), false, m[0], m[1]);
   }
 
-  void regroupEdges(String label, EdgeTable e, boolean bySource, int partitions) {
+  void regroupEdges(int[] g, String label, EdgeTable e, boolean bySource, int partitions) {
     Table t = e.table();
-    regroupEdges(handle(), label, t.changing(), bySource, partitions);
+    regroupEdges(handle(), g, label, t.changing(), bySource, partitions);
   }
 
-  void sendEdgesToVertices(String label, EdgeTable e, boolean bySource, KeyValueTable vertices, int partitions) {
+  void sendEdgesToVertices(int[] g, String label, EdgeTable e, boolean bySource, KeyValueTable vertices,
+      int partitions) {
     Table t = e.table();
     Table v = vertices.table();
-    sendEdgesToVertices(handle(), label, t.changing(), bySource, v.handle(), partitions);
+    sendEdgesToVertices(handle(), g, label, t.changing(), bySource, v.handle(), partitions);
   }
 
-  void sendMessages(String label, KeyValueTable messages) {
-    sendMessages(handle(), label, messages.table().changing());
+  void sendMessages(int[] g, String label, KeyValueTable messages) {
+    sendMessages(handle(), g, label, messages.table().changing());
   }
 
-  void regroupPlanned(String label, Table t) {
-    regroup(handle(), null, label, t.changing(), true, null, null);
+  void regroupPlanned(int[] g, String label, Table t) {
+    regroup(handle(), g, label, t.changing(), true, null, null);
   }
 
   void push(String label, Table local, Table global, Partitioner p) {
@@ -311,12 +312,13 @@ final class Worker implements AutoCloseable {
   static native void pull(long worker, int[] group, String label, long local, long global, int[] ids,
       int[] owners);
 
-  static native void regroupEdges(long worker, String label, long table, boolean bySource, int partitions);
-
-  static native void sendEdgesToVertices(long worker, String label, long edges, boolean bySource, long vertices,
+  static native void regroupEdges(long worker, int[] group, String label, long table, boolean bySource,
       int partitions);
 
-  static native void sendMessages(long worker, String label, long table);
+  static native void sendEdgesToVertices(long worker, int[] group, String label, long edges, boolean bySource,
+      long vertices, int partitions);
+
+  static native void sendMessages(long worker, int[] group, String label, long table);
 
   static native void rotate(long worker, int[] group, String label, long table, int[] map);
 }

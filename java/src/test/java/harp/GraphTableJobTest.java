@@ -30,6 +30,21 @@ class GraphTableJobTest {
     return e;
   }
 
+  /** Where the graph collectives run: the whole job or a group (ranks and sizes are the scope's). */
+  interface Scope {
+    int rank();
+
+    int size();
+
+    void regroupEdges(String label, EdgeTable edges, boolean bySource, int partitions);
+
+    void allreduce(String label, Table t);
+
+    void sendMessages(String label, KeyValueTable messages);
+
+    void sendEdgesToVertices(String label, EdgeTable edges, boolean bySource, KeyValueTable vertices, int partitions);
+  }
+
   public static class GraphMapper extends CollectiveMapper<FilePosition, Text, Object, Object> {
     private int verified;
 
@@ -43,8 +58,75 @@ class GraphTableJobTest {
     @Override
     protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context)
         throws IOException, InterruptedException {
-      int r = getSelfID();
-      int p = getNumWorkers();
+      if (context.getConfiguration().getBoolean("graph.test.groups", false)) {
+        // Two disjoint groups of two, {0, 2} and {1, 3}, each running the whole check at once.
+        Group g = group(getSelfID() % 2 == 0 ? new int[] {0, 2} : new int[] {1, 3});
+        checkGraph(new Scope() {
+          public int rank() {
+            return g.rank();
+          }
+
+          public int size() {
+            return g.size();
+          }
+
+          public void regroupEdges(String l, EdgeTable e, boolean s, int n) {
+            g.regroupEdges(l, e, s, n);
+          }
+
+          public void allreduce(String l, Table t) {
+            g.allreduce(l, t);
+          }
+
+          public void sendMessages(String l, KeyValueTable m) {
+            g.sendMessages(l, m);
+          }
+
+          public void sendEdgesToVertices(String l, EdgeTable e, boolean s, KeyValueTable v, int n) {
+            g.sendEdgesToVertices(l, e, s, v, n);
+          }
+        });
+        // Allgather with the total known, in the group: every member ends with both partitions.
+        try (Table t = newTable(Combiner.SUM)) {
+          t.put(g.rank(), new long[] {getSelfID()});
+          g.allgather("known", t, g.size());
+          check(t.ids().length == 2 && t.get(0).toLongArray()[0] == g.members()[0]
+              && t.get(1).toLongArray()[0] == g.members()[1], "group allgather with a known total");
+        }
+      } else {
+        CollectiveMapper<?, ?, ?, ?> m = this;
+        checkGraph(new Scope() {
+          public int rank() {
+            return m.getSelfID();
+          }
+
+          public int size() {
+            return m.getNumWorkers();
+          }
+
+          public void regroupEdges(String l, EdgeTable e, boolean s, int n) {
+            m.regroupEdges(l, e, s, n);
+          }
+
+          public void allreduce(String l, Table t) {
+            m.allreduce(l, t);
+          }
+
+          public void sendMessages(String l, KeyValueTable msgs) {
+            m.sendMessages(l, msgs);
+          }
+
+          public void sendEdgesToVertices(String l, EdgeTable e, boolean s, KeyValueTable v, int n) {
+            m.sendEdgesToVertices(l, e, s, v, n);
+          }
+        });
+      }
+      context.getCounter("harp-test", "verified").increment(verified);
+    }
+
+    private void checkGraph(Scope sc) {
+      int r = sc.rank();
+      int p = sc.size();
       long[][] all = graph();
       Map<Long, Double> inDegree = new HashMap<>();
       for (long[] e : all) {
@@ -55,11 +137,11 @@ class GraphTableJobTest {
         for (int i = r; i < EDGES; i += p) {
           edges.add(all[i][0], all[i][1], i);
         }
-        regroupEdges("by-src", edges, true, PARTS);
+        sc.regroupEdges("by-src", edges, true, PARTS);
         // Every edge is now with the worker of its source's partition; count them all.
         Table n = newTable(Combiner.SUM);
         n.put(0, new long[] {edges.count()});
-        allreduce("count", n);
+        sc.allreduce("count", n);
         check(n.get(0).toLongArray()[0] == EDGES, "edges after regroup: " + n.get(0).toLongArray()[0]);
         boolean mine = true;
         EdgeTable.Cursor c = edges.cursor();
@@ -68,7 +150,7 @@ class GraphTableJobTest {
           messages.add(c.dst(), 1.0); // one message per edge, combined locally by destination
         }
         check(mine, "an edge on the wrong worker or changed");
-        sendMessages("in-degree", messages);
+        sc.sendMessages("in-degree", messages);
         KeyValueTable.Cursor m = messages.cursor();
         boolean right = true;
         int vertices = 0;
@@ -79,10 +161,10 @@ class GraphTableJobTest {
         check(right, "in-degree messages");
         Table v = newTable(Combiner.SUM);
         v.put(0, new long[] {vertices});
-        allreduce("vertices", v);
+        sc.allreduce("vertices", v);
         check(v.get(0).toLongArray()[0] == inDegree.size(), "vertices with messages");
         // Edges to the workers holding their destination's partition in `messages`.
-        sendEdgesToVertices("to-dst", edges, false, messages, PARTS);
+        sc.sendEdgesToVertices("to-dst", edges, false, messages, PARTS);
         boolean held = true;
         java.util.Set<Integer> parts = new java.util.HashSet<>();
         for (int id : messages.table().ids()) {
@@ -95,7 +177,6 @@ class GraphTableJobTest {
         check(held, "an edge whose destination partition is elsewhere");
         check(JobTestSupport.throwsIae(() -> edges.add(1, 2)), "an unweighted edge accepted by a weighted table");
       }
-      context.getCounter("harp-test", "verified").increment(verified);
     }
   }
 
@@ -106,5 +187,17 @@ class GraphTableJobTest {
         .getParent(), GraphMapper.class);
     assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
     assertEquals(4 * 6L, job.getCounters().findCounter("harp-test", "verified").getValue());
+  }
+
+  /** The same graph collectives in two disjoint groups of two workers, running at the same time. */
+  @Test
+  @Timeout(120)
+  void graphCollectivesWorkInGroups(@TempDir Path tmp) throws Exception {
+    org.apache.hadoop.conf.Configuration conf = JobTestSupport.localConf(tmp, 4);
+    conf.setBoolean("graph.test.groups", true);
+    Job job = JobTestSupport.job(conf, JobTestSupport.writeLines(tmp.resolve("in"), "a", 8).getParent(),
+        GraphMapper.class);
+    assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
+    assertEquals(4 * 7L, job.getCounters().findCounter("harp-test", "verified").getValue());
   }
 }

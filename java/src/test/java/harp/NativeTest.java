@@ -127,7 +127,7 @@ class NativeTest {
     worker.allgather("one", t, 1);
     worker.reduceScatter("one", t, (id, n) -> 0);
     worker.regroup("one", t, null);
-    worker.regroupPlanned("one", t);
+    worker.regroupPlanned(null, "one", t);
     worker.rotate("one", t, null);
     worker.barrier("one");
     try (Table global = worker.newTable(Combiner.SUM)) {
