@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use harp::data::kv::{KeyType, KvTable, ValueType};
+use harp::data::Layout;
 use harp::{Listener, Pool, Table, Worker};
 
 use crate::errors::{closed, Failure};
@@ -20,14 +22,68 @@ pub struct WorkerEntry {
 /// A table and the pool its buffers come from (its worker's).
 pub struct TableEntry {
     pub pool: Pool,
-    pub table: Mutex<Table>,
+    table: Mutex<Table>,
+    /// Key-value entries added (`Table.addEntries`) since the table was last used, combined
+    /// on insert: [`TableEntry::lock`] merges them into the table, so that many batches cost
+    /// one merge instead of one each. Locked after `table`, never before.
+    pending: Mutex<Option<KvTable>>,
 }
 
 impl TableEntry {
-    /// The table, locked for the duration of a call (a poisoned lock is still usable: a
-    /// failed call leaves the table valid).
-    pub fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn new(pool: Pool, table: Table) -> TableEntry {
+        TableEntry {
+            pool,
+            table: Mutex::new(table),
+            pending: Mutex::new(None),
+        }
+    }
+
+    /// The table, locked for the duration of a call, with the pending entries merged in (a
+    /// poisoned lock is still usable: a failed call leaves the table valid). A merge that
+    /// fails (a partition id holding another layout) is that call's error; the pending
+    /// entries are then dropped, as a failed batch's were.
+    pub fn lock(&self) -> harp::Result<MutexGuard<'_, Table>> {
+        let mut tb = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(kv) = pending {
+            tb.merge(kv.into_table(&self.pool)?)?;
+        }
+        Ok(tb)
+    }
+
+    /// Adds a batch of encoded key-value entries (`KvTable::add_encoded`) to the pending
+    /// entries: `key` → `value` over `partitions` ids. Pending entries of another key type,
+    /// value type or number of partitions are merged into the table first.
+    pub fn add_entries(
+        &self,
+        key: KeyType,
+        value: ValueType,
+        partitions: u32,
+        batch: &[u8],
+    ) -> harp::Result<()> {
+        let layout = Layout::KeyValue { key, value };
+        let mut tb = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending_lock();
+        let fits = |kv: &&mut KvTable| kv.layout() == layout && kv.partitions() == partitions;
+        if let Some(kv) = pending.as_mut().filter(fits) {
+            kv.add_encoded(batch)?;
+            return Ok(());
+        }
+        if let Some(other) = pending.take() {
+            tb.merge(other.into_table(&self.pool)?)?;
+        }
+        let mut kv = KvTable::new(key, value, tb.combiner().clone(), partitions)?;
+        kv.add_encoded(batch)?;
+        *pending = Some(kv);
+        Ok(())
+    }
+
+    fn pending_lock(&self) -> MutexGuard<'_, Option<KvTable>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

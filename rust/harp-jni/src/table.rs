@@ -1,9 +1,9 @@
 //! `harp.Table`: tables of partitions whose buffers live in their worker's pool. Java reads
 //! and writes a partition through a direct `ByteBuffer` over its bytes (no copy).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use harp::data::kv::{KeyType, KvTable, ValueType};
+use harp::data::kv::{KeyType, ValueType};
 use harp::{Array, Combiner, DType, Layout, Table};
 use jni::objects::{JByteBuffer, JClass, JIntArray, JObject, JString};
 use jni::sys::{jboolean, jint, jlong};
@@ -20,7 +20,7 @@ fn with_partition<R>(
     f: impl FnOnce(&mut Array) -> R,
 ) -> Result<Option<R>, Failure> {
     let e = table(t)?;
-    let mut tb = e.lock();
+    let mut tb = e.lock()?;
     Ok(u32::try_from(pid).ok().and_then(|p| tb.get_mut(p)).map(f))
 }
 
@@ -57,10 +57,10 @@ fn new_table(
     let we = worker(w)?;
     scope.worker(we.worker.rank());
     let c = make()?;
-    Ok(insert(Obj::Table(Arc::new(TableEntry {
-        pool: we.worker.pool().clone(),
-        table: Mutex::new(Table::new(c)),
-    }))))
+    Ok(insert(Obj::Table(Arc::new(TableEntry::new(
+        we.worker.pool().clone(),
+        Table::new(c),
+    )))))
 }
 
 /// A new empty table of worker `w` whose key-value entries are combined by `combiner`, a Java
@@ -92,7 +92,8 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
 /// `key` → `value` types (names), spread over `partitions` partition ids by the engine's key
 /// hash: entries in the partition encoding, in any order, keys possibly repeated
 /// (`KvTable::add_encoded`). Equal keys are combined with the table's combiner, in the batch
-/// and with the partitions the table already holds. A malformed batch adds nothing.
+/// and with the partitions the table already holds. A malformed batch adds nothing. The
+/// entries wait, combined, until the table is next used (`TableEntry::add_entries`, `lock`).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Table_addEntries<'l>(
     mut env: EnvUnowned<'l>,
@@ -112,11 +113,7 @@ pub extern "system" fn Java_harp_Table_addEntries<'l>(
             .filter(|&p| p > 0)
             .ok_or_else(|| fail(format!("partitions must be at least 1, got {partitions}")))?;
         let bytes = direct_bytes(env, &batch, len)?;
-        let e = table(t)?;
-        let mut tb = e.lock();
-        let mut kv = KvTable::new(kt, vt, tb.combiner().clone(), parts)?;
-        kv.add_encoded(bytes)?;
-        tb.merge(kv.into_table(&e.pool)?)?;
+        table(t)?.add_entries(kt, vt, parts, bytes)?;
         Ok(())
     })
 }
@@ -141,7 +138,7 @@ pub extern "system" fn Java_harp_Table_addEdges<'l>(
         let bytes = direct_bytes(env, &batch, len)?;
         let e = table(t)?;
         let edges = Array::from_layout(Layout::Edges { weighted }, e.pool.copy_of(bytes))?;
-        e.lock().add(pid, edges)?;
+        e.lock()?.add(pid, edges)?;
         Ok(())
     })
 }
@@ -208,7 +205,7 @@ pub extern "system" fn Java_harp_Table_create<'l>(
         let pid = u32::try_from(pid)
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
         let n = usize::try_from(length).map_err(|_| fail(format!("bad length {length}")))?;
-        let mut tb = e.lock();
+        let mut tb = e.lock()?;
         tb.put(pid, Array::zeros(&e.pool, dt, n));
         let a = tb.get_mut(pid).expect("just inserted");
         view(env, a)
@@ -237,7 +234,7 @@ pub extern "system" fn Java_harp_Table_ids<'l>(
 ) -> JIntArray<'l> {
     call(&mut env, |env, _| {
         let ids: Vec<i32> = table(t)?
-            .lock()
+            .lock()?
             .ids()
             .into_iter()
             .map(|i| i as i32)
@@ -255,11 +252,8 @@ pub extern "system" fn Java_harp_Table_remove<'l>(
 ) -> jboolean {
     call(&mut env, |_, _| {
         let e = table(t)?;
-        let removed = u32::try_from(pid)
-            .ok()
-            .and_then(|p| e.lock().remove(p))
-            .is_some();
-        Ok(removed)
+        let mut tb = e.lock()?;
+        Ok(u32::try_from(pid).ok().and_then(|p| tb.remove(p)).is_some())
     })
 }
 
@@ -270,7 +264,7 @@ pub extern "system" fn Java_harp_Table_clear<'l>(
     t: jlong,
 ) {
     call(&mut env, |_, _| {
-        table(t)?.lock().clear();
+        table(t)?.lock()?.clear();
         Ok(())
     })
 }

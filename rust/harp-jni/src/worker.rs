@@ -171,7 +171,9 @@ pub extern "system" fn Java_harp_Worker_groupRank<'l>(
 
 /// Runs `f` on table `t`, locked for the duration of the collective.
 fn in_table(t: jlong, f: impl FnOnce(&mut Table) -> harp::Result<()>) -> Result<(), Failure> {
-    Ok(f(&mut table(t)?.lock())?)
+    let e = table(t)?;
+    let mut tb = e.lock()?;
+    Ok(f(&mut tb)?)
 }
 
 fn root(r: jint) -> Result<usize, Failure> {
@@ -399,7 +401,8 @@ pub extern "system" fn Java_harp_Worker_push<'l>(
     in_group(env, w, members, Op::Push, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let (l, g) = two_tables(local, global)?;
-        wk.push(label, &l.lock(), &mut g.lock(), &p)?;
+        let (l, mut g) = (l.lock()?, g.lock()?);
+        wk.push(label, &l, &mut g, &p)?;
         Ok(())
     })
 }
@@ -420,7 +423,8 @@ pub extern "system" fn Java_harp_Worker_pull<'l>(
     in_group(env, w, members, Op::Pull, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let (l, g) = two_tables(local, global)?;
-        wk.pull(label, &mut l.lock(), &g.lock(), &p)?;
+        let (mut l, g) = (l.lock()?, g.lock()?);
+        wk.pull(label, &mut l, &g, &p)?;
         Ok(())
     })
 }
@@ -503,7 +507,7 @@ pub extern "system" fn Java_harp_Worker_sendEdgesToVertices<'l>(
             ));
         }
         let v = table(vertices)?;
-        let v = v.lock();
+        let v = v.lock()?;
         in_table(t, |tb| {
             harp::graph::send_edges_to_vertices(wk, label, tb, endpoint(by_source), &v, p)
         })

@@ -99,6 +99,44 @@ class NativeTest {
     }
   }
 
+  /**
+   * Entries added in many batches (more than one flush of the 1 MiB batch) wait in the engine,
+   * combined, until the table is used: the sums are complete and exact, and a batch whose
+   * partition meets one of another layout fails the next use with a data error naming it.
+   */
+  @Test
+  void keyValueBatchesAreCombinedUntilTheTableIsUsed() {
+    int keys = 50_000;
+    try (KeyValueTable kv = worker.newKeyValueTable(KeyType.I64, ValueType.scalar(DType.I64), Combiner.SUM, 4)) {
+      for (int round = 0; round < 3; round++) {
+        for (long k = 0; k < keys; k++) {
+          kv.add(k, k + round);
+        }
+      }
+      long n = 0;
+      boolean right = true;
+      KeyValueTable.Cursor c = kv.cursor();
+      while (c.next()) {
+        right &= c.longValue() == 3 * c.keyLong() + 3;
+        n++;
+      }
+      assertEquals(keys, n);
+      assertTrue(right, "a sum is wrong");
+    }
+    Table t = worker.newTable(Combiner.SUM);
+    t.put(0, new double[] {1, 2});
+    KeyValueTable kv = new KeyValueTable(t, KeyType.I64, ValueType.scalar(DType.I64), 1);
+    kv.add(7L, 1L);
+    HarpException e = assertThrows(HarpException.class, () -> {
+      kv.flush();
+      t.ids();
+    });
+    assertEquals(HarpException.Kind.DATA, e.getKind());
+    assertTrue(e.getMessage().contains("partition 0"), e.getMessage());
+    assertArrayEquals(new int[] {0}, t.ids()); // the dense partition is still there
+    t.close();
+  }
+
   @Test
   void everyElementTypeReadsBackAsItself() {
     try (Table t = worker.newTable(Combiner.MAX)) {
