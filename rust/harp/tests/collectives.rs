@@ -312,54 +312,52 @@ fn non_elementwise_table(pool: &Pool, combiner: Combiner, r: usize) -> Table {
     t
 }
 
-/// The reductions of `t` on worker `w` with every algorithm that combines: allreduce,
-/// reduce to rank 0 and reduce-scatter, each algorithm by name.
+/// A reduction of a worker's table, by name.
 type Reduction = (
-    &'static str,
-    fn(&harp::Worker, &mut Table) -> harp::Result<()>,
+    String,
+    Box<dyn Fn(&harp::Worker, &mut Table) -> harp::Result<()> + Sync>,
 );
-const REDUCTIONS: [Reduction; 13] = [
-    ("allreduce auto", |w, t| {
-        w.allreduce("nc", t, AllreduceAlgorithm::Auto)
-    }),
-    ("allreduce bidirectional", |w, t| {
-        w.allreduce("nc", t, AllreduceAlgorithm::BidirectionalExchange)
-    }),
-    ("allreduce regroup-allgather", |w, t| {
-        w.allreduce("nc", t, AllreduceAlgorithm::RegroupAllgather)
-    }),
-    ("reduce auto", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::Auto)
-    }),
-    ("reduce binomial", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::Binomial)
-    }),
-    ("reduce binary", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::Binary)
-    }),
-    ("reduce scatter-gather", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::ScatterGather)
-    }),
-    ("reduce chain", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::Chain)
-    }),
-    ("reduce net-ring", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::NetRing)
-    }),
-    ("reduce net-hierarchy", |w, t| {
-        w.reduce("nc", t, 0, ReduceAlgorithm::NetHierarchy)
-    }),
-    ("reduce-scatter auto", |w, t| {
-        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, ReduceScatterAlgorithm::Auto)
-    }),
-    ("reduce-scatter ring", |w, t| {
-        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, ReduceScatterAlgorithm::Ring)
-    }),
-    ("reduce-scatter halving", |w, t| {
-        let algo = ReduceScatterAlgorithm::RecursiveHalving;
-        w.reduce_scatter_with("nc", t, &Partitioner::Modulo, algo)
-    }),
-];
+
+/// Every algorithm that combines: allreduce, reduce to rank 0 and reduce-scatter (modulo).
+fn reductions() -> Vec<Reduction> {
+    use ReduceAlgorithm as R;
+    let mut all: Vec<Reduction> = vec![];
+    for a in [
+        AllreduceAlgorithm::Auto,
+        AllreduceAlgorithm::BidirectionalExchange,
+        AllreduceAlgorithm::RegroupAllgather,
+    ] {
+        all.push((
+            format!("allreduce {a:?}"),
+            Box::new(move |w, t| w.allreduce("nc", t, a)),
+        ));
+    }
+    for a in [
+        R::Auto,
+        R::Binomial,
+        R::Binary,
+        R::ScatterGather,
+        R::Chain,
+        R::NetRing,
+        R::NetHierarchy,
+    ] {
+        all.push((
+            format!("reduce {a:?}"),
+            Box::new(move |w, t| w.reduce("nc", t, 0, a)),
+        ));
+    }
+    for a in [
+        ReduceScatterAlgorithm::Auto,
+        ReduceScatterAlgorithm::Ring,
+        ReduceScatterAlgorithm::RecursiveHalving,
+    ] {
+        let run = move |w: &harp::Worker, t: &mut Table| {
+            w.reduce_scatter_with("nc", t, &Partitioner::Modulo, a)
+        };
+        all.push((format!("reduce-scatter {a:?}"), Box::new(run)));
+    }
+    all
+}
 
 /// A table whose combiner is not element-wise (keep-first, reject) combines alike under every
 /// reducing algorithm: keep-first succeeds and leaves each partition whole, one worker's copy
@@ -368,7 +366,7 @@ const REDUCTIONS: [Reduction; 13] = [
 #[test]
 fn keep_first_and_reject_combine_alike_under_every_reducing_algorithm() {
     for p in [2, 3, 4] {
-        for (name, run) in REDUCTIONS {
+        for (name, run) in reductions() {
             let got = on_workers(p, cfg(), |w| {
                 let mut t = non_elementwise_table(w.pool(), Combiner::KeepFirst, w.rank());
                 let r = run(&w, &mut t).map(|()| {

@@ -25,7 +25,7 @@ import org.apache.hadoop.mapreduce.Mapper;
  * timeout does not kill it.
  */
 public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
-    extends Mapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT> {
+    extends Mapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT> implements Collectives {
   private Worker worker;
   private int rank = -1;
   private int workers;
@@ -119,6 +119,18 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   public int getNumWorkers() {
     return workers;
+  }
+
+  /** This worker's rank: {@link #getSelfID()} ({@link Collectives}). */
+  @Override
+  public int rank() {
+    return getSelfID();
+  }
+
+  /** The number of workers: {@link #getNumWorkers()} ({@link Collectives}). */
+  @Override
+  public int size() {
+    return getNumWorkers();
   }
 
   public int getMasterID() {

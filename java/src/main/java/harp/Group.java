@@ -12,7 +12,7 @@ import java.util.Arrays;
  * group again with the same list continues the same sequence. Failures are {@link
  * HarpException}s as for the job's collectives, and poison the worker as those do.
  */
-public final class Group {
+public final class Group implements Collectives {
   private final CollectiveMapper<?, ?, ?, ?> mapper;
   private final int[] members;
   private final int rank;

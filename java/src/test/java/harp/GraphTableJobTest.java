@@ -30,21 +30,6 @@ class GraphTableJobTest {
     return e;
   }
 
-  /** Where the graph collectives run: the whole job or a group (ranks and sizes are the scope's). */
-  interface Scope {
-    int rank();
-
-    int size();
-
-    void regroupEdges(String label, EdgeTable edges, boolean bySource, int partitions);
-
-    void allreduce(String label, Table t);
-
-    void sendMessages(String label, KeyValueTable messages);
-
-    void sendEdgesToVertices(String label, EdgeTable edges, boolean bySource, KeyValueTable vertices, int partitions);
-  }
-
   public static class GraphMapper extends CollectiveMapper<FilePosition, Text, Object, Object> {
     private int verified;
 
@@ -61,31 +46,7 @@ class GraphTableJobTest {
       if (context.getConfiguration().getBoolean("graph.test.groups", false)) {
         // Two disjoint groups of two, {0, 2} and {1, 3}, each running the whole check at once.
         Group g = group(getSelfID() % 2 == 0 ? new int[] {0, 2} : new int[] {1, 3});
-        checkGraph(new Scope() {
-          public int rank() {
-            return g.rank();
-          }
-
-          public int size() {
-            return g.size();
-          }
-
-          public void regroupEdges(String l, EdgeTable e, boolean s, int n) {
-            g.regroupEdges(l, e, s, n);
-          }
-
-          public void allreduce(String l, Table t) {
-            g.allreduce(l, t);
-          }
-
-          public void sendMessages(String l, KeyValueTable m) {
-            g.sendMessages(l, m);
-          }
-
-          public void sendEdgesToVertices(String l, EdgeTable e, boolean s, KeyValueTable v, int n) {
-            g.sendEdgesToVertices(l, e, s, v, n);
-          }
-        });
+        checkGraph(g);
         // Allgather with the total known, in the group: every member ends with both partitions.
         try (Table t = newTable(Combiner.SUM)) {
           t.put(g.rank(), new long[] {getSelfID()});
@@ -94,37 +55,12 @@ class GraphTableJobTest {
               && t.get(1).toLongArray()[0] == g.members()[1], "group allgather with a known total");
         }
       } else {
-        CollectiveMapper<?, ?, ?, ?> m = this;
-        checkGraph(new Scope() {
-          public int rank() {
-            return m.getSelfID();
-          }
-
-          public int size() {
-            return m.getNumWorkers();
-          }
-
-          public void regroupEdges(String l, EdgeTable e, boolean s, int n) {
-            m.regroupEdges(l, e, s, n);
-          }
-
-          public void allreduce(String l, Table t) {
-            m.allreduce(l, t);
-          }
-
-          public void sendMessages(String l, KeyValueTable msgs) {
-            m.sendMessages(l, msgs);
-          }
-
-          public void sendEdgesToVertices(String l, EdgeTable e, boolean s, KeyValueTable v, int n) {
-            m.sendEdgesToVertices(l, e, s, v, n);
-          }
-        });
+        checkGraph(this);
       }
       context.getCounter("harp-test", "verified").increment(verified);
     }
 
-    private void checkGraph(Scope sc) {
+    private void checkGraph(Collectives sc) {
       int r = sc.rank();
       int p = sc.size();
       long[][] all = graph();
