@@ -118,7 +118,7 @@ staging_gone() { ! "$HADOOP" fs -test -e "$(staging_of "$1")" 2>/dev/null; }
 scenario_kmeans() {
   local w=$1 t0; t0=$(now)
   if HARP_HDFS_DIR=$HARP_HDFS_DIR/e2e-$w scripts/yarn-e2e.sh "$w" 20000 8 5 5 >"$WORK/e2e-$w.log" 2>&1; then
-    record "kmeans$w" 0 "$(since "$t0")" "$(grep -E 'largest relative|workers per host' "$WORK/e2e-$w.log" | tr '\n' ' ')"
+    record "kmeans$w" 0 "$(since "$t0")" "$(grep -E 'largest relative|^workers per host:' "$WORK/e2e-$w.log" | tr '\n' ' ')"
   else
     record "kmeans$w" 1 "$(since "$t0")" "$(tail -n 3 "$WORK/e2e-$w.log" | tr '\n' ' ')"
   fi
@@ -238,7 +238,7 @@ scenario_restarted_nm() {
   local gang; gang=$(grep -o "$running workers need [^(]*" "$WORK/twice.log" | head -n 1)
   [[ -n $gang ]] || { record restarted-nm 1 "$(since "$t0")" "nodes: $listed; $running workers: $(grep -m 1 -E 'due to|Exception' "$WORK/twice.log")"; return; }
   if HARP_HDFS_DIR=$HARP_HDFS_DIR/e2e-nm scripts/yarn-e2e.sh "$N" 20000 8 5 5 >"$WORK/e2e-nm.log" 2>&1; then
-    record restarted-nm 0 "$(since "$t0")" "nodes: $listed; $running workers: $gang; $N workers: $(grep -E 'workers per host' "$WORK/e2e-nm.log" | tr '\n' ' ')"
+    record restarted-nm 0 "$(since "$t0")" "nodes: $listed; $running workers: $gang; $N workers: $(grep -E '^workers per host:' "$WORK/e2e-nm.log" | tr '\n' ' ')"
   else
     record restarted-nm 1 "$(since "$t0")" "nodes: $listed; $(tail -n 3 "$WORK/e2e-nm.log" | tr '\n' ' ')"
   fi
