@@ -228,17 +228,9 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     collective(w -> w.broadcast(label, t, root, algorithm));
   }
 
-  public void broadcast(String label, Table t, int root) {
-    broadcast(label, t, root, Algorithm.Broadcast.AUTO);
-  }
-
   /** {@code root}'s table becomes the combination of all tables; the others are emptied. */
   public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
     collective(w -> w.reduce(label, t, root, algorithm));
-  }
-
-  public void reduce(String label, Table t, int root) {
-    reduce(label, t, root, Algorithm.Reduce.AUTO);
   }
 
   /** {@code root}'s table becomes the union of all tables; the others are unchanged. */
@@ -258,19 +250,13 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /** Allgather pipelined per partition when the total number of partitions is known. */
   public void allgather(String label, Table t, int totalPartitions) {
-    if (totalPartitions <= 0) {
-      throw new IllegalArgumentException("total partitions must be positive");
-    }
+    Worker.checkTotalPartitions(totalPartitions);
     collective(w -> w.allgather(label, t, totalPartitions));
   }
 
   /** Every table becomes the combination of all tables (bit-identical on every worker). */
   public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
     collective(w -> w.allreduce(label, t, algorithm));
-  }
-
-  public void allreduce(String label, Table t) {
-    allreduce(label, t, Algorithm.Allreduce.AUTO);
   }
 
   /** Each worker ends with the combined partitions it owns under {@code p} (null: modulo). */
@@ -281,21 +267,6 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   /** Partitions move to their owners under {@code p} and are combined there. */
   public void regroup(String label, Table t, Partitioner p) {
     collective(w -> w.regroup(label, t, p));
-  }
-
-  /** Key-value partitions move to their owners under {@code p} (null: modulo) and are combined there. */
-  public void regroup(String label, KeyValueTable t, Partitioner p) {
-    regroup(label, t.table(), p);
-  }
-
-  /** Every worker ends with every key-value partition (combined where ids meet). */
-  public void allgather(String label, KeyValueTable t) {
-    allgather(label, t.table());
-  }
-
-  /** Every worker ends with the combination of every worker's entries. */
-  public void allreduce(String label, KeyValueTable t) {
-    allreduce(label, t.table());
   }
 
   /**

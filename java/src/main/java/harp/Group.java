@@ -47,17 +47,9 @@ public final class Group implements Collectives {
     mapper.collective(w -> w.broadcast(members, label, t, root, algorithm));
   }
 
-  public void broadcast(String label, Table t, int root) {
-    broadcast(label, t, root, Algorithm.Broadcast.AUTO);
-  }
-
   /** {@code root}'s table becomes the combination of the members' tables; the others are emptied. */
   public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
     mapper.collective(w -> w.reduce(members, label, t, root, algorithm));
-  }
-
-  public void reduce(String label, Table t, int root) {
-    reduce(label, t, root, Algorithm.Reduce.AUTO);
   }
 
   /** {@code root}'s table becomes the union of the members' tables; the others are unchanged. */
@@ -77,27 +69,13 @@ public final class Group implements Collectives {
 
   /** Allgather pipelined per partition when the total number of partitions is known. */
   public void allgather(String label, Table t, int totalPartitions) {
-    if (totalPartitions <= 0) {
-      throw new IllegalArgumentException("total partitions must be positive");
-    }
+    Worker.checkTotalPartitions(totalPartitions);
     mapper.collective(w -> w.allgather(members, label, t, totalPartitions));
-  }
-
-  public void allgather(String label, KeyValueTable t) {
-    allgather(label, t.table());
   }
 
   /** Every member's table becomes the combination of the members' tables. */
   public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
     mapper.collective(w -> w.allreduce(members, label, t, algorithm));
-  }
-
-  public void allreduce(String label, Table t) {
-    allreduce(label, t, Algorithm.Allreduce.AUTO);
-  }
-
-  public void allreduce(String label, KeyValueTable t) {
-    allreduce(label, t.table());
   }
 
   /** Each member ends with the combined partitions it owns under {@code p} (group ranks; null: modulo). */
@@ -108,10 +86,6 @@ public final class Group implements Collectives {
   /** Partitions move to their owners under {@code p} (group ranks; null: modulo) and are combined there. */
   public void regroup(String label, Table t, Partitioner p) {
     mapper.collective(w -> w.regroup(members, label, t, p));
-  }
-
-  public void regroup(String label, KeyValueTable t, Partitioner p) {
-    regroup(label, t.table(), p);
   }
 
   /** Regroup whose owners the group's first member decides from the actual distribution of the partitions. */

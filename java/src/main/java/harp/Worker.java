@@ -211,6 +211,13 @@ final class Worker implements AutoCloseable {
     scatter(handle(), g, label, t.changing(), root, m[0], m[1]);
   }
 
+  /** The check of a known total number of partitions given to an allgather: positive. */
+  static void checkTotalPartitions(int totalPartitions) {
+    if (totalPartitions <= 0) {
+      throw new IllegalArgumentException("total partitions must be positive");
+    }
+  }
+
   /** {@code totalPartitions} 0: unknown. */
   void allgather(int[] g, String label, Table t, int totalPartitions) {
     allgather(handle(), g, label, t.changing(), totalPartitions);
