@@ -43,15 +43,8 @@ impl TableEntry {
     /// fails (a partition id holding another layout) is that call's error; the pending
     /// entries are then dropped, as a failed batch's were.
     pub fn lock(&self) -> harp::Result<MutexGuard<'_, Table>> {
-        let mut tb = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(kv) = pending {
-            tb.merge(kv.into_table(&self.pool)?)?;
-        }
+        let mut tb = self.table_lock();
+        self.merge_pending(&mut tb, &mut self.pending_lock())?;
         Ok(tb)
     }
 
@@ -66,20 +59,30 @@ impl TableEntry {
         batch: &[u8],
     ) -> harp::Result<()> {
         let layout = Layout::KeyValue { key, value };
-        let mut tb = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tb = self.table_lock();
         let mut pending = self.pending_lock();
         let fits = |kv: &&mut KvTable| kv.layout() == layout && kv.partitions() == partitions;
         if let Some(kv) = pending.as_mut().filter(fits) {
             kv.add_encoded(batch)?;
             return Ok(());
         }
-        if let Some(other) = pending.take() {
-            tb.merge(other.into_table(&self.pool)?)?;
-        }
+        self.merge_pending(&mut tb, &mut pending)?;
         let mut kv = KvTable::new(key, value, tb.combiner().clone(), partitions)?;
         kv.add_encoded(batch)?;
         *pending = Some(kv);
         Ok(())
+    }
+
+    /// Merges the pending entries, if any, into `tb` (they are gone afterwards, merged or not).
+    fn merge_pending(&self, tb: &mut Table, pending: &mut Option<KvTable>) -> harp::Result<()> {
+        match pending.take() {
+            Some(kv) => tb.merge(kv.into_table(&self.pool)?),
+            None => Ok(()),
+        }
+    }
+
+    fn table_lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn pending_lock(&self) -> MutexGuard<'_, Option<KvTable>> {
