@@ -3,12 +3,12 @@
 
 use std::collections::HashSet;
 
-use super::assemble::{absorb, check_shape, write_piece, write_pieces};
+use super::assemble::{absorb, fold_into, write_piece, write_pieces};
 use super::framing::In;
 use super::framing::{recv_batch_expecting, send_batch, table_pieces, whole_piece};
 use super::segment::Segmenter;
 use super::{choose, tags, Ctx};
-use crate::data::{Array, Combiner, Table};
+use crate::data::{Combiner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::wire::Header;
@@ -255,25 +255,7 @@ pub async fn ring_reduce_scatter_in(
             let m = piece.meta;
             if have.contains(&(m.pid, m.offset)) {
                 let a = table.get_mut(m.pid).expect("have implies present");
-                check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
-                if !m.layout.splittable() || (m.whole() && !combiner.folds_bytes()) {
-                    // A whole partition that is not folded range by range (key-value and
-                    // edge partitions, which are never segmented, and dense ones whose
-                    // combiner is not element-wise: keep-first, reject, custom): the
-                    // combiner's own rule for whole partitions.
-                    let other = Array::received(m.pid, m.layout, piece.buf)?;
-                    combiner.combine(m.pid, a, &other)?;
-                    continue;
-                }
-                let range = m.offset as usize..(m.offset + m.len) as usize;
-                let dtype = a.dtype();
-                combiner.combine_bytes(
-                    m.pid,
-                    dtype,
-                    &mut a.bytes_mut()[range],
-                    dtype,
-                    &piece.buf,
-                )?;
+                fold_into(&combiner, a, piece)?;
             } else {
                 have.insert((m.pid, m.offset));
                 write_piece(table, cx.pool, piece)?;
@@ -314,7 +296,7 @@ pub async fn ring_allgather_segments(
 mod tests {
     use super::*;
     use crate::collective::framing::crafted::{self, Piece};
-    use crate::data::DType;
+    use crate::data::{Array, DType};
     use crate::wire::Op;
 
     /// Rank 0's table: partition 0 of 4096 f64 (32768 bytes), cut into two segments of 16384

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::framing::In;
-use crate::data::{Array, Layout, Table};
+use crate::data::{Array, Combiner, Layout, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -145,6 +145,21 @@ impl Assembler {
 /// `total` bytes).
 pub fn check_shape(pid: u32, layout: Layout, total: u64, piece: &In) -> Result<()> {
     layout.check_same(pid, total, piece.meta.layout, piece.meta.total)
+}
+
+/// Folds a received piece into the same range of the held partition `a` (after
+/// [`check_shape`]): a whole piece by the combiner's rule for whole partitions
+/// ([`Combiner::combine`]: key by key, edge concatenation, keep-first, reject, custom), a
+/// segment or chunk of a dense partition range by range ([`Combiner::combine_bytes`]).
+pub fn fold_into(combiner: &Combiner, a: &mut Array, piece: In) -> Result<()> {
+    let m = piece.meta;
+    check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
+    if m.whole() {
+        return combiner.combine(m.pid, a, &Array::received(m.pid, m.layout, piece.buf)?);
+    }
+    let dtype = a.dtype();
+    let range = m.offset as usize..(m.offset + m.len) as usize;
+    combiner.combine_bytes(m.pid, dtype, &mut a.bytes_mut()[range], dtype, &piece.buf)
 }
 
 /// Copies a piece into its partition's byte range, creating the partition if absent.

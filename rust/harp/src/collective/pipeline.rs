@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use super::assemble::{check_shape, Assembler};
+use super::assemble::{check_shape, fold_into, Assembler};
 use super::framing::{recv_batch_expecting, send_batch, In, Out};
 use super::hierarchy::Tree;
 use super::{choose, segment, Ctx};
@@ -245,18 +245,6 @@ fn merge(
         combiner.combine_bytes(pid, dtype, &mut base.buf, dtype, &piece.buf)?;
     }
     Ok(Item::Got(base))
-}
-
-/// Folds a received piece into the same range of the held partition `a`.
-fn fold_into(combiner: &Combiner, a: &mut Array, piece: In) -> Result<()> {
-    let m = piece.meta;
-    check_shape(m.pid, a.layout(), a.bytes().len() as u64, &piece)?;
-    if m.whole() {
-        return combiner.combine(m.pid, a, &Array::received(m.pid, m.layout, piece.buf)?);
-    }
-    let dtype = a.dtype();
-    let range = m.offset as usize..(m.offset + m.len) as usize;
-    combiner.combine_bytes(m.pid, dtype, &mut a.bytes_mut()[range], dtype, &piece.buf)
 }
 
 /// Sends the merged chunks `items` as one batch with `aux`.
