@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use harp::apps::pagerank::{read_all_edges, reference};
-use harp::storage::LocalStorage;
+use harp::apps::pagerank::{
+    load_share, read_all_edges, read_all_weighted_edges, reference, reference_weighted,
+};
+use harp::storage::{LocalStorage, Storage};
 
 fn failed(o: Output) -> String {
     assert!(
@@ -37,9 +39,13 @@ fn ranks(dir: &Path, workers: usize) -> BTreeMap<i64, f64> {
 }
 
 fn check_against_reference(got: &BTreeMap<i64, f64>, edges: &[(i64, i64)], iters: usize, d: f64) {
-    let want = reference(edges, iters, d);
+    check_close(got, &reference(edges, iters, d));
+}
+
+/// Every vertex of `want` and no other, each rank within 1e-12 relative.
+fn check_close(got: &BTreeMap<i64, f64>, want: &[(i64, f64)]) {
     assert_eq!(got.len(), want.len(), "number of vertices");
-    for (v, r) in want {
+    for &(v, r) in want {
         let g = got[&v];
         let rel = (g - r).abs() / r.abs();
         assert!(rel <= 1e-12, "vertex {v}: {g} vs {r} (relative {rel:e})");
@@ -166,6 +172,85 @@ fn ranks_match_the_reference_on_1_to_4_workers() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Weighted edges: lines with and without a weight (1), in three files of which the first has
+/// no weight at all, so that on several workers some shares are unweighted and must agree with
+/// the others. Ranks follow the weighted reference on 1–4 workers in both message modes, and
+/// the two modes give the same bits.
+#[test]
+fn weighted_edges_split_ranks_by_weight_on_1_to_4_workers() {
+    let dir = tmpdir("weighted");
+    let input = dir.join("edges");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut files = [String::new(), String::new(), String::new()];
+    for i in 0..600u64 {
+        let (a, b) = (mix(5, i) % 40, mix(6, i) % 40);
+        files[0].push_str(&format!("{a} {b}\n"));
+    }
+    for i in 0..240u64 {
+        let (a, b) = (mix(7, i) % 40, mix(8, i) % 40);
+        let w = 1 + mix(9, i) % 1000;
+        let f = 1 + (i % 2) as usize;
+        if i % 5 == 0 {
+            files[f].push_str(&format!("{a} {b}\n"));
+        } else {
+            files[f].push_str(&format!("{a}\t{b}\t{}\n", w as f64 / 8.0));
+        }
+    }
+    files[2].push_str("# a dangling vertex\n3 99 0.125\n");
+    for (f, text) in files.iter().enumerate() {
+        std::fs::write(input.join(format!("part-{f}")), text).unwrap();
+    }
+    let input = s(&input);
+    // On 2 workers the first share has no weight at all; the second has.
+    let listed = LocalStorage.list_input(&input, false).unwrap();
+    for (rank, weighted) in [(0, false), (1, true)] {
+        let share = load_share(&LocalStorage, &listed, rank, 2).unwrap();
+        assert_eq!(share.weighted(), weighted, "share {rank} of 2");
+    }
+    let edges = read_all_weighted_edges(&LocalStorage, &input).unwrap();
+    assert_eq!(edges.len(), 600 + 240 + 1);
+    assert!(edges.iter().any(|e| e.2 != 1.0));
+    let want = reference_weighted(&edges, 10, 0.85);
+    for (workers, messages) in [
+        (1usize, "compiled"),
+        (2, "kv"),
+        (3, "compiled"),
+        (3, "kv"),
+        (4, "compiled"),
+    ] {
+        let out = dir.join(format!("out-{workers}-{messages}"));
+        let w = workers.to_string();
+        let text = ok(harp(&[
+            "pagerank",
+            "--workers",
+            &w,
+            "--input",
+            &input,
+            "--iterations",
+            "10",
+            "--messages",
+            messages,
+            "--output",
+            &s(&out),
+        ]));
+        assert!(text.contains(&format!("{} edges", edges.len())), "{text}");
+        check_close(&ranks(&out, workers), &want);
+    }
+    let a = std::fs::read_to_string(dir.join("out-3-compiled/part-00002")).unwrap();
+    assert_eq!(
+        a,
+        std::fs::read_to_string(dir.join("out-3-kv/part-00002")).unwrap()
+    );
+    // Weights matter: the unweighted ranks of the same edges differ.
+    let plain: Vec<(i64, i64)> = edges.iter().map(|e| (e.0, e.1)).collect();
+    let unweighted = reference(&plain, 10, 0.85);
+    assert!(unweighted
+        .iter()
+        .zip(&want)
+        .any(|(a, b)| (a.1 - b.1).abs() > 1e-6));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Edges of the pseudo-random part dropped to keep 7 and 12 dangling.
 fn edges_skipped() -> usize {
     (0..400u64)
@@ -183,15 +268,21 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
         ("1 2\n3 x\n", 2, "bad vertex id 'x'"),
         ("1 2\n\n5 -4\n", 3, "bad vertex id '-4'"),
         (
-            "1 2 3\n",
+            "1 2 3 4\n",
             1,
-            "expected 2 fields (src dst), found 3: '1 2 3'",
+            "expected 2 or 3 fields (src dst [weight]), found 4: '1 2 3 4'",
         ),
         (
             "1 2\n2 1\n7\n",
             3,
-            "expected 2 fields (src dst), found 1: '7'",
+            "expected 2 or 3 fields (src dst [weight]), found 1: '7'",
         ),
+        (
+            "1 2 0.5\n2 1 -3\n",
+            2,
+            "bad weight '-3': expected a positive number",
+        ),
+        ("1 2 x\n", 1, "bad weight 'x': expected a positive number"),
         ("1 2.5\n", 1, "bad vertex id '2.5'"),
     ] {
         let input = dir.join("in.txt");

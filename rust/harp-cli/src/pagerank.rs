@@ -9,8 +9,9 @@ use crate::cluster::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct PagerankArgs {
-    /// Edges: a file or a directory of files, one `src dst` line per edge (non-negative
-    /// integer ids; blank lines and lines starting with `#` are skipped).
+    /// Edges: a file or a directory of files, one `src dst [weight]` line per edge
+    /// (non-negative integer ids, an optional positive weight, 1 when absent; blank lines and
+    /// lines starting with `#` are skipped).
     #[arg(long)]
     pub input: String,
     #[arg(long, default_value_t = 20)]

@@ -1,16 +1,18 @@
 //! PageRank on the graph tables (docs/apps-graph.md).
 //!
-//! Input: text lines `src dst` (two non-negative integer vertex ids separated by spaces or
-//! tabs); blank lines and lines starting with `#` are skipped. Every id seen is a vertex
-//! (N = the number of distinct ids), ranks start at 1/N and each iteration computes
+//! Input: text lines `src dst [weight]` (two non-negative integer vertex ids and an optional
+//! positive edge weight, separated by spaces or tabs); blank lines and lines starting with `#`
+//! are skipped. Every id seen is a vertex (N = the number of distinct ids), ranks start at 1/N
+//! and each iteration computes
 //!
 //! ```text
-//! r'(v) = (1 − d)/N + d · (Σ_{u→v} r(u)/outdeg(u) + D/N)
+//! r'(v) = (1 − d)/N + d · (Σ_{u→v} r(u)·w(u→v)/W(u) + D/N)
 //! ```
 //!
-//! where D is the total rank of the vertices without out-edges. Every line is an edge:
-//! duplicate lines are separate out-edges (u → v twice carries twice the share) and a
-//! self-loop u → u is an out-edge of u to itself.
+//! where w(u→v) is the edge's weight (1 when its line has none), W(u) the total weight of u's
+//! out-edges (its out-degree when no line has a weight) and D the total rank of the vertices
+//! without out-edges. Every line is an edge: duplicate lines are separate out-edges (u → v
+//! twice carries twice the share) and a self-loop u → u is an out-edge of u to itself.
 //!
 //! The distributed run ([`run`]): each worker reads its share of the lines; the edges are
 //! regrouped by source ([`crate::graph::regroup_edges`]), so each worker holds the out-edges
@@ -130,7 +132,14 @@ fn parse_id(tok: &[u8]) -> Option<i64> {
     i64::try_from(v).ok()
 }
 
-/// Parses the lines in `buf` (whole lines) into `out`.
+/// An edge weight: a finite, positive decimal number.
+fn parse_weight(tok: &[u8]) -> Option<f64> {
+    let w: f64 = std::str::from_utf8(tok).ok()?.parse().ok()?;
+    (w.is_finite() && w > 0.0).then_some(w)
+}
+
+/// Parses the lines in `buf` (whole lines) into `out`; the first line with a weight makes
+/// `out` weighted (the edges before it weigh 1).
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
     crate::io::lines::for_each_line(buf, |line, pos| {
         let bad = |msg: String| LineError {
@@ -138,10 +147,10 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
             msg,
         };
         let mut toks = line.split(|&b| is_blank(b)).filter(|t| !t.is_empty());
-        match (toks.next(), toks.next(), toks.next()) {
-            (None, _, _) => {}
-            (Some(t), _, _) if t.starts_with(b"#") => {}
-            (Some(a), Some(b), None) => {
+        match (toks.next(), toks.next(), toks.next(), toks.next()) {
+            (None, ..) => {}
+            (Some(t), ..) if t.starts_with(b"#") => {}
+            (Some(a), Some(b), third, None) => {
                 let id = |t: &[u8]| {
                     parse_id(t).ok_or_else(|| {
                         bad(format!(
@@ -151,15 +160,29 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
                         ))
                     })
                 };
-                out.push(id(a)?, id(b)?, 1.0);
+                let (src, dst) = (id(a)?, id(b)?);
+                let weight = match third {
+                    None => 1.0,
+                    Some(t) => {
+                        let w = parse_weight(t).ok_or_else(|| {
+                            bad(format!(
+                                "bad weight {}: expected a positive number",
+                                quote(t)
+                            ))
+                        })?;
+                        out.make_weighted();
+                        w
+                    }
+                };
+                out.push(src, dst, weight);
             }
-            (Some(_), None, _) | (Some(_), Some(_), Some(_)) => {
+            _ => {
                 let n = line
                     .split(|&b| is_blank(b))
                     .filter(|t| !t.is_empty())
                     .count();
                 return Err(bad(format!(
-                    "expected 2 fields (src dst), found {n}: {}",
+                    "expected 2 or 3 fields (src dst [weight]), found {n}: {}",
                     quote(line)
                 )));
             }
@@ -169,7 +192,7 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
 }
 
 /// The edges of the lines of `files` that belong to `rank` of `workers` (Hadoop-style line
-/// shares), as one unweighted edge partition.
+/// shares), as one edge partition: weighted if a line of the share has a weight.
 pub fn load_share(
     storage: &dyn Storage,
     files: &[FileInfo],
@@ -199,12 +222,18 @@ pub fn load_share(
 
 /// Every edge of `path` (a file or a directory), in input order (for tests and the reference).
 pub fn read_all_edges(storage: &dyn Storage, path: &str) -> Result<Vec<(i64, i64)>> {
+    let all = read_all_weighted_edges(storage, path)?;
+    Ok(all.into_iter().map(|(a, b, _)| (a, b)).collect())
+}
+
+/// Every edge of `path` with its weight (1 for a line without one), in input order.
+pub fn read_all_weighted_edges(storage: &dyn Storage, path: &str) -> Result<Vec<(i64, i64, f64)>> {
     let files = storage.list_input(path, false)?;
     let b = load_share(storage, &files, 0, 1)?;
     let pool = crate::pool::Pool::default();
     let a = b.build(&pool);
     let e = Edges::of(&a)?;
-    Ok(e.iter().map(|e| (e.src, e.dst)).collect())
+    Ok(e.iter().map(|e| (e.src, e.dst, e.weight)).collect())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,7 +242,18 @@ pub fn read_all_edges(storage: &dyn Storage, path: &str) -> Result<Vec<(i64, i64
 /// PageRank of the edge list `edges`, straightforwardly: every vertex in increasing id order
 /// with its rank after `iterations` iterations.
 pub fn reference(edges: &[(i64, i64)], iterations: usize, damping: f64) -> Vec<(i64, f64)> {
-    let mut ids: Vec<i64> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let weighted: Vec<(i64, i64, f64)> = edges.iter().map(|&(a, b)| (a, b, 1.0)).collect();
+    reference_weighted(&weighted, iterations, damping)
+}
+
+/// [`reference`] of weighted edges `(src, dst, weight)`: u's rank goes to its out-edges in
+/// proportion to their weights (with weights of 1, the same bits as the unweighted rule).
+pub fn reference_weighted(
+    edges: &[(i64, i64, f64)],
+    iterations: usize,
+    damping: f64,
+) -> Vec<(i64, f64)> {
+    let mut ids: Vec<i64> = edges.iter().flat_map(|&(a, b, _)| [a, b]).collect();
     ids.sort_unstable();
     ids.dedup();
     let n = ids.len();
@@ -221,18 +261,18 @@ pub fn reference(edges: &[(i64, i64)], iterations: usize, damping: f64) -> Vec<(
         return Vec::new();
     }
     let index: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, &v)| (v, i)).collect();
-    let mut outdeg = vec![0usize; n];
-    for (a, _) in edges {
-        outdeg[index[a]] += 1;
+    let mut outw = vec![0.0f64; n];
+    for (a, _, w) in edges {
+        outw[index[a]] += w;
     }
     let nf = n as f64;
     let mut rank = vec![1.0 / nf; n];
     for _ in 0..iterations {
-        let dangling: f64 = (0..n).filter(|&i| outdeg[i] == 0).map(|i| rank[i]).sum();
+        let dangling: f64 = (0..n).filter(|&i| outw[i] == 0.0).map(|i| rank[i]).sum();
         let mut incoming = vec![0.0f64; n];
-        for (a, b) in edges {
+        for (a, b, w) in edges {
             let u = index[a];
-            incoming[index[b]] += rank[u] / outdeg[u] as f64;
+            incoming[index[b]] += rank[u] / outw[u] * w;
         }
         for i in 0..n {
             rank[i] = (1.0 - damping) / nf + damping * (incoming[i] + dangling / nf);
@@ -252,15 +292,21 @@ struct Local {
     vertices: Vec<i64>,
     /// Out-degree of each local vertex.
     outdeg: Vec<u32>,
-    /// Local out-edges in regrouped order: source index and destination id.
+    /// Total weight of each local vertex's out-edges (its out-degree when unweighted).
+    outw: Vec<f64>,
+    /// Local out-edges in regrouped order: source index and destination id, and the weights
+    /// when the graph is weighted.
     src: Vec<u32>,
     dst: Vec<i64>,
+    weight: Option<Vec<f64>>,
     /// The plan: `keys[o]` = the sorted distinct destinations owned by worker `o`; slot of a
     /// key = `offset[o]` + its position; `by_slot` = the edges' source indices grouped by slot
     /// (CSR: `slot_start`), each group in edge order.
     offset: Vec<usize>,
     slot_start: Vec<u32>,
     by_slot: Vec<u32>,
+    /// The weights of the edges of `by_slot`, in the same order (weighted graphs).
+    slot_weight: Option<Vec<f64>>,
     /// For each sender `s`, the local index of every key it sends, in its order.
     incoming: Vec<Vec<u32>>,
 }
@@ -274,6 +320,10 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let (me, p) = (w.rank(), w.size());
     let mut srcs: Vec<i64> = Vec::new();
     let mut dst: Vec<i64> = Vec::new();
+    let weighted = edges
+        .iter()
+        .any(|(_, a)| a.layout() == crate::data::Layout::Edges { weighted: true });
+    let mut weight: Option<Vec<f64>> = weighted.then(Vec::new);
     for (_, a) in edges.iter() {
         let e = Edges::of(a)?;
         srcs.reserve(e.len());
@@ -281,6 +331,9 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
         for i in 0..e.len() {
             srcs.push(e.src(i));
             dst.push(e.dst(i));
+        }
+        if let Some(w) = weight.as_mut() {
+            w.extend((0..e.len()).map(|i| e.weight(i)));
         }
     }
     // The records are no longer needed (the plan holds what the iterations use).
@@ -336,8 +389,10 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let mut src: Vec<u32> = srcs.iter().map(|v| index[v]).collect();
     drop(srcs);
     let mut outdeg = vec![0u32; vertices.len()];
-    for &u in &src {
+    let mut outw = vec![0.0f64; vertices.len()];
+    for (e, &u) in src.iter().enumerate() {
         outdeg[u as usize] += 1;
+        outw[u as usize] += weight.as_ref().map_or(1.0, |w| w[e]);
     }
     // Local order: highest out-degree first (ties by id), so that the ranks most edges read
     // stay in cache. Sums are unaffected: each slot still adds its edges in edge order.
@@ -349,6 +404,7 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     }
     let vertices: Vec<i64> = order.iter().map(|&i| vertices[i as usize]).collect();
     let outdeg: Vec<u32> = order.iter().map(|&i| outdeg[i as usize]).collect();
+    let outw: Vec<f64> = order.iter().map(|&i| outw[i as usize]).collect();
     drop(order);
     for u in src.iter_mut() {
         *u = new_of[*u as usize];
@@ -385,18 +441,26 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     }
     let mut fill: Vec<u32> = slot_start[..slots].to_vec();
     let mut by_slot = vec![0u32; src.len()];
+    let mut slot_weight = weight.as_ref().map(|w| vec![0.0f64; w.len()]);
     for (e, &s) in edge_slot.iter().enumerate() {
-        by_slot[fill[s as usize] as usize] = src[e];
+        let at = fill[s as usize] as usize;
+        by_slot[at] = src[e];
+        if let (Some(sw), Some(w)) = (slot_weight.as_mut(), weight.as_ref()) {
+            sw[at] = w[e];
+        }
         fill[s as usize] += 1;
     }
     Ok(Local {
         vertices,
         outdeg,
+        outw,
         src,
         dst,
+        weight,
         offset,
         slot_start,
         by_slot,
+        slot_weight,
         incoming,
     })
 }
@@ -440,8 +504,17 @@ fn exchange_compiled(
                 let s = from + i;
                 let (a, b) = (g.slot_start[s] as usize, g.slot_start[s + 1] as usize);
                 let mut acc = 0.0f64;
-                for &u in &g.by_slot[a..b] {
-                    acc += share[u as usize];
+                match &g.slot_weight {
+                    None => {
+                        for &u in &g.by_slot[a..b] {
+                            acc += share[u as usize];
+                        }
+                    }
+                    Some(sw) => {
+                        for (&u, &x) in g.by_slot[a..b].iter().zip(&sw[a..b]) {
+                            acc += share[u as usize] * x;
+                        }
+                    }
                 }
                 *out = acc;
             });
@@ -485,8 +558,17 @@ fn exchange_kv(
 ) -> Result<f64> {
     let (me, p) = (w.rank(), w.size());
     let mut kv = MessageTable::<f64>::new(Combiner::Sum, p as u32)?;
-    for (&u, &v) in g.src.iter().zip(&g.dst) {
-        kv.add(v, share[u as usize])?;
+    match &g.weight {
+        None => {
+            for (&u, &v) in g.src.iter().zip(&g.dst) {
+                kv.add(v, share[u as usize])?;
+            }
+        }
+        Some(ws) => {
+            for ((&u, &v), &x) in g.src.iter().zip(&g.dst).zip(ws) {
+                kv.add(v, share[u as usize] * x)?;
+            }
+        }
     }
     let mut got = kv.into_table(w.pool())?;
     crate::graph::send_messages(w, label, &mut got)?;
@@ -555,8 +637,17 @@ fn run_in(
     });
     let failed = loaded.as_ref().err().map(|e| Error::config(e.to_string()));
     crate::checkpoint::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
+    // A weighted graph if any worker's share has a weight: then every share is weighted (an
+    // edge table holds one kind of partition).
+    let mut share = loaded?;
+    let mut any = Table::new(Combiner::Max);
+    any.put(0, Array::from_slice(w.pool(), &[share.weighted() as i64]));
+    w.allreduce("pagerank-weighted", &mut any, AllreduceAlgorithm::Auto)?;
+    if any.get(0).expect("flag").as_slice::<i64>()?[0] != 0 {
+        share.make_weighted();
+    }
     let mut edges = Table::new(Combiner::Sum);
-    edges.put(me as u32, loaded?.build(w.pool()));
+    edges.put(me as u32, share.build(w.pool()));
     crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
     let g = plan(w, "pagerank-plan", edges)?;
     let mut totals = Table::new(Combiner::Sum);
@@ -599,7 +690,8 @@ fn run_in(
                 dangling += r;
                 share[i] = 0.0;
             } else {
-                share[i] = r / k as f64;
+                // W(u): the out-degree, exactly, when the graph is unweighted.
+                share[i] = r / g.outw[i];
             }
         }
         let dangling = match opts.messages {
@@ -649,16 +741,25 @@ pub fn format_ranks(vertices: &[i64], ranks: &[f64]) -> String {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Vec<(i64, i64)>, LineError> {
+    /// Weighted edges `(src, dst, weight)`.
+    type WeightedEdges = Vec<(i64, i64, f64)>;
+
+    /// The edges of `text` with their weights, and whether the partition came out weighted.
+    fn parse_weighted(text: &str) -> Result<(WeightedEdges, bool), LineError> {
         let mut b = EdgeBuilder::new(false);
         parse_edges(text.as_bytes(), &mut b)?;
         let pool = crate::pool::Pool::default();
         let a = b.build(&pool);
-        Ok(Edges::of(&a)
-            .unwrap()
-            .iter()
-            .map(|e| (e.src, e.dst))
-            .collect())
+        let e = Edges::of(&a).unwrap();
+        Ok((
+            e.iter().map(|e| (e.src, e.dst, e.weight)).collect(),
+            e.weighted(),
+        ))
+    }
+
+    fn parse(text: &str) -> Result<Vec<(i64, i64)>, LineError> {
+        let (e, _) = parse_weighted(text)?;
+        Ok(e.into_iter().map(|(a, b, _)| (a, b)).collect())
     }
 
     #[test]
@@ -667,9 +768,16 @@ mod tests {
             parse("1 2\n# comment\n\n 3\t4 \r\n9223372036854775807 0").unwrap(),
             vec![(1, 2), (3, 4), (i64::MAX, 0)]
         );
-        let e = parse("1 2\n1 2 3\n").unwrap_err();
+        assert!(
+            !parse_weighted("1 2\n").unwrap().1,
+            "no weight, no weighted records"
+        );
+        let e = parse("1 2\n1 2 3 4\n").unwrap_err();
         assert_eq!(e.line_start, 4);
-        assert_eq!(e.msg, "expected 2 fields (src dst), found 3: '1 2 3'");
+        assert_eq!(
+            e.msg,
+            "expected 2 or 3 fields (src dst [weight]), found 4: '1 2 3 4'"
+        );
         let e = parse("7\n").unwrap_err();
         assert!(e.msg.contains("found 1: '7'"), "{}", e.msg);
         for bad in ["-1", "x", "1.5", "9223372036854775808", "+3"] {
@@ -679,6 +787,60 @@ mod tests {
                 "{}",
                 e.msg
             );
+        }
+    }
+
+    #[test]
+    fn a_third_field_is_a_positive_weight() {
+        // The first weight makes the partition weighted; lines without one weigh 1.
+        let (e, weighted) = parse_weighted("1 2\n3 4 0.5\n5 6\n7 8 2e3\n").unwrap();
+        assert!(weighted);
+        assert_eq!(
+            e,
+            vec![(1, 2, 1.0), (3, 4, 0.5), (5, 6, 1.0), (7, 8, 2000.0)]
+        );
+        for bad in ["0", "-1", "x", "nan", "inf", "1e400", "0x10"] {
+            let e = parse(&format!("1 2\n3 4 {bad} \n")).unwrap_err();
+            assert_eq!(e.line_start, 4, "{bad}");
+            assert_eq!(
+                e.msg,
+                format!("bad weight '{bad}': expected a positive number")
+            );
+        }
+    }
+
+    #[test]
+    fn the_weighted_reference_splits_a_rank_by_weight() {
+        // 0 → 1 (weight 3), 0 → 2 (weight 1), 1 → 0 (weight 2); 2 is dangling.
+        let edges = [(0, 1, 3.0), (0, 2, 1.0), (1, 0, 2.0)];
+        let got = reference_weighted(&edges, 1, 0.85);
+        let (n, d) = (3.0, 0.85);
+        let r0 = 1.0 / n;
+        let dang = r0;
+        let want = [
+            (1.0 - d) / n + d * (r0 + dang / n),
+            (1.0 - d) / n + d * (r0 * 3.0 / 4.0 + dang / n),
+            (1.0 - d) / n + d * (r0 / 4.0 + dang / n),
+        ];
+        for (i, (v, r)) in got.iter().enumerate() {
+            assert_eq!(*v, i as i64);
+            assert!((r - want[i]).abs() < 1e-15, "{r} vs {}", want[i]);
+        }
+        // Weights of 1 are the unweighted rule, bit for bit; scaling every weight of a vertex
+        // changes nothing but rounding.
+        let plain = [(5, 6), (6, 6), (6, 7), (5, 6), (7, 5)];
+        let ones: Vec<(i64, i64, f64)> = plain.iter().map(|&(a, b)| (a, b, 1.0)).collect();
+        assert_eq!(
+            reference(&plain, 9, 0.85),
+            reference_weighted(&ones, 9, 0.85)
+        );
+        let scaled: Vec<(i64, i64, f64)> = plain.iter().map(|&(a, b)| (a, b, 2.5)).collect();
+        for ((v, a), (u, b)) in reference(&plain, 9, 0.85)
+            .iter()
+            .zip(reference_weighted(&scaled, 9, 0.85))
+        {
+            assert_eq!(*v, u);
+            assert!((a - b).abs() <= 1e-15, "{a} vs {b}");
         }
     }
 

@@ -105,6 +105,19 @@ impl EdgeBuilder {
     pub fn weighted(&self) -> bool {
         self.weighted
     }
+    /// Makes an unweighted builder weighted: the edges it holds get weight 1.0.
+    pub fn make_weighted(&mut self) {
+        if self.weighted {
+            return;
+        }
+        let old = std::mem::take(&mut self.bytes);
+        self.weighted = true;
+        self.bytes.reserve(old.len() / 2 * 3);
+        for rec in old.chunks_exact(edge_bytes(false)) {
+            self.bytes.extend_from_slice(rec);
+            self.bytes.extend_from_slice(&1.0f64.to_le_bytes());
+        }
+    }
     /// Adds an edge; the weight is ignored by an unweighted builder.
     pub fn push(&mut self, src: i64, dst: i64, weight: f64) {
         self.bytes.extend_from_slice(&src.to_le_bytes());
@@ -296,6 +309,26 @@ mod tests {
         }
         assert_eq!(describe(false, 1), "1 edge");
         assert_eq!(Layout::Edges { weighted: true }.unit(), 24);
+    }
+
+    #[test]
+    fn an_unweighted_builder_becomes_weighted_with_weight_one() {
+        let pool = Pool::default();
+        let mut b = EdgeBuilder::new(false);
+        b.push(1, 2, 7.0);
+        b.push(-4, i64::MAX, 7.0);
+        b.make_weighted();
+        b.push(5, 6, 0.25);
+        b.make_weighted(); // already weighted: nothing changes
+        assert!(b.weighted());
+        let a = b.build(&pool);
+        assert_eq!(a.layout(), Layout::Edges { weighted: true });
+        let got: Vec<(i64, i64, f64)> = Edges::of(&a)
+            .unwrap()
+            .iter()
+            .map(|e| (e.src, e.dst, e.weight))
+            .collect();
+        assert_eq!(got, vec![(1, 2, 1.0), (-4, i64::MAX, 1.0), (5, 6, 0.25)]);
     }
 
     #[test]
