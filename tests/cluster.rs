@@ -141,9 +141,13 @@ fn check_p(p: usize) {
         out.contains(&format!("{n} results verified on {p} workers")),
         "{out}"
     );
-    // Key-value tables (harp::check::run_kv) over TCP too.
+    // Key-value and edge tables (harp::check::run_kv, run_edges) over TCP too.
     assert!(
         out.contains(&format!("{kv} key-value results verified on {p} workers")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{kv} edge-table results verified on {p} workers")),
         "{out}"
     );
 }

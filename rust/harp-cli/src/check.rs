@@ -1,5 +1,5 @@
-//! `harp check`: runs every collective and algorithm on random tables and compares each
-//! worker's result with the sequential model ([`harp::check`]).
+//! `harp check`: runs every collective and algorithm on random tables (dense, key-value and
+//! edge tables) and compares each worker's result with the sequential model ([`harp::check`]).
 //!
 //! Fault injection for tests, at rank R's N-th operation: `--die-rank R --die-at N` aborts the
 //! process (as if killed); `--stall-rank R --stall-at N` stops it with SIGSTOP (a silent peer:
@@ -80,6 +80,7 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
     let r = w.rank();
     let report = harp::check::run(w, &spec, &faults, &mut |f, op| inflict(r, f, op))?;
     let kv = harp::check::run_kv(w, &spec)?;
+    let edges = harp::check::run_edges(w, &spec)?;
     let grouped = if a.groups {
         let members = check_groups(w.size())
             .into_iter()
@@ -104,6 +105,13 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
         println!(
             "check: {} key-value results verified on {} workers ({} rounds, seed {})",
             kv.verified,
+            w.size(),
+            a.rounds,
+            a.seed
+        );
+        println!(
+            "check: {} edge-table results verified on {} workers ({} rounds, seed {})",
+            edges.verified,
             w.size(),
             a.rounds,
             a.seed

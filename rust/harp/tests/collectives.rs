@@ -41,27 +41,28 @@ fn every_collective_and_algorithm_matches_the_model_for_p_1_to_8() {
     }
 }
 
-/// Key-value tables through every collective that moves whole partitions, with every
-/// allreduce algorithm and auto, against the model, p = 1…8 (check::run_kv).
+/// Key-value tables, and edge tables (weighted and not), through every collective that moves
+/// whole partitions, with every allreduce algorithm and auto, against the model, p = 1…8
+/// (check::run_kv, check::run_edges): entries combine by key, edges concatenate, and records
+/// arrive whole.
 #[test]
-fn key_value_tables_match_the_model_for_p_1_to_8() {
+fn key_value_and_edge_tables_match_the_model_for_p_1_to_8() {
     let spec = Spec {
         rounds: 6,
         ..Spec::default()
     };
     for p in 1..=8 {
         let reports = on_workers(p, cfg(), |w| {
-            let r = check::run_kv(&w, &spec);
+            let r = check::run_kv(&w, &spec).and_then(|kv| {
+                check::run_edges(&w, &spec).map(|edges| (kv.verified, edges.verified))
+            });
             w.close();
             r
         });
         for (rank, r) in reports.into_iter().enumerate() {
             let r = r.unwrap_or_else(|e| panic!("p = {p}, rank {rank}: {e}"));
-            assert_eq!(
-                r.verified,
-                check::KV_CHECKS_PER_ROUND * spec.rounds as usize,
-                "p = {p}"
-            );
+            let n = check::KV_CHECKS_PER_ROUND * spec.rounds as usize;
+            assert_eq!(r, (n, n), "p = {p}");
         }
     }
 }

@@ -16,7 +16,10 @@ use crate::collective::{
 use crate::data::{Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::worker::Collectives;
-use model::{canonical, combine_all, copy, gen, h, kv_gen, kv_shape, owned, same, shape};
+use model::{
+    canonical, combine_all, copy, edge_gen, edge_shape, gen, h, kv_gen, kv_shape, owned, same,
+    shape,
+};
 
 /// What to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,7 +304,7 @@ pub fn run(
 /// auto), regroup ×2, push, pull, rotate ×2.
 pub const CHECKS_PER_ROUND: usize = 42;
 
-/// Results [`run_kv`] verifies per round.
+/// Results [`run_kv`] (and [`run_edges`]) verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;
 
 /// Checks the collectives that move whole partitions on key-value tables (i64 or str keys; sum
@@ -313,23 +316,47 @@ pub const KV_CHECKS_PER_ROUND: usize = 17;
 /// Results are compared in [`canonical`] form (append's concatenation order depends on the
 /// order partitions meet).
 pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
+    let (p, pool) = (w.size(), w.pool());
+    run_whole(w, spec, "key-value", |seed, round| {
+        let s = kv_shape(seed, round);
+        let inputs = (0..p).map(|k| kv_gen(pool, &s, seed, round, 0, k));
+        (s.describe(), inputs.collect())
+    })
+}
+
+/// [`run_kv`]'s checks on edge tables (weighted or not, up to 3000 edges per partition and
+/// rank): partitions with the same id concatenate, and records must arrive whole through the
+/// segmenting and chunking algorithms. Compared in [`canonical`] form (records sorted).
+pub fn run_edges(w: &impl Collectives, spec: &Spec) -> Result<Report> {
+    let (p, pool) = (w.size(), w.pool());
+    run_whole(w, spec, "edge", |seed, round| {
+        let s = edge_shape(seed, round);
+        let inputs = (0..p).map(|k| edge_gen(pool, &s, seed, round, 0, k));
+        (s.describe(), inputs.collect())
+    })
+}
+
+/// The checks of [`run_kv`] on the tables `round_of(seed, round)` gives (a description and
+/// every rank's input), whose partitions only ever combine whole.
+fn run_whole(
+    w: &impl Collectives,
+    spec: &Spec,
+    kind: &str,
+    round_of: impl Fn(u64, u64) -> (String, Vec<Table>),
+) -> Result<Report> {
     let (r, p, pool) = (w.rank(), w.size(), w.pool());
     let m = Partitioner::Modulo;
+    let label = format!("check-{kind}");
+    let label = label.as_str();
     let mut verified = 0usize;
     for round in 0..spec.rounds {
         let seed = spec.seed;
-        let s = kv_shape(seed, round);
-        let inputs: Vec<Table> = (0..p)
-            .map(|k| kv_gen(pool, &s, seed, round, 0, k))
-            .collect();
+        let (describe, inputs) = round_of(seed, round);
         let all = combine_all(pool, &inputs);
         let mine = || copy(pool, &inputs[r]);
         let root = (h(&[seed, round, 29]) % p as u64) as usize;
         let mut check = |op: &str, got: &Table, want: &Table| -> Result<()> {
-            let name = format!(
-                "{op} [key-value round {round}, {}, root {root}]",
-                s.describe()
-            );
+            let name = format!("{op} [{kind} round {round}, {describe}, root {root}]");
             same(&name, &canonical(pool, got)?, &canonical(pool, want)?)?;
             verified += 1;
             Ok(())
@@ -340,7 +367,7 @@ pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
             AllreduceAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.allreduce("check-kv", &mut t, algo)?;
+            w.allreduce(label, &mut t, algo)?;
             check(&format!("allreduce/{}", algo.name()), &t, &all)?;
         }
         let total: usize = inputs.iter().map(|t| t.len()).sum();
@@ -351,30 +378,30 @@ pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
             AllgatherAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.allgather("check-kv", &mut t, algo)?;
+            w.allgather(label, &mut t, algo)?;
             check(&format!("allgather/{}", algo.name()), &t, &all)?;
         }
         let mut t = mine();
-        w.regroup("check-kv", &mut t, Some(&m))?;
+        w.regroup(label, &mut t, Some(&m))?;
         check("regroup/modulo", &t, &owned(pool, &all, r, p))?;
         // Planned: every combined partition lands on exactly one worker (gathered with Reject).
         let mut t = mine();
-        w.regroup("check-kv", &mut t, None)?;
+        w.regroup(label, &mut t, None)?;
         let mut u = Table::new(Combiner::Reject);
         for (id, x) in t.iter() {
             u.put(id, x.duplicate(pool));
         }
-        w.allgather("check-kv", &mut u, AllgatherAlgorithm::Ring)?;
+        w.allgather(label, &mut u, AllgatherAlgorithm::Ring)?;
         check("regroup/planned", &u, &all)?;
         for algo in [BroadcastAlgorithm::Chain, BroadcastAlgorithm::Binomial] {
             let mut t = mine();
-            w.broadcast("check-kv", &mut t, root, algo)?;
+            w.broadcast(label, &mut t, root, algo)?;
             check(&format!("broadcast/{}", algo.name()), &t, &inputs[root])?;
         }
         for algo in [ReduceAlgorithm::Binomial, ReduceAlgorithm::ScatterGather] {
             let mut t = mine();
-            w.reduce("check-kv", &mut t, root, algo)?;
-            let empty = Table::new(s.combiner.clone());
+            w.reduce(label, &mut t, root, algo)?;
+            let empty = Table::new(all.combiner().clone());
             let want = if r == root { &all } else { &empty };
             check(&format!("reduce/{}", algo.name()), &t, want)?;
         }
@@ -384,12 +411,12 @@ pub fn run_kv(w: &impl Collectives, spec: &Spec) -> Result<Report> {
             ReduceScatterAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.reduce_scatter_with("check-kv", &mut t, &m, algo)?;
+            w.reduce_scatter_with(label, &mut t, &m, algo)?;
             let name = format!("reduce-scatter/{}", algo.name());
             check(&name, &t, &owned(pool, &all, r, p))?;
         }
         let mut t = mine();
-        w.rotate("check-kv", &mut t, None)?;
+        w.rotate(label, &mut t, None)?;
         check("rotate", &t, &inputs[(r + p - 1) % p])?;
     }
     Ok(Report { verified })

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::data::graph::{edge_bytes, EdgeBuilder};
 use crate::data::kv::{self, Key, KeyType, KvTable, Value, ValueType};
 use crate::data::{Array, Combiner, DType, Elem, Layout, Table};
 use crate::error::{Error, Result};
@@ -256,12 +257,77 @@ pub fn kv_gen(pool: &Pool, s: &KvShape, seed: u64, round: u64, salt: u64, r: usi
     t
 }
 
-/// `t` with the elements of every array value of its key-value partitions sorted: the order in
-/// which `append` concatenates depends on the order partitions meet, which differs between
-/// algorithms and workers, so results are compared in this form.
+/// One edge round's shape, shared by all ranks: weighted or not, and the most edges a rank
+/// holds in each of 9 partition ids.
+pub struct EdgeShape {
+    pub weighted: bool,
+    pub edges_of: BTreeMap<u32, u64>,
+}
+
+impl EdgeShape {
+    /// E.g. "weighted edges, sum".
+    pub fn describe(&self) -> String {
+        let w = if self.weighted { "weighted " } else { "" };
+        format!("{w}edges, {}", self.combiner().name())
+    }
+    /// Edge partitions with the same id concatenate under sum (and min and max).
+    pub fn combiner(&self) -> Combiner {
+        Combiner::Sum
+    }
+}
+
+/// The edge shape of `round`: weighted or not, and for each of 9 partition ids up to 0, 1, 5,
+/// 200 or 3000 edges (72 KB weighted: above the crossovers, so segmenting algorithms and the
+/// chunked broadcast must keep records whole).
+pub fn edge_shape(seed: u64, round: u64) -> EdgeShape {
+    let sizes = [0u64, 1, 5, 200, 3000];
+    EdgeShape {
+        weighted: h(&[seed, round, 31]) % 2 == 1,
+        edges_of: (0..9u32)
+            .map(|pid| (pid, sizes[(h(&[seed, round, 32, pid as u64]) % 5) as usize]))
+            .collect(),
+    }
+}
+
+/// Rank `r`'s random edge table for (seed, round, salt): for a random subset of the 9
+/// partition ids (possibly none), a random number of edges between vertices in ±2^40 with
+/// weights in (0, 4].
+pub fn edge_gen(pool: &Pool, s: &EdgeShape, seed: u64, round: u64, salt: u64, r: usize) -> Table {
+    let mut t = Table::new(s.combiner());
+    let count = h(&[seed, round, salt, r as u64, 34]) % 6;
+    for k in 0..count {
+        let pid = (h(&[seed, round, salt, r as u64, 35, k]) % 9) as u32;
+        if t.contains(pid) {
+            continue;
+        }
+        let n = h(&[seed, round, salt, r as u64, 36, pid as u64]) % (s.edges_of[&pid] + 1);
+        let mut b = EdgeBuilder::new(s.weighted);
+        for e in 0..n {
+            let x = h(&[seed, round, salt, r as u64, 37, pid as u64, e]);
+            let v = |z: u64| (z % (1 << 41)) as i64 - (1 << 40);
+            b.push(v(x), v(mix(x)), ((x >> 50) % 16 + 1) as f64 / 4.0);
+        }
+        t.put(pid, b.build(pool));
+    }
+    t
+}
+
+/// `t` with the elements of every array value of its key-value partitions sorted, and the
+/// records of its edge partitions sorted: the order in which `append` and edge concatenation
+/// combine depends on the order partitions meet, which differs between algorithms and
+/// workers, so results are compared in this form.
 pub fn canonical(pool: &Pool, t: &Table) -> Result<Table> {
     let mut c = Table::new(t.combiner().clone());
     for (id, a) in t.iter() {
+        if let Layout::Edges { weighted } = a.layout() {
+            let mut recs: Vec<&[u8]> = a.bytes().chunks(edge_bytes(weighted)).collect();
+            recs.sort_unstable();
+            c.put(
+                id,
+                Array::from_layout(a.layout(), pool.copy_of(&recs.concat()))?,
+            );
+            continue;
+        }
         let Layout::KeyValue {
             value: ValueType::Array(DType::I32),
             ..
@@ -310,6 +376,57 @@ mod tests {
         assert!(
             e.contains("allreduce: partition ids [4, 5], expected [4]"),
             "{e}"
+        );
+    }
+
+    /// Edge tables are reproducible, weighted in some rounds and not in others, uneven (empty
+    /// and large partitions), share partition ids between ranks, and the model concatenates
+    /// them; canonical form sorts the records.
+    #[test]
+    fn edge_tables_are_uneven_and_concatenate() {
+        use crate::data::graph::Edges;
+        let pool = Pool::default();
+        let (mut kinds, mut edges, mut shared) = (BTreeMap::new(), Vec::new(), false);
+        for round in 0..8 {
+            let s = edge_shape(3, round);
+            kinds.insert(s.describe(), ());
+            let ts: Vec<Table> = (0..4)
+                .map(|r| edge_gen(&pool, &s, 3, round, 0, r))
+                .collect();
+            same("regenerated", &ts[2], &edge_gen(&pool, &s, 3, round, 0, 2)).unwrap();
+            let all = combine_all(&pool, &ts);
+            for (id, a) in all.iter() {
+                let parts: Vec<usize> = ts
+                    .iter()
+                    .filter_map(|t| t.get(id))
+                    .map(|x| Edges::of(x).unwrap().len())
+                    .collect();
+                shared |= parts.len() > 1;
+                let n = Edges::of(a).unwrap().len();
+                assert_eq!(
+                    n,
+                    parts.iter().sum::<usize>(),
+                    "round {round} partition {id}"
+                );
+                edges.push(n);
+                let c = canonical(&pool, &all).unwrap();
+                let sorted: Vec<_> = Edges::of(c.get(id).unwrap()).unwrap().iter().collect();
+                let mut want: Vec<_> = Edges::of(a).unwrap().iter().collect();
+                let key = |e: &crate::data::graph::Edge| {
+                    let mut b = e.src.to_le_bytes().to_vec();
+                    b.extend(e.dst.to_le_bytes());
+                    b.extend(e.weight.to_le_bytes());
+                    b
+                };
+                want.sort_by_key(key);
+                assert_eq!(sorted, want);
+            }
+        }
+        edges.sort_unstable();
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+        assert!(
+            shared && edges.contains(&0) && *edges.last().unwrap() > 3000,
+            "{edges:?}"
         );
     }
 
