@@ -92,6 +92,22 @@ class EngineJobTest {
         "--output", tmp.resolve("java-pr").toUri().toString()));
     sameResult(tmp.resolve("rust-pr"), tmp.resolve("java-pr"), 1e-12);
 
+    // Weighted edges (a third field on some lines; one file without any), the same way.
+    Path weighted = Files.createDirectories(tmp.resolve("weighted"));
+    Random r = new Random(5);
+    StringBuilder w = new StringBuilder();
+    for (int i = 0; i < 600; i++) {
+      w.append(r.nextInt(200)).append(' ').append(r.nextInt(200));
+      w.append(i % 4 == 0 ? "\n" : " " + (1 + r.nextInt(40)) / 8.0 + "\n");
+    }
+    Files.writeString(weighted.resolve("a.txt"), w);
+    Files.writeString(weighted.resolve("b.txt"), "1 2\n2 3\n3 1\n");
+    KMeansJobTest.harp("pagerank", "--workers", "2", "--input", weighted.toString(), "--iterations", "15",
+        "--output", tmp.resolve("rust-wpr").toString());
+    assertEquals(0, example(tmp, "pagerank", "--workers", "3", "--input", weighted.toUri().toString(),
+        "--iterations", "15", "--output", tmp.resolve("java-wpr").toUri().toString()));
+    sameResult(tmp.resolve("rust-wpr"), tmp.resolve("java-wpr"), 1e-12);
+
     KMeansJobTest.harp("components", "--workers", "2", "--input", in.toString(), "--output",
         tmp.resolve("rust-cc").toString());
     assertEquals(0, example(tmp, "components", "--workers", "3", "--input", in.toUri().toString(), "--output",
