@@ -241,6 +241,22 @@ fn weighted_edges_split_ranks_by_weight_on_1_to_4_workers() {
         a,
         std::fs::read_to_string(dir.join("out-3-kv/part-00002")).unwrap()
     );
+    // Weights whose sum an f64 cannot hold fail the job, naming the vertex.
+    let big = dir.join("big.txt");
+    std::fs::write(&big, "1 2 1e308\n1 3 1e308\n2 1\n").unwrap();
+    let err = failed(harp(&[
+        "pagerank",
+        "--workers",
+        "2",
+        "--input",
+        &s(&big),
+        "--output",
+        &s(&dir.join("out-big")),
+    ]));
+    assert!(
+        err.contains("the weights of vertex 1's 2 out-edges add up to more than an f64 holds"),
+        "{err}"
+    );
     // Weights matter: the unweighted ranks of the same edges differ.
     let plain: Vec<(i64, i64)> = edges.iter().map(|e| (e.0, e.1)).collect();
     let unweighted = reference(&plain, 10, 0.85);

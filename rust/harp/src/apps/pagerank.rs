@@ -132,10 +132,11 @@ fn parse_id(tok: &[u8]) -> Option<i64> {
     i64::try_from(v).ok()
 }
 
-/// An edge weight: a finite, positive decimal number.
+/// An edge weight: a positive decimal number that f64 holds at full precision (from about
+/// 2.2e-308 to 1.8e308: a subnormal weight could make a vertex's share overflow).
 fn parse_weight(tok: &[u8]) -> Option<f64> {
     let w: f64 = std::str::from_utf8(tok).ok()?.parse().ok()?;
-    (w.is_finite() && w > 0.0).then_some(w)
+    (w.is_normal() && w > 0.0).then_some(w)
 }
 
 /// Parses the lines in `buf` (whole lines) into `out`; the first line with a weight makes
@@ -166,8 +167,11 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
                     Some(t) => {
                         let w = parse_weight(t).ok_or_else(|| {
                             bad(format!(
-                                "bad weight {}: expected a positive number",
-                                quote(t)
+                                "bad weight {}: expected a positive number \
+                                 (from {:e} to {:e})",
+                                quote(t),
+                                f64::MIN_POSITIVE,
+                                f64::MAX
                             ))
                         })?;
                         out.make_weighted();
@@ -406,6 +410,12 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let outdeg: Vec<u32> = order.iter().map(|&i| outdeg[i as usize]).collect();
     let outw: Vec<f64> = order.iter().map(|&i| outw[i as usize]).collect();
     drop(order);
+    if let Some(i) = outw.iter().position(|w| !w.is_finite()) {
+        return Err(Error::data(format!(
+            "the weights of vertex {}'s {} out-edges add up to more than an f64 holds",
+            vertices[i], outdeg[i]
+        )));
+    }
     for u in src.iter_mut() {
         *u = new_of[*u as usize];
     }
@@ -799,14 +809,21 @@ mod tests {
             e,
             vec![(1, 2, 1.0), (3, 4, 0.5), (5, 6, 1.0), (7, 8, 2000.0)]
         );
-        for bad in ["0", "-1", "x", "nan", "inf", "1e400", "0x10"] {
+        for bad in [
+            "0", "-1", "x", "nan", "inf", "1e400", "0x10", "1e-320", "-0",
+        ] {
             let e = parse(&format!("1 2\n3 4 {bad} \n")).unwrap_err();
             assert_eq!(e.line_start, 4, "{bad}");
             assert_eq!(
                 e.msg,
-                format!("bad weight '{bad}': expected a positive number")
+                format!(
+                    "bad weight '{bad}': expected a positive number \
+                     (from 2.2250738585072014e-308 to 1.7976931348623157e308)"
+                )
             );
         }
+        // The extremes themselves are weights.
+        assert!(parse("1 2 2.2250738585072014e-308\n3 4 1.7976931348623157e308\n").is_ok());
     }
 
     #[test]
