@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The Hadoop examples of harp-rs (wordcount, pagerank, components, mds, layout) on a REAL YARN +
+# The Hadoop examples of harp-rs (wordcount, pagerank unweighted and weighted, components, mds,
+# layout) on a REAL YARN +
 # HDFS cluster, each compared with `harp JOB --workers W` run locally on the same input:
 #   HADOOP_CONF_DIR=… scripts/yarn-apps.sh [WORKERS] [JOB…]     (default: 2, every job)
 # Needs a running cluster and its own Hadoop client (`hadoop` on the PATH, or
 # $HADOOP_HOME/bin/hadoop), like scripts/yarn-e2e.sh; it neither builds nor starts Hadoop.
-# Generates small inputs (text, a random edge list in 3 files, an edge list of several
-# components, `harp gen dist`), puts them on HDFS, runs every job with
+# Generates small inputs (text, a random edge list in 3 files, the same with weights on most lines
+# of two of the files, an edge list of several components, `harp gen dist`), puts them on HDFS, runs every job with
 # -Dmapreduce.framework.name=map-collective and fully qualified hdfs:// input and output, fetches
 # the results and compares them:
 #   wordcount, components   the same lines, in any order
@@ -26,7 +27,7 @@ die() { echo "yarn-apps: $*" >&2; exit 2; }
 W=${1:-2}
 shift || true
 JOBS=("$@")
-[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank components mds layout bad-input)
+[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank pagerank-weighted components mds layout bad-input)
 [[ -n ${HADOOP_CONF_DIR:-} ]] || die "HADOOP_CONF_DIR is not set: point it at the cluster's configuration"
 grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" 2>/dev/null \
   || die "$HADOOP_CONF_DIR/yarn-site.xml configures no ResourceManager (the jobs would run in local mode)"
@@ -59,7 +60,7 @@ FS=${FS%/}
 D=$FS$HARP_HDFS_DIR
 
 echo "== data"
-mkdir -p "$WORK/in/text" "$WORK/in/edges" "$WORK/in/comp"
+mkdir -p "$WORK/in/text" "$WORK/in/edges" "$WORK/in/wedges" "$WORK/in/comp"
 python3 - "$WORK/in" <<'EOF'
 import random, sys
 root = sys.argv[1]
@@ -71,9 +72,14 @@ for f in range(3):
         for _ in range(4000):
             out.write(" ".join(r.choice(words) for _ in range(r.randrange(0, 12))) + "\n")
 for f in range(3):  # a random directed graph, 600 vertices, 3 files
-    with open(f"{root}/edges/edges-{f}.txt", "w") as out:
-        for _ in range(2000):
-            out.write(f"{r.randrange(600)} {r.randrange(600)}\n")
+    with open(f"{root}/edges/edges-{f}.txt", "w") as out, \
+            open(f"{root}/wedges/edges-{f}.txt", "w") as wout:
+        for i in range(2000):
+            a, b = r.randrange(600), r.randrange(600)
+            out.write(f"{a} {b}\n")
+            # the same edges weighted, but for the first file and every fifth line
+            w = "" if f == 0 or i % 5 == 0 else f" {r.randrange(1, 80) / 8}"
+            wout.write(f"{a} {b}{w}\n")
 with open(f"{root}/comp/edges.txt", "w") as out:  # several components: blocks of 50 vertices
     for b in range(8):
         for _ in range(70):
@@ -83,7 +89,8 @@ EOF
 $H gen dist --n 120 --dim 3 --seed 3 --output "$WORK/in/dist.txt" >/dev/null || die "harp gen dist failed"
 "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
 "$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" || die "cannot create $HARP_HDFS_DIR on HDFS"
-"$HADOOP" fs -put "$WORK/in/text" "$WORK/in/edges" "$WORK/in/comp" "$WORK/in/dist.txt" "$HARP_HDFS_DIR/" \
+"$HADOOP" fs -put "$WORK/in/text" "$WORK/in/edges" "$WORK/in/wedges" "$WORK/in/comp" "$WORK/in/dist.txt" \
+  "$HARP_HDFS_DIR/" \
   || die "cannot put the inputs on HDFS"
 
 results=()
@@ -142,6 +149,10 @@ else:
         return m
     want, got = read(want_dir), read(got_dir)
     tol = 1e-12 if kind == "pagerank" else 1e-9
+    if kind == "pagerank" and len(sys.argv) > 4:  # weighted: the ranks must differ from these
+        plain = read(sys.argv[4])
+        if plain and all(abs(plain[k][0] - v[0]) <= 1e-9 * abs(v[0]) for k, v in want.items() if k in plain):
+            sys.exit("the weighted ranks equal the unweighted ones: the weights were ignored")
 if not want:
     sys.exit("harp wrote nothing")
 if set(want) != set(got):
@@ -190,7 +201,9 @@ run_job() { # name kind local-args… -- yarn-args…
   rm -rf "$WORK/$name.yarn"
   "$HADOOP" fs -get "$D/out-$name" "$WORK/$name.yarn" 2>/dev/null || { record "$name" 1 "$secs" "cannot fetch $D/out-$name"; return; }
   local verdict
-  if verdict=$(compare "$kind" "$WORK/$name.local" "$WORK/$name.yarn" 2>&1); then
+  local plain=()
+  [[ $name == pagerank-weighted && -d $WORK/pagerank.local ]] && plain=("$WORK/pagerank.local")
+  if verdict=$(compare "$kind" "$WORK/$name.local" "$WORK/$name.yarn" "${plain[@]}" 2>&1); then
     record "$name" 0 "$secs" "equal to harp: $verdict; workers per host: $(hosts_line)"
   else
     record "$name" 1 "$secs" "differs from harp: $verdict"
@@ -206,6 +219,10 @@ for job in "${JOBS[@]}"; do
     pagerank)
       run_job pagerank pagerank pagerank --workers "$W" --input "$I/edges" --iterations 10 --output "$WORK/pagerank.local" \
         -- pagerank --workers "$W" --input "$D/edges" --iterations 10 --output "$D/out-pagerank" ;;
+    pagerank-weighted)
+      run_job pagerank-weighted pagerank pagerank --workers "$W" --input "$I/wedges" --iterations 10 \
+        --output "$WORK/pagerank-weighted.local" \
+        -- pagerank --workers "$W" --input "$D/wedges" --iterations 10 --output "$D/out-pagerank-weighted" ;;
     components)
       run_job components lines components --workers "$W" --input "$I/comp" --output "$WORK/components.local" \
         -- components --workers "$W" --input "$D/comp" --output "$D/out-components" ;;
@@ -228,7 +245,7 @@ for job in "${JOBS[@]}"; do
       else
         record bad-input 1 "$secs" "exit $rc, message: ${msg:-none} $(tail -n 2 "$WORK/bad.log" | tr '\n' ' ')"
       fi ;;
-    *) die "unknown job '$job' (wordcount pagerank components mds layout bad-input)" ;;
+    *) die "unknown job '$job' (wordcount pagerank pagerank-weighted components mds layout bad-input)" ;;
   esac
 done
 
