@@ -98,7 +98,7 @@ failed=0
 record() { # name ok(0/1) seconds detail
   local verdict=PASS
   [[ $2 -eq 0 ]] || { verdict=FAIL; failed=$((failed + 1)); }
-  results+=("$(printf '%-11s %s %6s s  %s' "$1" "$verdict" "$3" "$4")")
+  results+=("$(printf '%-17s %s %6s s  %s' "$1" "$verdict" "$3" "$4")")
   echo "== $1: $verdict ($3 s) $4"
 }
 now() { date +%s.%N; }
