@@ -188,18 +188,23 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "earlier").unwrap();
-    let cases: [(&str, usize, &str); 4] = [
+    let cases: [(&str, usize, &str); 5] = [
         ("1 2\n3 4\n5 -6\n", 3, "bad vertex id '-6'"),
         ("1 2\n3 x\n", 2, "bad vertex id 'x'"),
         (
             "1 2\n\n7\n",
             3,
-            "expected an edge 'src dst', found one token '7'",
+            "expected an edge 'src dst [weight]', found one token '7'",
         ),
         (
-            "1 2 3\n",
+            "1 2 3 4\n",
             1,
-            "expected an edge 'src dst', found a third token '3'",
+            "expected an edge 'src dst [weight]', found a fourth token '4'",
+        ),
+        (
+            "1 2 0.5\n3 4 nan\n",
+            2,
+            "bad weight 'nan': expected a positive number",
         ),
     ];
     for (k, (text, line, msg)) in cases.iter().enumerate() {

@@ -9,8 +9,9 @@ use crate::cluster::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct ComponentsArgs {
-    /// Edges: a file or a directory of files, one `src dst` line per edge (non-negative
-    /// integer vertex ids; undirected; every id seen is a vertex).
+    /// Edges: a file or a directory of files, one `src dst [weight]` line per edge
+    /// (non-negative integer vertex ids; undirected; every id seen is a vertex; a weight is
+    /// checked and not used; lines starting with `#` are skipped).
     #[arg(long)]
     pub input: String,
     /// Output directory: `vertex<TAB>component` lines (component = the smallest vertex id in

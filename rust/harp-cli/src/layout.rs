@@ -9,7 +9,8 @@ use crate::cluster::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct LayoutArgs {
-    /// Edges: `src dst` lines of non-negative integer ids (a file or a directory of files).
+    /// Edges: `src dst [weight]` lines of non-negative integer ids (a file or a directory of
+    /// files; a weight is checked and not used).
     #[arg(long)]
     pub input: String,
     #[arg(long, default_value_t = 50)]

@@ -1,12 +1,13 @@
 //! Connected components by label propagation over events (docs/events.md).
 //!
 //! Vertex `v` is owned by worker [`owner`]`(v, W)`. Each worker reads its share of the edge
-//! lines (`src dst`, non-negative integer ids; undirected) and sends each edge to the owners of
-//! both endpoints, batched (phase 1, until quiet). Then every owner sets `label[v]` to the
-//! smallest of `v` and its neighbours and sends the labels that are below `v` to the owners of
-//! the neighbours; a label that arrives below the current one replaces it and is sent on in
-//! turn. What a worker sends while handling queued events is batched per destination and sent
-//! when the queue is empty (phase 2, until quiet). No collective runs inside either phase.
+//! lines (`src dst [weight]`, non-negative integer ids, the weight unused; undirected) and
+//! sends each edge to the owners of both endpoints, batched (phase 1, until quiet). Then every
+//! owner sets `label[v]` to the smallest of `v` and its neighbours and sends the labels that
+//! are below `v` to the owners of the neighbours; a label that arrives below the current one
+//! replaces it and is sent on in turn. What a worker sends while handling queued events is
+//! batched per destination and sent when the queue is empty (phase 2, until quiet). No
+//! collective runs inside either phase.
 //!
 //! Event payloads: `[u8 kind][pairs of little-endian u64]`; kind 0 (edges): `(v, neighbour)`,
 //! kind 1 (labels): `(v, label)`, where `v` is owned by the receiver. Anything else is a
@@ -51,8 +52,9 @@ pub struct Components {
     pub waves: u64,
 }
 
-/// Parses the edge lines of a block: `src dst` separated by spaces or tabs; blank lines are
-/// skipped. Each edge goes to `each`.
+/// Parses the edge lines of a block: `src dst [weight]` separated by spaces or tabs (the
+/// weight, as every graph application reads it, is checked and not used: components ignore
+/// it); blank lines and lines starting with `#` are skipped. Each edge goes to `each`.
 pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), LineError> {
     let mut start = 0;
     for line in lines.split_inclusive(|&b| b == b'\n') {
@@ -61,26 +63,30 @@ pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), L
         let mut toks = line
             .split(|b| b.is_ascii_whitespace())
             .filter(|t| !t.is_empty());
-        let (a, b) = match (toks.next(), toks.next(), toks.next()) {
-            (None, _, _) => continue,
-            (Some(a), Some(b), None) => (a, b),
-            (Some(_), None, _) => {
-                return Err(LineError {
-                    line_start: at,
-                    msg: format!(
-                        "expected an edge 'src dst', found one token {}",
-                        quote(trim(line))
-                    ),
-                })
+        let fail = |msg: String| LineError {
+            line_start: at,
+            msg,
+        };
+        let (a, b) = match (toks.next(), toks.next(), toks.next(), toks.next()) {
+            (None, ..) => continue,
+            (Some(t), ..) if t.starts_with(b"#") => continue,
+            (Some(a), Some(b), w, None) => {
+                if let Some(w) = w {
+                    crate::data::graph::parse_weight(w).map_err(fail)?;
+                }
+                (a, b)
             }
-            (Some(_), Some(_), Some(c)) => {
-                return Err(LineError {
-                    line_start: at,
-                    msg: format!(
-                        "expected an edge 'src dst', found a third token {}",
-                        quote(c)
-                    ),
-                })
+            (Some(_), None, ..) => {
+                return Err(fail(format!(
+                    "expected an edge 'src dst [weight]', found one token {}",
+                    quote(trim(line))
+                )))
+            }
+            (_, _, _, d) => {
+                return Err(fail(format!(
+                    "expected an edge 'src dst [weight]', found a fourth token {}",
+                    quote(d.unwrap_or_default())
+                )))
             }
         };
         let id = |t: &[u8]| {
@@ -424,10 +430,22 @@ mod tests {
         assert!(e.msg.contains("'-1'"), "{}", e.msg);
         let e = parse_edges(b"99999999999999999999 2\n", |_, _| {}).unwrap_err();
         assert!(e.msg.contains("below 2^64"), "{}", e.msg);
-        let e = parse_edges(b"1 2 3\n", |_, _| {}).unwrap_err();
-        assert!(e.msg.contains("third token '3'"), "{}", e.msg);
+        let e = parse_edges(b"1 2 3 4\n", |_, _| {}).unwrap_err();
+        assert!(e.msg.contains("fourth token '4'"), "{}", e.msg);
         let e = parse_edges(b"7\n", |_, _| {}).unwrap_err();
         assert!(e.msg.contains("one token '7'"), "{}", e.msg);
+        // Weighted lines and comments, as the other graph applications read them.
+        let mut got = Vec::new();
+        parse_edges(b"# src dst weight\n1 2 0.5\n3 4\n", |a, b| got.push((a, b))).unwrap();
+        assert_eq!(got, vec![(1, 2), (3, 4)]);
+        let e = parse_edges(b"1 2\n1 2 -1\n", |_, _| {}).unwrap_err();
+        assert_eq!(e.line_start, 4);
+        assert!(
+            e.msg
+                .starts_with("bad weight '-1': expected a positive number"),
+            "{}",
+            e.msg
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Force-directed graph drawing (Fruchterman–Reingold, the Harp paper's §5.2, its ref. [26]).
 //!
-//! Input: text lines `src dst` (two non-negative integer vertex ids, at most 2^63 − 1, separated
-//! by whitespace); blank lines and lines whose first non-blank character is `#` are skipped.
+//! Input: text lines `src dst [weight]` (two non-negative integer vertex ids, at most 2^63 − 1,
+//! and an optional weight that is checked and not used, separated by whitespace); blank lines
+//! and lines whose first non-blank character is `#` are skipped.
 //! Every id seen is a vertex; the graph is undirected and simple (an edge and its reverse are one
 //! edge, repeated edges count once, a self-loop only makes its vertex exist).
 //!
@@ -119,13 +120,19 @@ fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(),
             Some(t) if t[0] == b'#' => {}
             Some(a) => {
                 let b = toks.next();
+                let w = toks.next();
                 let extra = toks.count();
                 let Some(b) = b.filter(|_| extra == 0) else {
                     return Err(fail(format!(
-                        "expected 2 vertex ids (src dst), found {} tokens",
-                        1 + b.is_some() as usize + extra
+                        "expected 2 vertex ids and an optional weight (src dst [weight]), \
+                         found {} tokens",
+                        1 + b.is_some() as usize + w.is_some() as usize + extra
                     )));
                 };
+                // The weight is checked as every graph application reads it, and not used.
+                if let Some(w) = w {
+                    crate::data::graph::parse_weight(w).map_err(fail)?;
+                }
                 let id = |t: &[u8], col: usize| -> std::result::Result<i64, LineError> {
                     std::str::from_utf8(t)
                         .ok()
@@ -435,14 +442,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e, vec![(1, 2), (7, 3), (5, 5)]);
+        // A weight is read (and checked), not used.
+        let mut w = Vec::new();
+        parse_edges(b"1 2 0.25\n3 4\n", &mut w).unwrap();
+        assert_eq!(w, vec![(1, 2), (3, 4)]);
         for (text, msg) in [
             ("1 2\n3 x\n", "column 2: 'x' is not a vertex id"),
             ("1 2\n-3 4\n", "column 1: '-3' is not a vertex id"),
             (
                 "1 2\n3\n",
-                "expected 2 vertex ids (src dst), found 1 tokens",
+                "expected 2 vertex ids and an optional weight (src dst [weight]), found 1 tokens",
             ),
-            ("1 2\n3 4 5\n", "found 3 tokens"),
+            ("1 2\n3 4 5 6\n", "found 4 tokens"),
+            ("1 2\n3 4 0\n", "bad weight '0': expected a positive number"),
             ("1.5 2\n", "'1.5' is not a vertex id"),
             ("9223372036854775808 1\n", "is not a vertex id"),
         ] {

@@ -30,7 +30,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
-use crate::data::graph::{EdgeBuilder, Edges, Endpoint};
+use crate::data::graph::{parse_weight, EdgeBuilder, Edges, Endpoint};
 use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -132,13 +132,6 @@ fn parse_id(tok: &[u8]) -> Option<i64> {
     i64::try_from(v).ok()
 }
 
-/// An edge weight: a positive decimal number that f64 holds at full precision (from about
-/// 2.2e-308 to 1.8e308: a subnormal weight could make a vertex's share overflow).
-fn parse_weight(tok: &[u8]) -> Option<f64> {
-    let w: f64 = std::str::from_utf8(tok).ok()?.parse().ok()?;
-    (w.is_normal() && w > 0.0).then_some(w)
-}
-
 /// Parses the lines in `buf` (whole lines) into `out`; the first line with a weight makes
 /// `out` weighted (the edges before it weigh 1).
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
@@ -165,15 +158,7 @@ fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
                 let weight = match third {
                     None => 1.0,
                     Some(t) => {
-                        let w = parse_weight(t).ok_or_else(|| {
-                            bad(format!(
-                                "bad weight {}: expected a positive number \
-                                 (from {:e} to {:e})",
-                                quote(t),
-                                f64::MIN_POSITIVE,
-                                f64::MAX
-                            ))
-                        })?;
+                        let w = parse_weight(t).map_err(bad)?;
                         out.make_weighted();
                         w
                     }

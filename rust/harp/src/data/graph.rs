@@ -83,6 +83,22 @@ pub fn check(pid: u32, weighted: bool, bytes: usize) -> Result<()> {
     })
 }
 
+/// An edge weight in a text line (the third field of `src dst [weight]`, in every graph
+/// application): a positive decimal number that f64 holds at full precision, from about 2.2e-308
+/// to 1.8e308 (a subnormal weight could make a vertex's share overflow). The error quotes the
+/// token.
+pub fn parse_weight(tok: &[u8]) -> std::result::Result<f64, String> {
+    let w: Option<f64> = std::str::from_utf8(tok).ok().and_then(|s| s.parse().ok());
+    w.filter(|w| w.is_normal() && *w > 0.0).ok_or_else(|| {
+        format!(
+            "bad weight {}: expected a positive number (from {:e} to {:e})",
+            crate::io::quote(tok),
+            f64::MIN_POSITIVE,
+            f64::MAX
+        )
+    })
+}
+
 /// Builds an edge partition record by record.
 #[derive(Debug, Clone, Default)]
 pub struct EdgeBuilder {
