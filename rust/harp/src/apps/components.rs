@@ -67,15 +67,10 @@ pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), L
             line_start: at,
             msg,
         };
-        let (a, b) = match (toks.next(), toks.next(), toks.next(), toks.next()) {
+        let (a, b, w) = match (toks.next(), toks.next(), toks.next(), toks.next()) {
             (None, ..) => continue,
             (Some(t), ..) if t.starts_with(b"#") => continue,
-            (Some(a), Some(b), w, None) => {
-                if let Some(w) = w {
-                    crate::data::graph::parse_weight(w).map_err(fail)?;
-                }
-                (a, b)
-            }
+            (Some(a), Some(b), w, None) => (a, b, w),
             (Some(_), None, ..) => {
                 return Err(fail(format!(
                     "expected an edge 'src dst [weight]', found one token {}",
@@ -94,15 +89,18 @@ pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), L
                 .ok()
                 .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
                 .and_then(|s| s.parse::<u64>().ok())
-                .ok_or_else(|| LineError {
-                    line_start: at,
-                    msg: format!(
+                .ok_or_else(|| {
+                    fail(format!(
                         "bad vertex id {}: not a non-negative integer below 2^64",
                         quote(t)
-                    ),
+                    ))
                 })
         };
-        each(id(a)?, id(b)?);
+        let (a, b) = (id(a)?, id(b)?);
+        if let Some(w) = w {
+            crate::data::graph::parse_weight(w).map_err(fail)?;
+        }
+        each(a, b);
     }
     Ok(())
 }
@@ -438,6 +436,9 @@ mod tests {
         let mut got = Vec::new();
         parse_edges(b"# src dst weight\n1 2 0.5\n3 4\n", |a, b| got.push((a, b))).unwrap();
         assert_eq!(got, vec![(1, 2), (3, 4)]);
+        // Ids are checked before the weight, as PageRank does.
+        let e = parse_edges(b"x 2 -1\n", |_, _| {}).unwrap_err();
+        assert!(e.msg.contains("bad vertex id 'x'"), "{}", e.msg);
         let e = parse_edges(b"1 2\n1 2 -1\n", |_, _| {}).unwrap_err();
         assert_eq!(e.line_start, 4);
         assert!(

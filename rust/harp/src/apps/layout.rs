@@ -129,10 +129,6 @@ fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(),
                         1 + b.is_some() as usize + w.is_some() as usize + extra
                     )));
                 };
-                // The weight is checked as every graph application reads it, and not used.
-                if let Some(w) = w {
-                    crate::data::graph::parse_weight(w).map_err(fail)?;
-                }
                 let id = |t: &[u8], col: usize| -> std::result::Result<i64, LineError> {
                     std::str::from_utf8(t)
                         .ok()
@@ -146,7 +142,12 @@ fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(),
                             ))
                         })
                 };
-                out.push((id(a, 1)?, id(b, 2)?));
+                let edge = (id(a, 1)?, id(b, 2)?);
+                // The weight is checked as every graph application reads it, and not used.
+                if let Some(w) = w {
+                    crate::data::graph::parse_weight(w).map_err(fail)?;
+                }
+                out.push(edge);
             }
         }
         Ok(())
@@ -455,6 +456,7 @@ mod tests {
             ),
             ("1 2\n3 4 5 6\n", "found 4 tokens"),
             ("1 2\n3 4 0\n", "bad weight '0': expected a positive number"),
+            ("x 4 0\n", "column 1: 'x' is not a vertex id"),
             ("1.5 2\n", "'1.5' is not a vertex id"),
             ("9223372036854775808 1\n", "is not a vertex id"),
         ] {
