@@ -110,6 +110,33 @@ fn write_graph(dir: &Path) -> String {
     s(&input)
 }
 
+/// `harp pagerank` on `workers` workers with `extra` options; it must succeed and report
+/// `edges` edges.
+fn run_pagerank(
+    input: &str,
+    out: &Path,
+    workers: usize,
+    iters: &str,
+    edges: usize,
+    extra: &[&str],
+) {
+    let w = workers.to_string();
+    let out = s(out);
+    let mut args = vec![
+        "pagerank",
+        "--workers",
+        &w,
+        "--input",
+        input,
+        "--iterations",
+        iters,
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--output", &out]);
+    let text = ok(harp(&args));
+    assert!(text.contains(&format!("{edges} edges")), "{text}");
+}
+
 #[test]
 fn ranks_match_the_reference_on_1_to_4_workers() {
     let dir = tmpdir("ref");
@@ -125,28 +152,16 @@ fn ranks_match_the_reference_on_1_to_4_workers() {
         (2, 1, 1.0, "1", "kv"),
     ] {
         let out = dir.join(format!("out-{workers}-{messages}"));
-        let w = workers.to_string();
-        let it = iters.to_string();
-        let dd = d.to_string();
+        let (it, dd) = (iters.to_string(), d.to_string());
         let args = [
-            "pagerank",
-            "--workers",
-            &w,
-            "--input",
-            &input,
-            "--iterations",
-            &it,
             "--damping",
             &dd,
             "--threads",
             threads,
             "--messages",
             messages,
-            "--output",
-            &s(&out),
         ];
-        let text = ok(harp(&args));
-        assert!(text.contains(&format!("{} edges", edges.len())), "{text}");
+        run_pagerank(&input, &out, workers, &it, edges.len(), &args);
         let got = ranks(&out, workers);
         check_against_reference(&got, &edges, iters, d);
     }
@@ -219,21 +234,14 @@ fn weighted_edges_split_ranks_by_weight_on_1_to_4_workers() {
         (4, "compiled"),
     ] {
         let out = dir.join(format!("out-{workers}-{messages}"));
-        let w = workers.to_string();
-        let text = ok(harp(&[
-            "pagerank",
-            "--workers",
-            &w,
-            "--input",
+        run_pagerank(
             &input,
-            "--iterations",
+            &out,
+            workers,
             "10",
-            "--messages",
-            messages,
-            "--output",
-            &s(&out),
-        ]));
-        assert!(text.contains(&format!("{} edges", edges.len())), "{text}");
+            edges.len(),
+            &["--messages", messages],
+        );
         check_close(&ranks(&out, workers), &want);
     }
     let a = std::fs::read_to_string(dir.join("out-3-compiled/part-00002")).unwrap();
