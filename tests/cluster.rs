@@ -375,6 +375,18 @@ fn hosts_file_mode_runs_a_benchmark_and_prints_json() {
     assert_eq!(j["workers"], 3);
     assert_eq!(j["bytes"], 1 << 20);
     assert!(j["median_s"].as_f64().unwrap() > 0.0);
+    // CPU per call: a broadcast of 1 MiB takes some, and not more than the wall time allows
+    // (the three workers' mean, in µs, over at most the 2 cores of a machine or more).
+    let (user, sys) = (
+        j["cpu_user_us_per_call"].as_f64().unwrap(),
+        j["cpu_sys_us_per_call"].as_f64().unwrap(),
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(user + sys > 0.0 && user >= 0.0 && sys >= 0.0, "{j}");
+    assert!(
+        user + sys <= j["max_s"].as_f64().unwrap() * 1e6 * cores + 1e4,
+        "{j}"
+    );
     assert!(text(&outs[1]).0.is_empty(), "only rank 0 prints results");
 }
 

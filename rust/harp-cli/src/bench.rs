@@ -3,6 +3,8 @@
 //! slowest worker's time for the repetition divided by K, and the median over repetitions is
 //! reported. `--inner` is the protocol of OSU, Open MPI's and gloo's benchmarks for small
 //! messages (many calls in a row, no barrier between them), so figures compare exactly.
+//! The CPU a call costs is reported too: each worker process's user and system time over the
+//! timed calls only (not the tables' set-up), divided by the calls, averaged over the workers.
 
 use std::time::Instant;
 
@@ -240,18 +242,41 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     }
     check_memory((a.bytes as u128 * a.inner as u128).min(u64::MAX as u128) as u64)?;
     let mut times = Vec::with_capacity(a.reps);
+    let mut cpu = [0.0f64; 2];
     for rep in 0..a.warmup + a.reps {
         let mut tables: Vec<Table> = (0..a.inner).map(|_| table(w, op, a.bytes, parts)).collect();
         w.barrier("bench-start")?;
-        let t0 = Instant::now();
+        let (c0, t0) = (cpu_seconds(), Instant::now());
         for t in &mut tables {
             once(w, op, &algo, t, parts)?;
         }
         let dt = t0.elapsed().as_secs_f64() / a.inner as f64;
+        let c1 = cpu_seconds();
         if rep >= a.warmup {
             times.push(dt);
+            cpu[0] += c1[0] - c0[0];
+            cpu[1] += c1[1] - c0[1];
         }
     }
+    // CPU per call, averaged over the workers.
+    let calls = (a.reps * a.inner) as f64;
+    let mut ct = Table::new(Combiner::Sum);
+    ct.add(
+        0,
+        Array::from_slice(w.pool(), &[cpu[0] / calls, cpu[1] / calls]),
+    )?;
+    w.allreduce(
+        "bench-cpu",
+        &mut ct,
+        AllreduceAlgorithm::BidirectionalExchange,
+    )?;
+    let cpu: Vec<f64> = ct
+        .get(0)
+        .expect("cpu")
+        .as_slice::<f64>()?
+        .iter()
+        .map(|x| x / p as f64 * 1e6)
+        .collect();
     // The time of a repetition is its slowest worker's.
     let mut tt = Table::new(Combiner::Max);
     tt.add(0, Array::from_slice(w.pool(), &times))?;
@@ -275,22 +300,35 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         let j = serde_json::json!({
             "op": op, "algorithm": algo_name, "workers": p, "bytes": a.bytes, "partitions": parts,
             "reps": a.reps, "inner": a.inner, "median_s": median, "min_s": all[0], "max_s": all[all.len() - 1],
-            "throughput_mb_s": mbps,
+            "throughput_mb_s": mbps, "cpu_user_us_per_call": cpu[0], "cpu_sys_us_per_call": cpu[1],
         });
         println!("{j}");
     } else {
         println!(
-            "{op} ({algo_name}) workers={p} bytes={} reps={} inner={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s",
+            "{op} ({algo_name}) workers={p} bytes={} reps={} inner={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s; CPU per call and worker: user {:.2} µs, system {:.2} µs",
             a.bytes,
             a.reps,
             a.inner,
             median,
             all[0],
             all[all.len() - 1],
-            mbps
+            mbps,
+            cpu[0],
+            cpu[1]
         );
     }
     Ok(())
+}
+
+/// User and system CPU seconds of this process so far (all its threads: the worker's own and
+/// its I/O threads).
+fn cpu_seconds() -> [f64; 2] {
+    // SAFETY: an all-zero rusage is a valid value, and getrusage only writes into it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer; it cannot fail then.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    [secs(u.ru_utime), secs(u.ru_stime)]
 }
 
 #[cfg(test)]
