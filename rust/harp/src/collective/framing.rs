@@ -146,7 +146,8 @@ pub async fn send_batch_inline(
     let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
     let head = batch_head(&mut metas, inline_max);
     check_frames(&head, &metas)?;
-    let mut parts: Vec<&[u8]> = vec![&head];
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + pieces.len());
+    parts.push(&head);
     parts.extend(
         pieces
             .iter()
