@@ -146,8 +146,7 @@ pub async fn send_batch_inline(
     let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
     let head = batch_head(&mut metas, inline_max);
     check_frames(&head, &metas)?;
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + pieces.len());
-    parts.push(&head);
+    let mut parts: Vec<&[u8]> = vec![&head];
     parts.extend(
         pieces
             .iter()
