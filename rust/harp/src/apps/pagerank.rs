@@ -472,6 +472,29 @@ fn dangling_total(parts: impl Iterator<Item = f64>) -> f64 {
     parts.fold(0.0, |acc, x| acc + x)
 }
 
+/// The contribution for each slot `first + i` into `out[i]`: its edges' shares (times their
+/// weights in a weighted graph), added in edge order.
+fn sum_slots(g: &Local, share: &[f64], first: usize, out: &mut [f64]) {
+    for (i, out) in out.iter_mut().enumerate() {
+        let s = first + i;
+        let (a, b) = (g.slot_start[s] as usize, g.slot_start[s + 1] as usize);
+        let mut acc = 0.0f64;
+        match &g.slot_weight {
+            None => {
+                for &u in &g.by_slot[a..b] {
+                    acc += share[u as usize];
+                }
+            }
+            Some(sw) => {
+                for (&u, &x) in g.by_slot[a..b].iter().zip(&sw[a..b]) {
+                    acc += share[u as usize] * x;
+                }
+            }
+        }
+        *out = acc;
+    }
+}
+
 /// One iteration's exchange with the compiled plan: every owner gets one dense f64 array of
 /// the contributions for its keys in plan order, plus this worker's dangling rank as the last
 /// element. Writes the incoming sum of every local vertex into `incoming`; returns the total
@@ -491,28 +514,13 @@ fn exchange_compiled(
         let mut a = Array::uninit(w.pool(), DType::F64, to - from + 1);
         let out = a.as_mut_slice::<f64>()?;
         out[to - from] = dangling;
+        // Runs of 4096 slots per task, each summed by a plain loop: the time per slot does not
+        // depend on whether the compiler inlines a per-slot closure into rayon's loop (it did
+        // in some builds and not in others: 0.0018 against 0.0023 s per iteration, 1M edges).
         out[..to - from]
-            .par_iter_mut()
+            .par_chunks_mut(4096)
             .enumerate()
-            .with_min_len(4096)
-            .for_each(|(i, out)| {
-                let s = from + i;
-                let (a, b) = (g.slot_start[s] as usize, g.slot_start[s + 1] as usize);
-                let mut acc = 0.0f64;
-                match &g.slot_weight {
-                    None => {
-                        for &u in &g.by_slot[a..b] {
-                            acc += share[u as usize];
-                        }
-                    }
-                    Some(sw) => {
-                        for (&u, &x) in g.by_slot[a..b].iter().zip(&sw[a..b]) {
-                            acc += share[u as usize] * x;
-                        }
-                    }
-                }
-                *out = acc;
-            });
+            .for_each(|(c, run)| sum_slots(g, share, from + c * 4096, run));
         t.put(pair(me, o, p), a);
     }
     w.regroup(label, &mut t, Some(&Partitioner::Modulo))?;
