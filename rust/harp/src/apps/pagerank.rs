@@ -824,23 +824,28 @@ mod tests {
         assert!(parse("1 2 2.2250738585072014e-308\n3 4 1.7976931348623157e308\n").is_ok());
     }
 
+    /// One iteration by hand on 3 vertices 0, 1, 2 where 2 is dangling and vertex v receives
+    /// `inflow[v]` times the starting rank: the reference's ranks, to 1e-15.
+    fn one_iteration_by_hand(got: &[(i64, f64)], inflow: [f64; 3]) {
+        let (n, d) = (3.0, 0.85);
+        let r0 = 1.0 / n;
+        let dang = r0;
+        assert_eq!(got.len(), 3);
+        for (i, (v, r)) in got.iter().enumerate() {
+            let want = (1.0 - d) / n + d * (r0 * inflow[i] + dang / n);
+            assert_eq!(*v, i as i64);
+            assert!((r - want).abs() < 1e-15, "{r} vs {want}");
+        }
+    }
+
     #[test]
     fn the_weighted_reference_splits_a_rank_by_weight() {
         // 0 → 1 (weight 3), 0 → 2 (weight 1), 1 → 0 (weight 2); 2 is dangling.
         let edges = [(0, 1, 3.0), (0, 2, 1.0), (1, 0, 2.0)];
-        let got = reference_weighted(&edges, 1, 0.85);
-        let (n, d) = (3.0, 0.85);
-        let r0 = 1.0 / n;
-        let dang = r0;
-        let want = [
-            (1.0 - d) / n + d * (r0 + dang / n),
-            (1.0 - d) / n + d * (r0 * 3.0 / 4.0 + dang / n),
-            (1.0 - d) / n + d * (r0 / 4.0 + dang / n),
-        ];
-        for (i, (v, r)) in got.iter().enumerate() {
-            assert_eq!(*v, i as i64);
-            assert!((r - want[i]).abs() < 1e-15, "{r} vs {}", want[i]);
-        }
+        one_iteration_by_hand(
+            &reference_weighted(&edges, 1, 0.85),
+            [1.0, 3.0 / 4.0, 1.0 / 4.0],
+        );
         // Weights of 1 are the unweighted rule, bit for bit; scaling every weight of a vertex
         // changes nothing but rounding.
         let plain = [(5, 6), (6, 6), (6, 7), (5, 6), (7, 5)];
@@ -863,19 +868,7 @@ mod tests {
     fn the_reference_follows_the_formula() {
         // 0 → 1, 1 → 0, 2 dangling with an edge to it: by hand for one iteration.
         let edges = [(0, 1), (1, 0), (0, 2)];
-        let got = reference(&edges, 1, 0.85);
-        let (n, d) = (3.0, 0.85);
-        let r0 = 1.0 / n;
-        let dang = r0;
-        let want = [
-            (1.0 - d) / n + d * (r0 + dang / n),
-            (1.0 - d) / n + d * (r0 / 2.0 + dang / n),
-            (1.0 - d) / n + d * (r0 / 2.0 + dang / n),
-        ];
-        for (i, (v, r)) in got.iter().enumerate() {
-            assert_eq!(*v, i as i64);
-            assert!((r - want[i]).abs() < 1e-15, "{r} vs {}", want[i]);
-        }
+        one_iteration_by_hand(&reference(&edges, 1, 0.85), [1.0, 1.0 / 2.0, 1.0 / 2.0]);
         // Ranks sum to 1 with dangling mass redistributed.
         let got = reference(&[(5, 6), (6, 6), (6, 7), (5, 6)], 20, 0.85);
         let s: f64 = got.iter().map(|x| x.1).sum();

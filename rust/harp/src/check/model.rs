@@ -395,6 +395,7 @@ mod tests {
                 .collect();
             same("regenerated", &ts[2], &edge_gen(&pool, &s, 3, round, 0, 2)).unwrap();
             let all = combine_all(&pool, &ts);
+            let c = canonical(&pool, &all).unwrap();
             for (id, a) in all.iter() {
                 let parts: Vec<usize> = ts
                     .iter()
@@ -409,7 +410,6 @@ mod tests {
                     "round {round} partition {id}"
                 );
                 edges.push(n);
-                let c = canonical(&pool, &all).unwrap();
                 let sorted: Vec<_> = Edges::of(c.get(id).unwrap()).unwrap().iter().collect();
                 let mut want: Vec<_> = Edges::of(a).unwrap().iter().collect();
                 let key = |e: &crate::data::graph::Edge| {
