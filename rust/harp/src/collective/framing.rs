@@ -318,9 +318,9 @@ pub async fn recv_held(
 
 impl Held {
     /// Combines every piece into `table` in batch order, exactly as
-    /// [`absorb`](super::assemble::absorb) does with the pieces of [`recv_batch`]. A whole inline piece of a dense partition the table holds is
-    /// folded straight from the frame ([`Table::fold_bytes`]): a small message costs no buffer
-    /// per partition.
+    /// [`absorb`](super::assemble::absorb) does with the pieces of [`recv_batch`]. A whole
+    /// inline piece of a dense partition the table holds is folded straight from the frame
+    /// ([`Table::fold_bytes`]): a small message costs no buffer per partition.
     pub fn absorb(self, table: &mut Table, pool: &Pool) -> Result<()> {
         let BatchHead {
             pieces,

@@ -34,8 +34,8 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Writes one frame: the compact header, the concatenation of `parts` and, with frame MACs on, its
-    /// tag (computed as the bytes are written). The caller flushes.
+    /// Writes one frame: the compact header, the concatenation of `parts` and, with frame MACs
+    /// on, its tag (computed as the bytes are written). The caller flushes.
     pub async fn write_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> std::io::Result<()> {
         let mut b = [0u8; COMPACT_MAX];
         let n = hdr.encode_compact(&mut b);
