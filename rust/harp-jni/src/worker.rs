@@ -34,6 +34,19 @@ pub extern "system" fn Java_harp_Worker_size<'l>(
     call(&mut env, |_, _| Ok(worker(h)?.worker.size() as jint))
 }
 
+/// Frees every buffer kept in the worker's pool free lists (`harp::Pool::trim`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Worker_trimPool<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    h: jlong,
+) {
+    call(&mut env, |_, _| {
+        worker(h)?.worker.pool().trim();
+        Ok(())
+    })
+}
+
 /// The worker's pool counters: `[allocations, reuses, releases kept, releases freed, bytes
 /// held, bytes in use]` (`harp::PoolStats`, decoded by `harp.PoolStats`).
 #[unsafe(no_mangle)]

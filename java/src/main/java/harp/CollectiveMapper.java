@@ -151,6 +151,16 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return w().poolStats();
   }
 
+  /**
+   * Gives the buffers kept in this worker's native memory pool back to the system. The pool keeps
+   * the buffers of closed tables for the next table of the same size (up to 4 GiB); call this
+   * after closing large tables whose sizes will not come again (a job's input once it is loaded),
+   * so that they do not count against the container's memory limit.
+   */
+  public void trimPool() {
+    w().trimPool();
+  }
+
   /** How many tables of this mapper are open (closed ones are not remembered). */
   int openTables() {
     return w().openTables();

@@ -58,6 +58,10 @@ final class Worker implements AutoCloseable {
     return new PoolStats(poolStats(handle()));
   }
 
+  void trimPool() {
+    trimPool(handle());
+  }
+
   /** A new empty table whose buffers come from this worker's pool. */
   Table newTable(Combiner combiner) {
     Table t = new Table(this, combiner);
@@ -286,6 +290,8 @@ final class Worker implements AutoCloseable {
 
   /** {@code [allocations, reuses, releases kept, releases freed, bytes held, bytes in use]}. */
   static native long[] poolStats(long worker);
+
+  static native void trimPool(long worker);
 
   static native void close(long worker);
 

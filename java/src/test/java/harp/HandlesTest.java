@@ -51,6 +51,7 @@ class HandlesTest {
     assertClosed(() -> w.barrier("late"), "worker 0 is closed");
     assertClosed(() -> w.newTable(Combiner.SUM), "worker 0 is closed");
     assertClosed(w::poolStats, "worker 0 is closed");
+    assertClosed(w::trimPool, "worker 0 is closed");
     assertClosed(() -> Worker.barrier(h, null, "late"), "worker handle " + h + " is closed");
     Worker.close(h);
     assertClosed(() -> Worker.size(987654321L), "never valid");

@@ -29,6 +29,11 @@ class PoolStatsTest {
         assertEquals(released.bytesHeld() - (held.bytesInUse() - before.bytesInUse()), reused.bytesHeld(),
             reused.toString());
       }
+      assertTrue(w.poolStats().bytesHeld() >= 800_000, w.poolStats().toString());
+      w.trimPool();
+      PoolStats trimmed = w.poolStats();
+      assertEquals(0, trimmed.bytesHeld(), "trimPool frees every kept buffer: " + trimmed);
+      assertEquals(before.bytesInUse(), trimmed.bytesInUse(), trimmed.toString());
     }
   }
 }
