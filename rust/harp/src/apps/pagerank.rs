@@ -283,14 +283,30 @@ struct Local {
     outdeg: Vec<u32>,
     /// Total weight of each local vertex's out-edges (its out-degree when unweighted).
     outw: Vec<f64>,
-    /// Local out-edges in regrouped order: source index and destination id, and the weights
-    /// when the graph is weighted.
-    src: Vec<u32>,
-    dst: Vec<i64>,
-    weight: Option<Vec<f64>>,
-    /// The plan: `keys[o]` = the sorted distinct destinations owned by worker `o`; slot of a
-    /// key = `offset[o]` + its position; `by_slot` = the edges' source indices grouped by slot
-    /// (CSR: `slot_start`), each group in edge order.
+    /// The number of local out-edges.
+    edges: usize,
+    /// What the iterations read of the edges: only the arrays of the chosen message mode are
+    /// kept (4 + 8 bytes per edge with compiled messages, 12 + 8 with key-value messages; the
+    /// 8 for the weights of a weighted graph).
+    sends: Sends,
+}
+
+enum Sends {
+    /// `--messages compiled`: the plan.
+    Compiled(Slots),
+    /// `--messages kv`: the local out-edges in regrouped order: source index and destination
+    /// id, and the weights when the graph is weighted.
+    KeyValue {
+        src: Vec<u32>,
+        dst: Vec<i64>,
+        weight: Option<Vec<f64>>,
+    },
+}
+
+/// The compiled message plan: `offset[o]` + position = the slot of each of worker `o`'s keys
+/// (the sorted distinct destinations it owns); `by_slot` = the edges' source indices grouped by
+/// slot (CSR: `slot_start`), each group in edge order.
+struct Slots {
     offset: Vec<usize>,
     slot_start: Vec<u32>,
     by_slot: Vec<u32>,
@@ -305,7 +321,7 @@ fn pair(s: usize, o: usize, p: usize) -> u32 {
     (s * p + o) as u32
 }
 
-fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
+fn plan(w: &Worker, label: &str, edges: Table, messages: Messages) -> Result<Local> {
     let (me, p) = (w.rank(), w.size());
     let mut srcs: Vec<i64> = Vec::new();
     let mut dst: Vec<i64> = Vec::new();
@@ -408,12 +424,38 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     for u in src.iter_mut() {
         *u = new_of[*u as usize];
     }
-    let incoming: Vec<Vec<u32>> = got
-        .iter()
-        .map(|k| k.iter().map(|v| new_of[index[v] as usize]).collect())
-        .collect();
-    drop((index, new_of));
+    let edges = src.len();
+    let sends = match messages {
+        Messages::KeyValue => Sends::KeyValue { src, dst, weight },
+        Messages::Compiled => {
+            let incoming: Vec<Vec<u32>> = got
+                .iter()
+                .map(|k| k.iter().map(|v| new_of[index[v] as usize]).collect())
+                .collect();
+            drop((index, new_of, got));
+            Sends::Compiled(slots(&keys, incoming, src, dst, weight))
+        }
+    };
+    Ok(Local {
+        vertices,
+        outdeg,
+        outw,
+        edges,
+        sends,
+    })
+}
+
+/// The compiled plan from the keys of every owner and the local edges (consumed: each array
+/// is dropped once the plan holds what the iterations need of it).
+fn slots(
+    keys: &[Vec<i64>],
+    incoming: Vec<Vec<u32>>,
+    src: Vec<u32>,
+    dst: Vec<i64>,
+    weight: Option<Vec<f64>>,
+) -> Slots {
     // Slots: position of each edge's destination among the keys of its owner.
+    let p = keys.len();
     let mut offset = vec![0usize; p + 1];
     for o in 0..p {
         offset[o + 1] = offset[o] + keys[o].len();
@@ -431,7 +473,7 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
     let slots = offset[p];
     let mut slot_start = vec![0u32; slots + 1];
     let edge_slot: Vec<u32> = dst.iter().map(|v| slot_of[v]).collect();
-    drop(slot_of);
+    drop((slot_of, dst));
     for &s in &edge_slot {
         slot_start[s as usize + 1] += 1;
     }
@@ -449,19 +491,13 @@ fn plan(w: &Worker, label: &str, edges: Table) -> Result<Local> {
         }
         fill[s as usize] += 1;
     }
-    Ok(Local {
-        vertices,
-        outdeg,
-        outw,
-        src,
-        dst,
-        weight,
+    Slots {
         offset,
         slot_start,
         by_slot,
         slot_weight,
         incoming,
-    })
+    }
 }
 
 /// The order in which a worker adds the contributions of its senders: itself first, then the
@@ -478,7 +514,7 @@ fn dangling_total(parts: impl Iterator<Item = f64>) -> f64 {
 
 /// The contribution for each slot `first + i` into `out[i]`: its edges' shares (times their
 /// weights in a weighted graph), added in edge order.
-fn sum_slots(g: &Local, share: &[f64], first: usize, out: &mut [f64]) {
+fn sum_slots(g: &Slots, share: &[f64], first: usize, out: &mut [f64]) {
     for (i, out) in out.iter_mut().enumerate() {
         let s = first + i;
         let (a, b) = (g.slot_start[s] as usize, g.slot_start[s + 1] as usize);
@@ -506,7 +542,7 @@ fn sum_slots(g: &Local, share: &[f64], first: usize, out: &mut [f64]) {
 fn exchange_compiled(
     w: &Worker,
     label: &str,
-    g: &Local,
+    g: &Slots,
     share: &[f64],
     dangling: f64,
     incoming: &mut [f64],
@@ -557,7 +593,7 @@ fn exchange_compiled(
 fn exchange_kv(
     w: &Worker,
     label: &str,
-    g: &Local,
+    (src, dst, weight): (&[u32], &[i64], Option<&[f64]>),
     by_id: &[(i64, u32)],
     share: &[f64],
     dangling: f64,
@@ -565,14 +601,14 @@ fn exchange_kv(
 ) -> Result<f64> {
     let (me, p) = (w.rank(), w.size());
     let mut kv = MessageTable::<f64>::new(Combiner::Sum, p as u32)?;
-    match &g.weight {
+    match weight {
         None => {
-            for (&u, &v) in g.src.iter().zip(&g.dst) {
+            for (&u, &v) in src.iter().zip(dst) {
                 kv.add(v, share[u as usize])?;
             }
         }
         Some(ws) => {
-            for ((&u, &v), &x) in g.src.iter().zip(&g.dst).zip(ws) {
+            for ((&u, &v), &x) in src.iter().zip(dst).zip(ws) {
                 kv.add(v, share[u as usize] * x)?;
             }
         }
@@ -658,11 +694,11 @@ fn run_in(
     crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
     // The buffers of the share that went to other workers are not asked for again.
     w.pool().trim();
-    let g = plan(w, "pagerank-plan", edges)?;
+    let g = plan(w, "pagerank-plan", edges, opts.messages)?;
     let mut totals = Table::new(Combiner::Sum);
     totals.put(
         0,
-        Array::from_slice(w.pool(), &[g.vertices.len() as i64, g.src.len() as i64]),
+        Array::from_slice(w.pool(), &[g.vertices.len() as i64, g.edges as i64]),
     );
     w.allreduce("pagerank-n", &mut totals, AllreduceAlgorithm::Auto)?;
     let (n, m) = {
@@ -703,14 +739,19 @@ fn run_in(
                 share[i] = r / g.outw[i];
             }
         }
-        let dangling = match opts.messages {
-            Messages::Compiled => {
-                exchange_compiled(w, "pagerank-messages", &g, &share, dangling, &mut incoming)?
-            }
-            Messages::KeyValue => exchange_kv(
+        let dangling = match &g.sends {
+            Sends::Compiled(slots) => exchange_compiled(
                 w,
                 "pagerank-messages",
-                &g,
+                slots,
+                &share,
+                dangling,
+                &mut incoming,
+            )?,
+            Sends::KeyValue { src, dst, weight } => exchange_kv(
+                w,
+                "pagerank-messages",
+                (src, dst, weight.as_deref()),
                 &by_id,
                 &share,
                 dangling,
