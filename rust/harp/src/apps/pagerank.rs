@@ -691,6 +691,8 @@ fn run_in(
     }
     let mut edges = Table::new(Combiner::Sum);
     edges.put(me as u32, share.build(w.pool()));
+    // The parsed records are in the partition now (kept, they would stay to the end of the run).
+    drop(share);
     crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
     // The buffers of the share that went to other workers are not asked for again.
     w.pool().trim();
