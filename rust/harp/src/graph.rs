@@ -16,11 +16,11 @@
 //! ([`send_messages`]) meet on the same worker.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use crate::collective::AllgatherAlgorithm;
-use crate::data::graph::{vertex_partition, EdgeBuilder, Edges, Endpoint};
+use crate::data::graph::{vertex_partition, Edges, Endpoint};
 use crate::data::kv::{Key, KeyHasher, KeyType, Value, ValueType, Writer};
 use crate::data::{Array, Combiner, Elem, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -41,46 +41,121 @@ pub fn vertex_owner(v: i64, partitions: u32, workers: usize) -> usize {
 }
 
 /// Local step of the edge collectives: the edges of every partition of `edges` re-bucketed
-/// into partition ids `vertex_partition(endpoint, partitions)`, as a table of edge partitions
-/// (the caller's partitions are consumed). All partitions must have the same layout.
-fn rebucket(
-    edges: &mut Table,
+/// into partition ids `vertex_partition(endpoint, partitions)` ([`bucket_edges`]); the
+/// caller's partitions are consumed. All partitions must have the same layout.
+fn rebucket(pool: &Pool, edges: &mut Table, by: Endpoint, partitions: u32) -> Result<Table> {
+    let parts = edges.take_all();
+    let views = parts
+        .iter()
+        .map(|part| {
+            Edges::of(&part.data).map_err(|e| Error::data(format!("partition {}: {e}", part.id)))
+        })
+        .collect::<Result<Vec<Edges<'_>>>>()?;
+    if let Some(i) = views
+        .iter()
+        .position(|e| e.weighted() != views[0].weighted())
+    {
+        return Err(Error::data(format!(
+            "partition {}: an edge table mixes weighted and unweighted edges",
+            parts[i].id
+        )));
+    }
+    bucket_edges(pool, &views, by, partitions)
+}
+
+/// The edges of `edges` (all weighted or all unweighted) as a table of edge partitions with
+/// ids `vertex_partition(endpoint, partitions)` and the `sum` combiner (equal ids append),
+/// each record copied unchanged, in order. Two passes: the edges of each partition are counted,
+/// then copied into a pool buffer of exactly that size, so they are held once more, not in
+/// growing buffers that are then copied again. Followed by a regroup with
+/// [`Partitioner::Modulo`] it is [`regroup_edges`] for edges that are not in a table yet.
+pub fn bucket_edges(
+    pool: &Pool,
+    edges: &[Edges<'_>],
     by: Endpoint,
     partitions: u32,
-) -> Result<BTreeMap<u32, EdgeBuilder>> {
+) -> Result<Table> {
     if partitions == 0 {
         return Err(Error::config("edges need at least one vertex partition"));
     }
-    let mut weighted = None;
-    let mut out: BTreeMap<u32, EdgeBuilder> = BTreeMap::new();
-    for part in edges.take_all() {
-        let e = Edges::of(&part.data)
-            .map_err(|e| Error::data(format!("partition {}: {e}", part.id)))?;
-        if *weighted.get_or_insert(e.weighted()) != e.weighted() {
-            return Err(Error::data(format!(
-                "partition {}: an edge table mixes weighted and unweighted edges",
-                part.id
-            )));
-        }
-        for i in 0..e.len() {
-            let edge = e.get(i);
-            let pid = vertex_partition(edge.endpoint(by), partitions);
-            out.entry(pid)
-                .or_insert_with(|| EdgeBuilder::new(e.weighted()))
-                .push_edge(edge);
-        }
+    let weighted = edges.first().is_some_and(|e| e.weighted());
+    if edges.iter().any(|e| e.weighted() != weighted) {
+        return Err(Error::data(
+            "an edge table mixes weighted and unweighted edges",
+        ));
     }
-    Ok(out)
+    let unit = crate::data::graph::edge_bytes(weighted);
+    let total = edges.iter().map(|e| e.len()).sum();
+    // Slot of each partition id: a direct index when the ids are few next to the edges.
+    let mut slots = PidSlots::new(partitions, total);
+    let each = |f: &mut dyn FnMut(u32, &[u8])| {
+        for e in edges {
+            for i in 0..e.len() {
+                f(
+                    vertex_partition(e.get(i).endpoint(by), partitions),
+                    e.record_bytes(i, i + 1),
+                );
+            }
+        }
+    };
+    let mut count: Vec<usize> = Vec::new();
+    each(&mut |pid, _| {
+        let s = slots.get_or_add(pid);
+        if s == count.len() {
+            count.push(0);
+        }
+        count[s] += 1;
+    });
+    let mut out: Vec<(crate::pool::Buf, usize)> =
+        count.iter().map(|&n| (pool.get(n * unit), 0)).collect();
+    each(&mut |pid, rec| {
+        let (buf, at) = &mut out[slots.get_or_add(pid)];
+        buf.as_mut_slice()[*at..*at + rec.len()].copy_from_slice(rec);
+        *at += rec.len();
+    });
+    let mut t = Table::new(Combiner::Sum);
+    for (pid, s) in slots.into_pids() {
+        let (buf, _) = std::mem::replace(&mut out[s], (crate::pool::Buf::empty(), 0));
+        t.put(pid, Array::from_layout(Layout::Edges { weighted }, buf)?);
+    }
+    Ok(t)
 }
 
-fn into_table(
-    w: &(impl Collectives + ?Sized),
-    edges: &mut Table,
-    parts: BTreeMap<u32, EdgeBuilder>,
-) {
-    *edges = Table::new(Combiner::Sum);
-    for (pid, b) in parts {
-        edges.put(pid, b.build(w.pool()));
+/// Partition id → dense slot (in order of first appearance), for [`bucket_edges`]: a direct
+/// table of `partitions` entries when that is at most 4 per edge (or 65,536), else a hash map.
+enum PidSlots {
+    Direct(Vec<u32>, Vec<u32>),
+    Hashed(HashMap<u32, usize, BuildHasherDefault<KeyHasher>>, Vec<u32>),
+}
+
+impl PidSlots {
+    fn new(partitions: u32, edges: usize) -> PidSlots {
+        if partitions as usize <= (4 * edges).max(1 << 16) {
+            PidSlots::Direct(vec![u32::MAX; partitions as usize], Vec::new())
+        } else {
+            PidSlots::Hashed(HashMap::default(), Vec::new())
+        }
+    }
+    fn get_or_add(&mut self, pid: u32) -> usize {
+        match self {
+            PidSlots::Direct(slot, pids) => {
+                let s = &mut slot[pid as usize];
+                if *s == u32::MAX {
+                    *s = pids.len() as u32;
+                    pids.push(pid);
+                }
+                *s as usize
+            }
+            PidSlots::Hashed(map, pids) => *map.entry(pid).or_insert_with(|| {
+                pids.push(pid);
+                pids.len() - 1
+            }),
+        }
+    }
+    /// Every partition id with its slot.
+    fn into_pids(self) -> impl Iterator<Item = (u32, usize)> {
+        let (PidSlots::Direct(_, pids) | PidSlots::Hashed(_, pids)) = self;
+        pids.into_iter().enumerate().map(|(s, pid)| (pid, s))
     }
 }
 
@@ -98,8 +173,7 @@ pub fn regroup_edges(
     by: Endpoint,
     partitions: u32,
 ) -> Result<()> {
-    let parts = rebucket(edges, by, partitions)?;
-    into_table(w, edges, parts);
+    *edges = rebucket(w.pool(), edges, by, partitions)?;
     w.regroup(label, edges, Some(&Partitioner::Modulo))
 }
 
@@ -133,8 +207,7 @@ pub fn send_edges_to_vertices(
             }
         }
     }
-    let parts = rebucket(edges, by, partitions)?;
-    into_table(w, edges, parts);
+    *edges = rebucket(w.pool(), edges, by, partitions)?;
     w.regroup(
         label,
         edges,
@@ -258,4 +331,63 @@ pub fn send_messages(
         }
     }
     w.regroup(label, messages, Some(&Partitioner::Modulo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::graph::EdgeBuilder;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn bucket_edges_copies_every_record_in_order_with_either_index() {
+        let pool = Pool::default();
+        let (mut a, mut b) = (EdgeBuilder::new(true), EdgeBuilder::new(true));
+        for i in 0..600i64 {
+            a.push(i * 7919 % 1000, i, 0.5 + i as f64);
+            b.push(
+                i % 13,
+                1000 + i,
+                f64::from_bits(0x3ff0_0000_0000_0001 + i as u64),
+            );
+        }
+        // 1 and 7 partitions: the direct index; 2^20: the hash map (more than 4 per edge).
+        for partitions in [1u32, 7, 1 << 20] {
+            for by in [Endpoint::Src, Endpoint::Dst] {
+                let mut want: BTreeMap<u32, Vec<(i64, i64, u64)>> = BTreeMap::new();
+                for e in a.view().iter().chain(b.view().iter()) {
+                    let pid = vertex_partition(e.endpoint(by), partitions);
+                    want.entry(pid)
+                        .or_default()
+                        .push((e.src, e.dst, e.weight.to_bits()));
+                }
+                let t = bucket_edges(&pool, &[a.view(), b.view()], by, partitions).unwrap();
+                let got: BTreeMap<u32, Vec<(i64, i64, u64)>> = t
+                    .iter()
+                    .map(|(pid, x)| {
+                        assert_eq!(x.layout(), Layout::Edges { weighted: true });
+                        let e = Edges::of(x).unwrap();
+                        (
+                            pid,
+                            e.iter()
+                                .map(|e| (e.src, e.dst, e.weight.to_bits()))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, want, "{partitions} partitions by {by:?}");
+            }
+        }
+        let plain = EdgeBuilder::new(false);
+        let mixed = bucket_edges(&pool, &[a.view(), plain.view()], Endpoint::Src, 4);
+        assert!(mixed
+            .unwrap_err()
+            .to_string()
+            .contains("mixes weighted and unweighted"));
+        let none = bucket_edges(&pool, &[a.view()], Endpoint::Src, 0);
+        assert!(none
+            .unwrap_err()
+            .to_string()
+            .contains("at least one vertex partition"));
+    }
 }

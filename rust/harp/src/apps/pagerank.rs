@@ -689,14 +689,17 @@ fn run_in(
     if any.get(0).expect("flag").as_slice::<i64>()?[0] != 0 {
         share.make_weighted();
     }
-    let mut edges = Table::new(Combiner::Sum);
-    edges.put(me as u32, share.build(w.pool()));
-    // The parsed records are in the partition now (kept, they would stay to the end of the run).
+    // `graph::regroup_edges` by source, with the parsed records bucketed straight into the
+    // partitions (not first copied into one partition that is then re-bucketed), and dropped
+    // before the regroup (kept, they would stay to the end of the run).
+    let mut edges = crate::graph::bucket_edges(w.pool(), &[share.view()], Endpoint::Src, p as u32)?;
     drop(share);
-    crate::graph::regroup_edges(w, "pagerank-edges", &mut edges, Endpoint::Src, p as u32)?;
+    w.regroup("pagerank-edges", &mut edges, Some(&Partitioner::Modulo))?;
     // The buffers of the share that went to other workers are not asked for again.
     w.pool().trim();
     let g = plan(w, "pagerank-plan", edges, opts.messages)?;
+    // The plan's temporaries (sorted copies, id maps) are freed; their memory goes back too.
+    w.pool().trim();
     let mut totals = Table::new(Combiner::Sum);
     totals.put(
         0,

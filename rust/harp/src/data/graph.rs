@@ -151,6 +151,13 @@ impl EdgeBuilder {
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
+    /// A view of the edges added so far.
+    pub fn view(&self) -> Edges<'_> {
+        Edges {
+            weighted: self.weighted,
+            bytes: &self.bytes,
+        }
+    }
     /// The partition, in a buffer of `pool`.
     pub fn build(&self, pool: &Pool) -> Array {
         Array::from_layout(

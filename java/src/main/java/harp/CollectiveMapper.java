@@ -155,7 +155,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
    * Gives the buffers kept in this worker's native memory pool back to the system. The pool keeps
    * the buffers of closed tables for the next table of the same size (up to 4 GiB); call this
    * after closing large tables whose sizes will not come again (a job's input once it is loaded),
-   * so that they do not count against the container's memory limit.
+   * so that they do not count against the container's memory limit. It also asks the C allocator
+   * to return the process's free heap memory to the system.
    */
   public void trimPool() {
     w().trimPool();
