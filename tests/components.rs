@@ -180,6 +180,44 @@ fn a_long_chain_in_random_order_ends_with_one_component() {
     }
 }
 
+/// Every worker sends many times its event window to every other, in both phases (edges while
+/// reading, the first labels): no worker may wait for credit from a peer that waits for its
+/// own (before, reading blocked in a full window while the peer did the same, or waited in a
+/// collective, and the job failed at the timeout). 60,000 random edges over 3,000 vertices,
+/// a 4 KiB window, one input file per worker.
+#[test]
+fn workers_sending_many_windows_to_each_other_finish() {
+    let dir = tmpdir("windows");
+    let mut rng = Rng::new(11);
+    let edges: Vec<(u64, u64)> = (0..60_000)
+        .map(|_| (rng.below(3000) as u64, rng.below(3000) as u64))
+        .collect();
+    let want = union_find(&edges);
+    let input = write_edges(&dir, &edges, 3);
+    for workers in [2, 3] {
+        let out = dir.join(format!("out-{workers}"));
+        let o = harp(&[
+            "components",
+            "--workers",
+            &workers.to_string(),
+            "--timeout",
+            "20",
+            "--event-window",
+            "4096",
+            "--input",
+            &s(&input),
+            "--output",
+            &s(&out),
+        ]);
+        assert!(
+            o.status.success(),
+            "{workers} workers: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(read_result(&out, workers), want, "{workers} workers");
+    }
+}
+
 /// A bad token fails every worker with the file, line and token; the output directory keeps
 /// an earlier result untouched (and gets no _SUCCESS).
 #[test]

@@ -15,7 +15,7 @@
 //! failed is poisoned and tells its peers why.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,15 @@ pub trait Handler {
     /// events; the worker is idle once this returns and nothing new is queued.
     fn idle(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// Whether the handler has work of its own left that no event will bring (e.g. input
+    /// still to read in `idle`, a part at a time): while it has, the loop keeps calling `idle`,
+    /// taking the queued events in between, and the worker does not count as idle. The loop
+    /// calls `idle` again only once this worker's held sends (docs/events.md) have gone, so a
+    /// reader in `idle` runs at most one part ahead of the network.
+    fn busy(&self) -> bool {
+        false
     }
 }
 
@@ -99,6 +108,10 @@ pub(crate) struct State {
     received: AtomicU64,
     /// The sender the next take tries first (rotated for fairness).
     cursor: AtomicUsize,
+    /// Inside `run_until_quiet`: sends never wait for credit (they are held back instead).
+    quiet: AtomicBool,
+    /// Events held back now (`Inner::held`).
+    holding: AtomicU64,
     inner: Mutex<Inner>,
 }
 
@@ -109,6 +122,16 @@ struct Inner {
     /// The job's total of sent events at the end of the last phase.
     total_at_end: u64,
     stash: VecDeque<(usize, Ctrl)>,
+    /// Per receiver: events a handler sent that did not fit the receiver's event window yet,
+    /// in order, and since when the first of them has waited.
+    held: Vec<(VecDeque<Held>, Option<Instant>)>,
+}
+
+/// An application event held back at its sender until the receiver's window has room.
+struct Held {
+    tag: u32,
+    label: String,
+    payload: Vec<u8>,
 }
 
 impl State {
@@ -146,6 +169,9 @@ fn item(ev: Event) -> Result<Item> {
     })?;
     Ok(Item::Ctrl(ev.src, msg))
 }
+
+/// How often `run_until_quiet` tries to send held events while it has nothing else to do.
+const HELD_POLL: Duration = Duration::from_millis(1);
 
 /// Shortest and longest pause rank 0 makes before a new wave after a wave that saw events
 /// still in flight (doubling in between); after a wave that saw none, the next starts at once.
@@ -270,8 +296,87 @@ impl Worker {
         }
         self.events.sent.fetch_add(1, Ordering::SeqCst);
         let ep = self.transport().event_endpoint(what);
-        let res = self.block_on(ep.send_event(dst, tag, label, payload, self.pool()));
+        let res = if dst != self.rank() && self.events.quiet.load(Ordering::SeqCst) {
+            self.send_or_hold(&ep, dst, tag, label, payload)
+        } else {
+            self.block_on(ep.send_event(dst, tag, label, payload, self.pool()))
+        };
         self.failed_events(res)
+    }
+
+    /// A send from a `run_until_quiet` handler: it goes now if the receiver's event window has
+    /// room and nothing is held for that receiver, else it is held (in order) and sent by the
+    /// loop as credit comes. A handler never waits for credit: while it waited it would take
+    /// no events, so two handlers sending more than a window to each other would wait for each
+    /// other until the timeout.
+    fn send_or_hold(
+        &self,
+        ep: &Endpoint<'_>,
+        dst: usize,
+        tag: u32,
+        label: &str,
+        payload: &[u8],
+    ) -> Result<()> {
+        let free = {
+            let mut i = self.events.lock();
+            if i.held.len() < self.size() {
+                i.held.resize_with(self.size(), Default::default);
+            }
+            i.held[dst].0.is_empty()
+        };
+        if free && self.block_on(ep.try_send_event(dst, tag, label, payload, Duration::ZERO))? {
+            return Ok(());
+        }
+        let mut i = self.events.lock();
+        let (queue, since) = &mut i.held[dst];
+        queue.push_back(Held {
+            tag,
+            label: label.to_string(),
+            payload: payload.to_vec(),
+        });
+        since.get_or_insert_with(Instant::now);
+        self.events.holding.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Sends the held events that fit their receivers' windows now; whether any is still held.
+    /// A receiver that has taken none of them for the operation timeout (or is gone or silent)
+    /// fails the call, as a waiting send would.
+    fn release_held(&self, ep: &Endpoint<'_>) -> Result<bool> {
+        if self.events.holding.load(Ordering::SeqCst) == 0 {
+            return Ok(false);
+        }
+        let mut any = false;
+        for dst in 0..self.size() {
+            loop {
+                let (next, waiting) = {
+                    let mut i = self.events.lock();
+                    let Some(h) = i.held[dst].0.pop_front() else {
+                        break;
+                    };
+                    let since = i.held[dst].1;
+                    (h, since.map_or(Duration::ZERO, |t| t.elapsed()))
+                };
+                let sent = self.block_on(ep.try_send_event(
+                    dst,
+                    next.tag,
+                    &next.label,
+                    &next.payload,
+                    waiting,
+                ))?;
+                let mut i = self.events.lock();
+                let (queue, since) = &mut i.held[dst];
+                if !sent {
+                    queue.push_front(next);
+                    any = true;
+                    break;
+                }
+                // Progress: the next one waits from now.
+                *since = (!queue.is_empty()).then(Instant::now);
+                self.events.holding.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        Ok(any)
     }
 
     /// Sends `payload` as an event to worker `dst` (this worker included). Events from one
@@ -399,7 +504,14 @@ impl Worker {
     /// worker has no event queued (before it counts as idle).
     pub fn run_until_quiet_with(&self, handler: &mut dyn Handler) -> Result<Quiet> {
         self.check_usable()?;
+        self.events.quiet.store(true, Ordering::SeqCst);
         let res = self.quiet_loop(handler);
+        self.events.quiet.store(false, Ordering::SeqCst);
+        if res.is_err() {
+            // Held events die with the phase (the worker is failing).
+            self.events.lock().held.clear();
+            self.events.holding.store(0, Ordering::SeqCst);
+        }
         self.failed_events(res)
     }
 
@@ -428,6 +540,8 @@ impl Worker {
         // Whether the handler's idle step has run since the last event.
         let mut idle_done = false;
         loop {
+            // 0. Held events whose receivers have room now.
+            let holding = self.release_held(&ep)?;
             // 1. Everything queued: control messages taken earlier, then the mailbox.
             let stashed = st.lock().stash.pop_front();
             let taken = match (stashed, next.take()) {
@@ -444,6 +558,11 @@ impl Worker {
             };
             match taken {
                 Some(Item::App(ev)) => {
+                    // Rank 0 busy with its own work (`Handler::busy`) runs no waves, but its
+                    // events show it is at work.
+                    if ev.src == 0 {
+                        heard_from_0 = Instant::now();
+                    }
                     st.received.fetch_add(1, Ordering::SeqCst);
                     handled += 1;
                     idle_done = false;
@@ -490,12 +609,14 @@ impl Worker {
             }
             // 2. Nothing queued: the handler's idle step, then this worker is idle. Answer a
             //    probe with the counters now.
-            if !idle_done {
+            let busy = handler.busy();
+            if !idle_done || (busy && !holding) {
                 idle_done = true;
                 handler.idle()?;
                 continue;
             }
-            if let Some(wave) = probe.take() {
+            // Busy (and waiting for its held sends to go): not idle, no report, no wave.
+            if let Some(wave) = probe.take_if(|_| !busy) {
                 let (sent, received) = st.counts();
                 let msg = Ctrl::Report {
                     phase,
@@ -506,6 +627,7 @@ impl Worker {
                 self.send_ctrl(&ep, 0, &msg)?;
             }
             let wait = match coord.as_mut() {
+                Some(_) if busy => HELD_POLL,
                 Some(c) => match c.step(st.counts(), Instant::now()) {
                     Step::End(total) => {
                         let waves = c.wave;
@@ -548,6 +670,8 @@ impl Worker {
                     left
                 }
             };
+            // Credit for held events comes without an event: look again soon.
+            let wait = if holding { wait.min(HELD_POLL) } else { wait };
             let start = st.start(size);
             next = self.block_on(ep.wait_event(start, &needed, wait))?;
         }

@@ -402,3 +402,88 @@ fn a_slow_receiver_holds_at_most_one_window_per_sender() {
         assert_eq!(q.events, q0.events);
     }
 }
+
+/// Handlers that send each other many times the event window in one step finish: inside
+/// `run_until_quiet` a send that does not fit is held at the sender (in order) instead of
+/// waiting, so every worker keeps taking events and credits keep coming. A handler that is
+/// `busy` (here: 40 parts of its own to send, one per idle step) keeps the job from ending
+/// until it is done, and the receivers never hold more than one window per sender.
+#[test]
+fn handlers_sending_many_windows_to_each_other_finish_in_order() {
+    const WINDOW: u64 = 4096;
+    const PARTS: u64 = 40;
+    const PER_PART: u64 = 50; // 50 events of 264 bytes: about 3 windows per part and peer
+    struct Flood<'w> {
+        w: &'w Worker,
+        part: u64,
+        next: Vec<u64>,
+        echoed: u64,
+    }
+    impl harp::events::Handler for Flood<'_> {
+        fn event(&mut self, ev: harp::events::Event) -> harp::Result<()> {
+            let v = dec(&ev.payload()[..16]);
+            if v[0] == u64::MAX {
+                self.echoed += 1;
+                return Ok(());
+            }
+            assert_eq!(
+                v[0],
+                self.next[ev.src],
+                "rank {} from {}",
+                self.w.rank(),
+                ev.src
+            );
+            self.next[ev.src] += 1;
+            // Every 100th event is answered at once, from inside the handler.
+            if v[0].is_multiple_of(100) {
+                self.w.send_event(ev.src, &enc(&[u64::MAX, 0]))?;
+            }
+            Ok(())
+        }
+        fn idle(&mut self) -> harp::Result<()> {
+            if self.part == PARTS {
+                return Ok(());
+            }
+            let (r, p) = (self.w.rank(), self.w.size());
+            for i in self.part * PER_PART..(self.part + 1) * PER_PART {
+                for dst in (0..p).filter(|&d| d != r) {
+                    let mut m = enc(&[i, r as u64]);
+                    m.resize(264, 7);
+                    self.w.send_event(dst, &m)?;
+                }
+            }
+            self.part += 1;
+            Ok(())
+        }
+        fn busy(&self) -> bool {
+            self.part < PARTS
+        }
+    }
+    let mut c = cfg();
+    c.event_window = WINDOW;
+    for p in [2, 3] {
+        let res = on_workers(p, c.clone(), |w: Worker| {
+            let mut h = Flood {
+                w: &w,
+                part: 0,
+                next: vec![0; p],
+                echoed: 0,
+            };
+            let q = w.run_until_quiet_with(&mut h).unwrap();
+            let (next, echoed) = (h.next, h.echoed);
+            let s = w.events_stats();
+            nothing_after(&w);
+            w.close();
+            (q, next, echoed, s)
+        });
+        let n = PARTS * PER_PART;
+        for (r, (q, next, echoed, s)) in res.iter().enumerate() {
+            let want: Vec<u64> = (0..p).map(|s| if s == r { 0 } else { n }).collect();
+            assert_eq!(next, &want, "p = {p}, rank {r}");
+            assert_eq!(*echoed, (p as u64 - 1) * n.div_ceil(100));
+            let all = p as u64 * (p as u64 - 1) * (n + n.div_ceil(100));
+            assert_eq!(q.events, all);
+            assert!(s.peak_sender_bytes <= WINDOW, "{s:?}");
+        }
+    }
+}

@@ -197,14 +197,63 @@ fn pairs(ev: &Event, kind: u8, rank: usize, workers: usize) -> Result<Vec<(u64, 
         .collect()
 }
 
-/// Phase 1 on the owner: adjacency lists of the owned vertices.
-struct Gather {
+/// Phase 1: reads this worker's share of the input a block at a time in the idle step, sends
+/// every edge to the owners of both endpoints, and builds the adjacency lists of the owned
+/// vertices from the edges it receives.
+struct Gather<'s, 'w> {
     rank: usize,
     workers: usize,
     adj: HashMap<u64, Vec<u64>>,
+    st: &'s dyn Storage,
+    /// The byte ranges of the share still to read: `(file, from, to)`, the first one partly.
+    todo: std::collections::VecDeque<(crate::storage::FileInfo, u64, u64)>,
+    out: Outbox<'w>,
+    edges_read: u64,
+    /// Why reading the share stopped early (a bad line, an unreadable file): reported to every
+    /// worker once the phase is over.
+    failed: Option<Error>,
 }
 
-impl Handler for Gather {
+impl Gather<'_, '_> {
+    /// Reads and sends the next block of the share (lines starting in the next `BLOCK` bytes).
+    fn read_block(&mut self) -> Result<()> {
+        let Some((f, s, e)) = self.todo.pop_front() else {
+            return Ok(());
+        };
+        let to = e.min(s.saturating_add(BLOCK));
+        if to < e {
+            self.todo.push_front((f.clone(), to, e));
+        }
+        let (out, edges) = (&mut self.out, &mut self.edges_read);
+        let mut failed = None;
+        let r = read_lines(self.st, &f, s, to, BLOCK, |lines, _| {
+            let mut batch = Vec::new();
+            parse_edges(lines, |a, b| batch.push((a, b)))?;
+            *edges += batch.len() as u64;
+            batch
+                .iter()
+                .try_for_each(|&(a, b)| {
+                    out.add(a, b)?;
+                    out.add(b, a)
+                })
+                .map_err(|err| {
+                    let msg = err.to_string();
+                    failed = Some(err);
+                    LineError { line_start: 0, msg }
+                })
+        });
+        if let Some(err) = failed {
+            return Err(err); // a send, not the line
+        }
+        if let Err(e) = r {
+            self.todo.clear();
+            self.failed = Some(e);
+        }
+        self.out.flush()
+    }
+}
+
+impl Handler for Gather<'_, '_> {
     fn event(&mut self, ev: Event) -> Result<()> {
         for (v, u) in pairs(&ev, EDGES, self.rank, self.workers)? {
             let list = self.adj.entry(v).or_default();
@@ -213,6 +262,14 @@ impl Handler for Gather {
             }
         }
         Ok(())
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        self.read_block()
+    }
+
+    fn busy(&self) -> bool {
+        !self.todo.is_empty()
     }
 }
 
@@ -267,46 +324,24 @@ impl Handler for Propagate<'_, '_> {
     }
 }
 
-/// Reads this worker's share of the edges under `input` (a file or a directory) and sends each
-/// edge to the owners of both endpoints; returns the lines read. After each block, the edges
-/// already received are handled (`gather`), so they do not pile up in the mailbox.
-fn send_edges(w: &Worker, st: &dyn Storage, input: &str, gather: &mut Gather) -> Result<u64> {
+/// This worker's share of the edge files under `input` (a file or a directory): the byte
+/// ranges whose lines it reads.
+fn share(
+    w: &Worker,
+    st: &dyn Storage,
+    input: &str,
+) -> Result<std::collections::VecDeque<(crate::storage::FileInfo, u64, u64)>> {
     let files = st.list_input(input, false)?;
     if files.is_empty() {
         return Err(Error::config(format!("no input files in '{input}'")));
     }
     let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
-    let mut out = Outbox::new(w, EDGES);
-    let mut edges = 0u64;
-    for (f, (s, e)) in files.iter().zip(spread(&sizes, w.rank(), w.size())) {
-        let mut failed = None;
-        let r = read_lines(st, f, s, e, BLOCK, |lines, _| {
-            let mut batch = Vec::new();
-            parse_edges(lines, |a, b| batch.push((a, b)))?;
-            let mut sent = || -> Result<()> {
-                for &(a, b) in &batch {
-                    out.add(a, b)?;
-                    out.add(b, a)?;
-                }
-                while let Some(ev) = w.try_event()? {
-                    gather.event(ev)?;
-                }
-                Ok(())
-            };
-            edges += batch.len() as u64;
-            sent().map_err(|err| {
-                let msg = err.to_string();
-                failed = Some(err);
-                LineError { line_start: 0, msg }
-            })
-        });
-        if let Some(err) = failed {
-            return Err(err); // a send or a received event, not the line
-        }
-        r?;
-    }
-    out.flush()?;
-    Ok(edges)
+    Ok(files
+        .into_iter()
+        .zip(spread(&sizes, w.rank(), w.size()))
+        .filter(|(_, (s, e))| s < e)
+        .map(|(f, (s, e))| (f, s, e))
+        .collect())
 }
 
 /// Runs connected components on this worker (every worker calls it): reads its share of
@@ -314,15 +349,30 @@ fn send_edges(w: &Worker, st: &dyn Storage, input: &str, gather: &mut Gather) ->
 /// token.
 pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Components> {
     let (rank, workers) = (w.rank(), w.size());
+    // Phase 1 reads the input inside the event loop (`Gather::idle`), where a send never
+    // waits for credit and received edges are taken between blocks: no worker can wait for
+    // another's full event window while that one waits for its own (docs/events.md).
+    let (todo, listed) = match share(w, st, input) {
+        Ok(t) => (t, None),
+        Err(e) => (Default::default(), Some(e)),
+    };
     let mut gather = Gather {
         rank,
         workers,
         adj: HashMap::new(),
+        st,
+        todo,
+        out: Outbox::new(w, EDGES),
+        edges_read: 0,
+        failed: listed,
     };
-    let read = send_edges(w, st, input, &mut gather);
-    let edges_read = *read.as_ref().unwrap_or(&0);
-    crate::checkpoint::agree(w, "components-input", read.map(|_| ()))?;
-    w.run_until_quiet_with(&mut gather)?;
+    let gathered = w.run_until_quiet_with(&mut gather);
+    let edges_read = gather.edges_read;
+    // The input's outcome is agreed, so that a bad line fails every worker with its file and
+    // line.
+    let read = gather.failed.take().map_or(Ok(()), Err);
+    crate::checkpoint::agree(w, "components-input", read)?;
+    gathered?;
     let mut adj = gather.adj;
     let mut label = HashMap::with_capacity(adj.len());
     let mut changed = Vec::new();
@@ -346,7 +396,9 @@ pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Components> {
         changed,
         out: Outbox::new(w, LABELS),
     };
-    prop.idle()?;
+    // The first labels go out from the loop's first idle step, where a send never waits for
+    // credit (docs/events.md): sent from here, two workers with more than a window of labels
+    // for each other would both wait.
     let q = w.run_until_quiet_with(&mut prop)?;
     let mut labels: Vec<(u64, u64)> = prop.label.into_iter().collect();
     labels.sort_unstable();

@@ -117,6 +117,17 @@ impl Transport {
     }
 }
 
+fn check_label(label: &str) -> Result<()> {
+    if label.len() > MAX_LABEL as usize {
+        return Err(Error::config(format!(
+            "event label {} is {} bytes long (at most {MAX_LABEL})",
+            crate::io::quote(label.as_bytes()),
+            label.len()
+        )));
+    }
+    Ok(())
+}
+
 impl Endpoint<'_> {
     /// Sends one event frame to `dst` (this worker itself included: then it goes straight into
     /// its own mailbox, in order with its other events to itself). `label` is empty for
@@ -129,13 +140,7 @@ impl Endpoint<'_> {
         payload: &[u8],
         pool: &Pool,
     ) -> Result<()> {
-        if label.len() > MAX_LABEL as usize {
-            return Err(Error::config(format!(
-                "event label {} is {} bytes long (at most {MAX_LABEL})",
-                crate::io::quote(label.as_bytes()),
-                label.len()
-            )));
-        }
+        check_label(label)?;
         let aux = label.len() as u32;
         if dst != self.rank() {
             if tag != EVENT_CONTROL {
@@ -150,6 +155,56 @@ impl Endpoint<'_> {
         body[label.len()..].copy_from_slice(payload);
         let hdr = self.header(Kind::Event, tag, aux, body.len() as u64);
         self.t.mailbox.push(Lane::Event, Frame { hdr, body });
+        Ok(())
+    }
+
+    /// Sends one application event to another worker only if the event window allows it now
+    /// (flow control, docs/events.md): `Ok(false)` when it does not fit; nothing is sent then.
+    /// `waiting` is how long the caller has been waiting to send to `dst`: past the limits of
+    /// a waiting send it fails as [`Endpoint::send_event`] would have.
+    pub async fn try_send_event(
+        &self,
+        dst: usize,
+        tag: u32,
+        label: &str,
+        payload: &[u8],
+        waiting: Duration,
+    ) -> Result<bool> {
+        check_label(label)?;
+        if !self
+            .t
+            .mailbox
+            .reserve_credit(dst, (label.len() + payload.len()) as u64)
+        {
+            self.credit_stuck(dst, waiting)?;
+            return Ok(false);
+        }
+        let parts = [label.as_bytes(), payload];
+        self.send_frame(dst, Kind::Event, tag, label.len() as u32, &parts)
+            .await?;
+        Ok(true)
+    }
+
+    /// Why a send that has waited `waited` for credit from `dst` must fail now, if it must:
+    /// `dst` is gone (naming it and why), silent for half the timeout, or has taken none of the
+    /// events for the whole operation timeout.
+    fn credit_stuck(&self, dst: usize, waited: Duration) -> Result<()> {
+        let mb = &self.t.mailbox;
+        if let Some(reason) = mb.gone(dst) {
+            return Err(self.lost(dst, reason));
+        }
+        let quiet = mb.silence(dst);
+        if quiet >= self.timeout() / 2 {
+            return Err(self.silent(dst, quiet));
+        }
+        if waited >= self.timeout() {
+            return Err(Error::EventCredit {
+                ctx: self.ctx.clone(),
+                peer: dst,
+                secs: waited.as_secs_f64(),
+                window: mb.event_window(),
+            });
+        }
         Ok(())
     }
 
@@ -169,22 +224,8 @@ impl Endpoint<'_> {
             if mb.reserve_credit(dst, len) {
                 return Ok(());
             }
-            if let Some(reason) = mb.gone(dst) {
-                return Err(self.lost(dst, reason));
-            }
-            let quiet = mb.silence(dst);
-            if quiet >= self.timeout() / 2 {
-                return Err(self.silent(dst, quiet));
-            }
             let now = tokio::time::Instant::now();
-            if now >= deadline {
-                return Err(Error::EventCredit {
-                    ctx: self.ctx.clone(),
-                    peer: dst,
-                    secs: (now - start).as_secs_f64(),
-                    window: mb.event_window(),
-                });
-            }
+            self.credit_stuck(dst, now - start)?;
             let _ = tokio::time::timeout_at(deadline.min(now + slice), notified).await;
         }
     }
