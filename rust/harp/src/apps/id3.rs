@@ -180,6 +180,8 @@ struct Id3<'w> {
     /// Decisions: node → gains received.
     deciding: HashMap<Path, Vec<(u32, f64, Counts)>>,
     tree: Tree,
+    /// Whether the root's counts went out (from the first idle step).
+    started: bool,
 }
 
 impl Id3<'_> {
@@ -223,6 +225,14 @@ fn bad(src: usize, what: String) -> Error {
 }
 
 impl Handler for Id3<'_> {
+    fn idle(&mut self) -> Result<()> {
+        if !self.started {
+            self.started = true;
+            self.expand(&Path::new())?;
+        }
+        Ok(())
+    }
+
     fn event(&mut self, ev: Event) -> Result<()> {
         let msg: Msg = crate::wire::decode(ev.payload())
             .map_err(|e| bad(ev.src, format!("a malformed message: {e}")))?;
@@ -453,8 +463,11 @@ pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Id3Result> {
         merging: HashMap::new(),
         deciding: HashMap::new(),
         tree: Tree::new(),
+        started: false,
     };
-    id3.expand(&Path::new())?;
+    // The root's counts go out from the loop's first idle step, where a send never waits for
+    // credit (docs/events.md): sent from here, workers with more than a window of counts for
+    // each other would wait for each other.
     let q = w.run_until_quiet_with(&mut id3)?;
     if !id3.merging.is_empty() || !id3.deciding.is_empty() {
         return Err(Error::data(format!(
