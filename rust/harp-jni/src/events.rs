@@ -208,7 +208,8 @@ pub extern "system" fn Java_harp_Events_labelReceivers<'l>(
 }
 
 /// Calls the Java adapter (`harp.Events.Adapter`): `String event(int, String, byte[])` and
-/// `String idle()` return null, or the description of what the user's handler threw.
+/// `String idle()` return null, or the description of what the user's handler threw; `int busy()`
+/// returns 1 or 0, or -1 when the handler threw (then `String describe()` says what).
 struct JavaHandler<'a, 'l> {
     env: &'a mut Env<'l>,
     adapter: &'a JObject<'l>,
@@ -276,6 +277,33 @@ impl Handler for JavaHandler<'_, '_> {
             returned(env, r)
         });
         self.outcome(got)
+    }
+
+    fn busy(&mut self) -> harp::Result<bool> {
+        let adapter = self.adapter;
+        // 1: busy, 0: not, -1: the handler threw (kept by the adapter; `describe()` says what).
+        let got = self.env.with_local_frame(2, |env| {
+            let r = env
+                .call_method(adapter, jni_str!("busy"), jni_sig!("()I"), &[])?
+                .i()?;
+            if r >= 0 {
+                return Ok((r == 1, None));
+            }
+            let d = env
+                .call_method(
+                    adapter,
+                    jni_str!("describe"),
+                    jni_sig!("()Ljava/lang/String;"),
+                    &[],
+                )?
+                .l()?;
+            Ok((false, returned(env, d)?))
+        });
+        let (busy, thrown) = match got {
+            Ok((busy, thrown)) => (busy, Ok(thrown)),
+            Err(e) => (false, Err(e)),
+        };
+        self.outcome(thrown).map(|()| busy)
     }
 }
 

@@ -58,8 +58,8 @@ pub trait Handler {
     /// taking the queued events in between, and the worker does not count as idle. The loop
     /// calls `idle` again only once this worker's held sends (docs/events.md) have gone, so a
     /// reader in `idle` runs at most one part ahead of the network.
-    fn busy(&self) -> bool {
-        false
+    fn busy(&mut self) -> Result<bool> {
+        Ok(false)
     }
 }
 
@@ -609,7 +609,7 @@ impl Worker {
             }
             // 2. Nothing queued: the handler's idle step, then this worker is idle. Answer a
             //    probe with the counters now.
-            let busy = handler.busy();
+            let busy = handler.busy()?;
             if !idle_done || (busy && !holding) {
                 idle_done = true;
                 handler.idle()?;

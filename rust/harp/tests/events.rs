@@ -455,8 +455,8 @@ fn handlers_sending_many_windows_to_each_other_finish_in_order() {
             self.part += 1;
             Ok(())
         }
-        fn busy(&self) -> bool {
-            self.part < PARTS
+        fn busy(&mut self) -> harp::Result<bool> {
+            Ok(self.part < PARTS)
         }
     }
     let mut c = cfg();

@@ -268,8 +268,8 @@ impl Handler for Gather<'_, '_> {
         self.read_block()
     }
 
-    fn busy(&self) -> bool {
-        !self.todo.is_empty()
+    fn busy(&mut self) -> Result<bool> {
+        Ok(!self.todo.is_empty())
     }
 }
 

@@ -18,4 +18,14 @@ public interface EventHandler {
    * is queued.
    */
   default void idle() throws Exception {}
+
+  /**
+   * Whether the handler has work of its own left that no event brings (e.g. input still to read
+   * in {@link #idle}, a part at a time): while it returns true, {@code runUntilQuiet} keeps
+   * calling {@link #idle} (taking queued events in between) and the worker does not count as idle.
+   * {@code idle} is called again only once this worker's held sends have gone (docs/events.md).
+   */
+  default boolean busy() throws Exception {
+    return false;
+  }
 }

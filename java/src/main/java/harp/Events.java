@@ -71,6 +71,20 @@ final class Events {
         return t.toString();
       }
     }
+
+    /** 1: busy, 0: not, -1: the handler threw ({@link #describe} says what). */
+    int busy() {
+      try {
+        return handler.busy() ? 1 : 0;
+      } catch (Throwable t) {
+        thrown = t;
+        return -1;
+      }
+    }
+
+    String describe() {
+      return thrown == null ? null : thrown.toString();
+    }
   }
 
   static Quiet runUntilQuiet(long worker, EventHandler handler) {

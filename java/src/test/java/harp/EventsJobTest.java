@@ -231,8 +231,9 @@ class EventsJobTest {
   /**
    * Termination detection with handlers that send more events: each worker starts 30 tokens
    * with a hop count; a handler forwards a token (hops - 1) to a worker chosen from it, and the
-   * idle step sends one "echo" per handled batch. Every worker returns the same Quiet, equal to
-   * what was sent (summed by an allreduce), and nothing is left afterwards; three phases.
+   * idle step sends one "echo" per handled batch, and 200 more while {@code busy()} says so.
+   * Every worker returns the same Quiet, equal to what was sent (summed by an allreduce), and
+   * nothing is left afterwards; three phases.
    */
   public static class QuietMapper extends CollectiveMapper<FilePosition, Text, Object, Object> {
     @Override
@@ -248,6 +249,9 @@ class EventsJobTest {
           sent[0]++;
         }
         boolean[] refused = {false};
+        // Work of its own: 200 idle steps that each send an echo, announced by busy().
+        int[] steps = {200};
+        int[] busyCalls = {0};
         Quiet q = runUntilQuiet(new EventHandler() {
           @Override
           public void onEvent(Event e) {
@@ -275,8 +279,22 @@ class EventsJobTest {
               sendEvent((r + 1) % p, msg(100, 0, 0));
               sent[0]++;
             }
+            if (steps[0] > 0) {
+              steps[0]--;
+              sendEvent((r + 1) % p, msg(100, 0, 0));
+              sent[0]++;
+            }
+          }
+
+          @Override
+          public boolean busy() {
+            busyCalls[0]++;
+            return steps[0] > 0;
           }
         });
+        if (steps[0] != 0 || busyCalls[0] == 0) {
+          throw new AssertionError("rank " + r + ": " + steps[0] + " idle steps left, busy() called " + busyCalls[0]);
+        }
         if (!refused[0]) {
           throw new AssertionError("a collective inside a handler was not refused");
         }
