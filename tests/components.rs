@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{harp, s, tmpdir};
+use common::{harp, run_with_window, s, tmpdir};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -196,24 +196,7 @@ fn workers_sending_many_windows_to_each_other_finish() {
     let input = write_edges(&dir, &edges, 3);
     for workers in [2, 3] {
         let out = dir.join(format!("out-{workers}"));
-        let o = harp(&[
-            "components",
-            "--workers",
-            &workers.to_string(),
-            "--timeout",
-            "20",
-            "--event-window",
-            "4096",
-            "--input",
-            &s(&input),
-            "--output",
-            &s(&out),
-        ]);
-        assert!(
-            o.status.success(),
-            "{workers} workers: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        run_with_window("components", workers, 20, 4096, &s(&input), &out);
         assert_eq!(read_result(&out, workers), want, "{workers} workers");
     }
 }

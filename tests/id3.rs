@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{harp, s, tmpdir};
+use common::{harp, run_with_window, s, tmpdir};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -217,24 +217,7 @@ fn workers_with_many_windows_of_counts_for_each_other_finish() {
         .iter()
         .map(|&workers| {
             let out = dir.join(format!("out-{workers}"));
-            let o = harp(&[
-                "id3",
-                "--workers",
-                &workers.to_string(),
-                "--timeout",
-                "15",
-                "--event-window",
-                "4096",
-                "--input",
-                &input,
-                "--output",
-                &s(&out),
-            ]);
-            assert!(
-                o.status.success(),
-                "{workers} workers: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
+            run_with_window("id3", workers, 15, 4096, &input, &out);
             (0..workers)
                 .flat_map(|r| {
                     let text = std::fs::read_to_string(out.join(format!("part-{r:05}"))).unwrap();

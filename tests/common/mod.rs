@@ -26,6 +26,29 @@ pub fn ok(o: Output) -> String {
     out
 }
 
+/// Runs `harp APP --workers W --timeout SECS --event-window BYTES --input IN --output OUT`
+/// (an event application with a small window), which must succeed.
+pub fn run_with_window(app: &str, workers: usize, secs: u32, window: u64, input: &str, out: &Path) {
+    let o = harp(&[
+        app,
+        "--workers",
+        &workers.to_string(),
+        "--timeout",
+        &secs.to_string(),
+        "--event-window",
+        &window.to_string(),
+        "--input",
+        input,
+        "--output",
+        &s(out),
+    ]);
+    assert!(
+        o.status.success(),
+        "{app}, {workers} workers: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Asserts a failure with an exit code (not a signal), no panic, and every one of `want` in
 /// standard error; returns standard error.
 pub fn fails(o: &Output, want: &[&str]) -> String {
