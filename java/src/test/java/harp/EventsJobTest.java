@@ -330,7 +330,10 @@ class EventsJobTest {
     assertTrue(job.getCounters().findCounter("harp-test", "events").getValue() > 3 * 3 * 90 * 5);
   }
 
-  /** Rank 1's handler throws on its fifth event: every worker's runUntilQuiet fails, naming it. */
+  /**
+   * Rank 1's handler throws on its fifth event (or, with {@code test.throw.in=busy}, its
+   * {@code busy()} throws after the fifth event): every worker's runUntilQuiet fails, naming it.
+   */
   public static class FailingHandlerMapper extends CollectiveMapper<FilePosition, Text, Object, Object> {
     @Override
     protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context) throws IOException {
@@ -342,10 +345,22 @@ class EventsJobTest {
       // Every send is done before any handler runs (rank 1 fails in its handler).
       barrier("sent");
       int[] n = {0};
+      boolean inBusy = "busy".equals(context.getConfiguration().get("test.throw.in"));
       try {
-        runUntilQuiet(e -> {
-          if (r == 1 && ++n[0] == 5) {
-            throw new IllegalStateException("handler boom on purpose");
+        runUntilQuiet(new EventHandler() {
+          @Override
+          public void onEvent(Event e) {
+            if (r == 1 && ++n[0] == 5 && !inBusy) {
+              throw new IllegalStateException("handler boom on purpose");
+            }
+          }
+
+          @Override
+          public boolean busy() {
+            if (r == 1 && n[0] >= 5 && inBusy) {
+              throw new IllegalStateException("handler boom on purpose");
+            }
+            return false;
           }
         });
       } catch (HarpException e) {
@@ -361,9 +376,20 @@ class EventsJobTest {
   @Test
   @Timeout(120)
   void aThrowingHandlerFailsEveryWorkerWithItsCause(@TempDir Path tmp) throws Exception {
+    throwingHandler(tmp, "event");
+  }
+
+  @Test
+  @Timeout(120)
+  void aThrowingBusyFailsEveryWorkerWithItsCause(@TempDir Path tmp) throws Exception {
+    throwingHandler(tmp, "busy");
+  }
+
+  private void throwingHandler(Path tmp, String where) throws Exception {
     Configuration conf = JobTestSupport.localConf(tmp, 3);
     Path out = Files.createDirectories(tmp.resolve("out"));
     conf.set("test.out", out.toString());
+    conf.set("test.throw.in", where);
     Job job = job(conf, tmp, FailingHandlerMapper.class);
     assertFalse(job.waitForCompletion(false));
     String own = Files.readString(out.resolve("rank-1"));
