@@ -34,7 +34,8 @@ pub extern "system" fn Java_harp_Worker_size<'l>(
     call(&mut env, |_, _| Ok(worker(h)?.worker.size() as jint))
 }
 
-/// Frees every buffer kept in the worker's pool free lists (`harp::Pool::trim`).
+/// Frees every buffer kept in the worker's pool free lists and returns the allocator's free
+/// memory to the system (`harp::Pool::trim`).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Worker_trimPool<'l>(
     mut env: EnvUnowned<'l>,

@@ -317,13 +317,7 @@ impl Worker {
         label: &str,
         payload: &[u8],
     ) -> Result<()> {
-        let free = {
-            let mut i = self.events.lock();
-            if i.held.len() < self.size() {
-                i.held.resize_with(self.size(), Default::default);
-            }
-            i.held[dst].0.is_empty()
-        };
+        let free = self.events.lock().held[dst].0.is_empty();
         if free && self.block_on(ep.try_send_event(dst, tag, label, payload, Duration::ZERO))? {
             return Ok(());
         }
@@ -504,6 +498,10 @@ impl Worker {
     /// worker has no event queued (before it counts as idle).
     pub fn run_until_quiet_with(&self, handler: &mut dyn Handler) -> Result<Quiet> {
         self.check_usable()?;
+        self.events
+            .lock()
+            .held
+            .resize_with(self.size(), Default::default);
         self.events.quiet.store(true, Ordering::SeqCst);
         let res = self.quiet_loop(handler);
         self.events.quiet.store(false, Ordering::SeqCst);
@@ -609,9 +607,13 @@ impl Worker {
             }
             // 2. Nothing queued: the handler's idle step, then this worker is idle. Answer a
             //    probe with the counters now.
-            let busy = handler.busy()?;
-            if !idle_done || (busy && !holding) {
+            if !idle_done {
                 idle_done = true;
+                handler.idle()?;
+                continue;
+            }
+            let busy = handler.busy()?;
+            if busy && !holding {
                 handler.idle()?;
                 continue;
             }

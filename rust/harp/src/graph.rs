@@ -114,8 +114,7 @@ pub fn bucket_edges(
         *at += rec.len();
     });
     let mut t = Table::new(Combiner::Sum);
-    for (pid, s) in slots.into_pids() {
-        let (buf, _) = std::mem::replace(&mut out[s], (crate::pool::Buf::empty(), 0));
+    for (pid, (buf, _)) in slots.into_pids().into_iter().zip(out) {
         t.put(pid, Array::from_layout(Layout::Edges { weighted }, buf)?);
     }
     Ok(t)
@@ -152,10 +151,10 @@ impl PidSlots {
             }),
         }
     }
-    /// Every partition id with its slot.
-    fn into_pids(self) -> impl Iterator<Item = (u32, usize)> {
+    /// Every partition id, in slot order.
+    fn into_pids(self) -> Vec<u32> {
         let (PidSlots::Direct(_, pids) | PidSlots::Hashed(_, pids)) = self;
-        pids.into_iter().enumerate().map(|(s, pid)| (pid, s))
+        pids
     }
 }
 

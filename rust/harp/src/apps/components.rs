@@ -197,6 +197,9 @@ fn pairs(ev: &Event, kind: u8, rank: usize, workers: usize) -> Result<Vec<(u64, 
         .collect()
 }
 
+/// Byte ranges of input files: `(file, from, to)`.
+type Ranges = std::collections::VecDeque<(crate::storage::FileInfo, u64, u64)>;
+
 /// Phase 1: reads this worker's share of the input a block at a time in the idle step, sends
 /// every edge to the owners of both endpoints, and builds the adjacency lists of the owned
 /// vertices from the edges it receives.
@@ -205,8 +208,8 @@ struct Gather<'s, 'w> {
     workers: usize,
     adj: HashMap<u64, Vec<u64>>,
     st: &'s dyn Storage,
-    /// The byte ranges of the share still to read: `(file, from, to)`, the first one partly.
-    todo: std::collections::VecDeque<(crate::storage::FileInfo, u64, u64)>,
+    /// The byte ranges of the share still to read, the first one partly.
+    todo: Ranges,
     out: Outbox<'w>,
     edges_read: u64,
     /// Why reading the share stopped early (a bad line, an unreadable file): reported to every
@@ -326,11 +329,7 @@ impl Handler for Propagate<'_, '_> {
 
 /// This worker's share of the edge files under `input` (a file or a directory): the byte
 /// ranges whose lines it reads.
-fn share(
-    w: &Worker,
-    st: &dyn Storage,
-    input: &str,
-) -> Result<std::collections::VecDeque<(crate::storage::FileInfo, u64, u64)>> {
+fn share(w: &Worker, st: &dyn Storage, input: &str) -> Result<Ranges> {
     let files = st.list_input(input, false)?;
     if files.is_empty() {
         return Err(Error::config(format!("no input files in '{input}'")));
