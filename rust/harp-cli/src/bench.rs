@@ -24,7 +24,7 @@ pub struct BenchArgs {
     pub op: String,
     /// Message size in bytes (suffixes k, m, g = KiB, MiB, GiB). For allgather it is the total
     /// gathered; for every other op it is each worker's table.
-    #[arg(long, value_parser = parse_bytes, default_value = "1m")]
+    #[arg(long, value_parser = harp::config::parse_bytes, default_value = "1m")]
     pub bytes: u64,
     /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one, net-chain,
     /// net-hierarchy, net-tree; allreduce: auto, bidirectional-exchange, regroup-allgather;
@@ -51,28 +51,6 @@ pub struct BenchArgs {
     pub json: bool,
     #[command(flatten)]
     pub cluster: ClusterOpts,
-}
-
-pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m') => (&t[..t.len() - 1], 1 << 20),
-        Some('g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n = num.parse::<u64>().map_err(|_| {
-        format!(
-            "{} is not a byte count (e.g. 1024, 64k, 16m)",
-            harp::io::quote(s.as_bytes())
-        )
-    })?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{} bytes is more than 2^64", harp::io::quote(s.as_bytes())))
 }
 
 /// Fails with a clear error when a worker's tables for `bytes` cannot fit in this host's
@@ -333,19 +311,6 @@ fn cpu_seconds() -> [f64; 2] {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn byte_counts() {
-        assert_eq!(super::parse_bytes("1024"), Ok(1024));
-        assert_eq!(super::parse_bytes("64k"), Ok(64 << 10));
-        assert_eq!(super::parse_bytes("16MiB"), Ok(16 << 20));
-        assert_eq!(super::parse_bytes("1g"), Ok(1 << 30));
-        assert!(super::parse_bytes("lots").is_err());
-        let e = super::parse_bytes("99999999999g").unwrap_err();
-        assert!(e.contains("more than 2^64"), "{e}");
-        let e = super::parse_bytes(&"7".repeat(100_000)).unwrap_err();
-        assert!(e.len() < 200, "{e}");
-    }
-
     #[test]
     fn sizes_beyond_memory_are_refused() {
         let e = super::check_memory_in(100 << 30, Some(21 << 30))

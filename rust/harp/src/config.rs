@@ -202,7 +202,8 @@ pub enum Unit {
     /// for the CLI flag; from 1 ms to [`MAX_DURATION`] (365 days) in both. Anything else, `inf`
     /// and `NaN` included, is an error naming the option and the allowed range.
     Millis,
-    /// A number of bytes (an integer, at least 0).
+    /// A number of bytes: an integer, at least 0, optionally followed by `k`, `m`, `g` or `t`
+    /// (KiB, MiB, GiB, TiB) as [`parse_bytes`] reads it.
     Bytes,
     /// A name (letters, digits and `_`, shorter than 16); empty means unset.
     Name,
@@ -595,7 +596,9 @@ impl EngineOption {
     fn set_as(&self, key: &str, cfg: &mut Config, value: &str) -> Result<()> {
         let v = match self.unit {
             Unit::Millis => Value::Time(millis(key, value)?),
-            Unit::Bytes => Value::Bytes(integer(key, value, 0)?),
+            Unit::Bytes => Value::Bytes(
+                parse_bytes(value).map_err(|e| Error::config(format!("option {key}: {e}")))?,
+            ),
             Unit::Name => name(key, value)?,
             Unit::Switch => Value::Switch(switch(key, value)?),
             Unit::Path => path(key, value)?,
@@ -646,14 +649,27 @@ fn quote(value: &str) -> String {
     crate::io::quote(value.as_bytes())
 }
 
-fn integer(key: &str, value: &str, min: u64) -> Result<u64> {
-    match value.trim().parse::<u64>() {
-        Ok(n) if n >= min => Ok(n),
-        _ => Err(Error::config(format!(
-            "option {key}: expected an integer >= {min}, got {}",
-            quote(value)
-        ))),
-    }
+/// A byte count as every byte option and `harp bench --bytes` take it: an integer, optionally
+/// followed by `k`, `m`, `g` or `t` (KiB, MiB, GiB, TiB; any case, a trailing `b` or `ib`
+/// allowed: `64k`, `16MiB`, `1g`). The error quotes at most the first 64 bytes of `s`.
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (num, shift) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 10),
+        Some('m') => (&t[..t.len() - 1], 20),
+        Some('g') => (&t[..t.len() - 1], 30),
+        Some('t') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n = num
+        .parse::<u64>()
+        .map_err(|_| format!("{} is not a byte count (e.g. 1024, 64k, 16m)", quote(s)))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{} bytes is more than 2^64", quote(s)))
 }
 
 fn switch(key: &str, value: &str) -> Result<bool> {
@@ -744,6 +760,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes(" 64k "), Ok(64 << 10));
+        assert_eq!(parse_bytes("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert_eq!(parse_bytes("2TB"), Ok(2 << 40));
+        for bad in ["lots", "", "k", "-1", "1.5m", "1 m", "1x"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+        let e = parse_bytes("99999999999g").unwrap_err();
+        assert!(e.contains("more than 2^64"), "{e}");
+        let e = parse_bytes(&"7".repeat(100_000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+    }
+
+    #[test]
     fn options_apply_and_reject() {
         let mut c = Config::default();
         c.apply("# comment\nsocket_buffer = 262144\n\ntcp_congestion=reno\nallreduce_crossover=0\nop_timeout_ms=1500")
@@ -755,6 +787,18 @@ mod tests {
         assert_eq!(c.op_timeout, Duration::from_millis(1500));
         let e = c.apply("chunk=-1").unwrap_err().to_string();
         assert!(e.contains("chunk") && e.contains("-1"), "{e}");
+        c.apply("event_window=64k\nchunk=1MiB\nsocket_buffer=2m")
+            .unwrap();
+        assert_eq!(c.event_window, 64 << 10);
+        assert_eq!(c.chunk_size, 1 << 20);
+        assert_eq!(c.send_buffer, Some(2 << 20));
+        let e = c.apply("event_window=1.5m").unwrap_err().to_string();
+        assert!(
+            e.contains("event_window") && e.contains("not a byte count"),
+            "{e}"
+        );
+        let e = c.apply("socket_buffer=8g").unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
         let e = c.apply("x=1").unwrap_err().to_string();
         assert!(e.contains("unknown option 'x'"), "{e}");
         let e = c.apply("ok\nnot a pair").unwrap_err().to_string();

@@ -222,7 +222,7 @@ class EventsJobTest {
   @Timeout(120)
   void eventsReachTheirReceiversInOrderNextToCollectives(@TempDir Path tmp) throws Exception {
     Configuration conf = JobTestSupport.localConf(tmp, 4);
-    conf.setLong("harp.events.window.bytes", 16 * 1024);
+    conf.set("harp.events.window.bytes", "16k"); // a byte count with a suffix, as Hadoop users write them
     Job job = job(conf, tmp, SendMapper.class);
     assertTrue(job.waitForCompletion(false), "job failed: " + job.getStatus().getFailureInfo());
     assertTrue(job.getCounters().findCounter("harp-test", "verified").getValue() > 4 * 1000);
