@@ -210,17 +210,17 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "earlier").unwrap();
     let cases: [(&str, usize, &str); 5] = [
-        ("1 2\n3 4\n5 -6\n", 3, "bad vertex id '-6'"),
-        ("1 2\n3 x\n", 2, "bad vertex id 'x'"),
+        ("1 2\n3 4\n5 -6\n", 3, "column 2: bad vertex id '-6'"),
+        ("1 2\n3 x\n", 2, "column 2: bad vertex id 'x'"),
         (
             "1 2\n\n7\n",
             3,
-            "expected an edge 'src dst [weight]', found one token '7'",
+            "expected an edge 'src dst [weight]', found 1 field: '7'",
         ),
         (
             "1 2 3 4\n",
             1,
-            "expected an edge 'src dst [weight]', found a fourth token '4'",
+            "expected an edge 'src dst [weight]', found 4 fields: '1 2 3 4'",
         ),
         (
             "1 2 0.5\n3 4 nan\n",

@@ -124,9 +124,12 @@ fn bad_edges_name_file_line_and_token() {
         text.push_str(&format!("{i} {}\n", i + 1));
     }
     let cases = [
-        ("170 x7", "column 2: 'x7' is not a vertex id"),
-        ("-4 170", "column 1: '-4' is not a vertex id"),
-        ("170", "expected 2 vertex ids"),
+        ("170 x7", "column 2: bad vertex id 'x7'"),
+        ("-4 170", "column 1: bad vertex id '-4'"),
+        (
+            "170",
+            "expected an edge 'src dst [weight]', found 1 field: '170'",
+        ),
     ];
     for (k, (bad, msg)) in cases.iter().enumerate() {
         let p = dir.join(format!("e{k}.txt"));

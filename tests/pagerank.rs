@@ -289,17 +289,17 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("part-00000"), "earlier result\n").unwrap();
     for (text, line, msg) in [
-        ("1 2\n3 x\n", 2, "bad vertex id 'x'"),
-        ("1 2\n\n5 -4\n", 3, "bad vertex id '-4'"),
+        ("1 2\n3 x\n", 2, "column 2: bad vertex id 'x'"),
+        ("1 2\n\n5 -4\n", 3, "column 2: bad vertex id '-4'"),
         (
             "1 2 3 4\n",
             1,
-            "expected 2 or 3 fields (src dst [weight]), found 4: '1 2 3 4'",
+            "expected an edge 'src dst [weight]', found 4 fields: '1 2 3 4'",
         ),
         (
             "1 2\n2 1\n7\n",
             3,
-            "expected 2 or 3 fields (src dst [weight]), found 1: '7'",
+            "expected an edge 'src dst [weight]', found 1 field: '7'",
         ),
         (
             "1 2 0.5\n2 1 -3\n",
@@ -307,7 +307,7 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
             "bad weight '-3': expected a positive number",
         ),
         ("1 2 x\n", 1, "bad weight 'x': expected a positive number"),
-        ("1 2.5\n", 1, "bad vertex id '2.5'"),
+        ("1 2.5\n", 1, "column 2: bad vertex id '2.5'"),
     ] {
         let input = dir.join("in.txt");
         // Padding so that the bad line falls in the last worker's share.

@@ -16,9 +16,10 @@
 use std::collections::HashMap;
 
 use super::kmeans::gen::splitmix64;
+use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::events::{Event, Handler};
-use crate::io::{quote, read_lines, spread, LineError};
+use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::worker::Worker;
 
@@ -52,65 +53,27 @@ pub struct Components {
     pub waves: u64,
 }
 
-/// Parses the edge lines of a block: `src dst [weight]` separated by spaces or tabs (the
-/// weight, as every graph application reads it, is checked and not used: components ignore
-/// it); blank lines and lines starting with `#` are skipped. Each edge goes to `each`.
+/// Parses the edge lines of a block as every graph application reads them
+/// ([`parse_edge_line`]: `src dst [weight]`, ids from 0 to 2^64 − 1; the weight is checked and
+/// not used: components ignore it); blank lines and `#` comments are skipped. Each edge goes to
+/// `each`.
 pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), LineError> {
     let mut start = 0;
     for line in lines.split_inclusive(|&b| b == b'\n') {
         let at = start;
         start += line.len();
-        let mut toks = line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|t| !t.is_empty());
-        let fail = |msg: String| LineError {
-            line_start: at,
-            msg,
-        };
-        let (a, b, w) = match (toks.next(), toks.next(), toks.next(), toks.next()) {
-            (None, ..) => continue,
-            (Some(t), ..) if t.starts_with(b"#") => continue,
-            (Some(a), Some(b), w, None) => (a, b, w),
-            (Some(_), None, ..) => {
-                return Err(fail(format!(
-                    "expected an edge 'src dst [weight]', found one token {}",
-                    quote(trim(line))
-                )))
-            }
-            (_, _, _, d) => {
-                return Err(fail(format!(
-                    "expected an edge 'src dst [weight]', found a fourth token {}",
-                    quote(d.unwrap_or_default())
-                )))
-            }
-        };
-        let id = |t: &[u8]| {
-            std::str::from_utf8(t)
-                .ok()
-                .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or_else(|| {
-                    fail(format!(
-                        "bad vertex id {}: not a non-negative integer below 2^64",
-                        quote(t)
-                    ))
+        match parse_edge_line(line, u64::MAX) {
+            Ok(Some((a, b, _))) => each(a, b),
+            Ok(None) => {}
+            Err(msg) => {
+                return Err(LineError {
+                    line_start: at,
+                    msg,
                 })
-        };
-        let (a, b) = (id(a)?, id(b)?);
-        if let Some(w) = w {
-            crate::data::graph::parse_weight(w).map_err(fail)?;
+            }
         }
-        each(a, b);
     }
     Ok(())
-}
-
-fn trim(line: &[u8]) -> &[u8] {
-    let end = line
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    &line[..end]
 }
 
 /// Batches of `(v, x)` pairs per destination worker, sent as one event each.
@@ -478,11 +441,15 @@ mod tests {
         let e = parse_edges(b"-1 2\n", |_, _| {}).unwrap_err();
         assert!(e.msg.contains("'-1'"), "{}", e.msg);
         let e = parse_edges(b"99999999999999999999 2\n", |_, _| {}).unwrap_err();
-        assert!(e.msg.contains("below 2^64"), "{}", e.msg);
+        assert!(
+            e.msg.contains("from 0 to 18446744073709551615"),
+            "{}",
+            e.msg
+        );
         let e = parse_edges(b"1 2 3 4\n", |_, _| {}).unwrap_err();
-        assert!(e.msg.contains("fourth token '4'"), "{}", e.msg);
+        assert!(e.msg.contains("found 4 fields: '1 2 3 4'"), "{}", e.msg);
         let e = parse_edges(b"7\n", |_, _| {}).unwrap_err();
-        assert!(e.msg.contains("one token '7'"), "{}", e.msg);
+        assert!(e.msg.contains("found 1 field: '7'"), "{}", e.msg);
         // Weighted lines and comments, as the other graph applications read them.
         let mut got = Vec::new();
         parse_edges(b"# src dst weight\n1 2 0.5\n3 4\n", |a, b| got.push((a, b))).unwrap();

@@ -32,9 +32,10 @@ use crate::apps::dense::{allgather_blocks, allgather_counts, offsets};
 use crate::apps::kmeans::gen::{splitmix64, Rng};
 use crate::apps::kmeans::kernel::Kernel;
 use crate::checkpoint::agree;
+use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
-use crate::io::{quote, read_lines, split, LineError};
+use crate::io::{read_lines, split, LineError};
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
 
@@ -105,49 +106,20 @@ impl Graph {
     }
 }
 
-/// Parses the edges in a block of lines (see the module doc); `at` is each line's start.
+/// Parses the edges in a block of lines (see the module doc): [`parse_edge_line`] with ids
+/// from 0 to `i64::MAX`; the weight is checked as every graph application reads it, and not
+/// used.
 fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(), LineError> {
     for_each_line(buf, |line, pos| {
-        let fail = |msg: String| LineError {
-            line_start: pos,
-            msg,
-        };
-        let mut toks = line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|t| !t.is_empty());
-        match toks.next() {
-            None => {}
-            Some(t) if t[0] == b'#' => {}
-            Some(a) => {
-                let b = toks.next();
-                let w = toks.next();
-                let extra = toks.count();
-                let Some(b) = b.filter(|_| extra == 0) else {
-                    return Err(fail(format!(
-                        "expected 2 vertex ids and an optional weight (src dst [weight]), \
-                         found {} tokens",
-                        1 + b.is_some() as usize + w.is_some() as usize + extra
-                    )));
-                };
-                let id = |t: &[u8], col: usize| -> std::result::Result<i64, LineError> {
-                    std::str::from_utf8(t)
-                        .ok()
-                        .and_then(|s| s.parse::<i64>().ok())
-                        .filter(|&v| v >= 0)
-                        .ok_or_else(|| {
-                            fail(format!(
-                                "column {col}: {} is not a vertex id (an integer from 0 to {})",
-                                quote(t),
-                                i64::MAX
-                            ))
-                        })
-                };
-                let edge = (id(a, 1)?, id(b, 2)?);
-                // The weight is checked as every graph application reads it, and not used.
-                if let Some(w) = w {
-                    crate::data::graph::parse_weight(w).map_err(fail)?;
-                }
-                out.push(edge);
+        match parse_edge_line(line, i64::MAX as u64) {
+            // Both ids are at most i64::MAX.
+            Ok(Some((a, b, _))) => out.push((a as i64, b as i64)),
+            Ok(None) => {}
+            Err(msg) => {
+                return Err(LineError {
+                    line_start: pos,
+                    msg,
+                })
             }
         }
         Ok(())
@@ -448,17 +420,20 @@ mod tests {
         parse_edges(b"1 2 0.25\n3 4\n", &mut w).unwrap();
         assert_eq!(w, vec![(1, 2), (3, 4)]);
         for (text, msg) in [
-            ("1 2\n3 x\n", "column 2: 'x' is not a vertex id"),
-            ("1 2\n-3 4\n", "column 1: '-3' is not a vertex id"),
+            ("1 2\n3 x\n", "column 2: bad vertex id 'x'"),
+            ("1 2\n-3 4\n", "column 1: bad vertex id '-3'"),
             (
                 "1 2\n3\n",
-                "expected 2 vertex ids and an optional weight (src dst [weight]), found 1 tokens",
+                "expected an edge 'src dst [weight]', found 1 field: '3'",
             ),
-            ("1 2\n3 4 5 6\n", "found 4 tokens"),
+            ("1 2\n3 4 5 6\n", "found 4 fields"),
             ("1 2\n3 4 0\n", "bad weight '0': expected a positive number"),
-            ("x 4 0\n", "column 1: 'x' is not a vertex id"),
-            ("1.5 2\n", "'1.5' is not a vertex id"),
-            ("9223372036854775808 1\n", "is not a vertex id"),
+            ("x 4 0\n", "column 1: bad vertex id 'x'"),
+            ("1.5 2\n", "bad vertex id '1.5'"),
+            (
+                "9223372036854775808 1\n",
+                "bad vertex id '9223372036854775808': expected an integer from 0 to 9223372036854775807",
+            ),
         ] {
             let err = parse_edges(text.as_bytes(), &mut e).unwrap_err();
             assert!(err.msg.contains(msg), "{text:?}: {}", err.msg);

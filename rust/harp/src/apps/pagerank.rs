@@ -30,7 +30,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
-use crate::data::graph::{parse_weight, EdgeBuilder, Edges, Endpoint};
+use crate::data::graph::{parse_edge_line, EdgeBuilder, Edges, Endpoint};
 use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -117,63 +117,24 @@ pub struct Outcome {
 // Input
 
 #[inline]
-fn is_blank(b: u8) -> bool {
-    b == b' ' || b == b'\t' || b == b'\r'
-}
-
-/// A vertex id: a non-negative decimal integer that fits in i64.
-fn parse_id(tok: &[u8]) -> Option<i64> {
-    if tok.is_empty() || tok.len() > 19 || !tok.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v = tok
-        .iter()
-        .fold(0u64, |acc, &d| acc * 10 + (d - b'0') as u64);
-    i64::try_from(v).ok()
-}
-
-/// Parses the lines in `buf` (whole lines) into `out`; the first line with a weight makes
-/// `out` weighted (the edges before it weigh 1).
+/// Parses the lines in `buf` (whole lines, [`parse_edge_line`] with ids from 0 to `i64::MAX`)
+/// into `out`; the first line with a weight makes `out` weighted (the edges before it weigh 1).
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
     crate::io::lines::for_each_line(buf, |line, pos| {
-        let bad = |msg: String| LineError {
-            line_start: pos,
-            msg,
-        };
-        let mut toks = line.split(|&b| is_blank(b)).filter(|t| !t.is_empty());
-        match (toks.next(), toks.next(), toks.next(), toks.next()) {
-            (None, ..) => {}
-            (Some(t), ..) if t.starts_with(b"#") => {}
-            (Some(a), Some(b), third, None) => {
-                let id = |t: &[u8]| {
-                    parse_id(t).ok_or_else(|| {
-                        bad(format!(
-                            "bad vertex id {}: expected a non-negative integer (at most {})",
-                            quote(t),
-                            i64::MAX
-                        ))
-                    })
-                };
-                let (src, dst) = (id(a)?, id(b)?);
-                let weight = match third {
-                    None => 1.0,
-                    Some(t) => {
-                        let w = parse_weight(t).map_err(bad)?;
-                        out.make_weighted();
-                        w
-                    }
-                };
-                out.push(src, dst, weight);
+        match parse_edge_line(line, i64::MAX as u64) {
+            Ok(Some((src, dst, weight))) => {
+                if weight.is_some() {
+                    out.make_weighted();
+                }
+                // Both ids are at most i64::MAX.
+                out.push(src as i64, dst as i64, weight.unwrap_or(1.0));
             }
-            _ => {
-                let n = line
-                    .split(|&b| is_blank(b))
-                    .filter(|t| !t.is_empty())
-                    .count();
-                return Err(bad(format!(
-                    "expected 2 or 3 fields (src dst [weight]), found {n}: {}",
-                    quote(line)
-                )));
+            Ok(None) => {}
+            Err(msg) => {
+                return Err(LineError {
+                    line_start: pos,
+                    msg,
+                })
             }
         }
         Ok(())
@@ -836,10 +797,10 @@ mod tests {
         assert_eq!(e.line_start, 4);
         assert_eq!(
             e.msg,
-            "expected 2 or 3 fields (src dst [weight]), found 4: '1 2 3 4'"
+            "expected an edge 'src dst [weight]', found 4 fields: '1 2 3 4'"
         );
         let e = parse("7\n").unwrap_err();
-        assert!(e.msg.contains("found 1: '7'"), "{}", e.msg);
+        assert!(e.msg.contains("found 1 field: '7'"), "{}", e.msg);
         for bad in ["-1", "x", "1.5", "9223372036854775808", "+3"] {
             let e = parse(&format!("1 {bad}\n")).unwrap_err();
             assert!(

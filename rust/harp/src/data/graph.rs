@@ -99,6 +99,67 @@ pub fn parse_weight(tok: &[u8]) -> std::result::Result<f64, String> {
     })
 }
 
+/// One text line of an edge list, `src dst [weight]`, as every graph application
+/// (`components`, `layout`, `pagerank`) reads it: fields separated by ASCII whitespace; a blank
+/// line or one whose first field starts with `#` is `None`; two vertex ids, each a decimal
+/// integer from 0 to `max_id`, and an optional weight ([`parse_weight`]). An error says what is
+/// wrong and quotes the field (or the line, when the number of fields is wrong); the caller adds
+/// the file and line.
+pub fn parse_edge_line(
+    line: &[u8],
+    max_id: u64,
+) -> std::result::Result<Option<(u64, u64, Option<f64>)>, String> {
+    let mut fields = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|t| !t.is_empty());
+    let (src, dst, weight) = match (fields.next(), fields.next(), fields.next(), fields.next()) {
+        (None, ..) => return Ok(None),
+        (Some(t), ..) if t[0] == b'#' => return Ok(None),
+        (Some(a), Some(b), w, None) => (a, b, w),
+        _ => {
+            let n = line
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|t| !t.is_empty())
+                .count();
+            let end = line
+                .iter()
+                .rposition(|b| !b.is_ascii_whitespace())
+                .map_or(0, |i| i + 1);
+            let s = if n == 1 { "" } else { "s" };
+            return Err(format!(
+                "expected an edge 'src dst [weight]', found {n} field{s}: {}",
+                crate::io::quote(&line[..end])
+            ));
+        }
+    };
+    let id = |tok: &[u8], column: usize| {
+        parse_vertex_id(tok, max_id).ok_or_else(|| {
+            format!(
+                "column {column}: bad vertex id {}: expected an integer from 0 to {max_id}",
+                crate::io::quote(tok)
+            )
+        })
+    };
+    let (src, dst) = (id(src, 1)?, id(dst, 2)?);
+    let weight = weight.map(parse_weight).transpose()?;
+    Ok(Some((src, dst, weight)))
+}
+
+/// A decimal integer (digits only) from 0 to `max`.
+fn parse_vertex_id(tok: &[u8], max: u64) -> Option<u64> {
+    if tok.is_empty() || tok.len() > 20 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &d in tok {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    (v <= max).then_some(v)
+}
+
 /// Builds an edge partition record by record.
 #[derive(Debug, Clone, Default)]
 pub struct EdgeBuilder {
@@ -291,6 +352,58 @@ pub fn vertex_partition(v: i64, partitions: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edge_lines_parse_or_say_what_is_wrong() {
+        let max = i64::MAX as u64;
+        let ok = |l: &str| parse_edge_line(l.as_bytes(), max).unwrap();
+        assert_eq!(ok("1 2\n"), Some((1, 2, None)));
+        assert_eq!(
+            ok("\t7\t 9223372036854775807  0.5\r\n"),
+            Some((7, max, Some(0.5)))
+        );
+        assert_eq!(ok("   \r\n"), None);
+        assert_eq!(ok(""), None);
+        assert_eq!(ok("  # a comment with 5 fields\n"), None);
+        assert_eq!(ok("#1 2\n"), None);
+        assert_eq!(
+            parse_edge_line(b"18446744073709551615 0", u64::MAX).unwrap(),
+            Some((u64::MAX, 0, None))
+        );
+        let err = |l: &str, m: u64| parse_edge_line(l.as_bytes(), m).unwrap_err();
+        for (line, want) in [
+            (
+                "7\n",
+                "expected an edge 'src dst [weight]', found 1 field: '7'",
+            ),
+            (
+                "1 2 3 4\n",
+                "expected an edge 'src dst [weight]', found 4 fields: '1 2 3 4'",
+            ),
+            (
+                "3 x\n",
+                "column 2: bad vertex id 'x': expected an integer from 0 to 9223372036854775807",
+            ),
+            ("-3 4", "column 1: bad vertex id '-3'"),
+            ("+3 4", "column 1: bad vertex id '+3'"),
+            ("1.5 2", "column 1: bad vertex id '1.5'"),
+            (
+                "9223372036854775808 1",
+                "column 1: bad vertex id '9223372036854775808'",
+            ),
+            ("1 2 0", "bad weight '0'"),
+            ("1 2 x", "bad weight 'x'"),
+        ] {
+            let e = err(line, max);
+            assert!(e.starts_with(want) || e.contains(want), "{line:?}: {e}");
+        }
+        let e = err("18446744073709551616 1", u64::MAX);
+        assert!(e.contains("from 0 to 18446744073709551615"), "{e}");
+        // A huge line: the count is exact and the quote short.
+        let many = "1 ".repeat(1_000_000);
+        let e = err(&many, max);
+        assert!(e.contains("found 1000000 fields") && e.len() < 200, "{e}");
+    }
 
     #[test]
     fn records_round_trip_and_describe_themselves() {
