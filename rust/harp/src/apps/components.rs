@@ -19,6 +19,7 @@ use super::kmeans::gen::splitmix64;
 use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::events::{Event, Handler};
+use crate::io::lines::for_each_line;
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::worker::Worker;
@@ -58,22 +59,13 @@ pub struct Components {
 /// not used: components ignore it); blank lines and `#` comments are skipped. Each edge goes to
 /// `each`.
 pub fn parse_edges(lines: &[u8], mut each: impl FnMut(u64, u64)) -> Result<(), LineError> {
-    let mut start = 0;
-    for line in lines.split_inclusive(|&b| b == b'\n') {
-        let at = start;
-        start += line.len();
-        match parse_edge_line(line, u64::MAX) {
-            Ok(Some((a, b, _))) => each(a, b),
-            Ok(None) => {}
-            Err(msg) => {
-                return Err(LineError {
-                    line_start: at,
-                    msg,
-                })
-            }
+    for_each_line(lines, |line, line_start| {
+        let edge = parse_edge_line(line, u64::MAX).map_err(|msg| LineError { line_start, msg })?;
+        if let Some((a, b, _)) = edge {
+            each(a, b);
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Batches of `(v, x)` pairs per destination worker, sent as one event each.

@@ -110,17 +110,12 @@ impl Graph {
 /// from 0 to `i64::MAX`; the weight is checked as every graph application reads it, and not
 /// used.
 fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(), LineError> {
-    for_each_line(buf, |line, pos| {
-        match parse_edge_line(line, i64::MAX as u64) {
-            // Both ids are at most i64::MAX.
-            Ok(Some((a, b, _))) => out.push((a as i64, b as i64)),
-            Ok(None) => {}
-            Err(msg) => {
-                return Err(LineError {
-                    line_start: pos,
-                    msg,
-                })
-            }
+    for_each_line(buf, |line, line_start| {
+        let edge =
+            parse_edge_line(line, i64::MAX as u64).map_err(|msg| LineError { line_start, msg })?;
+        // Both ids are at most i64::MAX.
+        if let Some((a, b, _)) = edge {
+            out.push((a as i64, b as i64));
         }
         Ok(())
     })

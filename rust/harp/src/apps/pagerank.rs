@@ -116,26 +116,18 @@ pub struct Outcome {
 // ---------------------------------------------------------------------------------------------
 // Input
 
-#[inline]
 /// Parses the lines in `buf` (whole lines, [`parse_edge_line`] with ids from 0 to `i64::MAX`)
 /// into `out`; the first line with a weight makes `out` weighted (the edges before it weigh 1).
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
-    crate::io::lines::for_each_line(buf, |line, pos| {
-        match parse_edge_line(line, i64::MAX as u64) {
-            Ok(Some((src, dst, weight))) => {
-                if weight.is_some() {
-                    out.make_weighted();
-                }
-                // Both ids are at most i64::MAX.
-                out.push(src as i64, dst as i64, weight.unwrap_or(1.0));
+    crate::io::lines::for_each_line(buf, |line, line_start| {
+        let edge =
+            parse_edge_line(line, i64::MAX as u64).map_err(|msg| LineError { line_start, msg })?;
+        if let Some((src, dst, weight)) = edge {
+            if weight.is_some() {
+                out.make_weighted();
             }
-            Ok(None) => {}
-            Err(msg) => {
-                return Err(LineError {
-                    line_start: pos,
-                    msg,
-                })
-            }
+            // Both ids are at most i64::MAX.
+            out.push(src as i64, dst as i64, weight.unwrap_or(1.0));
         }
         Ok(())
     })
