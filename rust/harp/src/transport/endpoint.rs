@@ -352,9 +352,14 @@ impl Endpoint<'_> {
 
     /// [`Endpoint::recv_frame_from_any`] in world ranks.
     async fn wait_any(&self, from: &[usize], watch: &[usize], tag: u32) -> Result<Frame> {
+        let mb = &self.t.mailbox;
+        let pos = (self.group_id(), self.seq);
+        // A frame that is already here needs no waiter.
+        if let Some(r) = self.taken(mb.take_any(pos, from, tag, self.op, self.algo)) {
+            return r;
+        }
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
-        let mb = &self.t.mailbox;
         let mut live: Vec<usize> = from.to_vec();
         let mut all: Vec<usize> = from.to_vec();
         all.extend(watch.iter().filter(|w| !from.contains(w)));
@@ -363,7 +368,6 @@ impl Endpoint<'_> {
             let notified = waiter.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pos = (self.group_id(), self.seq);
             if let Some(r) = self.taken(mb.take_any(pos, &live, tag, self.op, self.algo)) {
                 return r;
             }
@@ -408,19 +412,23 @@ impl Endpoint<'_> {
     /// Waits for a frame with `tag` from world rank `src`, waking every heartbeat interval to
     /// fail when `src` has gone silent.
     async fn wait(&self, src: usize, tag: u32) -> Result<Frame> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let slice = heartbeat_interval(self.timeout);
         let mb = &self.t.mailbox;
-        let watch = mb.watch_op(self.group_id(), self.seq, &[src]);
         let take = || mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
+        // A frame that is already here, or that comes while spinning, needs no waiter.
+        if let Some(r) = self.taken(take()) {
+            return r;
+        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        if let Some(r) = self.spin(take).await {
+            return r;
+        }
+        let slice = heartbeat_interval(self.timeout);
+        let watch = mb.watch_op(self.group_id(), self.seq, &[src]);
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(r) = self.taken(take()) {
-                return r;
-            }
-            if let Some(r) = self.spin(take).await {
                 return r;
             }
             let wake = deadline.min(tokio::time::Instant::now() + slice);
