@@ -10,9 +10,13 @@
 #   allgather (n = total), reduce-scatter, regroup      (p-1)/p n/B
 #   gather (n = total), scatter (n = the root's table)  (p-1)/p n/B (the root's link), or with
 #                       racks, if larger, f n/B_i with f = (p - ceil(p/K))/p (the root's uplink)
+# With host_rate_bits (netns-cluster.sh --host-rate H: pairs at R/d, each host at most H), B
+# is scaled by H/R (rate_bits): no host moves more than H, so the bounds stay lower bounds.
 # Adds bound_s, bound_formula, bound_basis ("B" or "B_inter") and ratio = median_s / bound_s.
 def bench_bound:
-  (.B_bits / 8) as $B | .workers as $p | .bytes as $n | (.racks // 0) as $K
+  (if .host_rate_bits != null and .rate_bits != null and .rate_bits > 0
+   then .B_bits * .host_rate_bits / .rate_bits / 8 else .B_bits / 8 end) as $B
+  | .workers as $p | .bytes as $n | (.racks // 0) as $K
   | (if $K > 1 and .B_inter_bits != null and .B_inter_bits < .B_bits then .B_inter_bits / 8
      else null end) as $Bi
   | (if .op == "broadcast" or .op == "reduce" then

@@ -19,6 +19,10 @@
 #   --rate R             per-host send and receive rate (tc syntax)           [200mbit]
 #   --racks K --uplink U rack shape, passed to netns-cluster.sh up
 #   --uneven SEED        uneven per-pair rates, passed to netns-cluster.sh up
+#   --host-rate H        with --uneven: each host at most H in all, the pairs at their R/d
+#                        (netns-cluster.sh up --host-rate); records get host_rate_bits and
+#                        the bounds use H instead of R (still lower bounds: no host moves
+#                        more than H, whatever its pairs allow)
 #   --delay D            one-way delay per host, passed to netns-cluster.sh up
 #   --burst BYTES        set burst and cburst of every htb class of the cluster to BYTES
 #                        (netns-cluster.sh uses max(32 KB, 4 ms at the rate) = 100 KB at
@@ -61,7 +65,8 @@
 #                        SRC = status: built after `up` from the configured rates (the `status`
 #                        pair table with --uneven, the rack shape with --racks: min(R, U)
 #                        across racks, else R) x 0.956 (TCP payload over htb frames), latency
-#                        100 us for every pair; SRC = a directory: DIR/p<N>.txt for p = N (e.g.
+#                        100 us for every pair, with --host-rate H x 0.956 as every host's
+#                        capacity (host_Bps); SRC = a directory: DIR/p<N>.txt for p = N (e.g.
 #                        measured with `harp netmap`).  A `status` model is kept as
 #                        <dir of --out>/netmodels/<shape>-p<N>.txt; every record stores
 #                        net_model_file and net_model_source.
@@ -103,7 +108,7 @@ NC="$ROOT/scripts/netns-cluster.sh"
 # shellcheck source=bench-lib.sh
 . "$ROOT/scripts/bench-lib.sh"   # PROG, die, log, usage, bytes, default_reps, default_warmup
 
-PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
+PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' HOST_RATE='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
 PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX='' INNER=1 PEERS=''
 CELLS=() EXTRA=() NET_MODEL='' NET_MODEL_FILE=''
@@ -131,13 +136,14 @@ preset() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --p|--rate|--racks|--uplink|--uneven|--delay|--cc|--burst|--gso-max|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix|--inner|--peers)
+    --p|--rate|--racks|--uplink|--uneven|--host-rate|--delay|--cc|--burst|--gso-max|--preset|--cells-file|--out|--label|--warmup|--reps|--timeout|--cell-timeout|--prefix|--inner|--peers)
       [[ $# -ge 2 ]] || { echo "$PROG: $1 needs a value" >&2; usage; } ;;&
     --p) PS_LIST=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --racks) RACKS=$2; shift 2 ;;
     --uplink) UPLINK=$2; shift 2 ;;
     --uneven) UNEVEN=$2; shift 2 ;;
+    --host-rate) HOST_RATE=$2; shift 2 ;;
     --delay) DELAY=$2; shift 2 ;;
     --cc) CC=$2; shift 2 ;;
     --burst) BURST=$2; shift 2 ;;
@@ -204,17 +210,26 @@ export HARP_SECRET=${HARP_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD -- rust 2>/dev/null || COMMIT="$COMMIT+dirty"
 HARP_SHA=$(sha256sum "$HARP_BIN" | cut -c1-12)
-RATE_BITS=$(awk -v s="${RATE,,}" 'BEGIN {
+rate_bits() {   # rate_bits R -> bit/s of a tc-style rate
+  awk -v s="${1,,}" 'BEGIN {
   if (!match(s, /^[0-9.]+/)) exit 1; n = substr(s, 1, RLENGTH); u = substr(s, RLENGTH + 1)
   m["" ]=1; m["bit"]=1; m["kbit"]=1e3; m["mbit"]=1e6; m["gbit"]=1e9; m["kibit"]=1024; m["mibit"]=1048576
   m["gibit"]=1073741824; m["bps"]=8; m["kbps"]=8e3; m["mbps"]=8e6; m["gbps"]=8e9
-  if (!(u in m)) exit 1; printf "%.0f\n", n * m[u] }') || die "bad rate $RATE"
+  if (!(u in m)) exit 1; printf "%.0f\n", n * m[u] }'
+}
+RATE_BITS=$(rate_bits "$RATE") || die "bad rate $RATE"
+HOST_RATE_BITS=null
+if [[ -n $HOST_RATE ]]; then
+  [[ -n $UNEVEN ]] || die "--host-rate needs --uneven"
+  HOST_RATE_BITS=$(rate_bits "$HOST_RATE") || die "bad host rate $HOST_RATE"
+fi
 UPLINK_BITS=0
 [[ -n $UPLINK ]] && UPLINK_BITS=$(awk -v s="${UPLINK,,}" 'BEGIN { match(s, /^[0-9.]+/); n = substr(s, 1, RLENGTH);
   u = substr(s, RLENGTH + 1); f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.0f\n", n * f }')
 SHAPE_PARTS=()
 [[ -n $RACKS ]] && SHAPE_PARTS+=("racks$RACKS-uplink${UPLINK,,}")
 [[ -n $UNEVEN ]] && SHAPE_PARTS+=("uneven$UNEVEN")
+[[ -n $HOST_RATE ]] && SHAPE_PARTS+=("host${HOST_RATE,,}")
 [[ -n $DELAY ]] && SHAPE_PARTS+=("delay$DELAY")
 (( ${#SHAPE_PARTS[@]} )) || SHAPE_PARTS=(flat)
 SHAPE=$(IFS=-; echo "${SHAPE_PARTS[*]}")
@@ -308,7 +323,7 @@ write_net_model() {
   [[ -n $UNEVEN ]] && table=$("$NC" status --prefix "$PREFIX" | awk '
       /^per-pair rate/ { t = 1; next } t == 1 { t = 2; next }
       t == 2 && $1 ~ /^h[0-9]+$/ { $1 = ""; print }')
-  awk -v p="$p" -v r="$RATE_BITS" -v u="$UPLINK_BITS" -v k="${RACKS:-0}" -v tbl="$table" 'BEGIN {
+  awk -v p="$p" -v r="$RATE_BITS" -v u="$UPLINK_BITS" -v k="${RACKS:-0}" -v tbl="$table" -v h="$HOST_RATE_BITS" 'BEGIN {
       n = split(tbl, rows, "\n")
       print "# harp net model v1 (bench-netns.sh --net-model status: configured rates x 0.956)"
       print "workers " p; print "latency_s"
@@ -329,6 +344,11 @@ write_net_model() {
         }
         print line
       }
+      if (h != "null") {
+        print "host_Bps"; line = ""
+        for (i = 0; i < p; i++) line = line (i ? " " : "") sprintf("%.4e", h / 8 * 0.956)
+        print line
+      }
     }' >"$NET_MODEL_FILE"
   log "net model for p=$p written to $NET_MODEL_FILE"
 }
@@ -338,6 +358,7 @@ cluster_up() {
   local args=(up "$p" --rate "$RATE" --prefix "$PREFIX")
   [[ -n $RACKS ]] && args+=(--racks "$RACKS" --uplink "$UPLINK")
   [[ -n $UNEVEN ]] && args+=(--uneven "$UNEVEN")
+  [[ -n $HOST_RATE ]] && args+=(--host-rate "$HOST_RATE")
   [[ -n $DELAY ]] && args+=(--delay "$DELAY")
   timeout 60 "$NC" "${args[@]}" >&2 || die "netns-cluster.sh ${args[*]} failed"
   local i
@@ -452,13 +473,14 @@ run_cell() {   # run_cell P SPEC
   local common
   common=$(jq -cn --arg shape "$SHAPE" --argjson p "$p" --argjson rate "$RATE_BITS" \
     --argjson racks "${RACKS:-0}" --argjson uplink "$UPLINK_BITS" --arg seed "$UNEVEN" --arg delay "$DELAY" \
+    --argjson hostrate "$HOST_RATE_BITS" \
     --argjson b "$B_BITS" --argjson bi "$B_INTER" --arg lbl "$LABEL" --arg commit "$COMMIT" --arg sha "$HARP_SHA" \
     --arg time "$(date -u +%FT%TZ)" --argjson warm "$warm" --arg extra "${EXTRA[*]}" --argjson secs "$secs" \
     --argjson cpu "$cpu" --arg spec "$spec" --arg cc "$TCP_CC" --arg burst "$BURST" --argjson offload "$(( ! NO_OFFLOAD ))" --arg gso "$GSO_MAX" \
     --arg impl "$implname" --arg nmf "$NET_MODEL_FILE" --arg nms "$NET_MODEL" \
     '{impl:$impl, net_model_source:(if $nms == "" then null else $nms end),
       net_model_file:(if $nmf == "" then null else $nmf end), shape:$shape, p:$p, rate_bits:$rate, racks:$racks, uplink_bits:$uplink,
-      uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), delay:(if $delay == "" then null else $delay end),
+      uneven_seed:(if $seed == "" then null else ($seed|tonumber) end), host_rate_bits:$hostrate, delay:(if $delay == "" then null else $delay end),
       B_bits:$b, B_inter_bits:$bi, tcp_cc:$cc,
       htb_burst:(if $burst == "" then "default" else ($burst|tonumber) end), offload:($offload == 1), gso_max:(if $gso == "" then null else ($gso|tonumber) end), warmup:$warm, extra:$extra, cell:$spec, wall_s:$secs, cpu:$cpu,
       "label":$lbl, commit:$commit, harp_sha256:$sha, time:$time}')

@@ -6,7 +6,7 @@
 #
 # USAGE
 #   netns-cluster.sh up N [--rate R] [--racks K --uplink U] [--uneven SEED]
-#                         [--prefix P] [--delay D]
+#                         [--host-rate H] [--prefix P] [--delay D]
 #   netns-cluster.sh down [--prefix P]
 #   netns-cluster.sh exec I CMD...      run CMD in host I's namespace (0-based);
 #                                       CMD's exit code is passed through
@@ -56,6 +56,13 @@
 #              (ARP) uses 1:10.  The receive limit R stays per host.
 #              `status` prints the table as an N x N matrix of Mbit/s
 #              (row = sender, column = receiver, "-" on the diagonal).
+#   * --host-rate H (only with --uneven; H >= R): each host sends and
+#              receives at most H in all (class 1:1 and the switch-side
+#              limit), while each pair keeps its R/d.  With H = R (the
+#              default) a host's own link is the limit of a gather or a
+#              scatter; with H > R the pairs are (as between cloud VMs whose
+#              pair throughput depends on placement, CMPI's setting), e.g.
+#              a root receives from several 50 Mbit/s pairs at once.
 #
 # STATE
 #   The configuration is stored as the ifalias of bridge `core` in ${P}sw,
@@ -73,7 +80,9 @@
 #     runs: (1) flat 200mbit: iperf3 h0->h1 and ping between all pairs;
 #     (2) 2 racks, 200mbit, uplink 100mbit: intra-rack h0->h1 (~200) and
 #     inter-rack h0->h(N-1) (~100); (3) uneven seed 42: one reduced pair vs
-#     its table entry.  Pass window: measured/configured in [0.85, 1.05]
+#     its table entry; (4) the same with --host-rate 800mbit: that pair again,
+#     and all other hosts sending to h0 at once against min(800, the sum of
+#     their pair rates to h0).  Pass window: measured/configured in [0.85, 1.05]
 #     (iperf3 -J receiver bits_per_second, -t 3 after a 1 s omitted warm-up).
 #     Prints configured vs measured, then `selftest: N passed, M failed`;
 #     exits 1 on any failure; always tears down.  Takes ~30-40 s.
@@ -90,7 +99,7 @@ META_TAG=harp-netns-v1
 usage() {
   cat >&2 <<EOF
 usage:
-  $PROG up N [--rate R] [--racks K --uplink U] [--uneven SEED] [--prefix P] [--delay D]
+  $PROG up N [--rate R] [--racks K --uplink U] [--uneven SEED] [--host-rate H] [--prefix P] [--delay D]
   $PROG down [--prefix P]
   $PROG exec I CMD...
   $PROG hosts [--port BASE] [--prefix P]
@@ -189,11 +198,12 @@ load_meta() {
     die "no cluster with prefix '$p' (run '$PROG up N --prefix $p')"
   alias=$(ip netns exec "${p}sw" cat /sys/class/net/core/ifalias 2>/dev/null) || alias=
   [[ $alias == "$META_TAG "* ]] || die "namespace ${p}sw has no cluster metadata (not created by $PROG?)"
-  M_N='' M_RATE='' M_RACKS=0 M_UPLINK=0 M_SEED=- M_DELAY=- M_LEAF='?'
+  M_N='' M_RATE='' M_HOST='' M_RACKS=0 M_UPLINK=0 M_SEED=- M_DELAY=- M_LEAF='?'
   for kv in ${alias#"$META_TAG "}; do
     case $kv in
       n=*) M_N=${kv#n=} ;;
       rate=*) M_RATE=${kv#rate=} ;;
+      host=*) M_HOST=${kv#host=} ;;
       racks=*) M_RACKS=${kv#racks=} ;;
       uplink=*) M_UPLINK=${kv#uplink=} ;;
       seed=*) M_SEED=${kv#seed=} ;;
@@ -202,6 +212,7 @@ load_meta() {
     esac
   done
   [[ $M_N =~ ^[0-9]+$ && $M_RATE =~ ^[0-9]+$ ]] || die "corrupt cluster metadata: $alias"
+  [[ -n $M_HOST ]] || M_HOST=$M_RATE
 }
 
 # --- shaping ---------------------------------------------------------------
@@ -242,13 +253,14 @@ shape_simple() {
   add_leaf "$ns" "$dev" 1:10 10: "$delay"
 }
 
-# shape_uneven NS I N BITS SEED DELAY: per-destination classes on host egress
+# shape_uneven NS I N BITS SEED DELAY HBITS: per-destination classes on host egress,
+# pair j at BITS/d under a host class of HBITS
 shape_uneven() {
-  local ns=$1 i=$2 n=$3 bits=$4 seed=$5 delay=$6 j div pr guar
+  local ns=$1 i=$2 n=$3 bits=$4 seed=$5 delay=$6 hbits=$7 j div pr guar
   guar=$(( bits / n ))
   tc -n "$ns" qdisc add dev eth0 root handle 1: htb default 10
   # shellcheck disable=SC2046
-  tc -n "$ns" class add dev eth0 parent 1: classid 1:1 htb $(htb_opts "$bits")
+  tc -n "$ns" class add dev eth0 parent 1: classid 1:1 htb $(htb_opts "$hbits")
   # shellcheck disable=SC2046
   tc -n "$ns" class add dev eth0 parent 1:1 classid 1:10 htb $(htb_opts "$guar" "$bits")
   add_leaf "$ns" eth0 1:10 10: "$delay"
@@ -275,7 +287,7 @@ ns_quiet() {   # ns_quiet NS: lo up, no IPv6
 }
 
 cmd_up() {
-  local n='' rate=200mbit racks='' uplink='' seed='' prefix=$DEFAULT_PREFIX delay=''
+  local n='' rate=200mbit racks='' uplink='' seed='' prefix=$DEFAULT_PREFIX delay='' hrate=''
   [[ $# -ge 1 ]] || bad "up: missing N"
   n=$1; shift
   uint_in "$n" 1 254 || bad "up: N must be an integer in 1..254"
@@ -287,6 +299,7 @@ cmd_up() {
       --racks) racks=$2 ;;
       --uplink) uplink=$2 ;;
       --uneven) seed=$2 ;;
+      --host-rate) hrate=$2 ;;
       --prefix) prefix=$2 ;;
       --delay) delay=$2 ;;
       *) bad "up: unknown option '$1'" ;;
@@ -303,6 +316,12 @@ cmd_up() {
     k=$((10#$racks))
   fi
   if [[ -n $seed ]]; then [[ $seed =~ ^[0-9]{1,9}$ ]] || bad "up: --uneven SEED must be a non-negative integer"; else seed=-; fi
+  local hbits=$rbits
+  if [[ -n $hrate ]]; then
+    [[ $seed != - ]] || bad "up: --host-rate needs --uneven (pairs at R/d, each host at H)"
+    hbits=$(parse_rate "$hrate") || bad "up: bad host rate '$hrate'"
+    (( hbits >= rbits )) || bad "up: --host-rate ($hrate) must be at least --rate ($rate)"
+  fi
   if [[ -n $delay ]]; then
     [[ $delay =~ ^[0-9]+(\.[0-9]+)?(s|sec|secs|ms|msec|msecs|us|usec|usecs)?$ ]] || bad "up: bad delay '$delay'"
   else delay=-; fi
@@ -324,7 +343,7 @@ cmd_up() {
     die "--delay needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM / sch_netem)"
   fi
   ip -n "$sw" link add core type bridge stp_state 0
-  ip -n "$sw" link set core alias "$META_TAG n=$n rate=$rbits racks=$k uplink=$ubits seed=$seed delay=$delay leaf=$LEAF"
+  ip -n "$sw" link set core alias "$META_TAG n=$n rate=$rbits host=$hbits racks=$k uplink=$ubits seed=$seed delay=$delay leaf=$LEAF"
   ip -n "$sw" link set core up
   for (( r = 0; r < k; r++ )); do
     ip -n "$sw" link add "rack$r" type bridge stp_state 0
@@ -344,9 +363,9 @@ cmd_up() {
     ip -n "$sw" link add "h$i" type veth peer name eth0 netns "$ns"
     if (( k > 0 )); then br="rack$(rack_of "$i" "$n" "$k")"; else br=core; fi
     ip -n "$sw" link set "h$i" master "$br"
-    shape_simple "$sw" "h$i" "$rbits"                       # receive limit
+    shape_simple "$sw" "h$i" "$hbits"                       # receive limit
     if [[ $seed != - ]]; then
-      shape_uneven "$ns" "$i" "$n" "$rbits" "$seed" "$delay" # send, per pair
+      shape_uneven "$ns" "$i" "$n" "$rbits" "$seed" "$delay" "$hbits" # send, per pair
     else
       shape_simple "$ns" eth0 "$rbits" "$delay"              # send limit
     fi
@@ -366,7 +385,7 @@ cmd_up() {
     (( ok )) || die "host 0 cannot reach host $i ($(host_ip "$i")) after 5 s"
   done
   trap - EXIT
-  echo "up: $n hosts, prefix $prefix, rate $(fmt_rate "$rbits")$( (( k > 0 )) && echo ", $k racks, uplink $(fmt_rate "$ubits")")$([[ $seed != - ]] && echo ", uneven seed $seed")$([[ $delay != - ]] && echo ", delay $delay"), leaf $LEAF"
+  echo "up: $n hosts, prefix $prefix, rate $(fmt_rate "$rbits")$( (( hbits != rbits )) && echo " per pair, host $(fmt_rate "$hbits")")$( (( k > 0 )) && echo ", $k racks, uplink $(fmt_rate "$ubits")")$([[ $seed != - ]] && echo ", uneven seed $seed")$([[ $delay != - ]] && echo ", delay $delay"), leaf $LEAF"
 }
 
 do_down() {
@@ -446,7 +465,7 @@ cmd_status() {
   done
   check_prefix "$prefix"
   load_meta "$prefix"
-  echo "cluster '$prefix': $M_N hosts, rate $(fmt_rate "$M_RATE") send+receive per host," \
+  echo "cluster '$prefix': $M_N hosts, rate $(fmt_rate "$M_RATE") send+receive per host$( (( M_HOST != M_RATE )) && echo " (pairs; each host at most $(fmt_rate "$M_HOST") in all)")," \
     "racks $( (( M_RACKS > 0 )) && echo "$M_RACKS (uplink $(fmt_rate "$M_UPLINK") each way)" || echo none)," \
     "delay $M_DELAY, uneven seed $M_SEED, leaf $M_LEAF"
   printf '%-5s %-14s %-15s %-5s %12s %12s\n' rank namespace address rack tx_bytes rx_bytes
@@ -541,6 +560,41 @@ st_check() {
   st_row "$shape" "h$src->h$dst $label" "$(fmt_rate "$conf")" "$(fmt_mbit "$got")" "$ratio" "$ok"
 }
 
+# st_measure_into DST SRC... -> the receiver bit/s of all SRC sending to DST at once, summed
+# (empty if any measurement failed)
+st_measure_into() {
+  local dst=$1 dns src port pids=() sum=0 bps t
+  shift
+  dns=$(host_ns "$SELFTEST_PREFIX" "$dst")
+  for src in "$@"; do
+    ST_PORT=$((ST_PORT + 1)); port=$ST_PORT
+    timeout 5 ip netns exec "$dns" iperf3 -s -D -1 -B "$(host_ip "$dst")" -p "$port" \
+      -I "$ST_TMP/iperf3-$port.pid" --logfile "$ST_TMP/server-$port.log" >/dev/null 2>&1 || return 0
+    for (( t = 0; t < 50; t++ )); do
+      ip netns exec "$dns" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+      sleep 0.1
+    done
+  done
+  port=$((ST_PORT - $# + 1))
+  for src in "$@"; do
+    timeout 15 ip netns exec "$(host_ns "$SELFTEST_PREFIX" "$src")" iperf3 -c "$(host_ip "$dst")" \
+      -B "$(host_ip "$src")" -p "$port" -t 3 -O 1 -J >"$ST_TMP/into-$port.json" 2>/dev/null &
+    pids+=($!)
+    port=$((port + 1))
+  done
+  wait "${pids[@]}" 2>/dev/null || true
+  port=$((ST_PORT - $# + 1))
+  for src in "$@"; do
+    bps=$(awk '/"sum_received"/ { f = 1 }
+               f && /"bits_per_second"/ { v = $2; gsub(/[^0-9.eE+-]/, "", v); printf "%.0f", v; exit }' \
+      "$ST_TMP/into-$port.json" 2>/dev/null || true)
+    [[ -n $bps ]] || return 0
+    [[ -f $ST_TMP/iperf3-$port.pid ]] && kill "$(cat "$ST_TMP/iperf3-$port.pid")" 2>/dev/null
+    sum=$((sum + bps)); port=$((port + 1))
+  done
+  echo "$sum"
+}
+
 cmd_selftest() {
   local n=4
   if [[ $# -gt 0 ]]; then n=$1; shift; fi
@@ -602,6 +656,29 @@ cmd_selftest() {
     st_check uneven 0 "$uneven_dst" $(( rate / best )) "seed42"
   else
     st_row uneven "up" - - - 0
+  fi
+  st_down
+
+  # (4) uneven, seed 42, host rate 4 x 200mbit: the pair still at its rate, and every other
+  #     host sending to h0 at once gets min(host rate, sum of the pair rates into h0) through
+  local sum_pairs=0 conf got srcs=()
+  for (( j = 1; j < n; j++ )); do
+    sum_pairs=$(( sum_pairs + rate / $(pair_div 42 "$j" 0) )); srcs+=("$j")
+  done
+  conf=$(( sum_pairs < 4 * rate ? sum_pairs : 4 * rate ))
+  if st_up "$n" --rate 200mbit --uneven 42 --host-rate 800mbit; then
+    st_check hostcap 0 "$uneven_dst" $(( rate / best )) "pair"
+    got=$(st_measure_into 0 "${srcs[@]}")
+    if [[ -z $got ]]; then
+      st_row hostcap "all->h0 at once" "$(fmt_rate "$conf")" "no-data" - 0
+    else
+      local ratio ok
+      ratio=$(awk -v g="$got" -v c="$conf" 'BEGIN { printf "%.3f", g / c }')
+      ok=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.85 && r <= 1.05) ? 1 : 0 }')
+      st_row hostcap "all->h0 at once" "$(fmt_rate "$conf")" "$(fmt_mbit "$got")" "$ratio" "$ok"
+    fi
+  else
+    st_row hostcap "up" - - - 0
   fi
   st_down
 
