@@ -748,7 +748,7 @@ def peer_tables(results_dir):
 NA_TODAY = {"broadcast": ["chain", "binomial"], "reduce": ["binomial", "scatter-gather"],
             "gather": ["direct"], "scatter": ["direct"]}
 NA_NEW = {"broadcast": ["net-chain", "net-hierarchy", "auto"], "reduce": ["net-ring", "net-hierarchy"],
-          "gather": ["net-tree"], "scatter": ["net-tree", "parallel", "auto"]}
+          "gather": ["net-tree", "net-relay", "auto"], "scatter": ["net-tree", "parallel", "net-relay", "auto"]}
 
 
 def netaware(results_dir, out):

@@ -18,7 +18,18 @@
 //! ```
 //!
 //! row = sender, column = receiver; the diagonal is 0 for latency and `inf` for bandwidth.
-//! Blank lines and `#` lines are ignored.
+//! Blank lines and `#` lines are ignored. An optional last section gives each worker's host
+//! capacity, the most it sends or receives in all at once (bytes per second):
+//!
+//! ```text
+//! host_Bps
+//! 1e8 1e8 1e8
+//! ```
+//!
+//! Without it a worker's intake is taken as its fastest link's (the links of a host share one
+//! network interface); with it, several slow links into one worker add up to at most its host
+//! capacity (pairs limited apart from their hosts, as between cloud VMs). Measuring does not
+//! fill it (a configured model or `NetModel::with_host` does).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -34,6 +45,8 @@ pub struct NetModel {
     latency: Vec<f64>,
     /// Row-major, `bandwidth[i * workers + j]` from i to j.
     bandwidth: Vec<f64>,
+    /// Each worker's host capacity (bytes per second), if known (module docs).
+    host: Option<Vec<f64>>,
     /// What algorithms derived from the model ([`NetModel::derived`]).
     memo: Memo,
 }
@@ -71,6 +84,7 @@ impl NetModel {
             workers,
             latency: vec![latency; workers * workers],
             bandwidth: vec![bandwidth; workers * workers],
+            host: None,
             memo: Memo::default(),
         };
         for i in 0..workers {
@@ -113,6 +127,7 @@ impl NetModel {
             workers,
             latency,
             bandwidth,
+            host: None,
             memo: Memo::default(),
         };
         for i in 0..workers {
@@ -136,6 +151,36 @@ impl NetModel {
         self.bandwidth[i * self.workers + j]
     }
 
+    /// The model with each worker's host capacity (bytes per second; module docs); fails on a
+    /// wrong count or a capacity that is not a number > 0.
+    pub fn with_host(mut self, host: Vec<f64>) -> Result<NetModel> {
+        if host.len() != self.workers {
+            return Err(Error::config(format!(
+                "net model of {} workers needs {} host capacities, got {}",
+                self.workers,
+                self.workers,
+                host.len()
+            )));
+        }
+        if let Some((i, h)) = host
+            .iter()
+            .enumerate()
+            .find(|(_, h)| h.is_nan() || **h <= 0.0)
+        {
+            return Err(Error::config(format!(
+                "net model: host capacity of {i} is {h}, expected a number > 0"
+            )));
+        }
+        self.host = Some(host);
+        self.memo = Memo::default();
+        Ok(self)
+    }
+
+    /// Worker `i`'s host capacity (bytes per second), if the model has them.
+    pub fn host(&self, i: usize) -> Option<f64> {
+        self.host.as_ref().map(|h| h[i])
+    }
+
     /// The row-major latency and bandwidth matrices (the arguments of [`NetModel::new`]).
     pub fn matrices(&self) -> (Vec<f64>, Vec<f64>) {
         (self.latency.clone(), self.bandwidth.clone())
@@ -154,6 +199,10 @@ impl NetModel {
             workers: ranks.len(),
             latency: pick(&self.latency),
             bandwidth: pick(&self.bandwidth),
+            host: self
+                .host
+                .as_ref()
+                .map(|h| ranks.iter().map(|&i| h[i]).collect()),
             memo: Memo::default(),
         }
     }
@@ -203,6 +252,15 @@ impl NetModel {
             s += &row(&self.bandwidth, i);
             s.push('\n');
         }
+        if let Some(h) = &self.host {
+            s += "host_Bps\n";
+            s += &h
+                .iter()
+                .map(|x| format!("{x:e}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            s.push('\n');
+        }
         s
     }
 
@@ -232,7 +290,7 @@ impl NetModel {
                     ),
                 )
             })?;
-        let mut matrix = |name: &str| -> Result<Vec<f64>> {
+        let mut matrix = |name: &str, rows: usize| -> Result<Vec<f64>> {
             let (n, head) = lines.next().unwrap_or((0, ""));
             if head != name {
                 return Err(bad(
@@ -243,8 +301,8 @@ impl NetModel {
                     ),
                 ));
             }
-            let mut v = Vec::with_capacity(workers.min(4096) * workers.min(4096));
-            for _ in 0..workers {
+            let mut v = Vec::with_capacity(rows.min(4096) * workers.min(4096));
+            for _ in 0..rows {
                 let (n, row) = lines.next().unwrap_or((0, ""));
                 let before = v.len();
                 for tok in row.split_whitespace() {
@@ -268,8 +326,12 @@ impl NetModel {
             }
             Ok(v)
         };
-        let latency = matrix("latency_s")?;
-        let bandwidth = matrix("bandwidth_Bps")?;
+        let latency = matrix("latency_s", workers)?;
+        let bandwidth = matrix("bandwidth_Bps", workers)?;
+        let host = match text.lines().any(|l| l.trim() == "host_Bps") {
+            true => Some(matrix("host_Bps", 1)?),
+            false => None,
+        };
         if let Some((n, extra)) = lines.next() {
             return Err(bad(
                 n,
@@ -279,7 +341,11 @@ impl NetModel {
                 ),
             ));
         }
-        NetModel::new(workers, latency, bandwidth).map_err(|e| bad(0, e.to_string()))
+        let m = NetModel::new(workers, latency, bandwidth).map_err(|e| bad(0, e.to_string()))?;
+        match host {
+            Some(h) => m.with_host(h).map_err(|e| bad(0, e.to_string())),
+            None => Ok(m),
+        }
     }
 }
 
@@ -301,6 +367,31 @@ mod tests {
         assert_eq!(sub.bandwidth(1, 0), 6.25e6, "0 -> 2 is group 1 -> 0");
         assert_eq!(sub.bandwidth(0, 1), 25e6);
         assert_eq!(sub.latency(0, 0), 0.0);
+    }
+
+    #[test]
+    fn host_capacities_are_optional_kept_and_checked() {
+        let m = NetModel::uniform(3, 1e-4, 25e6);
+        assert_eq!(m.host(1), None);
+        assert!(!m.to_text().contains("host_Bps"));
+        let h = m.with_host(vec![1e8, 5e7, 1e8]).unwrap();
+        let back = NetModel::parse(&h.to_text(), "m.txt").unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.host(1), Some(5e7));
+        assert_eq!(back.sub(&[2, 1]).host(1), Some(5e7));
+        let bad = |text: &str| NetModel::parse(text, "m.txt").unwrap_err().to_string();
+        let good = h.to_text();
+        let e = bad(&good.replace("5e7", "0"));
+        assert!(e.contains("host capacity of 1 is 0"), "{e}");
+        let e = bad(&good.replace("1e8 5e7 1e8", "1e8 5e7"));
+        assert!(e.contains("host_Bps: expected a row of 3 numbers"), "{e}");
+        let e = bad(&format!("{good}1 2 3\n"));
+        assert!(e.contains("unexpected line after the matrices"), "{e}");
+        let e = NetModel::uniform(2, 1e-4, 1e6)
+            .with_host(vec![1e6])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs 2 host capacities, got 1"), "{e}");
     }
 
     #[test]

@@ -187,8 +187,20 @@ fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
         ..Spec::default()
     };
     for p in 1..=8 {
-        for seed in [0, p as u64, 100 + p as u64] {
-            let model = random_model(p, seed);
+        for seed in [0, p as u64, 100 + p as u64, 200 + p as u64] {
+            // Seeds from 200: hosts that take four links at once, so relay trees form.
+            let model = match seed {
+                200.. => random_model(p, seed).with_host(vec![1e8; p]).unwrap(),
+                _ => random_model(p, seed),
+            };
+            if p == 8 && seed >= 200 {
+                let relays = (0..p)
+                    .filter(|&root| {
+                        choose::relay_tree(&model, root, 1 << 20).children[root].len() < p - 1
+                    })
+                    .count();
+                assert!(relays > 0, "some root's relay gather forwards");
+            }
             let reports = on_workers(p, cfg(), |w| {
                 w.set_net_model(Some(model.clone())).unwrap();
                 let r = check::run(&w, &spec, &Faults::default(), &mut |_, _| Ok(()));
@@ -205,6 +217,89 @@ fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
                     check::KV_CHECKS_PER_ROUND * spec.rounds as usize
                 );
             }
+        }
+    }
+}
+
+/// The relay gather and scatter (`net-relay`) where forwarding is certain: ranks 1 and 2 reach
+/// root 0 over slow links only, everything else is fast and the hosts take several links at
+/// once. The root ends with every partition once (the shared one summed), the others with
+/// their own table (gather) or the partitions they own (scatter); `auto` picks the relay.
+#[test]
+fn relay_gather_and_scatter_forward_through_relays() {
+    let p = 6;
+    let mut bw = vec![25e6; p * p];
+    for r in [1, 2] {
+        bw[r * p] = 1e6;
+        bw[r] = 1e6;
+    }
+    let model = NetModel::new(p, vec![1e-4; p * p], bw)
+        .unwrap()
+        .with_host(vec![1e8; p])
+        .unwrap();
+    let t = choose::relay_tree(&model, 0, 1 << 20);
+    for r in [1, 2] {
+        assert_ne!(
+            t.parent[r],
+            Some(0),
+            "rank {r} sends through a relay: {t:?}"
+        );
+    }
+    assert_eq!(
+        harp::collective::rooted::GatherAlgorithm::Auto.resolve(Some(&model), 0),
+        harp::collective::rooted::GatherAlgorithm::Relay
+    );
+    let results = on_workers(p, cfg(), |w| {
+        w.set_net_model(Some(model.clone())).unwrap();
+        let pool = w.pool().clone();
+        let r = w.rank();
+        let res = (|| -> harp::Result<(Table, Table, Table)> {
+            let mut g = uneven_table(&pool, r, 3);
+            w.gather_with(
+                "relay",
+                &mut g,
+                0,
+                harp::collective::rooted::GatherAlgorithm::Relay,
+            )?;
+            let mut s = Table::new(Combiner::Sum);
+            if r == 0 {
+                for pid in 0..4 * p as u32 {
+                    s.put(pid, Array::from_slice(&pool, &[pid as f64, 1.0]));
+                }
+            }
+            w.scatter_with(
+                "relay",
+                &mut s,
+                0,
+                &Partitioner::Modulo,
+                harp::collective::rooted::GatherAlgorithm::Relay,
+            )?;
+            Ok((g, s, uneven_table(&pool, r, 3)))
+        })();
+        w.close();
+        res
+    });
+    let pool = Pool::default();
+    for (r, res) in results.into_iter().enumerate() {
+        let (g, s, own) = res.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        if r == 0 {
+            let mut want = Table::new(Combiner::Sum);
+            for k in 0..p {
+                want.merge(uneven_table(&pool, k, 3)).unwrap();
+            }
+            same("gather/net-relay at the root", &g, &want).unwrap();
+        } else {
+            same("gather/net-relay elsewhere", &g, &own).unwrap();
+        }
+        let ids: Vec<u32> = (0..4 * p as u32)
+            .filter(|pid| *pid as usize % p == r)
+            .collect();
+        assert_eq!(s.ids(), ids, "rank {r} owns its scatter share");
+        for pid in ids {
+            assert_eq!(
+                s.get(pid).unwrap().as_slice::<f64>().unwrap(),
+                &[pid as f64, 1.0]
+            );
         }
     }
 }

@@ -154,10 +154,11 @@ pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
 
 /// Predicted seconds of a reduce or gather over `t` with `n` bytes per worker. A worker's
 /// children send as soon as they are ready and their bytes arrive at once (the transport reads
-/// every connection all the time), sharing the worker's host intake B_in(u) = max_c B(c,u)
-/// fairly, each also capped by its own link B(c,u): ready(u) is when the last child's bytes are
-/// in, by [`fluid_finish`] of the flows (ready(c) + α(c,u), n_c bytes, B(c,u)). n_c = `n` for a
-/// reduce (tables combined on the way), `n` × |subtree(c)| for a gather (`grows`).
+/// every connection all the time), sharing the worker's host intake (its host capacity, else
+/// B_in(u) = max_c B(c,u)) fairly, each also capped by its own link B(c,u): ready(u) is when
+/// the last child's bytes are in, by [`fluid_finish`] of the flows (ready(c) + α(c,u), n_c
+/// bytes, B(c,u)). n_c = `n` for a reduce (tables combined on the way), `n` × |subtree(c)| for
+/// a gather (`grows`).
 pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) -> f64 {
     fn ready(net: &NetModel, t: &Tree, u: usize, n: u64, grows: bool) -> f64 {
         let flows = t.children[u].iter().map(|&c| {
@@ -174,7 +175,7 @@ pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) 
 }
 
 /// When the last of the transfers `(child, start, bytes)` into worker `u` is in: they share u's
-/// host intake B_in(u) = max_c B(c,u) ([`fluid_finish`]), each capped by its link B(c,u).
+/// host intake ([`fluid_finish`]), each capped by its link B(c,u).
 fn intake(net: &NetModel, u: usize, from: impl Iterator<Item = (usize, f64, u64)>) -> f64 {
     let flows: Vec<Flow> = from
         .map(|(c, start, bytes)| Flow {
@@ -183,8 +184,14 @@ fn intake(net: &NetModel, u: usize, from: impl Iterator<Item = (usize, f64, u64)
             cap: net.bandwidth(c, u),
         })
         .collect();
-    let capacity = flows.iter().map(|f| f.cap).fold(0.0, f64::max);
-    fluid_finish(&flows, capacity)
+    fluid_finish(&flows, host_intake(net, u, &flows))
+}
+
+/// Worker `u`'s host intake for `flows`: its host capacity when the model has one, else
+/// B_in(u) = max_c B(c,u) (its links share one interface as fast as the fastest of them).
+fn host_intake(net: &NetModel, u: usize, flows: &[Flow]) -> f64 {
+    net.host(u)
+        .unwrap_or_else(|| flows.iter().map(|f| f.cap).fold(0.0, f64::max))
 }
 
 /// A transfer into one worker: it starts at `start` (seconds), carries `bytes`, and its link
@@ -203,19 +210,21 @@ pub struct Flow {
 /// once over a half-rate link and, from n/B on, over a full-rate one is done at 2.5 n/B, not
 /// 2 n/B).
 pub fn fluid_finish(flows: &[Flow], capacity: f64) -> f64 {
-    if flows.is_empty() {
-        return 0.0;
-    }
+    let start = flows.iter().map(|f| f.start).fold(0.0, f64::max);
+    fluid_finishes(flows, capacity)
+        .into_iter()
+        .fold(start, f64::max)
+}
+
+/// When each of `flows` is in ([`fluid_finish`]'s sharing); a flow of no bytes is in when it
+/// starts.
+pub fn fluid_finishes(flows: &[Flow], capacity: f64) -> Vec<f64> {
     if !capacity.is_finite() {
-        return flows
-            .iter()
-            .map(|f| f.start + f.bytes / f.cap)
-            .fold(0.0, f64::max);
+        return flows.iter().map(|f| f.start + f.bytes / f.cap).collect();
     }
+    let mut done: Vec<f64> = flows.iter().map(|f| f.start).collect();
     let mut left: Vec<f64> = flows.iter().map(|f| f.bytes).collect();
     let mut t = flows.iter().map(|f| f.start).fold(f64::INFINITY, f64::min);
-    // No flow is in before it starts (one of no bytes is in then).
-    let finish = flows.iter().map(|f| f.start).fold(0.0, f64::max);
     loop {
         let mut active: Vec<usize> = (0..flows.len())
             .filter(|&i| left[i] > 0.0 && flows[i].start <= t)
@@ -228,7 +237,7 @@ pub fn fluid_finish(flows: &[Flow], capacity: f64) -> f64 {
             .fold(f64::INFINITY, f64::min);
         if active.is_empty() {
             if next_start.is_infinite() {
-                return finish.max(t);
+                return done;
             }
             t = next_start;
             continue;
@@ -246,15 +255,16 @@ pub fn fluid_finish(flows: &[Flow], capacity: f64) -> f64 {
             .iter()
             .map(|&i| left[i] / rate[i])
             .fold(next_start - t, f64::min);
+        t += dt;
         for &i in &active {
             left[i] -= rate[i] * dt;
             if left[i] <= flows[i].bytes * 1e-12 {
                 left[i] = 0.0;
+                done[i] = t;
             }
         }
-        t += dt;
         if active.iter().all(|&i| left[i] == 0.0) && next_start.is_infinite() {
-            return t.max(finish);
+            return done;
         }
     }
 }
@@ -288,23 +298,141 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
         GatherAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, true)
         }
+        GatherAlgorithm::Relay => predict_relay(net, &relay_tree(net, root, n), root, n),
     }
+}
+
+/// Predicted seconds of the relay gather over `t` with `n` bytes per worker
+/// ([`rooted::gather`](super::rooted::gather), `net-relay`): a worker sends its own n bytes
+/// at once and its subtree's after them, once they are all in. Into every worker the children's
+/// streams (|subtree(c)| · n bytes each, from α(c,u)) share its host intake ([`fluid_finish`]),
+/// and a child's stream also ends no sooner than its own subtree is in plus the forwarded
+/// bytes over its link.
+pub fn predict_relay(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
+    relay_arrivals(net, t, root, n)
+        .into_iter()
+        .fold(0.0, f64::max)
+}
+
+/// When the stream of each child of `u` (in `t.children[u]` order) is in at `u`
+/// ([`predict_relay`]).
+fn relay_arrivals(net: &NetModel, t: &Tree, u: usize, n: u64) -> Vec<f64> {
+    let mut last = Vec::with_capacity(t.children[u].len());
+    let flows: Vec<Flow> = t.children[u]
+        .iter()
+        .map(|&c| {
+            let k = t.subtree(c).len() as f64;
+            let (a, b) = (net.latency(c, u), net.bandwidth(c, u));
+            let below = relay_arrivals(net, t, c, n).into_iter().fold(0.0, f64::max);
+            last.push(below + a + (k - 1.0) * n as f64 / b);
+            Flow {
+                start: a,
+                bytes: k * n as f64,
+                cap: b,
+            }
+        })
+        .collect();
+    let fluid = fluid_finishes(&flows, host_intake(net, u, &flows));
+    fluid.into_iter().zip(last).map(|(f, l)| f.max(l)).collect()
+}
+
+/// Relay trees are searched up to this many workers; above, the relay gather is the direct one.
+pub const RELAY_MAX_WORKERS: usize = 16;
+
+/// The relay tree of [`predict_relay`] for `root` and `n` bytes per worker, found greedily:
+/// from the star (the direct gather), move the one worker under the one relay (a child of the
+/// root) that most lowers the streams' arrival times at the root, compared slowest first (so
+/// that two slow workers can move one after the other), while a move lowers one by more than
+/// 1% and raises none of the slower ones; the result is kept only if it beats the star's
+/// predicted time by more than 1%. So a worker whose link to the root is slow sends through
+/// one whose links to it and to the root are fast; where the root's host is the limit no move
+/// helps and the tree stays the star. Deterministic: every worker builds the same tree from the
+/// same model.
+pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
+    let p = net.workers();
+    let mut t = star(p, root);
+    if !(3..=RELAY_MAX_WORKERS).contains(&p) {
+        return t;
+    }
+    let star_time = predict_relay(net, &t, root, n);
+    let key = |t: &Tree| {
+        let mut a = relay_arrivals(net, t, root, n);
+        a.sort_by(|x, y| y.total_cmp(x));
+        a
+    };
+    // `a` better than `b`: at the first clear difference (1%), slowest first, `a` is earlier.
+    let better = |a: &[f64], b: &[f64]| {
+        for (x, y) in a.iter().zip(b) {
+            if *x < y * 0.99 {
+                return true;
+            }
+            if *x > y * 1.01 {
+                return false;
+            }
+        }
+        false
+    };
+    let mut best = key(&t);
+    for _ in 0..p {
+        let mut pick: Option<(Vec<f64>, Tree)> = None;
+        for w in (0..p).filter(|&w| w != root && t.children[w].is_empty()) {
+            for j in (0..p).filter(|&j| j != root && j != w && t.parent[j] == Some(root)) {
+                let cand = moved(&t, w, j);
+                let k = key(&cand);
+                if better(&k, &best) && pick.as_ref().is_none_or(|(bk, _)| better(&k, bk)) {
+                    pick = Some((k, cand));
+                }
+            }
+        }
+        match pick {
+            Some((k, cand)) => {
+                best = k;
+                t = cand;
+            }
+            None => break,
+        }
+    }
+    if predict_relay(net, &t, root, n) < star_time * 0.99 {
+        t
+    } else {
+        star(p, root)
+    }
+}
+
+/// `t` with leaf `w` moved under `j`.
+fn moved(t: &Tree, w: usize, j: usize) -> Tree {
+    let mut t = t.clone();
+    if let Some(old) = t.parent[w] {
+        t.children[old].retain(|&c| c != w);
+    }
+    t.parent[w] = Some(j);
+    t.children[j].push(w);
+    t
 }
 
 /// Gather and scatter: binomial without a model (every size: its root receives the same bytes
 /// as the direct gather's, in ⌈log2 p⌉ messages instead of p − 1; a size-dependent choice would
-/// need the workers to agree on the sizes, which only the root sees); with one, the
-/// distance-ordered tree when the model predicts it at least 10% faster for 1 MiB per worker
-/// (a size every worker agrees on: the tables differ, and only the root knows a scatter's),
-/// else direct.
+/// need the workers to agree on the sizes, which only the root sees); with one, the faster of
+/// the distance-ordered tree and the relay tree when the model predicts it at least 10% faster
+/// for 1 MiB per worker (a size every worker agrees on: the tables differ, and only the root
+/// knows a scatter's), else direct.
 pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
     match net {
         Some(m) if m.workers() > 2 => {
             let n = hierarchy::REF_BYTES;
-            let tree = predict_gather(m, GatherAlgorithm::Tree, root, n);
             let direct = predict_gather(m, GatherAlgorithm::Direct, root, n);
-            if tree < 0.9 * direct {
-                GatherAlgorithm::Tree
+            let (algo, time) = [GatherAlgorithm::Tree, GatherAlgorithm::Relay]
+                .into_iter()
+                .map(|a| (a, predict_gather(m, a, root, n)))
+                .fold((GatherAlgorithm::Direct, f64::INFINITY), |b, c| {
+                    if c.1 < b.1 {
+                        c
+                    } else {
+                        b
+                    }
+                });
+            if time < 0.9 * direct {
+                algo
             } else {
                 GatherAlgorithm::Direct
             }
@@ -509,6 +637,61 @@ mod tests {
             fluid_finish(&[f(3.0, 0.0, 1.0), f(1.0, 0.0, 1.0)], 1.0),
             3.0
         ));
+    }
+
+    /// Where the pairs and not the hosts are the limit, a worker with a slow link to the root
+    /// sends through a relay, the prediction drops by the share the slow link cost, and `auto`
+    /// picks the relay tree; where the root's host is the limit nothing moves.
+    #[test]
+    fn relay_trees_route_around_slow_pairs_only_when_pairs_limit() {
+        // 0 <- 1 slow (1 MB/s); 1 -> 2 and 2 -> 0 fast (4 MB/s); hosts take 100 MB/s.
+        let b = |i: usize, j: usize| match (i.min(j), i.max(j)) {
+            (0, 1) => 1e6,
+            _ => 4e6,
+        };
+        let mut bw = vec![f64::INFINITY; 9];
+        for i in 0..3 {
+            for j in (0..3).filter(|&j| j != i) {
+                bw[i * 3 + j] = b(i, j);
+            }
+        }
+        let pairs = NetModel::new(3, vec![0.0; 9], bw).unwrap();
+        let hosts = pairs.clone().with_host(vec![1e8; 3]).unwrap();
+        let n = 1_000_000u64;
+        let t = relay_tree(&hosts, 0, n);
+        assert_eq!(t.parent, vec![None, Some(2), Some(0)], "1 sends through 2");
+        hierarchy::tests::check_tree(&t, 0);
+        // Direct: 1's megabyte over 1 MB/s. Relay: 2 sends its own (0.25 s) while 1's comes in
+        // (0.25 s), then forwards it (0.25 s).
+        let direct = predict_gather(&hosts, GatherAlgorithm::Direct, 0, n);
+        let relay = predict_gather(&hosts, GatherAlgorithm::Relay, 0, n);
+        assert!((direct - 1.0).abs() < 1e-9, "{direct}");
+        assert!((relay - 0.5).abs() < 1e-9, "{relay}");
+        assert_eq!(gather(Some(&hosts), 0), GatherAlgorithm::Relay);
+        // Without host capacities the root takes at most its fastest link's rate (4 MB/s) in
+        // all; the direct gather leaves most of it idle, so the relay still helps.
+        assert_eq!(relay_tree(&pairs, 0, n), t);
+        // Eight workers on the uneven pairs of seed 1 with hosts four times the fastest pair:
+        // the tree is valid, deterministic and predicted faster; with the hosts as the limit
+        // it is the star and `auto` keeps the direct gather.
+        let uneven = hierarchy::tests::uneven(8, 1);
+        let fast = uneven.clone().with_host(vec![1e8; 8]).unwrap();
+        for root in 0..8 {
+            let t = relay_tree(&fast, root, 1 << 20);
+            hierarchy::tests::check_tree(&t, root);
+            assert_eq!(t, relay_tree(&fast, root, 1 << 20));
+            let d = predict_gather(&fast, GatherAlgorithm::Direct, root, 1 << 20);
+            let r = predict_relay(&fast, &t, root, 1 << 20);
+            assert!(r <= d, "root {root}: relay {r} direct {d}");
+            assert_eq!(relay_tree(&uneven, root, 1 << 20), star(8, root));
+            assert_ne!(gather(Some(&uneven), root), GatherAlgorithm::Relay);
+        }
+        let big = 32;
+        assert_eq!(
+            relay_tree(&NetModel::uniform(big, 1e-4, 1e6), 0, 1 << 20),
+            star(big, 0),
+            "above RELAY_MAX_WORKERS no search"
+        );
     }
 
     #[test]

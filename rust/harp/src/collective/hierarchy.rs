@@ -667,7 +667,7 @@ pub(crate) mod tests {
         })
     }
 
-    fn check_tree(t: &Tree, root: usize) {
+    pub(crate) fn check_tree(t: &Tree, root: usize) {
         let p = t.parent.len();
         assert_eq!(t.parent[root], None);
         let mut sub = t.subtree(root);

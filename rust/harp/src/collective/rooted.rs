@@ -63,6 +63,12 @@ pub enum GatherAlgorithm {
     /// path, ⌈log2 p⌉ into the root instead of p − 1; the same bytes through the root's link).
     /// The automatic gather without a network model.
     Binomial,
+    /// Network model: workers whose own link to the root is slow send through a relay with
+    /// faster links ([`choose::relay_tree`](super::choose::relay_tree)); a relay sends its own
+    /// table at once and forwards each batch of its subtree after it (a gather), or receives
+    /// its subtree's partitions and passes them on (a scatter). Gains where the pairs, not the
+    /// hosts, are the limit (a model with host capacities). Without a model: direct.
+    Relay,
 }
 
 impl GatherAlgorithm {
@@ -73,6 +79,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Tree => 2,
             GatherAlgorithm::Parallel => 3,
             GatherAlgorithm::Binomial => 4,
+            GatherAlgorithm::Relay => 5,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -82,10 +89,11 @@ impl GatherAlgorithm {
             "net-tree" => GatherAlgorithm::Tree,
             "parallel" => GatherAlgorithm::Parallel,
             "binomial" => GatherAlgorithm::Binomial,
+            "net-relay" => GatherAlgorithm::Relay,
             _ => {
                 return Err(Error::config(format!(
                     "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel, \
-                     binomial)"
+                     binomial, net-relay)"
                 )))
             }
         })
@@ -97,13 +105,14 @@ impl GatherAlgorithm {
             GatherAlgorithm::Tree => "net-tree",
             GatherAlgorithm::Parallel => "parallel",
             GatherAlgorithm::Binomial => "binomial",
+            GatherAlgorithm::Relay => "net-relay",
         }
     }
     /// The concrete algorithm (Auto resolved with the model; trees need a model).
     pub fn resolve(self, net: Option<&crate::netmodel::NetModel>, root: usize) -> GatherAlgorithm {
         match (self, net) {
             (GatherAlgorithm::Auto, net) => super::choose::gather(net, root),
-            (GatherAlgorithm::Tree, None) => GatherAlgorithm::Direct,
+            (GatherAlgorithm::Tree | GatherAlgorithm::Relay, None) => GatherAlgorithm::Direct,
             (a, _) => a,
         }
     }
@@ -391,6 +400,9 @@ pub async fn gather(
 ) -> Result<()> {
     check_root(cx, root)?;
     let algo = algo.resolve(cx.net.as_deref(), root);
+    if algo == GatherAlgorithm::Relay {
+        return gather_relay(cx, table, root, &relay_tree(cx, root)).await;
+    }
     if matches!(algo, GatherAlgorithm::Tree | GatherAlgorithm::Binomial) {
         let t = match algo {
             GatherAlgorithm::Tree => distance_tree(cx, root),
@@ -436,6 +448,185 @@ pub async fn gather(
     Ok(())
 }
 
+/// The relay tree of the context's model from `root` (made once per model and root).
+fn relay_tree(cx: &Ctx<'_>, root: usize) -> Tree {
+    let net = cx
+        .net
+        .as_deref()
+        .expect("trees are resolved only with a model");
+    let t = net.derived(("relay-tree", root as u64), |m| {
+        super::choose::relay_tree(m, root, hierarchy::REF_BYTES)
+    });
+    (*t).clone()
+}
+
+/// Gather over a relay tree `t`: every worker sends its own table to its parent at once (one
+/// batch), and then, one batch each, the tables of its subtree as they came from its children;
+/// a worker takes |subtree(c)| batches from each child c, from all children at once. The root
+/// combines every batch into its table; the others' tables stay unchanged.
+async fn gather_relay(cx: &Ctx<'_>, table: &mut Table, root: usize, t: &Tree) -> Result<()> {
+    let r = cx.rank();
+    let tag = tags::MAIN.tag();
+    let recvs = t.children[r]
+        .iter()
+        .map(|&c| {
+            let k = t.subtree(c).len();
+            boxed(async move {
+                let mut batches = Vec::with_capacity(k);
+                for _ in 0..k {
+                    let (_, pieces) =
+                        recv_batch_expecting(&cx.ep, cx.pool, c, tag, whole_piece).await?;
+                    batches.push(pieces);
+                }
+                Ok(batches)
+            })
+        })
+        .collect();
+    if r == root {
+        for pieces in join_all(recvs).await?.into_iter().flatten() {
+            absorb(table, cx.pool, pieces)?;
+        }
+        return Ok(());
+    }
+    let parent = t.parent[r].expect("a non-root has a parent");
+    let own = table_pieces(table);
+    let (sent, got) = tokio::join!(send_batch(&cx.ep, parent, tag, 0, &own), join_all(recvs));
+    sent?;
+    for pieces in got?.into_iter().flatten() {
+        let outs: Vec<Out<'_>> = pieces
+            .iter()
+            .map(|i| Out {
+                meta: i.meta,
+                bytes: &i.buf,
+            })
+            .collect();
+        send_batch(&cx.ep, parent, tag, 0, &outs).await?;
+    }
+    Ok(())
+}
+
+/// Scatter over a relay tree `t`, the relay gather reversed: to each child c the root sends one
+/// batch per member x of c's subtree, the deeper members' first and c's own last, each marked
+/// with x in `aux`; a worker keeps the batch marked with itself and passes every other one on,
+/// as it comes, to the child whose subtree holds x. So a relay forwards while its own share is
+/// still on its way. A batch whose mark is outside the receiver's subtree, or holding a
+/// partition its mark does not own, is a protocol error naming the sender.
+async fn scatter_relay(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    part: &Partitioner,
+    t: &Tree,
+) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let tag = tags::MAIN.tag();
+    // The child of this worker whose subtree holds each rank (None: not below this worker).
+    let mut via: Vec<Option<usize>> = vec![None; p];
+    for &c in &t.children[r] {
+        for x in t.subtree(c) {
+            via[x] = Some(c);
+        }
+    }
+    if r == root {
+        let mut owners = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
+        for (id, _) in table.iter() {
+            owners.insert(id, part.owner(id, p)?);
+        }
+        {
+            let (tb, ow) = (&*table, &owners);
+            let sends = t.children[r]
+                .iter()
+                .map(|&c| {
+                    let mut order = t.subtree(c);
+                    order.reverse();
+                    boxed(async move {
+                        for x in order {
+                            let pieces: Vec<Out<'_>> = tb
+                                .iter()
+                                .filter(|(id, _)| ow[id] == x)
+                                .map(|(id, a)| Out::whole(id, a))
+                                .collect();
+                            send_batch(&cx.ep, c, tag, x as u32, &pieces).await?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            join_all(sends).await?;
+        }
+        table.retain(|id| owners[&id] == r);
+        return Ok(());
+    }
+    table.clear();
+    let parent = t.parent[r].expect("a non-root has a parent");
+    let inside = subtree_set(t, r, p);
+    for _ in 0..t.subtree(r).len() {
+        // Whole partitions owned inside this worker's subtree; then all of the mark's.
+        let ours = owned_inside(part, p, &inside);
+        let (hdr, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
+        let x = hdr.aux as usize;
+        let bad = |why: String| {
+            Err(Error::Protocol(format!(
+                "{}: rank {parent} sent a scatter batch for rank {x}: {why}",
+                cx.ep.ctx
+            )))
+        };
+        if x >= p || !inside[x] {
+            return bad("not in this worker's subtree".into());
+        }
+        for i in &pieces {
+            if part.owner(i.meta.pid, p)? != x {
+                return bad(format!(
+                    "it holds partition {}, not that rank's",
+                    i.meta.pid
+                ));
+            }
+        }
+        if x == r {
+            absorb(table, cx.pool, pieces)?;
+            continue;
+        }
+        let outs: Vec<Out<'_>> = pieces
+            .iter()
+            .map(|i| Out {
+                meta: i.meta,
+                bytes: &i.buf,
+            })
+            .collect();
+        let c = via[x].expect("a rank inside this subtree other than itself is below a child");
+        send_batch(&cx.ep, c, tag, x as u32, &outs).await?;
+    }
+    Ok(())
+}
+
+/// Which of the `p` ranks are in `r`'s subtree of `t`.
+fn subtree_set(t: &Tree, r: usize, p: usize) -> Vec<bool> {
+    let mut set = vec![false; p];
+    for x in t.subtree(r) {
+        set[x] = true;
+    }
+    set
+}
+
+/// A scatter's receive check: whole partitions owned by a rank in `inside` (a subtree).
+fn owned_inside<'a>(
+    part: &'a Partitioner,
+    p: usize,
+    inside: &'a [bool],
+) -> impl FnMut(&crate::wire::PieceMeta) -> std::result::Result<(), String> + Send + 'a {
+    move |m| {
+        whole_piece(m)?;
+        match part.owner(m.pid, p) {
+            Ok(w) if inside[w] => Ok(()),
+            Ok(w) => Err(format!(
+                "partition {} belongs to rank {w}, outside this worker's subtree",
+                m.pid
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 /// Scatter from `root`: each of the root's partitions goes to its owner under `part`; every
 /// worker's table becomes exactly the partitions it owns (the root keeps its own share).
 /// Direct: (p−1)/p · nβ at the root's link, one worker after the other ([`scatter_rooted`];
@@ -461,6 +652,10 @@ pub async fn scatter(
         }
         GatherAlgorithm::Binomial => {
             scatter_tree(cx, table, root, part, &binomial_tree(p, root)).await
+        }
+        GatherAlgorithm::Relay => {
+            let t = relay_tree(cx, root);
+            scatter_relay(cx, table, root, part, &t).await
         }
         _ => scatter_rooted(cx, table, root, part, algo == GatherAlgorithm::Auto).await,
     }
@@ -587,32 +782,12 @@ async fn scatter_tree(
     // The subtree (as a rank set) below every child of this worker.
     let below: Vec<(usize, Vec<bool>)> = t.children[r]
         .iter()
-        .map(|&c| {
-            let mut set = vec![false; p];
-            for x in t.subtree(c) {
-                set[x] = true;
-            }
-            (c, set)
-        })
+        .map(|&c| (c, subtree_set(t, c, p)))
         .collect();
     if r != root {
         table.clear();
-        let mut mine = vec![false; p];
-        for x in t.subtree(r) {
-            mine[x] = true;
-        }
-        // Whole partitions owned inside this worker's subtree.
-        let ours = |m: &crate::wire::PieceMeta| {
-            whole_piece(m)?;
-            match part.owner(m.pid, p) {
-                Ok(w) if mine[w] => Ok(()),
-                Ok(w) => Err(format!(
-                    "partition {} belongs to rank {w}, outside this worker's subtree",
-                    m.pid
-                )),
-                Err(e) => Err(e.to_string()),
-            }
-        };
+        let mine = subtree_set(t, r, p);
+        let ours = owned_inside(part, p, &mine);
         let parent = t.parent[r].expect("a non-root has a parent");
         let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
         absorb(table, cx.pool, pieces)?;
@@ -710,6 +885,29 @@ mod tests {
             scatter(&[(3, 64, 0, 64)]),
             "scatter",
             "partition 3 belongs to rank 1",
+        );
+    }
+
+    /// A relay scatter's receiver (rank 0 under root 1) keeps a batch marked with itself and
+    /// refuses a partition that belongs outside its subtree.
+    #[test]
+    fn the_relay_scatter_takes_only_its_subtrees_partitions() {
+        let mut t = Tree::empty(2);
+        t.parent[0] = Some(1);
+        t.children[1].push(0);
+        let scatter = |pieces: &[Piece]| {
+            crafted::run(Op::Scatter, 5, tags::MAIN.tag(), pieces, async |cx| {
+                let mut table = Table::new(Combiner::Sum);
+                scatter_relay(cx, &mut table, 1, &Partitioner::Modulo, &t)
+                    .await
+                    .map(|()| table)
+            })
+        };
+        assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
+        refused(
+            scatter(&[(3, 64, 0, 64)]),
+            "scatter",
+            "partition 3 belongs to rank 1, outside this worker's subtree",
         );
     }
 
