@@ -298,7 +298,7 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
         GatherAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, true)
         }
-        GatherAlgorithm::Relay => predict_relay(net, &relay_tree(net, root, n), root, n),
+        GatherAlgorithm::Relay => predict_relay(net, &relay_tree_of(net, root), root, n),
     }
 }
 
@@ -397,6 +397,15 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
     } else {
         star(p, root)
     }
+}
+
+/// The relay tree the relay gather and scatter use from `root`: [`relay_tree`] for
+/// [`REF_BYTES`](hierarchy::REF_BYTES) per worker (a size every worker agrees on), searched once
+/// per model and root.
+pub fn relay_tree_of(net: &NetModel, root: usize) -> std::sync::Arc<Tree> {
+    net.derived(("relay-tree", root as u64), |m| {
+        relay_tree(m, root, hierarchy::REF_BYTES)
+    })
 }
 
 /// `t` with leaf `w` moved under `j`.

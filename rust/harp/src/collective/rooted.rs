@@ -454,10 +454,7 @@ fn relay_tree(cx: &Ctx<'_>, root: usize) -> Tree {
         .net
         .as_deref()
         .expect("trees are resolved only with a model");
-    let t = net.derived(("relay-tree", root as u64), |m| {
-        super::choose::relay_tree(m, root, hierarchy::REF_BYTES)
-    });
-    (*t).clone()
+    (*super::choose::relay_tree_of(net, root)).clone()
 }
 
 /// Gather over a relay tree `t`: every worker sends its own table to its parent at once (one
