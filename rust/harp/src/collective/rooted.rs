@@ -869,43 +869,40 @@ mod tests {
             "gather",
             "this step exchanges whole partitions only",
         );
-        let scatter = |pieces: &[Piece]| {
-            crafted::run(Op::Scatter, 0, tags::MAIN.tag(), pieces, async |cx| {
-                let mut t = Table::new(Combiner::Sum);
-                scatter(cx, &mut t, 1, &Partitioner::Modulo, GatherAlgorithm::Auto)
-                    .await
-                    .map(|()| t)
-            })
-        };
-        assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
-        refused(
-            scatter(&[(3, 64, 0, 64)]),
-            "scatter",
-            "partition 3 belongs to rank 1",
-        );
-    }
-
-    /// A relay scatter's receiver (rank 0 under root 1) keeps a batch marked with itself and
-    /// refuses a partition that belongs outside its subtree.
-    #[test]
-    fn the_relay_scatter_takes_only_its_subtrees_partitions() {
-        let mut t = Tree::empty(2);
-        t.parent[0] = Some(1);
-        t.children[1].push(0);
-        let scatter = |pieces: &[Piece]| {
-            crafted::run(Op::Scatter, 5, tags::MAIN.tag(), pieces, async |cx| {
-                let mut table = Table::new(Combiner::Sum);
-                scatter_relay(cx, &mut table, 1, &Partitioner::Modulo, &t)
-                    .await
-                    .map(|()| table)
-            })
-        };
-        assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
-        refused(
-            scatter(&[(3, 64, 0, 64)]),
-            "scatter",
-            "partition 3 belongs to rank 1, outside this worker's subtree",
-        );
+        // The direct scatter (rank 0 takes rank 1's share), and the relay scatter with rank 0
+        // under root 1 (it keeps the batch marked with itself).
+        let mut relay = Tree::empty(2);
+        relay.parent[0] = Some(1);
+        relay.children[1].push(0);
+        for (algo, why) in [
+            (GatherAlgorithm::Auto, "partition 3 belongs to rank 1"),
+            (
+                GatherAlgorithm::Relay,
+                "partition 3 belongs to rank 1, outside this worker's subtree",
+            ),
+        ] {
+            let scatter = |pieces: &[Piece]| {
+                crafted::run(
+                    Op::Scatter,
+                    algo.code(),
+                    tags::MAIN.tag(),
+                    pieces,
+                    async |cx| {
+                        let mut t = Table::new(Combiner::Sum);
+                        let part = &Partitioner::Modulo;
+                        match algo {
+                            GatherAlgorithm::Relay => {
+                                scatter_relay(cx, &mut t, 1, part, &relay).await
+                            }
+                            _ => scatter(cx, &mut t, 1, part, algo).await,
+                        }
+                        .map(|()| t)
+                    },
+                )
+            };
+            assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
+            refused(scatter(&[(3, 64, 0, 64)]), "scatter", why);
+        }
     }
 
     /// The binary tree reaches every rank once, at most two children each, depth ⌊log2 p⌋,
