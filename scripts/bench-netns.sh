@@ -84,7 +84,8 @@
 #   kind "iperf": {"kind","shape","p","rate_bits","B_bits","B_inter_bits",...}
 #   kind "bench": rank 0's `harp bench --json` object (or the peer's line, same field names,
 #     see bench-mpi-netns.sh) plus impl ("harp", "openmpi", "gloo"),
-#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, delay, tcp_cc, htb_burst, offload,
+#     shape, p, rate_bits, racks, uplink_bits, uneven_seed, host_rate_bits, delay, tcp_cc,
+#     htb_burst, offload,
 #     B_bits (measured TCP payload
 #     rate, bit/s), B_inter_bits (racks: across the uplink), bound_s (lower bound from B, see
 #     below), bound_formula, ratio (median_s / bound_s), warmup, extra (passthrough args),
