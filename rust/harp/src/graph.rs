@@ -17,11 +17,10 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use crate::collective::AllgatherAlgorithm;
 use crate::data::graph::{vertex_partition, Edges, Endpoint};
-use crate::data::kv::{Key, KeyHasher, KeyType, Value, ValueType, Writer};
+use crate::data::kv::{FastMap, Key, KeyType, Value, ValueType, Writer};
 use crate::data::{Array, Combiner, Elem, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
@@ -124,7 +123,7 @@ pub fn bucket_edges(
 /// table of `partitions` entries when that is at most 4 per edge (or 65,536), else a hash map.
 enum PidSlots {
     Direct(Vec<u32>, Vec<u32>),
-    Hashed(HashMap<u32, usize, BuildHasherDefault<KeyHasher>>, Vec<u32>),
+    Hashed(FastMap<u32, usize>, Vec<u32>),
 }
 
 impl PidSlots {
@@ -221,7 +220,7 @@ pub fn send_edges_to_vertices(
 /// same key-value partitions (`kv::Writer`), so both feed [`send_messages`].
 pub struct MessageTable<T: Elem> {
     combiner: Combiner,
-    maps: Vec<HashMap<i64, T, BuildHasherDefault<KeyHasher>>>,
+    maps: Vec<FastMap<i64, T>>,
 }
 
 impl<T: Elem> MessageTable<T> {

@@ -226,7 +226,7 @@ pub fn reference_weighted(
 // ---------------------------------------------------------------------------------------------
 // The distributed run
 
-type IdMap = HashMap<i64, u32, std::hash::BuildHasherDefault<crate::data::kv::KeyHasher>>;
+type IdMap = crate::data::kv::FastMap<i64, u32>;
 
 /// This worker's part of the graph after the edges are regrouped and the plan is made.
 struct Local {

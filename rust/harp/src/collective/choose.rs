@@ -354,7 +354,7 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
     if !(3..=RELAY_MAX_WORKERS).contains(&p) {
         return t;
     }
-    let star_time = predict_relay(net, &t, root, n);
+    // The arrivals at the root, slowest first (the first is the predicted time).
     let key = |t: &Tree| {
         let mut a = relay_arrivals(net, t, root, n);
         a.sort_by(|x, y| y.total_cmp(x));
@@ -373,6 +373,7 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
         false
     };
     let mut best = key(&t);
+    let star_time = best[0];
     for _ in 0..p {
         let mut pick: Option<(Vec<f64>, Tree)> = None;
         for w in (0..p).filter(|&w| w != root && t.children[w].is_empty()) {
@@ -392,7 +393,7 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
             None => break,
         }
     }
-    if predict_relay(net, &t, root, n) < star_time * 0.99 {
+    if best[0] < star_time * 0.99 {
         t
     } else {
         star(p, root)
@@ -433,13 +434,8 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
             let (algo, time) = [GatherAlgorithm::Tree, GatherAlgorithm::Relay]
                 .into_iter()
                 .map(|a| (a, predict_gather(m, a, root, n)))
-                .fold((GatherAlgorithm::Direct, f64::INFINITY), |b, c| {
-                    if c.1 < b.1 {
-                        c
-                    } else {
-                        b
-                    }
-                });
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("two candidates");
             if time < 0.9 * direct {
                 algo
             } else {

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::data::{Partitioner, Table};
 use crate::netmodel::NetModel;
 use crate::pool::Pool;
 use crate::topology::Topology;
@@ -50,8 +51,15 @@ pub use segment::{split_ranges, Segmenter};
 /// ([`KeyHasher`](crate::data::kv::KeyHasher)) instead of SipHash: the algorithms look up a
 /// partition's owner several times per partition per call, which showed at a few per cent of a
 /// small reduce-scatter's CPU samples.
-pub type IdMap<V> =
-    std::collections::HashMap<u32, V, std::hash::BuildHasherDefault<crate::data::kv::KeyHasher>>;
+pub type IdMap<V> = crate::data::kv::FastMap<u32, V>;
+
+/// The owner under `part` of every partition of `table`, among `p` workers.
+fn owners(table: &Table, part: &Partitioner, p: usize) -> crate::error::Result<IdMap<usize>> {
+    table
+        .iter()
+        .map(|(id, _)| Ok((id, part.owner(id, p)?)))
+        .collect()
+}
 
 /// Everything an algorithm needs for one operation.
 pub struct Ctx<'a> {

@@ -6,18 +6,11 @@ use std::collections::{HashMap, HashSet};
 use super::framing::{recv_held, whole_piece};
 use super::IdMap;
 use super::{
-    absorb, boxed, choose, join_all, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
+    absorb, boxed, choose, join_all, owners, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
 };
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::wire::PieceMeta;
-
-fn owners(table: &Table, part: &Partitioner, p: usize) -> Result<IdMap<usize>> {
-    table
-        .iter()
-        .map(|(id, _)| Ok((id, part.owner(id, p)?)))
-        .collect()
-}
 
 /// Sends each worker the pieces of `src` it owns and receives what the others send, all at
 /// once (every worker sends every other worker one batch, possibly empty, so nobody needs a

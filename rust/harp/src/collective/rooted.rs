@@ -525,10 +525,7 @@ async fn scatter_relay(
         }
     }
     if r == root {
-        let mut owners = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
-        for (id, _) in table.iter() {
-            owners.insert(id, part.owner(id, p)?);
-        }
+        let owners = super::owners(table, part, p)?;
         {
             let (tb, ow) = (&*table, &owners);
             let sends = t.children[r]
@@ -789,10 +786,7 @@ async fn scatter_tree(
         let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
         absorb(table, cx.pool, pieces)?;
     }
-    let mut owners = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
-    for (id, _) in table.iter() {
-        owners.insert(id, part.owner(id, p)?);
-    }
+    let owners = super::owners(table, part, p)?;
     {
         let sends = below
             .iter()

@@ -758,6 +758,10 @@ impl<'a> Cursor<'a> {
 #[derive(Default)]
 pub struct KeyHasher(u64);
 
+/// A `HashMap` with [`KeyHasher`] instead of SipHash: the engine's maps on hot paths (the
+/// builder's, partition owners, the mailbox, vertex ids) use it.
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
         splitmix64(self.0)
@@ -783,7 +787,7 @@ impl Hasher for KeyHasher {
     }
 }
 
-type Map = HashMap<MapKey, Slot, BuildHasherDefault<KeyHasher>>;
+type Map = FastMap<MapKey, Slot>;
 
 /// Longest key kept inside the map's own slot.
 const INLINE_KEY: usize = 23;

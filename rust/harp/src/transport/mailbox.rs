@@ -13,8 +13,7 @@
 //! sender's event FIFO); an arriving frame wakes only the waiters of its spot, and a peer that is
 //! gone wakes every waiter on that peer. A receive never scans unrelated queues.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -22,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
-use crate::data::kv::KeyHasher;
+use crate::data::kv::FastMap;
 use crate::pool::Buf;
 use crate::wire::{Header, Kind, Op, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN};
 
@@ -121,10 +120,8 @@ struct Position {
     tags: Vec<(u32, VecDeque<Frame>)>,
 }
 
-/// A map with the engine's fast hasher: every received frame is filed and taken through these
+/// The maps use the engine's fast hasher: every received frame is filed and taken through them
 /// (SipHash showed at a few per cent of a small collective's CPU).
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
-
 struct State {
     ops: FastMap<(u64, u64, usize), Position>,
     events: Vec<VecDeque<Frame>>,
