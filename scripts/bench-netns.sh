@@ -66,10 +66,13 @@
 #                        pair table with --uneven, the rack shape with --racks: min(R, U)
 #                        across racks, else R) x 0.956 (TCP payload over htb frames), latency
 #                        100 us for every pair, with --host-rate H x 0.956 as every host's
-#                        capacity (host_Bps); SRC = a directory: DIR/p<N>.txt for p = N (e.g.
-#                        measured with `harp netmap`).  A `status` model is kept as
-#                        <dir of --out>/netmodels/<shape>-p<N>.txt; every record stores
-#                        net_model_file and net_model_source.
+#                        capacity (host_Bps); SRC = measure: measured after `up` by
+#                        `harp worker ... netmap` on every host (pairs and host intakes,
+#                        the engine's default bounds; its cost is logged); SRC = a
+#                        directory: DIR/p<N>.txt for p = N (e.g. measured with `harp
+#                        netmap`).  A `status` or `measure` model is kept as
+#                        <dir of --out>/netmodels/<shape>[-measured]-p<N>.txt; every record
+#                        stores net_model_file and net_model_source.
 #   --                   everything after is passed to `harp bench` (e.g. --chunk 262144
 #                        --socket-buffer 4194304 --io-threads 2)
 #
@@ -313,6 +316,22 @@ write_net_model() {
   local p=$1
   NET_MODEL_FILE=''
   [[ -n $NET_MODEL ]] || return 0
+  if [[ $NET_MODEL == measure ]]; then
+    mkdir -p "$(dirname "$OUT")/netmodels"
+    NET_MODEL_FILE="$(dirname "$OUT")/netmodels/$SHAPE-measured-p$p.txt"
+    local hosts="$TMP/hosts-netmap" i pids=() ok=1
+    "$NC" hosts --prefix "$PREFIX" --port 19000 >"$hosts"
+    for (( i = 0; i < p; i++ )); do
+      timeout -k 5 300 ip netns exec "$(ns "$i")" "$HARP_BIN" worker --hosts "$hosts" --rank "$i" \
+        --job "bn$$-netmap" netmap --output "$NET_MODEL_FILE" >"$TMP/netmap.r$i.out" 2>"$TMP/netmap.r$i.err" &
+      pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i" || ok=0; done
+    (( ok )) || die "--net-model measure: harp netmap failed: $(cat "$TMP"/netmap.r*.err | head -5)"
+    log "$(grep -m1 'measured in' "$TMP/netmap.r0.out")"
+    log "measured net model for p=$p written to $NET_MODEL_FILE"
+    return 0
+  fi
   if [[ $NET_MODEL != status ]]; then
     NET_MODEL_FILE="$NET_MODEL/p$p.txt"
     [[ -f $NET_MODEL_FILE ]] || die "--net-model $NET_MODEL: no $NET_MODEL_FILE"

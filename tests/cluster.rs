@@ -85,9 +85,21 @@ fn netmap_writes_the_model_and_jobs_can_measure_at_start() {
         out.contains("latency, ms") && out.contains("bandwidth, Mbit/s"),
         "{out}"
     );
-    assert!(out.contains("0.8 MiB of timed transfers"), "{out}");
+    assert!(out.contains("host intake, Mbit/s"), "{out}");
+    // 6 ordered pairs × 128 KiB (0.75 MiB), then 3 intake phases of 128 KiB to 2 × 128 KiB.
+    let mib: f64 = out
+        .split(" MiB of timed transfers")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {out}"));
+    assert!((1.1..=1.5).contains(&mib), "{mib} MiB: {out}");
     let model = harp::NetModel::parse(&std::fs::read_to_string(&file).unwrap(), "net.txt").unwrap();
     assert_eq!(model.workers(), 3);
+    assert!(
+        (0..3).all(|u| model.host(u).is_some()),
+        "host intakes written"
+    );
     assert!(model.bandwidth(0, 2).is_finite() && model.latency(2, 1) > 0.0);
     let o = run(&[
         "check",

@@ -1,6 +1,6 @@
-//! `harp netmap`: measures the latency and bandwidth of every ordered worker pair
-//! ([`harp::Worker::measure_network`]), prints the two matrices (ms and Mbit/s) and the
-//! measurement's cost, and with `--output FILE` writes the model's text form (what
+//! `harp netmap`: measures the latency and bandwidth of every ordered worker pair and each
+//! worker's host intake ([`harp::Worker::measure_network`]), prints the two matrices (ms and
+//! Mbit/s), the intake row and the measurement's cost, and with `--output FILE` writes the model's text form (what
 //! `--net-model FILE` loads). Bounded by `--net-measure-bytes` and `--net-measure-time`.
 
 use std::path::PathBuf;
@@ -83,5 +83,12 @@ fn matrices(m: &NetModel, hosts: &[String]) -> String {
     s += &table("bandwidth, Mbit/s", &|i, j| {
         format!("{:.1}", m.bandwidth(i, j) * 8.0 / 1e6)
     });
+    if m.host(0).is_some() {
+        s += "host intake, Mbit/s (all others sending at once)\n         ";
+        for u in 0..p {
+            s += &format!("{:>9.1}", m.host(u).unwrap_or(0.0) * 8.0 / 1e6);
+        }
+        s.push('\n');
+    }
     s
 }

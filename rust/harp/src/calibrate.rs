@@ -1,5 +1,5 @@
 //! Measuring the network: the latency and bandwidth of every ordered worker pair (the L and B
-//! matrices of [`NetModel`], CMPI seed 001 §4.1), as one collective, [`Worker::calibrate`],
+//! matrices of [`NetModel`], CMPI seed 001 §4.1) and each worker's host intake, as one collective, [`Worker::calibrate`],
 //! and the cache of measured models per set of hosts ([`Worker::calibrate_at_start`],
 //! `Config::net_measure`). docs/network-model.md describes the method, its bounds and its cost.
 //!
@@ -26,9 +26,17 @@
 //!    first bytes through at line rate); with a single frame (a slow link and a small budget),
 //!    from sending `GO` to taking the frame, less the round trip.
 //!
-//! Then every worker sends its row of latencies and its column of bandwidths to the master,
-//! which builds the model and sends it to every worker; each sets it
-//! ([`Worker::set_net_model`]).
+//! With three workers or more, p intake phases follow: in phase u every other worker tells u
+//! it is ready, u sends them all `GO`, and all run the same timed transfer into u at once. u
+//! takes its host intake as the bytes of all flows between the last flow's warm-up mark and the
+//! first flow's end over that time ([`window_rate`]; the plain total over the whole phase would
+//! count the time when the fast flows are done), at least its fastest link. Its
+//! acknowledgements stop the senders once `bytes` more have come after every warm-up, or once a
+//! flow has ended. Each intake phase has a share of the budget like a pair transfer.
+//!
+//! Then every worker sends its row of latencies, its column of bandwidths and its intake to the
+//! master, which builds the model (the intakes as host capacities, [`NetModel::with_host`]) and
+//! sends it to every worker; each sets it ([`Worker::set_net_model`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +48,7 @@ use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::netmodel::NetModel;
 use crate::topology::Topology;
+use crate::transport::Frame;
 use crate::wire::{Kind, Op};
 use crate::worker::Worker;
 
@@ -113,16 +122,18 @@ fn rounds(p: usize) -> usize {
     }
 }
 
-/// Plan message of the cached start: the master's cached model (latencies, bandwidths), or
-/// `None`: measure.
-type Plan = Option<(Vec<f64>, Vec<f64>)>;
+/// A model as it travels: latencies, bandwidths (row-major) and the host capacities if known.
+type Matrices = (Vec<f64>, Vec<f64>, Option<Vec<f64>>);
 
-/// What every worker sends the master: its latency row L(r, ·), its bandwidth column B(·, r)
-/// and the bytes it received in timed transfers.
-type Row = (Vec<f64>, Vec<f64>, u64);
+/// Plan message of the cached start: the master's cached model, or `None`: measure.
+type Plan = Option<Matrices>;
 
-/// Measures this worker's pairs; returns its row of latencies, its column of bandwidths and
-/// the bytes it received.
+/// What every worker sends the master: its latency row L(r, ·), its bandwidth column B(·, r),
+/// its host intake (with three workers or more) and the bytes it received in timed transfers.
+type Row = (Vec<f64>, Vec<f64>, Option<f64>, u64);
+
+/// Measures this worker's pairs, then (with three workers or more) its host intake; returns
+/// its row of latencies, its column of bandwidths, its intake and the bytes it received.
 async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
     let (r, p) = (cx.rank(), cx.size());
     let mut lat = vec![0.0; p];
@@ -130,12 +141,15 @@ async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
     let mut received = 0u64;
     let rounds = rounds(p);
     if rounds == 0 {
-        return Ok((lat, bw, 0));
+        return Ok((lat, bw, None, 0));
     }
     let n = p + p % 2;
     let start = Instant::now();
-    // Transfer i is due at (i + 1) shares of the budget.
-    let due = |i: usize| start + opts.time.mul_f64((i + 1) as f64 / (2 * rounds) as f64);
+    // Transfer i is due at (i + 1) shares of the budget: 2·rounds pair transfers, then one
+    // intake phase per worker.
+    let phases = if p >= 3 { p } else { 0 };
+    let shares = (2 * rounds + phases) as f64;
+    let due = |i: usize| start + opts.time.mul_f64((i + 1) as f64 / shares);
     let pings = opts.pings.max(1);
     let chunk = vec![0u8; CHUNK.min(opts.bytes.max(1) as usize)];
     for k in 0..rounds {
@@ -158,7 +172,30 @@ async fn measure(cx: &Ctx<'_>, opts: &CalibrateOptions) -> Result<Row> {
             }
         }
     }
-    Ok((lat, bw, received))
+    // Intake phase u (tags of round `rounds + u`): every other worker sends to u at once.
+    let mut intake = None;
+    for (u, to_u) in lat.iter().copied().enumerate().take(phases) {
+        let k = rounds + u;
+        if r == u {
+            let fastest = bw
+                .iter()
+                .copied()
+                .filter(|b| b.is_finite())
+                .fold(0.0, f64::max);
+            let (h, n) = recv_intake(cx, k, opts.bytes).await?;
+            intake = Some(h.unwrap_or(0.0).max(fastest));
+            received += n;
+        } else {
+            // Ready: u starts every flow at once when all are (workers leave the previous
+            // phase at different times, and flows that do not overlap measure nothing).
+            cx.ep
+                .send_frame(u, Kind::Ctrl, tags::CAL_PING.at(k), 0, &[])
+                .await?;
+            let stop = due(2 * rounds + u);
+            send_timed(cx, u, k, opts.bytes, stop, &chunk, 2.0 * to_u).await?;
+        }
+    }
+    Ok((lat, bw, intake, received))
 }
 
 /// Half the median and the smallest round trip of `pings` empty ping-pongs to `q`.
@@ -187,8 +224,8 @@ async fn pong(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<()> {
 }
 
 /// Waits for `q`'s `GO`, then sends `Data` frames of `chunk` (with at most 10 ms or two round
-/// trips of data unacknowledged, at least [`MIN_WINDOW`]) until `bytes` are sent or `stop` has
-/// come ([`MIN_BYTES`] at least), then the count and the round trip `rtt` (seconds); then
+/// trips of data unacknowledged, at least [`MIN_WINDOW`]) until `bytes` are sent, `stop` has
+/// come ([`MIN_BYTES`] at least) or an acknowledgement says the receiver has enough, then the count and the round trip `rtt` (seconds); then
 /// takes the acknowledgements still due (one per frame).
 async fn send_timed(
     cx: &Ctx<'_>,
@@ -203,19 +240,24 @@ async fn send_timed(
     cx.ep.recv_frame(q, tags::CAL_GO.at(k)).await?;
     let t0 = Instant::now();
     let (mut sent, mut acked, mut frames, mut acks) = (0u64, 0u64, 0u64, 0u64);
-    let ack = async |acks: &mut u64| -> Result<u64> {
+    // An acknowledgement: the bytes taken so far, and whether the receiver has what it needs
+    // (an intake phase after its first flow ended).
+    let ack = async |acks: &mut u64| -> Result<(u64, bool)> {
         *acks += 1;
-        let got: u64 = cx.ep.recv_ctrl(q, tags::CAL_ACK.at(k)).await?;
-        Ok(got)
+        cx.ep.recv_ctrl(q, tags::CAL_ACK.at(k)).await
     };
     let window = |acked: u64| {
         let rate = acked as f64 / t0.elapsed().as_secs_f64().max(1e-6);
         ((rate * (2.0 * rtt).max(0.01)) as u64).max(MIN_WINDOW)
     };
     let least = MIN_BYTES.min(bytes);
+    let mut enough = false;
     loop {
-        while sent - acked >= window(acked) {
-            acked = ack(&mut acks).await?;
+        while !enough && sent - acked >= window(acked) {
+            (acked, enough) = ack(&mut acks).await?;
+        }
+        if enough {
+            break;
         }
         let n = (bytes - sent).min(chunk.len() as u64) as usize;
         cx.ep
@@ -241,19 +283,93 @@ async fn recv_timed(cx: &Ctx<'_>, q: usize, k: usize) -> Result<(f64, u64)> {
         .send_frame(q, Kind::Ctrl, tags::CAL_GO.at(k), 0, &[])
         .await?;
     let t_go = Instant::now();
-    // (when taken, bytes so far) of every frame.
-    let mut points: Vec<(Instant, u64)> = Vec::new();
-    let mut got = 0u64;
+    let mut flow = Flow::default();
     let rtt = loop {
         let f = cx.ep.recv_frame(q, tag).await?;
+        if let Some(rtt) = flow.take(cx, q, k, f, false).await? {
+            break rtt;
+        }
+    };
+    let rate = window_rate(&[&flow]).unwrap_or_else(|| {
+        let (last, got) = *flow.points.last().expect("a flow has a frame");
+        let time = last.duration_since(t_go).as_secs_f64().max(1e-6);
+        got as f64 / (time - rtt).max(time / 2.0)
+    });
+    Ok((rate, flow.got))
+}
+
+/// Waits until every other worker is ready (an empty `CAL_PING` frame), sends each `GO` and
+/// times their transfers into this one, all at once, until `bytes` more have come after every
+/// flow passed its warm-up or a flow has ended (then the acknowledgements stop the others).
+/// Returns the host intake (bytes per second, [`window_rate`] over all the flows; `None` when
+/// they did not all run at the same time after their warm-up) and the bytes.
+async fn recv_intake(cx: &Ctx<'_>, k: usize, bytes: u64) -> Result<(Option<f64>, u64)> {
+    let (r, p) = (cx.rank(), cx.size());
+    let tag = tags::CAL_DATA.at(k);
+    let mut live: Vec<usize> = (0..p).filter(|&q| q != r).collect();
+    for &q in &live {
+        cx.ep.recv_frame(q, tags::CAL_PING.at(k)).await?;
+    }
+    for &q in &live {
+        cx.ep
+            .send_frame(q, Kind::Ctrl, tags::CAL_GO.at(k), 0, &[])
+            .await?;
+    }
+    let mut flows: Vec<Flow> = (0..p).map(|_| Flow::default()).collect();
+    let (mut enough, mut total, mut warm) = (false, 0u64, None);
+    while !live.is_empty() {
+        let f = cx.ep.recv_frame_from_any(&live, &[], tag).await?;
+        let q = f.hdr.src as usize;
+        total += f.body.len() as u64;
+        if flows[q].take(cx, q, k, f, enough).await?.is_some() {
+            live.retain(|&x| x != q);
+            enough = true;
+        }
+        if warm.is_none()
+            && flows
+                .iter()
+                .enumerate()
+                .all(|(i, f)| i == r || f.got >= WARMUP)
+        {
+            warm = Some(total);
+        }
+        enough |= warm.is_some_and(|w| total - w >= bytes);
+    }
+    let running: Vec<&Flow> = flows.iter().filter(|f| f.got > 0).collect();
+    Ok((window_rate(&running), running.iter().map(|f| f.got).sum()))
+}
+
+/// The frames of one timed transfer as the receiver took them.
+#[derive(Default)]
+struct Flow {
+    /// (when taken, bytes so far) of every `Data` frame.
+    points: Vec<(Instant, u64)>,
+    got: u64,
+}
+
+impl Flow {
+    /// Takes frame `f` of `q`'s transfer (tag round `k`): a `Data` frame is counted and
+    /// acknowledged (`None`; with `enough`, the acknowledgement stops the sender); the closing
+    /// `Ctrl` frame is checked against the count and gives the sender's round trip.
+    async fn take(
+        &mut self,
+        cx: &Ctx<'_>,
+        q: usize,
+        k: usize,
+        f: Frame,
+        enough: bool,
+    ) -> Result<Option<f64>> {
         match f.hdr.kind {
             Kind::Data => {
-                got += f.body.len() as u64;
-                points.push((Instant::now(), got));
-                cx.ep.send_ctrl(q, tags::CAL_ACK.at(k), &got).await?;
+                self.got += f.body.len() as u64;
+                self.points.push((Instant::now(), self.got));
+                let ack = (self.got, enough);
+                cx.ep.send_ctrl(q, tags::CAL_ACK.at(k), &ack).await?;
+                Ok(None)
             }
             Kind::Ctrl => {
                 let (sent, rtt): (u64, f64) = crate::wire::decode(&f.body)?;
+                let got = self.got;
                 if sent != got || got == 0 || !(0.0..1e4).contains(&rtt) {
                     return Err(Error::Protocol(format!(
                         "{}: rank {} announced {sent} bytes of measurement (round trip {rtt} s), \
@@ -262,33 +378,52 @@ async fn recv_timed(cx: &Ctx<'_>, q: usize, k: usize) -> Result<(f64, u64)> {
                         cx.ep.world_rank(q)
                     )));
                 }
-                break rtt;
+                Ok(Some(rtt))
             }
-            other => {
-                return Err(Error::Protocol(format!(
-                    "{}: unexpected {other:?} frame from rank {} in a measurement",
-                    cx.ep.ctx,
-                    cx.ep.world_rank(q)
-                )))
-            }
+            other => Err(Error::Protocol(format!(
+                "{}: unexpected {other:?} frame from rank {} in a measurement",
+                cx.ep.ctx,
+                cx.ep.world_rank(q)
+            ))),
         }
-    };
-    let (last, _) = *points.last().expect("got > 0");
-    let mark = WARMUP.min(got / 2);
-    let (start, before) = points
+    }
+
+    /// When the flow passed its warm-up (the frame that completes [`WARMUP`] bytes or half the
+    /// flow, if a later frame follows; else its first frame) and when it ended.
+    fn span(&self) -> Option<(Instant, Instant)> {
+        let &(last, _) = self.points.last()?;
+        let mark = WARMUP.min(self.got / 2);
+        let (start, _) = self
+            .points
+            .iter()
+            .copied()
+            .find(|&(_, cum)| cum >= mark)
+            .filter(|&(t, _)| t < last)
+            .unwrap_or(self.points[0]);
+        Some((start, last))
+    }
+
+    /// Bytes taken up to and including time `t`.
+    fn bytes_at(&self, t: Instant) -> u64 {
+        let n = self.points.partition_point(|&(at, _)| at <= t);
+        n.checked_sub(1).map_or(0, |i| self.points[i].1)
+    }
+}
+
+/// The rate of `flows` together while all of them ran: from the last warm-up mark
+/// ([`Flow::span`]) to the first end, the bytes taken in between over that time. `None` when
+/// there is no such time (a flow ended before another passed its warm-up). With one flow this
+/// is its own rate after the warm-up.
+fn window_rate(flows: &[&Flow]) -> Option<f64> {
+    let spans: Vec<(Instant, Instant)> = flows.iter().map(|f| f.span()).collect::<Option<_>>()?;
+    let from = spans.iter().map(|s| s.0).max()?;
+    let to = spans.iter().map(|s| s.1).min()?;
+    let secs = to.checked_duration_since(from)?.as_secs_f64();
+    let bytes: u64 = flows
         .iter()
-        .copied()
-        .find(|&(_, cum)| cum >= mark)
-        .filter(|&(t, _)| t < last)
-        .unwrap_or(points[0]);
-    let span = last.duration_since(start).as_secs_f64();
-    let rate = if got > before && span > 0.0 {
-        (got - before) as f64 / span
-    } else {
-        let time = last.duration_since(t_go).as_secs_f64().max(1e-6);
-        got as f64 / (time - rtt).max(time / 2.0)
-    };
-    Ok((rate, got))
+        .map(|f| f.bytes_at(to) - f.bytes_at(from))
+        .sum();
+    (secs > 0.0 && bytes > 0).then(|| bytes as f64 / secs)
 }
 
 /// The whole collective: optionally the master's plan (a cached model or measure), the
@@ -300,14 +435,19 @@ async fn calibrate(
     plan: Option<Plan>,
 ) -> Result<(NetModel, u64, bool)> {
     let (r, p) = (cx.rank(), cx.size());
-    let model_of = |(l, b): (Vec<f64>, Vec<f64>), from: usize| {
-        NetModel::new(p, l, b).map_err(|e| {
+    let model_of = |(l, b, h): Matrices, from: usize| {
+        let bad = |e: Error| {
             Error::Protocol(format!(
                 "{}: bad network model from rank {}: {e}",
                 cx.ep.ctx,
                 cx.ep.world_rank(from)
             ))
-        })
+        };
+        let m = NetModel::new(p, l, b).map_err(bad)?;
+        match h {
+            Some(h) => m.with_host(h).map_err(bad),
+            None => Ok(m),
+        }
     };
     if let Some(plan) = plan {
         // The master decides between its cached model and measuring.
@@ -326,15 +466,15 @@ async fn calibrate(
     let row = measure(cx, opts).await?;
     if r != 0 {
         cx.ep.send_ctrl(0, tags::CAL_ROW.tag(), &row).await?;
-        let m: (Vec<f64>, Vec<f64>, u64) = cx.ep.recv_ctrl(0, tags::CAL_MODEL.tag()).await?;
-        let bytes = m.2;
-        return Ok((model_of((m.0, m.1), 0)?, bytes, true));
+        let (m, bytes): (Matrices, u64) = cx.ep.recv_ctrl(0, tags::CAL_MODEL.tag()).await?;
+        return Ok((model_of(m, 0)?, bytes, true));
     }
     let mut lat = vec![0.0; p * p];
     let mut bw = vec![f64::INFINITY; p * p];
+    let mut host = Vec::with_capacity(p);
     let mut bytes = 0u64;
     for q in 0..p {
-        let (l, b, n) = if q == 0 {
+        let (l, b, h, n) = if q == 0 {
             row.clone()
         } else {
             cx.ep.recv_ctrl::<Row>(q, tags::CAL_ROW.tag()).await?
@@ -352,12 +492,16 @@ async fn calibrate(
             lat[q * p + j] = l[j];
             bw[j * p + q] = b[j];
         }
+        host.push(h);
         bytes = bytes.saturating_add(n);
     }
-    let model = model_of((lat.clone(), bw.clone()), 0)?;
+    // Every worker measured its intake, or (fewer than three) none did.
+    let host: Option<Vec<f64>> = host.into_iter().collect();
+    let m: Matrices = (lat, bw, host);
+    let model = model_of(m.clone(), 0)?;
     for q in 1..p {
         cx.ep
-            .send_ctrl(q, tags::CAL_MODEL.tag(), &(&lat, &bw, bytes))
+            .send_ctrl(q, tags::CAL_MODEL.tag(), &(&m, bytes))
             .await?;
     }
     Ok((model, bytes, true))
@@ -594,6 +738,39 @@ mod tests {
             assert_eq!(met.len(), p * (p - 1), "p {p}: every ordered pair meets");
             assert!(met.values().all(|&c| c == 1), "p {p}: once");
         }
+    }
+
+    /// Flows of 16 KiB frames, one per `step` ms from `first` ms on, `n` frames.
+    fn flow(t0: Instant, first: u64, step: u64, n: u64) -> Flow {
+        let mut f = Flow::default();
+        for i in 0..n {
+            f.got += 16 * 1024;
+            f.points
+                .push((t0 + Duration::from_millis(first + i * step), f.got));
+        }
+        f
+    }
+
+    #[test]
+    fn an_intake_is_the_rate_while_every_flow_runs() {
+        let t0 = Instant::now();
+        // A: frames at 1..=20 ms; warm-up (48 KiB) at 3 ms. B: 5..=14 ms, warm-up at 7 ms.
+        let (a, b) = (flow(t0, 1, 1, 20), flow(t0, 5, 1, 10));
+        // From 7 to 14 ms both took 7 frames: 2 × 7 × 16 KiB in 7 ms.
+        let both = window_rate(&[&a, &b]).unwrap();
+        assert!((both - 2.0 * 16384.0 / 1e-3).abs() < 1.0, "{both}");
+        // One flow alone: its rate after the warm-up (A: 17 frames in 17 ms).
+        let one = window_rate(&[&a]).unwrap();
+        assert!((one - 16384.0 / 1e-3).abs() < 1.0, "{one}");
+        // A slower flow counts with its own rate: C one frame per 2 ms from 2 ms (warm-up 6 ms).
+        let c = flow(t0, 2, 2, 10);
+        let ac = window_rate(&[&a, &c]).unwrap();
+        // 6..20 ms: A 14 frames, C 7 frames, in 14 ms.
+        assert!((ac - 21.0 * 16384.0 / 14e-3).abs() < 1.0, "{ac}");
+        // D ended (4 ms) before B passed its warm-up (7 ms): no time when all ran.
+        let d = flow(t0, 1, 1, 4);
+        assert_eq!(window_rate(&[&b, &d]), None);
+        assert_eq!(window_rate(&[&Flow::default()]), None);
     }
 
     #[test]

@@ -28,8 +28,9 @@
 //!
 //! Without it a worker's intake is taken as its fastest link's (the links of a host share one
 //! network interface); with it, several slow links into one worker add up to at most its host
-//! capacity (pairs limited apart from their hosts, as between cloud VMs). Measuring does not
-//! fill it (a configured model or `NetModel::with_host` does).
+//! capacity (pairs limited apart from their hosts, as between cloud VMs). A measurement of
+//! three workers or more fills it with each worker's intake from all others at once
+//! (`calibrate`); a configured model or `NetModel::with_host` may give it.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -181,9 +182,14 @@ impl NetModel {
         self.host.as_ref().map(|h| h[i])
     }
 
-    /// The row-major latency and bandwidth matrices (the arguments of [`NetModel::new`]).
-    pub fn matrices(&self) -> (Vec<f64>, Vec<f64>) {
-        (self.latency.clone(), self.bandwidth.clone())
+    /// The row-major latency and bandwidth matrices (the arguments of [`NetModel::new`]) and the
+    /// host capacities if the model has them ([`NetModel::with_host`]).
+    pub fn matrices(&self) -> (Vec<f64>, Vec<f64>, Option<Vec<f64>>) {
+        (
+            self.latency.clone(),
+            self.bandwidth.clone(),
+            self.host.clone(),
+        )
     }
 
     /// The model of the workers `ranks` (indices into this model), in that order: entry (a, b)

@@ -52,8 +52,29 @@ fn every_worker_gets_the_same_model_of_every_pair_within_the_byte_bound() {
                 }
             }
         }
-        // Every ordered pair moved exactly the bound (the budget is ample here).
-        assert_eq!(first.bytes, (p * (p - 1)) as u64 * 256 * 1024, "p {p}");
+        // With three workers or more, each measured its intake: at least its fastest link.
+        for u in 0..p {
+            match model.host(u) {
+                Some(h) => {
+                    let fastest = (0..p)
+                        .filter(|&j| j != u)
+                        .map(|j| model.bandwidth(j, u))
+                        .fold(0.0, f64::max);
+                    assert!(p >= 3 && h >= fastest, "p {p}: host {u}: {h} < {fastest}");
+                }
+                None => assert!(p < 3, "p {p}: no intake of {u}"),
+            }
+        }
+        // Every ordered pair moved exactly the bound alone (the budget is ample here); each
+        // intake phase at least the bound and at most the bound per sender.
+        let (pairs, bound) = ((p * (p - 1)) as u64, 256 * 1024);
+        if p >= 3 {
+            let intake = first.bytes - pairs * bound;
+            assert!(intake >= p as u64 * bound, "p {p}: {intake}");
+            assert!(intake <= pairs * bound, "p {p}: {intake}");
+        } else {
+            assert_eq!(first.bytes, pairs * bound, "p {p}");
+        }
     }
 }
 
@@ -93,8 +114,13 @@ fn a_cached_start_uses_the_masters_cache_entry() {
     assert_eq!(first[0].source, "measured");
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(files.len(), 1, "one cache entry");
-    // Replace the entry by a model no measurement would give, to see it come back.
-    let fake = NetModel::uniform(3, 0.5, 1234.0);
+    // The measured model has every worker's intake, and the cache keeps it.
+    assert!((0..3).all(|u| first[0].model.host(u).is_some()));
+    // Replace the entry by a model no measurement would give, to see it come back with its
+    // host capacities.
+    let fake = NetModel::uniform(3, 0.5, 1234.0)
+        .with_host(vec![2000.0, 3000.0, 4000.0])
+        .unwrap();
     let topo = harp::Topology::flat((0..3).map(|r| format!("in-process:{r}")).collect());
     cache_store(&cfg, &topo, &fake).unwrap();
     let second = on_workers(3, cfg.clone(), |w| {
