@@ -179,3 +179,26 @@ fn drift_over_the_limit_recalibrates_every_worker_once() {
         "the same new model everywhere"
     );
 }
+
+/// A worker that leaves instead of measuring makes every other worker fail naming it, long
+/// before the timeout (a wait for it would show up as a timeout error instead).
+#[test]
+fn a_worker_that_leaves_the_measurement_is_named_by_everyone() {
+    let t0 = std::time::Instant::now();
+    let errors = on_workers(4, config(Duration::from_secs(120)), |w| {
+        if w.rank() == 3 {
+            drop(w);
+            return None;
+        }
+        let e = w
+            .measure_network(&opts(256 * 1024, Duration::from_secs(60)))
+            .expect_err("rank 3 is gone");
+        Some((e.kind().to_string(), e.to_string()))
+    });
+    for (r, e) in errors.iter().enumerate().take(3) {
+        let (kind, msg) = e.as_ref().unwrap();
+        assert!(kind == "peer-lost" || kind == "poisoned", "rank {r}: {msg}");
+        assert!(msg.contains("rank 3 is gone"), "rank {r}: {msg}");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+}
