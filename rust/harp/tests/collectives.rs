@@ -200,6 +200,13 @@ fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
                     })
                     .count();
                 assert!(relays > 0, "some root's relay gather forwards");
+                let splits = (0..p)
+                    .filter(|&root| {
+                        let plan = choose::relay_plan(&model, root, 1 << 20);
+                        plan.split.iter().any(Option::is_some)
+                    })
+                    .count();
+                assert!(splits > 0, "some root's relay plan splits a share");
             }
             let reports = on_workers(p, cfg(), |w| {
                 w.set_net_model(Some(model.clone())).unwrap();
@@ -223,7 +230,8 @@ fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
 
 /// The relay gather and scatter (`net-relay`) where forwarding is certain: ranks 1 and 2 reach
 /// root 0 over slow links only, everything else is fast and the hosts take several links at
-/// once. The root ends with every partition once (the shared one summed), the others with
+/// once, so each sends through a relay and part of its share by a second route (the parts of
+/// its three uneven partitions cut by bytes and put together again at the root, or at it). The root ends with every partition once (the shared one summed), the others with
 /// their own table (gather) or the partitions they own (scatter); `auto` picks the relay.
 #[test]
 fn relay_gather_and_scatter_forward_through_relays() {
@@ -238,6 +246,16 @@ fn relay_gather_and_scatter_forward_through_relays() {
         .with_host(vec![1e8; p])
         .unwrap();
     let t = choose::relay_tree(&model, 0, 1 << 20);
+    // Each of them also sends part of its share by a second route, at once.
+    let plan = choose::relay_plan(&model, 0, 1 << 20);
+    assert_eq!(plan.tree, t);
+    for r in [1, 2] {
+        let (j, e) = plan.split[r].unwrap_or_else(|| panic!("rank {r} is split: {plan:?}"));
+        assert!(
+            j != r && Some(j) != t.parent[r] && (1..8).contains(&e),
+            "{plan:?}"
+        );
+    }
     for r in [1, 2] {
         assert_ne!(
             t.parent[r],

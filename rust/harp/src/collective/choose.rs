@@ -298,40 +298,107 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
         GatherAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, true)
         }
-        GatherAlgorithm::Relay => predict_relay(net, &relay_tree_of(net, root), root, n),
+        GatherAlgorithm::Relay => predict_relay(net, &relay_plan_of(net, root), root, n),
     }
 }
 
-/// Predicted seconds of the relay gather over `t` with `n` bytes per worker
-/// ([`rooted::gather`](super::rooted::gather), `net-relay`): a worker sends its own n bytes
-/// at once and its subtree's after them, once they are all in. Into every worker the children's
-/// streams (|subtree(c)| · n bytes each, from α(c,u)) share its host intake ([`fluid_finish`]),
-/// and a child's stream also ends no sooner than its own subtree is in plus the forwarded
-/// bytes over its link.
-pub fn predict_relay(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
-    relay_arrivals(net, t, root, n)
+/// The routes of the relay gather and scatter: a tree, and for some leaves a second route for
+/// the last part of their share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayPlan {
+    pub tree: Tree,
+    /// `split[w] = Some((j, e))`: w's last e/[`SPLIT_PARTS`] of its bytes go straight to `j`
+    /// (the root, or a child of the root that forwards them), the rest through the tree. Only
+    /// a leaf is split, never through its own parent, and `j` is not split itself.
+    pub split: Vec<Option<(usize, u32)>>,
+}
+
+/// A split share is cut in this many parts by bytes (whole units).
+pub const SPLIT_PARTS: u32 = 8;
+
+impl RelayPlan {
+    /// The plan of `tree` alone.
+    pub fn of_tree(tree: Tree) -> RelayPlan {
+        let p = tree.parent.len();
+        RelayPlan {
+            tree,
+            split: vec![None; p],
+        }
+    }
+    /// The workers whose second route ends at `u`, in rank order.
+    pub fn split_children(&self, u: usize) -> Vec<usize> {
+        (0..self.split.len())
+            .filter(|&w| self.split[w].is_some_and(|(j, _)| j == u))
+            .collect()
+    }
+    /// The fraction of `w`'s bytes on its second route (0 when not split).
+    pub fn split_share(&self, w: usize) -> f64 {
+        self.split[w].map_or(0.0, |(_, e)| e as f64 / SPLIT_PARTS as f64)
+    }
+    /// The batches `u` sends its parent in a gather (and takes from it in a scatter): one for
+    /// each member of its subtree, and one for each worker whose second route ends at a member.
+    pub fn batches(&self, u: usize) -> usize {
+        self.tree
+            .subtree(u)
+            .into_iter()
+            .map(|v| 1 + self.split_children(v).len())
+            .sum()
+    }
+    /// The bytes (in shares) of the stream `u` sends its parent: its own share less its split
+    /// part, then everything it takes from its children and split children.
+    fn stream(&self, u: usize) -> f64 {
+        1.0 - self.split_share(u) + self.forwarded(u)
+    }
+    fn forwarded(&self, u: usize) -> f64 {
+        let kids: f64 = self.tree.children[u].iter().map(|&c| self.stream(c)).sum();
+        let split: f64 = self
+            .split_children(u)
+            .into_iter()
+            .map(|w| self.split_share(w))
+            .sum();
+        kids + split
+    }
+}
+
+/// Predicted seconds of the relay gather over `plan` with `n` bytes per worker
+/// ([`rooted::gather`](super::rooted::gather), `net-relay`): a worker sends its own bytes at
+/// once (a split worker its two parts, each to its own receiver) and what it takes from others
+/// after them, once it is all in. Into every worker the streams of its children and split
+/// children share its host intake ([`fluid_finish`]), and a child's stream also ends no sooner
+/// than what it forwards is in plus those bytes over its link.
+pub fn predict_relay(net: &NetModel, plan: &RelayPlan, root: usize, n: u64) -> f64 {
+    relay_arrivals(net, plan, root, n)
         .into_iter()
         .fold(0.0, f64::max)
 }
 
-/// When the stream of each child of `u` (in `t.children[u]` order) is in at `u`
-/// ([`predict_relay`]).
-fn relay_arrivals(net: &NetModel, t: &Tree, u: usize, n: u64) -> Vec<f64> {
-    let mut last = Vec::with_capacity(t.children[u].len());
-    let flows: Vec<Flow> = t.children[u]
-        .iter()
-        .map(|&c| {
-            let k = t.subtree(c).len() as f64;
-            let (a, b) = (net.latency(c, u), net.bandwidth(c, u));
-            let below = relay_arrivals(net, t, c, n).into_iter().fold(0.0, f64::max);
-            last.push(below + a + (k - 1.0) * n as f64 / b);
-            Flow {
-                start: a,
-                bytes: k * n as f64,
-                cap: b,
-            }
-        })
-        .collect();
+/// When each stream into `u` is in ([`predict_relay`]): its children's (in `children[u]`
+/// order), then its split children's.
+fn relay_arrivals(net: &NetModel, plan: &RelayPlan, u: usize, n: u64) -> Vec<f64> {
+    let n = n as f64;
+    let t = &plan.tree;
+    let mut last = Vec::new();
+    let mut flows = Vec::new();
+    for &c in &t.children[u] {
+        let (a, b) = (net.latency(c, u), net.bandwidth(c, u));
+        let below = relay_arrivals(net, plan, c, n as u64)
+            .into_iter()
+            .fold(0.0, f64::max);
+        last.push(below + a + plan.forwarded(c) * n / b);
+        flows.push(Flow {
+            start: a,
+            bytes: plan.stream(c) * n,
+            cap: b,
+        });
+    }
+    for w in plan.split_children(u) {
+        last.push(0.0);
+        flows.push(Flow {
+            start: net.latency(w, u),
+            bytes: plan.split_share(w) * n,
+            cap: net.bandwidth(w, u),
+        });
+    }
     let fluid = fluid_finishes(&flows, host_intake(net, u, &flows));
     fluid.into_iter().zip(last).map(|(f, l)| f.max(l)).collect()
 }
@@ -355,23 +422,7 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
         return t;
     }
     // The arrivals at the root, slowest first (the first is the predicted time).
-    let key = |t: &Tree| {
-        let mut a = relay_arrivals(net, t, root, n);
-        a.sort_by(|x, y| y.total_cmp(x));
-        a
-    };
-    // `a` better than `b`: at the first clear difference (1%), slowest first, `a` is earlier.
-    let better = |a: &[f64], b: &[f64]| {
-        for (x, y) in a.iter().zip(b) {
-            if *x < y * 0.99 {
-                return true;
-            }
-            if *x > y * 1.01 {
-                return false;
-            }
-        }
-        false
-    };
+    let key = |t: &Tree| arrivals_key(net, &RelayPlan::of_tree(t.clone()), root, n);
     let mut best = key(&t);
     let star_time = best[0];
     for _ in 0..p {
@@ -400,12 +451,87 @@ pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
     }
 }
 
-/// The relay tree the relay gather and scatter use from `root`: [`relay_tree`] for
+/// The arrivals at the root of `plan`, slowest first (the first is the predicted time).
+fn arrivals_key(net: &NetModel, plan: &RelayPlan, root: usize, n: u64) -> Vec<f64> {
+    let mut a = relay_arrivals(net, plan, root, n);
+    a.sort_by(|x, y| y.total_cmp(x));
+    a
+}
+
+/// `a` better than `b`: at the first clear difference (1%), slowest first, `a` is earlier.
+fn better(a: &[f64], b: &[f64]) -> bool {
+    for (x, y) in a.iter().zip(b) {
+        if *x < y * 0.99 {
+            return true;
+        }
+        if *x > y * 1.01 {
+            return false;
+        }
+    }
+    false
+}
+
+/// The relay plan for `root` and `n` bytes per worker: the [`relay_tree`], then, greedily,
+/// second routes: the one split of a leaf's share (the last e/[`SPLIT_PARTS`] of its bytes,
+/// e = 1..7, straight to the root or to a child of the root other than its parent) that most
+/// lowers the arrivals at the root, compared slowest first as in [`relay_tree`], while one
+/// lowers them by more than 1%; each leaf split at most once, and no split leaf carries
+/// another's part. A worker whose links to the root and to every relay are slow sends part of
+/// its share one way and part the other, at once. Kept only if the plan beats the tree alone
+/// by more than 1%. Deterministic, like the tree.
+pub fn relay_plan(net: &NetModel, root: usize, n: u64) -> RelayPlan {
+    let p = net.workers();
+    let mut plan = RelayPlan::of_tree(relay_tree(net, root, n));
+    if !(3..=RELAY_MAX_WORKERS).contains(&p) {
+        return plan;
+    }
+    let mut best = arrivals_key(net, &plan, root, n);
+    let tree_time = best[0];
+    loop {
+        let mut pick: Option<(Vec<f64>, RelayPlan)> = None;
+        for w in (0..p).filter(|&w| {
+            w != root
+                && plan.tree.children[w].is_empty()
+                && plan.split[w].is_none()
+                && plan.split_children(w).is_empty()
+        }) {
+            let vias = (0..p).filter(|&j| {
+                j != w
+                    && Some(j) != plan.tree.parent[w]
+                    && (j == root || plan.tree.parent[j] == Some(root) && plan.split[j].is_none())
+            });
+            for j in vias {
+                for e in 1..SPLIT_PARTS {
+                    let mut cand = plan.clone();
+                    cand.split[w] = Some((j, e));
+                    let k = arrivals_key(net, &cand, root, n);
+                    if better(&k, &best) && pick.as_ref().is_none_or(|(bk, _)| better(&k, bk)) {
+                        pick = Some((k, cand));
+                    }
+                }
+            }
+        }
+        match pick {
+            Some((k, cand)) => {
+                best = k;
+                plan = cand;
+            }
+            None => break,
+        }
+    }
+    if best[0] < tree_time * 0.99 {
+        plan
+    } else {
+        RelayPlan::of_tree(plan.tree)
+    }
+}
+
+/// The relay plan the relay gather and scatter use from `root`: [`relay_plan`] for
 /// [`REF_BYTES`](hierarchy::REF_BYTES) per worker (a size every worker agrees on), searched once
 /// per model and root.
-pub fn relay_tree_of(net: &NetModel, root: usize) -> std::sync::Arc<Tree> {
-    net.derived(("relay-tree", root as u64), |m| {
-        relay_tree(m, root, hierarchy::REF_BYTES)
+pub fn relay_plan_of(net: &NetModel, root: usize) -> std::sync::Arc<RelayPlan> {
+    net.derived(("relay-plan", root as u64), |m| {
+        relay_plan(m, root, hierarchy::REF_BYTES)
     })
 }
 
@@ -666,12 +792,20 @@ mod tests {
         let t = relay_tree(&hosts, 0, n);
         assert_eq!(t.parent, vec![None, Some(2), Some(0)], "1 sends through 2");
         hierarchy::tests::check_tree(&t, 0);
-        // Direct: 1's megabyte over 1 MB/s. Relay: 2 sends its own (0.25 s) while 1's comes in
-        // (0.25 s), then forwards it (0.25 s).
+        // Direct: 1's megabyte over 1 MB/s. The tree: 2 sends its own (0.25 s) while 1's comes
+        // in (0.25 s), then forwards it (0.25 s). The plan also sends the last 3/8 of 1's share
+        // straight to the root (0.375 s) while 2 forwards the other 5/8 (0.25 + 0.15625 s).
         let direct = predict_gather(&hosts, GatherAlgorithm::Direct, 0, n);
+        let tree = predict_relay(&hosts, &RelayPlan::of_tree(t.clone()), 0, n);
+        let plan = relay_plan(&hosts, 0, n);
+        assert_eq!(plan.tree, t);
+        assert_eq!(plan.split, vec![None, Some((0, 3)), None]);
+        assert_eq!(plan.batches(2), 2);
+        assert_eq!(plan.split_children(0), vec![1]);
         let relay = predict_gather(&hosts, GatherAlgorithm::Relay, 0, n);
         assert!((direct - 1.0).abs() < 1e-9, "{direct}");
-        assert!((relay - 0.5).abs() < 1e-9, "{relay}");
+        assert!((tree - 0.5).abs() < 1e-9, "{tree}");
+        assert!((relay - 0.40625).abs() < 1e-9, "{relay}");
         assert_eq!(gather(Some(&hosts), 0), GatherAlgorithm::Relay);
         // Without host capacities the root takes at most its fastest link's rate (4 MB/s) in
         // all; the direct gather leaves most of it idle, so the relay still helps.
@@ -686,7 +820,7 @@ mod tests {
             hierarchy::tests::check_tree(&t, root);
             assert_eq!(t, relay_tree(&fast, root, 1 << 20));
             let d = predict_gather(&fast, GatherAlgorithm::Direct, root, 1 << 20);
-            let r = predict_relay(&fast, &t, root, 1 << 20);
+            let r = predict_relay(&fast, &RelayPlan::of_tree(t.clone()), root, 1 << 20);
             assert!(r <= d, "root {root}: relay {r} direct {d}");
             assert_eq!(relay_tree(&uneven, root, 1 << 20), star(8, root));
             assert_ne!(gather(Some(&uneven), root), GatherAlgorithm::Relay);

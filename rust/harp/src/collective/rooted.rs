@@ -1,10 +1,14 @@
 //! Rooted operations: reduce, gather, scatter.
 
+use super::assemble::Assembler;
+use super::choose::RelayPlan;
+use super::framing::In;
 use super::framing::{finish_batch, parse_head, recv_batch_expecting, whole_piece};
 use super::hierarchy::{self, Hierarchy, Tree};
 use super::{absorb, boxed, choose, join_all, send_batch, table_pieces, tags, Ctx, Out};
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::wire::PieceMeta;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceAlgorithm {
@@ -64,9 +68,10 @@ pub enum GatherAlgorithm {
     /// The automatic gather without a network model.
     Binomial,
     /// Network model: workers whose own link to the root is slow send through a relay with
-    /// faster links ([`choose::relay_tree`](super::choose::relay_tree)); a relay sends its own
-    /// table at once and forwards each batch of its subtree after it (a gather), or receives
-    /// its subtree's partitions and passes them on (a scatter). Gains where the pairs, not the
+    /// faster links, or part through one and part another way
+    /// ([`choose::relay_plan`](super::choose::relay_plan)); a relay sends its own table at once
+    /// and forwards each batch it takes after it (a gather), or receives its subtree's
+    /// partitions and passes them on (a scatter). Gains where the pairs, not the
     /// hosts, are the limit (a model with host capacities). Without a model: direct.
     Relay,
 }
@@ -401,7 +406,7 @@ pub async fn gather(
     check_root(cx, root)?;
     let algo = algo.resolve(cx.net.as_deref(), root);
     if algo == GatherAlgorithm::Relay {
-        return gather_relay(cx, table, root, &relay_tree(cx, root)).await;
+        return gather_relay(cx, table, root, &relay_plan(cx, root)).await;
     }
     if matches!(algo, GatherAlgorithm::Tree | GatherAlgorithm::Binomial) {
         let t = match algo {
@@ -448,76 +453,159 @@ pub async fn gather(
     Ok(())
 }
 
-/// The relay tree of the context's model from `root` (made once per model and root).
-fn relay_tree(cx: &Ctx<'_>, root: usize) -> Tree {
+/// The relay plan of the context's model from `root` (made once per model and root).
+fn relay_plan(cx: &Ctx<'_>, root: usize) -> RelayPlan {
     let net = cx
         .net
         .as_deref()
         .expect("trees are resolved only with a model");
-    (*super::choose::relay_tree_of(net, root)).clone()
+    (*super::choose::relay_plan_of(net, root)).clone()
 }
 
-/// Gather over a relay tree `t`: every worker sends its own table to its parent at once (one
-/// batch), and then, one batch each, the tables of its subtree as they came from its children;
-/// a worker takes |subtree(c)| batches from each child c, from all children at once. The root
-/// combines every batch into its table; the others' tables stay unchanged.
-async fn gather_relay(cx: &Ctx<'_>, table: &mut Table, root: usize, t: &Tree) -> Result<()> {
-    let r = cx.rank();
-    let tag = tags::MAIN.tag();
-    let recvs = t.children[r]
+/// `pieces` cut for a split share: the first (SPLIT_PARTS − e)/SPLIT_PARTS of their bytes and
+/// the rest, a piece that straddles the cut split at a whole unit of its layout.
+fn cut_share<'b>(pieces: &[Out<'b>], e: u32) -> (Vec<Out<'b>>, Vec<Out<'b>>) {
+    let total: u64 = pieces.iter().map(|o| o.meta.len).sum();
+    let parts = u128::from(choose::SPLIT_PARTS);
+    let at = (u128::from(total) * (parts - u128::from(e)) / parts) as u64;
+    let (mut first, mut rest) = (Vec::new(), Vec::new());
+    let mut done = 0u64;
+    for o in pieces {
+        let len = o.meta.len;
+        let unit = o.meta.layout.unit().max(1);
+        let k = (at.saturating_sub(done).min(len) / unit) * unit;
+        done += len;
+        if k == len {
+            first.push(*o);
+        } else if k == 0 {
+            rest.push(*o);
+        } else {
+            let (a, b) = o.bytes.split_at(k as usize);
+            let mut m = o.meta;
+            m.len = k;
+            first.push(Out { meta: m, bytes: a });
+            m.offset += k;
+            m.len = len - k;
+            rest.push(Out { meta: m, bytes: b });
+        }
+    }
+    (first, rest)
+}
+
+/// Borrows received pieces for sending them on.
+fn outs(pieces: &[In]) -> Vec<Out<'_>> {
+    pieces
         .iter()
-        .map(|&c| {
-            let k = t.subtree(c).len();
+        .map(|i| Out {
+            meta: i.meta,
+            bytes: &i.buf,
+        })
+        .collect()
+}
+
+/// A relay batch's pieces: whole partitions, or (`split`) also ranges of them.
+fn relay_piece(split: bool) -> impl Fn(&PieceMeta) -> std::result::Result<(), String> + Send {
+    move |m| if split { Ok(()) } else { whole_piece(m) }
+}
+
+/// Gather over a relay plan: every worker sends its own table to its parent at once (one
+/// batch; a split worker the first part to its parent and the rest to its second receiver, one
+/// batch each), and then, one batch each, what it took from its children and split children
+/// (`RelayPlan::batches` from each child, one from each split child, from all at once); every
+/// batch is marked with the worker whose table it holds (`aux`). The root assembles each
+/// worker's batches and combines them into its table; the others' tables stay unchanged.
+async fn gather_relay(
+    cx: &Ctx<'_>,
+    table: &mut Table,
+    root: usize,
+    plan: &RelayPlan,
+) -> Result<()> {
+    let (r, p) = (cx.rank(), cx.size());
+    let t = &plan.tree;
+    let tag = tags::MAIN.tag();
+    let split = plan.split.iter().any(Option::is_some);
+    let ins: Vec<(usize, usize)> = t.children[r]
+        .iter()
+        .map(|&c| (c, plan.batches(c)))
+        .chain(plan.split_children(r).into_iter().map(|w| (w, 1)))
+        .collect();
+    let recvs = ins
+        .into_iter()
+        .map(|(c, k)| {
             boxed(async move {
                 let mut batches = Vec::with_capacity(k);
                 for _ in 0..k {
-                    let (_, pieces) =
-                        recv_batch_expecting(&cx.ep, cx.pool, c, tag, whole_piece).await?;
-                    batches.push(pieces);
+                    let (hdr, pieces) =
+                        recv_batch_expecting(&cx.ep, cx.pool, c, tag, relay_piece(split)).await?;
+                    if hdr.aux as usize >= p {
+                        return Err(Error::Protocol(format!(
+                            "{}: rank {c} sent a gather batch of rank {} of {p}",
+                            cx.ep.ctx, hdr.aux
+                        )));
+                    }
+                    batches.push((hdr.aux as usize, pieces));
                 }
                 Ok(batches)
             })
         })
         .collect();
     if r == root {
-        for pieces in join_all(recvs).await?.into_iter().flatten() {
-            absorb(table, cx.pool, pieces)?;
+        // One assembler per worker: the parts of a split share come by two routes.
+        let mut asm: super::IdMap<Assembler> = Default::default();
+        for (x, pieces) in join_all(recvs).await?.into_iter().flatten() {
+            let a = asm.entry(x as u32).or_default();
+            for i in pieces {
+                a.add(table, cx.pool, i)?;
+            }
+        }
+        for (_, a) in asm {
+            a.finish(table)?;
         }
         return Ok(());
     }
     let parent = t.parent[r].expect("a non-root has a parent");
     let own = table_pieces(table);
-    let (sent, got) = tokio::join!(send_batch(&cx.ep, parent, tag, 0, &own), join_all(recvs));
+    let me = r as u32;
+    let send_own = async {
+        match plan.split[r] {
+            Some((j, e)) => {
+                let (first, rest) = cut_share(&own, e);
+                let (a, b) = tokio::join!(
+                    send_batch(&cx.ep, parent, tag, me, &first),
+                    send_batch(&cx.ep, j, tag, me, &rest)
+                );
+                a.and(b)
+            }
+            None => send_batch(&cx.ep, parent, tag, me, &own).await,
+        }
+    };
+    let (sent, got) = tokio::join!(send_own, join_all(recvs));
     sent?;
-    for pieces in got?.into_iter().flatten() {
-        let outs: Vec<Out<'_>> = pieces
-            .iter()
-            .map(|i| Out {
-                meta: i.meta,
-                bytes: &i.buf,
-            })
-            .collect();
-        send_batch(&cx.ep, parent, tag, 0, &outs).await?;
+    for (x, pieces) in got?.into_iter().flatten() {
+        send_batch(&cx.ep, parent, tag, x as u32, &outs(&pieces)).await?;
     }
     Ok(())
 }
 
-/// Scatter over a relay tree `t`, the relay gather reversed: to each child c the root sends one
-/// batch per member x of c's subtree, the deeper members' first and c's own last, each marked
-/// with x in `aux`; a worker keeps the batch marked with itself and passes every other one on,
-/// as it comes, to the child whose subtree holds x. So a relay forwards while its own share is
-/// still on its way. A batch whose mark is outside the receiver's subtree, or holding a
-/// partition its mark does not own, is a protocol error naming the sender.
+/// Scatter over a relay plan, the relay gather reversed: to each child c the root sends one
+/// batch per member x of c's subtree, the deeper members' first, then the second parts of c's
+/// split children, c's own last, each marked with x in `aux`; the second part of a worker split
+/// straight from the root goes to it directly. A worker keeps the batches marked with itself
+/// (two if it is split) and passes every other one on, as it comes, to the child whose subtree
+/// holds x, or to x if x is its split child. A batch whose mark is neither, or holding a
+/// partition its mark does not own (or a part of one, unless the mark is split), is a protocol
+/// error naming the sender.
 async fn scatter_relay(
     cx: &Ctx<'_>,
     table: &mut Table,
     root: usize,
     part: &Partitioner,
-    t: &Tree,
+    plan: &RelayPlan,
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
+    let t = &plan.tree;
     let tag = tags::MAIN.tag();
-    // The child of this worker whose subtree holds each rank (None: not below this worker).
+    // Where each rank's batches go from here (None: not below this worker).
     let mut via: Vec<Option<usize>> = vec![None; p];
     for &c in &t.children[r] {
         for x in t.subtree(c) {
@@ -528,23 +616,35 @@ async fn scatter_relay(
         let owners = super::owners(table, part, p)?;
         {
             let (tb, ow) = (&*table, &owners);
+            let share = |x: usize| -> Vec<Out<'_>> {
+                tb.iter()
+                    .filter(|(id, _)| ow[id] == x)
+                    .map(|(id, a)| Out::whole(id, a))
+                    .collect()
+            };
+            // The part of x's share that goes by the tree, and by its second route.
+            let parts = |x: usize| match plan.split[x] {
+                Some((_, e)) => cut_share(&share(x), e),
+                None => (share(x), Vec::new()),
+            };
             let sends = t.children[r]
                 .iter()
                 .map(|&c| {
                     let mut order = t.subtree(c);
                     order.reverse();
                     boxed(async move {
-                        for x in order {
-                            let pieces: Vec<Out<'_>> = tb
-                                .iter()
-                                .filter(|(id, _)| ow[id] == x)
-                                .map(|(id, a)| Out::whole(id, a))
-                                .collect();
-                            send_batch(&cx.ep, c, tag, x as u32, &pieces).await?;
+                        for x in order.iter().copied().filter(|&x| x != c) {
+                            send_batch(&cx.ep, c, tag, x as u32, &parts(x).0).await?;
                         }
-                        Ok(())
+                        for w in plan.split_children(c) {
+                            send_batch(&cx.ep, c, tag, w as u32, &parts(w).1).await?;
+                        }
+                        send_batch(&cx.ep, c, tag, c as u32, &parts(c).0).await
                     })
                 })
+                .chain(plan.split_children(r).into_iter().map(|w| {
+                    boxed(async move { send_batch(&cx.ep, w, tag, w as u32, &parts(w).1).await })
+                }))
                 .collect();
             join_all(sends).await?;
         }
@@ -553,44 +653,47 @@ async fn scatter_relay(
     }
     table.clear();
     let parent = t.parent[r].expect("a non-root has a parent");
-    let inside = subtree_set(t, r, p);
-    for _ in 0..t.subtree(r).len() {
-        // Whole partitions owned inside this worker's subtree; then all of the mark's.
-        let ours = owned_inside(part, p, &inside);
-        let (hdr, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
-        let x = hdr.aux as usize;
-        let bad = |why: String| {
-            Err(Error::Protocol(format!(
-                "{}: rank {parent} sent a scatter batch for rank {x}: {why}",
-                cx.ep.ctx
-            )))
-        };
-        if x >= p || !inside[x] {
-            return bad("not in this worker's subtree".into());
-        }
-        for i in &pieces {
-            if part.owner(i.meta.pid, p)? != x {
-                return bad(format!(
-                    "it holds partition {}, not that rank's",
-                    i.meta.pid
-                ));
-            }
-        }
-        if x == r {
-            absorb(table, cx.pool, pieces)?;
-            continue;
-        }
-        let outs: Vec<Out<'_>> = pieces
-            .iter()
-            .map(|i| Out {
-                meta: i.meta,
-                bytes: &i.buf,
-            })
-            .collect();
-        let c = via[x].expect("a rank inside this subtree other than itself is below a child");
-        send_batch(&cx.ep, c, tag, x as u32, &outs).await?;
+    let mut inside = subtree_set(t, r, p);
+    for w in plan.split_children(r) {
+        inside[w] = true;
     }
-    Ok(())
+    // Batches from the parent, then the second part of this worker's own share.
+    let mut sources = vec![(parent, plan.batches(r))];
+    if let Some((j, _)) = plan.split[r] {
+        sources.push((j, 1));
+    }
+    let mut mine = Vec::new();
+    for (src, k) in sources {
+        for _ in 0..k {
+            let ours = owned_inside(part, p, &inside, &plan.split);
+            let (hdr, pieces) = recv_batch_expecting(&cx.ep, cx.pool, src, tag, ours).await?;
+            let x = hdr.aux as usize;
+            let bad = |why: String| {
+                Err(Error::Protocol(format!(
+                    "{}: rank {src} sent a scatter batch for rank {x}: {why}",
+                    cx.ep.ctx
+                )))
+            };
+            if x >= p || !inside[x] || (src != parent && x != r) {
+                return bad("not one this worker takes or passes on".into());
+            }
+            for i in &pieces {
+                if part.owner(i.meta.pid, p)? != x {
+                    return bad(format!(
+                        "it holds partition {}, not that rank's",
+                        i.meta.pid
+                    ));
+                }
+            }
+            if x == r {
+                mine.extend(pieces);
+                continue;
+            }
+            let next = via[x].unwrap_or(x);
+            send_batch(&cx.ep, next, tag, x as u32, &outs(&pieces)).await?;
+        }
+    }
+    absorb(table, cx.pool, mine)
 }
 
 /// Which of the `p` ranks are in `r`'s subtree of `t`.
@@ -602,22 +705,24 @@ fn subtree_set(t: &Tree, r: usize, p: usize) -> Vec<bool> {
     set
 }
 
-/// A scatter's receive check: whole partitions owned by a rank in `inside` (a subtree).
+/// A scatter's receive check: partitions owned by a rank in `inside` (a subtree, and split
+/// children), whole unless their owner's share is split (`split`).
 fn owned_inside<'a>(
     part: &'a Partitioner,
     p: usize,
     inside: &'a [bool],
+    split: &'a [Option<(usize, u32)>],
 ) -> impl FnMut(&crate::wire::PieceMeta) -> std::result::Result<(), String> + Send + 'a {
-    move |m| {
-        whole_piece(m)?;
-        match part.owner(m.pid, p) {
-            Ok(w) if inside[w] => Ok(()),
-            Ok(w) => Err(format!(
-                "partition {} belongs to rank {w}, outside this worker's subtree",
-                m.pid
-            )),
-            Err(e) => Err(e.to_string()),
-        }
+    move |m| match part.owner(m.pid, p) {
+        Ok(w) if inside[w] => match split[w] {
+            Some(_) => Ok(()),
+            None => whole_piece(m),
+        },
+        Ok(w) => Err(format!(
+            "partition {} belongs to rank {w}, outside this worker's subtree",
+            m.pid
+        )),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -648,8 +753,8 @@ pub async fn scatter(
             scatter_tree(cx, table, root, part, &binomial_tree(p, root)).await
         }
         GatherAlgorithm::Relay => {
-            let t = relay_tree(cx, root);
-            scatter_relay(cx, table, root, part, &t).await
+            let plan = relay_plan(cx, root);
+            scatter_relay(cx, table, root, part, &plan).await
         }
         _ => scatter_rooted(cx, table, root, part, algo == GatherAlgorithm::Auto).await,
     }
@@ -781,7 +886,8 @@ async fn scatter_tree(
     if r != root {
         table.clear();
         let mine = subtree_set(t, r, p);
-        let ours = owned_inside(part, p, &mine);
+        let whole = vec![None; p];
+        let ours = owned_inside(part, p, &mine, &whole);
         let parent = t.parent[r].expect("a non-root has a parent");
         let (_, pieces) = recv_batch_expecting(&cx.ep, cx.pool, parent, tag, ours).await?;
         absorb(table, cx.pool, pieces)?;
@@ -886,7 +992,8 @@ mod tests {
                         let part = &Partitioner::Modulo;
                         match algo {
                             GatherAlgorithm::Relay => {
-                                scatter_relay(cx, &mut t, 1, part, &relay).await
+                                let plan = RelayPlan::of_tree(relay.clone());
+                                scatter_relay(cx, &mut t, 1, part, &plan).await
                             }
                             _ => scatter(cx, &mut t, 1, part, algo).await,
                         }
@@ -896,6 +1003,14 @@ mod tests {
             };
             assert_eq!(scatter(&[(4, 64, 0, 64)]).unwrap().ids(), vec![4]);
             refused(scatter(&[(3, 64, 0, 64)]), "scatter", why);
+            if algo == GatherAlgorithm::Relay {
+                // A part of a partition, for a rank whose share the plan does not split.
+                refused(
+                    scatter(&[(4, 64, 0, 32)]),
+                    "scatter",
+                    "this step exchanges whole partitions only",
+                );
+            }
         }
     }
 
