@@ -417,38 +417,21 @@ pub const RELAY_MAX_WORKERS: usize = 16;
 /// same model.
 pub fn relay_tree(net: &NetModel, root: usize, n: u64) -> Tree {
     let p = net.workers();
-    let mut t = star(p, root);
+    let start = RelayPlan::of_tree(star(p, root));
     if !(3..=RELAY_MAX_WORKERS).contains(&p) {
-        return t;
+        return start.tree;
     }
-    // The arrivals at the root, slowest first (the first is the predicted time).
-    let key = |t: &Tree| arrivals_key(net, &RelayPlan::of_tree(t.clone()), root, n);
-    let mut best = key(&t);
-    let star_time = best[0];
-    for _ in 0..p {
-        let mut pick: Option<(Vec<f64>, Tree)> = None;
+    let moves = |plan: &RelayPlan| {
+        let t = &plan.tree;
+        let mut out = Vec::new();
         for w in (0..p).filter(|&w| w != root && t.children[w].is_empty()) {
             for j in (0..p).filter(|&j| j != root && j != w && t.parent[j] == Some(root)) {
-                let cand = moved(&t, w, j);
-                let k = key(&cand);
-                if better(&k, &best) && pick.as_ref().is_none_or(|(bk, _)| better(&k, bk)) {
-                    pick = Some((k, cand));
-                }
+                out.push(RelayPlan::of_tree(moved(t, w, j)));
             }
         }
-        match pick {
-            Some((k, cand)) => {
-                best = k;
-                t = cand;
-            }
-            None => break,
-        }
-    }
-    if best[0] < star_time * 0.99 {
-        t
-    } else {
-        star(p, root)
-    }
+        out
+    };
+    improve(net, root, n, start, moves).tree
 }
 
 /// The arrivals at the root of `plan`, slowest first (the first is the predicted time).
@@ -481,48 +464,68 @@ fn better(a: &[f64], b: &[f64]) -> bool {
 /// by more than 1%. Deterministic, like the tree.
 pub fn relay_plan(net: &NetModel, root: usize, n: u64) -> RelayPlan {
     let p = net.workers();
-    let mut plan = RelayPlan::of_tree(relay_tree(net, root, n));
+    let start = RelayPlan::of_tree(relay_tree(net, root, n));
     if !(3..=RELAY_MAX_WORKERS).contains(&p) {
-        return plan;
+        return start;
     }
-    let mut best = arrivals_key(net, &plan, root, n);
-    let tree_time = best[0];
-    loop {
-        let mut pick: Option<(Vec<f64>, RelayPlan)> = None;
-        for w in (0..p).filter(|&w| {
+    let splits = |plan: &RelayPlan| {
+        let t = &plan.tree;
+        let mut out = Vec::new();
+        let leaves = (0..p).filter(|&w| {
             w != root
-                && plan.tree.children[w].is_empty()
+                && t.children[w].is_empty()
                 && plan.split[w].is_none()
                 && plan.split_children(w).is_empty()
-        }) {
+        });
+        for w in leaves {
             let vias = (0..p).filter(|&j| {
                 j != w
-                    && Some(j) != plan.tree.parent[w]
-                    && (j == root || plan.tree.parent[j] == Some(root) && plan.split[j].is_none())
+                    && Some(j) != t.parent[w]
+                    && (j == root || t.parent[j] == Some(root) && plan.split[j].is_none())
             });
             for j in vias {
                 for e in 1..SPLIT_PARTS {
                     let mut cand = plan.clone();
                     cand.split[w] = Some((j, e));
-                    let k = arrivals_key(net, &cand, root, n);
-                    if better(&k, &best) && pick.as_ref().is_none_or(|(bk, _)| better(&k, bk)) {
-                        pick = Some((k, cand));
-                    }
+                    out.push(cand);
                 }
             }
         }
-        match pick {
-            Some((k, cand)) => {
-                best = k;
-                plan = cand;
+        out
+    };
+    improve(net, root, n, start, splits)
+}
+
+/// The greedy search of [`relay_tree`] and [`relay_plan`]: from `start`, take the candidate of
+/// `next` whose arrivals at the root are best ([`better`]) while one beats the current plan,
+/// at most p times; the result if it beats `start`'s predicted time by more than 1%, else
+/// `start`.
+fn improve(
+    net: &NetModel,
+    root: usize,
+    n: u64,
+    start: RelayPlan,
+    next: impl Fn(&RelayPlan) -> Vec<RelayPlan>,
+) -> RelayPlan {
+    let first = arrivals_key(net, &start, root, n);
+    let (mut plan, mut best) = (start.clone(), first.clone());
+    for _ in 0..net.workers() {
+        let mut pick: Option<(Vec<f64>, RelayPlan)> = None;
+        for cand in next(&plan) {
+            let k = arrivals_key(net, &cand, root, n);
+            if better(&k, &best) && pick.as_ref().is_none_or(|(bk, _)| better(&k, bk)) {
+                pick = Some((k, cand));
             }
+        }
+        match pick {
+            Some((k, cand)) => (best, plan) = (k, cand),
             None => break,
         }
     }
-    if best[0] < tree_time * 0.99 {
+    if best[0] < first[0] * 0.99 {
         plan
     } else {
-        RelayPlan::of_tree(plan.tree)
+        start
     }
 }
 
