@@ -1,7 +1,7 @@
 //! `harp netmap`: measures the latency and bandwidth of every ordered worker pair and each
 //! worker's host intake ([`harp::Worker::measure_network`]), prints the two matrices (ms and
-//! Mbit/s), the intake row and the measurement's cost, and with `--output FILE` writes the model's text form (what
-//! `--net-model FILE` loads). Bounded by `--net-measure-bytes` and `--net-measure-time`.
+//! Mbit/s), the intake row and the measurement's cost, and with `--output FILE` writes the
+//! model's text form (what `--net-model FILE` loads). Bounded by `--net-measure-bytes` and `--net-measure-time`.
 
 use std::path::PathBuf;
 

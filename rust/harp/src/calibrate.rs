@@ -1,7 +1,7 @@
 //! Measuring the network: the latency and bandwidth of every ordered worker pair (the L and B
-//! matrices of [`NetModel`], CMPI seed 001 §4.1) and each worker's host intake, as one collective, [`Worker::calibrate`],
-//! and the cache of measured models per set of hosts ([`Worker::calibrate_at_start`],
-//! `Config::net_measure`). docs/network-model.md describes the method, its bounds and its cost.
+//! matrices of [`NetModel`], CMPI seed 001 §4.1) and each worker's host intake, as one
+//! collective, [`Worker::calibrate`], and the cache of measured models per set of hosts
+//! ([`Worker::calibrate_at_start`], `Config::net_measure`). docs/network-model.md describes the method, its bounds and its cost.
 //!
 //! Schedule: a round-robin tournament (the circle method) over p workers (p + 1 with a bye
 //! when p is odd): p − 1 rounds (p rounds when odd) in which every worker is in at most one
@@ -225,8 +225,9 @@ async fn pong(cx: &Ctx<'_>, q: usize, k: usize, pings: usize) -> Result<()> {
 
 /// Waits for `q`'s `GO`, then sends `Data` frames of `chunk` (with at most 10 ms or two round
 /// trips of data unacknowledged, at least [`MIN_WINDOW`]) until `bytes` are sent, `stop` has
-/// come ([`MIN_BYTES`] at least) or an acknowledgement says the receiver has enough, then the count and the round trip `rtt` (seconds); then
-/// takes the acknowledgements still due (one per frame).
+/// come ([`MIN_BYTES`] at least) or an acknowledgement says the receiver has enough, then the
+/// count and the round trip `rtt` (seconds); then takes the acknowledgements still due (one per
+/// frame).
 async fn send_timed(
     cx: &Ctx<'_>,
     q: usize,
@@ -435,19 +436,14 @@ async fn calibrate(
     plan: Option<Plan>,
 ) -> Result<(NetModel, u64, bool)> {
     let (r, p) = (cx.rank(), cx.size());
-    let model_of = |(l, b, h): Matrices, from: usize| {
-        let bad = |e: Error| {
+    let model_of = |m: Matrices, from: usize| {
+        NetModel::from_matrices(p, m).map_err(|e| {
             Error::Protocol(format!(
                 "{}: bad network model from rank {}: {e}",
                 cx.ep.ctx,
                 cx.ep.world_rank(from)
             ))
-        };
-        let m = NetModel::new(p, l, b).map_err(bad)?;
-        match h {
-            Some(h) => m.with_host(h).map_err(bad),
-            None => Ok(m),
-        }
+        })
     };
     if let Some(plan) = plan {
         // The master decides between its cached model and measuring.

@@ -177,6 +177,19 @@ impl NetModel {
         Ok(self)
     }
 
+    /// A model from what [`NetModel::matrices`] returns: [`NetModel::new`], then
+    /// [`NetModel::with_host`] when there are host capacities.
+    pub fn from_matrices(
+        workers: usize,
+        (latency, bandwidth, host): (Vec<f64>, Vec<f64>, Option<Vec<f64>>),
+    ) -> Result<NetModel> {
+        let m = NetModel::new(workers, latency, bandwidth)?;
+        match host {
+            Some(h) => m.with_host(h),
+            None => Ok(m),
+        }
+    }
+
     /// Worker `i`'s host capacity (bytes per second), if the model has them.
     pub fn host(&self, i: usize) -> Option<f64> {
         self.host.as_ref().map(|h| h[i])
@@ -347,11 +360,8 @@ impl NetModel {
                 ),
             ));
         }
-        let m = NetModel::new(workers, latency, bandwidth).map_err(|e| bad(0, e.to_string()))?;
-        match host {
-            Some(h) => m.with_host(h).map_err(|e| bad(0, e.to_string())),
-            None => Ok(m),
-        }
+        NetModel::from_matrices(workers, (latency, bandwidth, host))
+            .map_err(|e| bad(0, e.to_string()))
     }
 }
 

@@ -375,19 +375,19 @@ pub fn predict_relay(net: &NetModel, plan: &RelayPlan, root: usize, n: u64) -> f
 /// When each stream into `u` is in ([`predict_relay`]): its children's (in `children[u]`
 /// order), then its split children's.
 fn relay_arrivals(net: &NetModel, plan: &RelayPlan, u: usize, n: u64) -> Vec<f64> {
-    let n = n as f64;
     let t = &plan.tree;
+    let share = n as f64;
     let mut last = Vec::new();
     let mut flows = Vec::new();
     for &c in &t.children[u] {
         let (a, b) = (net.latency(c, u), net.bandwidth(c, u));
-        let below = relay_arrivals(net, plan, c, n as u64)
+        let below = relay_arrivals(net, plan, c, n)
             .into_iter()
             .fold(0.0, f64::max);
-        last.push(below + a + plan.forwarded(c) * n / b);
+        last.push(below + a + plan.forwarded(c) * share / b);
         flows.push(Flow {
             start: a,
-            bytes: plan.stream(c) * n,
+            bytes: plan.stream(c) * share,
             cap: b,
         });
     }
@@ -395,7 +395,7 @@ fn relay_arrivals(net: &NetModel, plan: &RelayPlan, u: usize, n: u64) -> Vec<f64
         last.push(0.0);
         flows.push(Flow {
             start: net.latency(w, u),
-            bytes: plan.split_share(w) * n,
+            bytes: plan.split_share(w) * share,
             cap: net.bandwidth(w, u),
         });
     }

@@ -492,17 +492,6 @@ fn cut_share<'b>(pieces: &[Out<'b>], e: u32) -> (Vec<Out<'b>>, Vec<Out<'b>>) {
     (first, rest)
 }
 
-/// Borrows received pieces for sending them on.
-fn outs(pieces: &[In]) -> Vec<Out<'_>> {
-    pieces
-        .iter()
-        .map(|i| Out {
-            meta: i.meta,
-            bytes: &i.buf,
-        })
-        .collect()
-}
-
 /// A relay batch's pieces: whole partitions, or (`split`) also ranges of them.
 fn relay_piece(split: bool) -> impl Fn(&PieceMeta) -> std::result::Result<(), String> + Send {
     move |m| if split { Ok(()) } else { whole_piece(m) }
@@ -582,7 +571,8 @@ async fn gather_relay(
     let (sent, got) = tokio::join!(send_own, join_all(recvs));
     sent?;
     for (x, pieces) in got?.into_iter().flatten() {
-        send_batch(&cx.ep, parent, tag, x as u32, &outs(&pieces)).await?;
+        let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
+        send_batch(&cx.ep, parent, tag, x as u32, &outs).await?;
     }
     Ok(())
 }
@@ -615,18 +605,21 @@ async fn scatter_relay(
     if r == root {
         let owners = super::owners(table, part, p)?;
         {
-            let (tb, ow) = (&*table, &owners);
-            let share = |x: usize| -> Vec<Out<'_>> {
-                tb.iter()
-                    .filter(|(id, _)| ow[id] == x)
-                    .map(|(id, a)| Out::whole(id, a))
-                    .collect()
-            };
-            // The part of x's share that goes by the tree, and by its second route.
-            let parts = |x: usize| match plan.split[x] {
-                Some((_, e)) => cut_share(&share(x), e),
-                None => (share(x), Vec::new()),
-            };
+            // Each rank's share, in one pass over the table; then the part of it that goes by
+            // the tree, and the part that goes by its second route.
+            let mut shares: Vec<Vec<Out<'_>>> = vec![Vec::new(); p];
+            for (id, a) in table.iter() {
+                shares[owners[&id]].push(Out::whole(id, a));
+            }
+            let parts: Vec<(Vec<Out<'_>>, Vec<Out<'_>>)> = shares
+                .into_iter()
+                .zip(&plan.split)
+                .map(|(share, split)| match split {
+                    Some((_, e)) => cut_share(&share, *e),
+                    None => (share, Vec::new()),
+                })
+                .collect();
+            let parts = &parts;
             let sends = t.children[r]
                 .iter()
                 .map(|&c| {
@@ -634,16 +627,16 @@ async fn scatter_relay(
                     order.reverse();
                     boxed(async move {
                         for x in order.iter().copied().filter(|&x| x != c) {
-                            send_batch(&cx.ep, c, tag, x as u32, &parts(x).0).await?;
+                            send_batch(&cx.ep, c, tag, x as u32, &parts[x].0).await?;
                         }
                         for w in plan.split_children(c) {
-                            send_batch(&cx.ep, c, tag, w as u32, &parts(w).1).await?;
+                            send_batch(&cx.ep, c, tag, w as u32, &parts[w].1).await?;
                         }
-                        send_batch(&cx.ep, c, tag, c as u32, &parts(c).0).await
+                        send_batch(&cx.ep, c, tag, c as u32, &parts[c].0).await
                     })
                 })
                 .chain(plan.split_children(r).into_iter().map(|w| {
-                    boxed(async move { send_batch(&cx.ep, w, tag, w as u32, &parts(w).1).await })
+                    boxed(async move { send_batch(&cx.ep, w, tag, w as u32, &parts[w].1).await })
                 }))
                 .collect();
             join_all(sends).await?;
@@ -690,7 +683,8 @@ async fn scatter_relay(
                 continue;
             }
             let next = via[x].unwrap_or(x);
-            send_batch(&cx.ep, next, tag, x as u32, &outs(&pieces)).await?;
+            let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
+            send_batch(&cx.ep, next, tag, x as u32, &outs).await?;
         }
     }
     absorb(table, cx.pool, mine)
