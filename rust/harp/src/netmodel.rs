@@ -78,6 +78,36 @@ impl std::fmt::Debug for Memo {
     }
 }
 
+/// One number of a model, for its validity check (shared by [`NetModel::new`],
+/// [`NetModel::with_host`] and the text parser, which adds the line).
+#[derive(Clone, Copy)]
+enum Entry {
+    Latency(usize, usize),
+    Bandwidth(usize, usize),
+    Host(usize),
+}
+
+impl Entry {
+    /// Why `x` cannot be this entry (off the diagonal: latencies finite and ≥ 0, bandwidths and
+    /// host capacities > 0, infinity allowed for no limit), or `None`.
+    fn error(self, x: f64) -> Option<String> {
+        let (what, ok, want) = match self {
+            Entry::Latency(i, j) => (
+                format!("latency {i}->{j}"),
+                x.is_finite() && x >= 0.0,
+                "a finite number >= 0",
+            ),
+            Entry::Bandwidth(i, j) => (format!("bandwidth {i}->{j}"), x > 0.0, "a number > 0"),
+            Entry::Host(i) => (
+                format!("host capacity of worker {i}"),
+                x > 0.0,
+                "a number > 0",
+            ),
+        };
+        (!ok).then(|| format!("net model: {what} is {x}, expected {want}"))
+    }
+}
+
 impl NetModel {
     /// Every pair with the same latency and bandwidth.
     pub fn uniform(workers: usize, latency: f64, bandwidth: f64) -> NetModel {
@@ -107,20 +137,13 @@ impl NetModel {
             )));
         }
         for i in 0..workers {
-            for j in 0..workers {
-                if i == j {
-                    continue;
-                }
+            for j in (0..workers).filter(|&j| j != i) {
                 let (l, b) = (latency[i * workers + j], bandwidth[i * workers + j]);
-                if l.is_nan() || l < 0.0 || !l.is_finite() {
-                    return Err(Error::config(format!(
-                        "net model: latency {i}->{j} is {l}, expected a finite number >= 0"
-                    )));
-                }
-                if b.is_nan() || b <= 0.0 {
-                    return Err(Error::config(format!(
-                        "net model: bandwidth {i}->{j} is {b}, expected a number > 0"
-                    )));
+                if let Some(e) = Entry::Latency(i, j)
+                    .error(l)
+                    .or_else(|| Entry::Bandwidth(i, j).error(b))
+                {
+                    return Err(Error::config(e));
                 }
             }
         }
@@ -163,14 +186,12 @@ impl NetModel {
                 host.len()
             )));
         }
-        if let Some((i, h)) = host
+        if let Some(e) = host
             .iter()
             .enumerate()
-            .find(|(_, h)| h.is_nan() || **h <= 0.0)
+            .find_map(|(i, &h)| Entry::Host(i).error(h))
         {
-            return Err(Error::config(format!(
-                "net model: host capacity of {i} is {h}, expected a number > 0"
-            )));
+            return Err(Error::config(e));
         }
         self.host = Some(host);
         self.memo = Memo::default();
@@ -304,33 +325,41 @@ impl NetModel {
                 bad(
                     n,
                     format!(
-                        "expected 'workers N', found '{}'",
+                        "expected 'workers N', found {}",
                         crate::io::quote(first.as_bytes())
                     ),
                 )
             })?;
-        let mut matrix = |name: &str, rows: usize| -> Result<Vec<f64>> {
+        // `entry(row, column)` says what a number is, for its check (none on the diagonal).
+        let mut matrix = |name: &str,
+                          rows: usize,
+                          entry: &dyn Fn(usize, usize) -> Option<Entry>|
+         -> Result<Vec<f64>> {
             let (n, head) = lines.next().unwrap_or((0, ""));
             if head != name {
                 return Err(bad(
                     n,
                     format!(
-                        "expected '{name}', found '{}'",
+                        "expected '{name}', found {}",
                         crate::io::quote(head.as_bytes())
                     ),
                 ));
             }
             let mut v = Vec::with_capacity(rows.min(4096) * workers.min(4096));
-            for _ in 0..rows {
+            for i in 0..rows {
                 let (n, row) = lines.next().unwrap_or((0, ""));
                 let before = v.len();
                 for tok in row.split_whitespace() {
                     let x = tok.parse::<f64>().map_err(|_| {
                         bad(
                             n,
-                            format!("not a number: '{}'", crate::io::quote(tok.as_bytes())),
+                            format!("not a number: {}", crate::io::quote(tok.as_bytes())),
                         )
                     })?;
+                    let j = v.len() - before;
+                    if let Some(e) = entry(i, j).and_then(|e| e.error(x)) {
+                        return Err(bad(n, e));
+                    }
                     v.push(x);
                     if v.len() - before > workers {
                         break;
@@ -345,17 +374,22 @@ impl NetModel {
             }
             Ok(v)
         };
-        let latency = matrix("latency_s", workers)?;
-        let bandwidth = matrix("bandwidth_Bps", workers)?;
+        let pair = |make: fn(usize, usize) -> Entry| {
+            move |i: usize, j: usize| (i != j && j < workers).then(|| make(i, j))
+        };
+        let latency = matrix("latency_s", workers, &pair(Entry::Latency))?;
+        let bandwidth = matrix("bandwidth_Bps", workers, &pair(Entry::Bandwidth))?;
         let host = match text.lines().any(|l| l.trim() == "host_Bps") {
-            true => Some(matrix("host_Bps", 1)?),
+            true => Some(matrix("host_Bps", 1, &|_, j| {
+                (j < workers).then_some(Entry::Host(j))
+            })?),
             false => None,
         };
         if let Some((n, extra)) = lines.next() {
             return Err(bad(
                 n,
                 format!(
-                    "unexpected line after the matrices: '{}'",
+                    "unexpected line after the matrices: {}",
                     crate::io::quote(extra.as_bytes())
                 ),
             ));
@@ -397,8 +431,18 @@ mod tests {
         assert_eq!(back.sub(&[2, 1]).host(1), Some(5e7));
         let bad = |text: &str| NetModel::parse(text, "m.txt").unwrap_err().to_string();
         let good = h.to_text();
-        let e = bad(&good.replace("5e7", "0"));
-        assert!(e.contains("host capacity of 1 is 0"), "{e}");
+        let e = bad(&good.replace("1e8 5e7 1e8", "1e8 0 1e8"));
+        assert!(
+            e.contains("m.txt:12: net model: host capacity of worker 1 is 0"),
+            "{e}"
+        );
+        let e = bad(&good.replace("1e8 5e7 1e8", "1e8 NaN 1e8"));
+        assert!(e.contains("m.txt:12:") && e.contains("is NaN"), "{e}");
+        let e = NetModel::uniform(2, 1e-4, 1e6)
+            .with_host(vec![1e6, -1.0])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("host capacity of worker 1 is -1"), "{e}");
         let e = bad(&good.replace("1e8 5e7 1e8", "1e8 5e7"));
         assert!(e.contains("host_Bps: expected a row of 3 numbers"), "{e}");
         let e = bad(&format!("{good}1 2 3\n"));
@@ -445,6 +489,29 @@ mod tests {
             .to_string();
         assert!(e.contains("m.txt:1:"), "{e}");
         let neg = good.replace("1e-4", "-1e0");
-        assert!(NetModel::parse(&neg, "m.txt").is_err());
+        let e = NetModel::parse(&neg, "m.txt").unwrap_err().to_string();
+        assert!(e.contains("m.txt:4: net model: latency 0->1 is -1"), "{e}");
+        let e = NetModel::parse(&good.replacen("1e6", "inf", 1), "m.txt");
+        assert!(e.is_ok(), "an infinite bandwidth is no limit: {e:?}");
+        let e = NetModel::parse(&good.replacen("1e6", "0", 1), "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.txt:7: net model: bandwidth 0->1 is 0"), "{e}");
+        let e = NetModel::parse(&good.replace("1e6", "x"), "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("not a number: 'x'"), "quoted once: {e}");
+        let e = NetModel::parse(&good.replace("0e0 1e-4\n", "0e0 1e-4 5\n"), "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m.txt:4: latency_s: expected a row of 2 numbers"),
+            "{e}"
+        );
+        let e = NetModel::uniform(2, 1e-4, 1e6)
+            .to_text()
+            .replacen("1e-4", "inf", 1);
+        let e = NetModel::parse(&e, "m.txt").unwrap_err().to_string();
+        assert!(e.contains("m.txt:4: net model: latency 0->1 is inf"), "{e}");
     }
 }
