@@ -315,7 +315,8 @@ impl NetModel {
             .lines()
             .enumerate()
             .map(|(i, l)| (i + 1, l.trim()))
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+            .peekable();
         let (n, first) = lines.next().unwrap_or((0, ""));
         let workers = first
             .strip_prefix("workers ")
@@ -331,9 +332,10 @@ impl NetModel {
                 )
             })?;
         // `entry(row, column)` says what a number is, for its check (none on the diagonal).
-        let mut matrix = |name: &str,
-                          rows: usize,
-                          entry: &dyn Fn(usize, usize) -> Option<Entry>|
+        let matrix = |lines: &mut std::iter::Peekable<_>,
+                      name: &str,
+                      rows: usize,
+                      entry: &dyn Fn(usize, usize) -> Option<Entry>|
          -> Result<Vec<f64>> {
             let (n, head) = lines.next().unwrap_or((0, ""));
             if head != name {
@@ -377,13 +379,18 @@ impl NetModel {
         let pair = |make: fn(usize, usize) -> Entry| {
             move |i: usize, j: usize| (i != j && j < workers).then(|| make(i, j))
         };
-        let latency = matrix("latency_s", workers, &pair(Entry::Latency))?;
-        let bandwidth = matrix("bandwidth_Bps", workers, &pair(Entry::Bandwidth))?;
-        let host = match text.lines().any(|l| l.trim() == "host_Bps") {
-            true => Some(matrix("host_Bps", 1, &|_, j| {
+        let latency = matrix(&mut lines, "latency_s", workers, &pair(Entry::Latency))?;
+        let bandwidth = matrix(
+            &mut lines,
+            "bandwidth_Bps",
+            workers,
+            &pair(Entry::Bandwidth),
+        )?;
+        let host = match lines.peek() {
+            Some((_, "host_Bps")) => Some(matrix(&mut lines, "host_Bps", 1, &|_, j| {
                 (j < workers).then_some(Entry::Host(j))
             })?),
-            false => None,
+            _ => None,
         };
         if let Some((n, extra)) = lines.next() {
             return Err(bad(
