@@ -50,16 +50,18 @@ fn rebucket(pool: &Pool, edges: &mut Table, by: Endpoint, partitions: u32) -> Re
             Edges::of(&part.data).map_err(|e| Error::data(format!("partition {}: {e}", part.id)))
         })
         .collect::<Result<Vec<Edges<'_>>>>()?;
-    if let Some(i) = views
-        .iter()
-        .position(|e| e.weighted() != views[0].weighted())
-    {
-        return Err(Error::data(format!(
-            "partition {}: an edge table mixes weighted and unweighted edges",
-            parts[i].id
-        )));
+    if let Some(i) = mixed(&views) {
+        return Err(Error::data(format!("partition {}: {MIXED}", parts[i].id)));
     }
-    bucket_edges(pool, &views, by, partitions)
+    bucket(pool, &views, by, partitions)
+}
+
+const MIXED: &str = "an edge table mixes weighted and unweighted edges";
+
+/// The first of `edges` whose weightedness differs from the first's, if any.
+fn mixed(edges: &[Edges<'_>]) -> Option<usize> {
+    let weighted = edges.first()?.weighted();
+    edges.iter().position(|e| e.weighted() != weighted)
 }
 
 /// The edges of `edges` (all weighted or all unweighted) as a table of edge partitions with
@@ -74,15 +76,18 @@ pub fn bucket_edges(
     by: Endpoint,
     partitions: u32,
 ) -> Result<Table> {
+    if mixed(edges).is_some() {
+        return Err(Error::data(MIXED));
+    }
+    bucket(pool, edges, by, partitions)
+}
+
+/// [`bucket_edges`] of edges already checked to be all weighted or all unweighted.
+fn bucket(pool: &Pool, edges: &[Edges<'_>], by: Endpoint, partitions: u32) -> Result<Table> {
     if partitions == 0 {
         return Err(Error::config("edges need at least one vertex partition"));
     }
     let weighted = edges.first().is_some_and(|e| e.weighted());
-    if edges.iter().any(|e| e.weighted() != weighted) {
-        return Err(Error::data(
-            "an edge table mixes weighted and unweighted edges",
-        ));
-    }
     let unit = crate::data::graph::edge_bytes(weighted);
     let total = edges.iter().map(|e| e.len()).sum();
     // Slot of each partition id: a direct index when the ids are few next to the edges.
@@ -382,6 +387,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mixes weighted and unweighted"));
+        // A table's partitions are checked too, and the message names the odd one.
+        let mut plain = EdgeBuilder::new(false);
+        plain.push(1, 2, 1.0);
+        let mut t = Table::new(Combiner::Sum);
+        t.add(3, a.build(&pool)).unwrap();
+        t.add(8, plain.build(&pool)).unwrap();
+        let e = rebucket(&pool, &mut t, Endpoint::Src, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("partition 8: an edge table mixes weighted"),
+            "{e}"
+        );
         let none = bucket_edges(&pool, &[a.view()], Endpoint::Src, 0);
         assert!(none
             .unwrap_err()
