@@ -258,7 +258,7 @@ fn sizes_beyond_memory_are_clear_errors() {
         &o,
         &[
             "1000000 points of dimension 100000000",
-            "of memory but this host has only",
+            "of memory, but this host has only",
         ],
     );
     let o = harp(&[
@@ -291,7 +291,7 @@ fn sizes_beyond_memory_are_clear_errors() {
         &o,
         &[
             "--iterations 1000000000000000",
-            "of memory but this host has only",
+            "of memory, but this host has only",
         ],
     );
     for method in ["random", "kmeans++"] {
@@ -310,7 +310,7 @@ fn sizes_beyond_memory_are_clear_errors() {
         ]);
         fails(
             &o,
-            &["--k 100000000000000", "of memory but this host has only"],
+            &["--k 100000000000000", "of memory, but this host has only"],
         );
     }
     // 16 PiB per worker.
@@ -326,7 +326,7 @@ fn sizes_beyond_memory_are_clear_errors() {
         &o,
         &[
             "--bytes 18014398509481984",
-            "of memory but this host has only",
+            "of memory, but this host has only",
         ],
     );
     let o = harp(&[
@@ -338,5 +338,147 @@ fn sizes_beyond_memory_are_clear_errors() {
         "99999999999g",
     ]);
     fails(&o, &["more than 2^64"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Counts and sizes that would abort a worker on a failed allocation, or never start, are
+/// refused up front naming the option (each of these aborted or hung before).
+#[test]
+fn option_counts_beyond_memory_or_reason_are_refused() {
+    let dir = tmpdir("counts");
+    let words = dir.join("w.txt");
+    std::fs::write(&words, "a b a\n").unwrap();
+    let edges = dir.join("e.txt");
+    std::fs::write(&edges, "1 2\n2 3\n").unwrap();
+    let matrix = dir.join("m.txt");
+    std::fs::write(&matrix, "0 1 2\n1 0 1\n2 1 0\n").unwrap();
+    let out = s(&dir.join("out"));
+    let (words, edges, matrix) = (s(&words), s(&edges), s(&matrix));
+    let big = "99999999999";
+    let w = ["--workers", "2"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["bench", "allreduce", "--bytes", "1k", "--reps", big],
+            "--reps 99999999999: the time of every repetition",
+        ),
+        (
+            vec!["bench", "regroup", "--bytes", "1k", "--partitions", big],
+            "--partitions 99999999999: the partitions of 1 tables",
+        ),
+        (
+            vec!["check", "--rounds", "1", "--max-elems", big],
+            "--max-elems 99999999999: every worker's copies",
+        ),
+        (
+            vec![
+                "wordcount",
+                "--input",
+                &words,
+                "--output",
+                &out,
+                "--partitions",
+                "4294967295",
+            ],
+            "a key-value table of 4294967295 partitions",
+        ),
+        (
+            vec!["mds", "--input", &matrix, "--output", &out, "--dim", big],
+            "--dim 99999999999: the 3×99999999999 configuration",
+        ),
+        (
+            vec![
+                "pagerank",
+                "--input",
+                &edges,
+                "--output",
+                &out,
+                "--threads",
+                "100000",
+            ],
+            "--threads 100000: at most 1024 compute threads per worker",
+        ),
+        (
+            vec![
+                "layout",
+                "--input",
+                &edges,
+                "--output",
+                &out,
+                "--threads",
+                "5000",
+            ],
+            "--threads 5000: at most 1024",
+        ),
+        (
+            vec!["check", "--die-rank", "5"],
+            "--die-rank 5: the job has ranks 0 to 1",
+        ),
+        (
+            vec!["events-check", "--hang-rank", "2"],
+            "--hang-rank 2: the job has ranks 0 to 1",
+        ),
+        (
+            vec!["events-check", "--flood", "1"],
+            "--flood 1: at least one event of 4096 bytes",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = args.clone();
+        all.extend(w);
+        let o = harp(&all);
+        fails(&o, &[want]);
+    }
+    let o = harp(&["netmap", "--workers", "2", "--pings", big]);
+    fails(&o, &["--pings", "1..=1000"]);
+    assert!(!dir.join("out").exists(), "nothing is written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every application with a result directory refuses an output that is a file, and a run that
+/// fails leaves the output as it was: a directory it had to create is gone again, an existing
+/// one keeps what it held (no `_temporary` left behind).
+#[test]
+fn failed_runs_leave_the_output_as_it_was() {
+    let dir = tmpdir("outputs");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let missing = s(&dir.join("no-such-input"));
+    let apps: [(&str, &[&str]); 7] = [
+        ("components", &[]),
+        ("pagerank", &[]),
+        ("layout", &[]),
+        ("id3", &[]),
+        ("mds", &[]),
+        ("wordcount", &[]),
+        ("kmeans", &["--init-method", "random", "--k", "2"]),
+    ];
+    for (app, extra) in apps {
+        let run = |out: &str| {
+            let mut args = vec![app, "--workers", "2", "--input", &missing, "--output", out];
+            args.extend(extra);
+            harp(&args)
+        };
+        let err = fails(&run(&s(&file)), &["is a file; the result is a directory"]);
+        assert!(!err.contains("_temporary"), "{app}: {err}");
+        let fresh = dir.join(format!("{app}-fresh"));
+        fails(&run(&s(&fresh)), &["no-such-input"]);
+        assert!(
+            !fresh.exists(),
+            "{app}: a failed run removes the directory it created"
+        );
+        let old = dir.join(format!("{app}-old"));
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("kept.txt"), "earlier").unwrap();
+        fails(&run(&s(&old)), &["no-such-input"]);
+        let left: Vec<_> = std::fs::read_dir(&old)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            left,
+            ["kept.txt"],
+            "{app}: an existing output keeps what it held"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

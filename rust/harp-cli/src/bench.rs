@@ -219,7 +219,17 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     if parts == 0 {
         return Err(Error::config("--partitions must be at least 1"));
     }
+    // Each partition holds a pooled buffer (at least 64 bytes) and a table entry.
+    harp::io::memory::check_fits(
+        &format!("--partitions {parts}: the partitions of {} tables", a.inner),
+        (parts as u128).checked_mul(128 * a.inner as u128),
+    )?;
     check_memory((a.bytes as u128 * a.inner as u128).min(u64::MAX as u128) as u64)?;
+    // The times of every repetition, and their allreduce (a table of them, its buffers).
+    harp::io::memory::check_fits(
+        &format!("--reps {}: the time of every repetition", a.reps),
+        Some(a.reps as u128 * 8 * 4),
+    )?;
     let mut times = Vec::with_capacity(a.reps);
     let mut cpu = [0.0f64; 2];
     for rep in 0..a.warmup + a.reps {
@@ -319,7 +329,7 @@ mod tests {
             .to_string();
         assert!(
             e.contains("--bytes 107374182400")
-                && e.contains("need 300.0 GiB")
+                && e.contains(": 300.0 GiB of memory")
                 && e.contains("only 21.0 GiB available"),
             "{e}"
         );

@@ -66,7 +66,32 @@ fn inflict(rank: usize, fault: Fault, op: usize) -> Result<()> {
     Ok(())
 }
 
+/// Fails when a fault-injection rank `r` (`flag`) is not a rank of a job of `p` workers (the
+/// fault would silently never happen).
+pub fn fault_rank(flag: &str, r: Option<usize>, p: usize) -> Result<()> {
+    match r {
+        Some(r) if r >= p => Err(harp::Error::config(format!(
+            "{flag} {r}: the job has ranks 0 to {}",
+            p - 1
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
+    let p = w.size();
+    fault_rank("--die-rank", a.die_rank, p)?;
+    fault_rank("--stall-rank", a.stall_rank, p)?;
+    fault_rank("--hang-rank", a.hang_rank, p)?;
+    // Every worker builds every rank's tables (12 partitions of up to --max-elems 8-byte
+    // elements each), their combination and its own copies.
+    harp::io::memory::check_fits(
+        &format!(
+            "--max-elems {}: every worker's copies of the random tables",
+            a.max_elems
+        ),
+        (a.max_elems as u128).checked_mul(12 * 8 * (p as u128 + 4)),
+    )?;
     let spec = Spec {
         seed: a.seed,
         rounds: a.rounds,

@@ -37,8 +37,9 @@ pub struct EventsCheckArgs {
     #[arg(long)]
     pub hang_rank: Option<usize>,
     /// Flow-control check instead of the phases: every rank but 0 sends BYTES of 4 KiB events
-    /// to rank 0 (which takes them slowly), with an allreduce while the event lane is full.
-    #[arg(long, default_value_t = 0)]
+    /// to rank 0 (which takes them slowly), with an allreduce while the event lane is full
+    /// (suffixes k, m, g = KiB, MiB, GiB).
+    #[arg(long, value_parser = harp::config::parse_bytes, default_value = "0")]
     pub flood: u64,
     #[command(flatten)]
     pub cluster: ClusterOpts,
@@ -66,6 +67,12 @@ pub fn flood(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
         return Err(Error::config(format!(
             "events-check --flood needs --event-window of at least {FLOOD_EVENT} bytes, not \
              {window}"
+        )));
+    }
+    if a.flood < FLOOD_EVENT as u64 {
+        return Err(Error::config(format!(
+            "events-check --flood {}: at least one event of {FLOOD_EVENT} bytes",
+            a.flood
         )));
     }
     let total = a.flood / FLOOD_EVENT as u64;
@@ -153,6 +160,8 @@ fn msg(hops: u64, slow: bool) -> [u8; 9] {
 }
 
 pub fn run(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
+    crate::check::fault_rank("--die-rank", a.die_rank, w.size())?;
+    crate::check::fault_rank("--hang-rank", a.hang_rank, w.size())?;
     if a.flood > 0 {
         return flood(w, a);
     }

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use harp::apps::kmeans::{driver, gen as generate, input};
+use harp::apps::output::Output;
 use harp::collective::AllreduceAlgorithm;
 use harp::{storage, Error, Result, Worker};
 
@@ -249,32 +250,22 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
 /// The files of a result, in the order they are moved into the output directory.
 const RESULT_FILES: [&str; 2] = ["centroids.txt", "summary.json"];
 
-/// The directory rank 0 writes the result into before committing it.
-fn staging(dir: &str, job: &str) -> String {
-    format!("{dir}/_temporary/{job}")
-}
-
 pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     let opts = options(a)?;
+    // The output must be usable before any iteration runs (an earlier run's result stays
+    // untouched, and a failed run leaves the output as it was).
+    let out = Output::prepare(w, &a.output, &opts.job, "kmeans-output")?;
+    let done = run_into(w, a, &opts, &out);
+    if done.is_err() && w.is_master() {
+        out.abort();
+    }
+    done
+}
+
+fn run_into(w: &Worker, a: &KmeansArgs, opts: &driver::Options, dest: &Output) -> Result<()> {
     let master = w.is_master();
-    let dir = a.output.trim_end_matches('/');
-    let tmp = staging(dir, &opts.job);
-    let st = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
-    // The output must be usable before any iteration runs: rank 0 creates the staging
-    // directory and writes a probe there (an earlier run's result stays untouched); every
-    // worker fails at once with the cause if that fails.
-    let ready = (|| -> Result<()> {
-        if master {
-            let probe = format!("{tmp}/.probe");
-            st.remove_all(&tmp)?;
-            st.create_dir_all(&tmp)?;
-            st.write_all(&probe, b"")?;
-            st.remove_all(&probe)?;
-        }
-        Ok(())
-    })();
-    harp::checkpoint::agree(w, "kmeans-output", ready)?;
-    let out = driver::run(w, &opts, |it| {
+    let dir = dest.dir();
+    let out = driver::run(w, opts, |it| {
         if master {
             println!(
                 "iteration {:>3}/{}  inertia {:.6e}  compute {:.3} s  comm {:.4} s",
@@ -285,8 +276,8 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     if !master {
         return Ok(());
     }
-    st.write_all(
-        &format!("{tmp}/centroids.txt"),
+    dest.write(
+        "centroids.txt",
         input::format_centroids(&out.centroids).as_bytes(),
     )?;
     let compute: f64 = out.iterations.iter().map(|i| i.compute_s).sum();
@@ -312,14 +303,14 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
         "init_method": opts.init_method.name(),
         "resumed_from": out.resumed_from,
     });
-    st.write_all(
-        &format!("{tmp}/summary.json"),
+    dest.write(
+        "summary.json",
         serde_json::to_string_pretty(&summary)
             .expect("json")
             .as_bytes(),
     )?;
     let files: Vec<String> = RESULT_FILES.iter().map(|f| f.to_string()).collect();
-    harp::apps::output::commit_files(&*st, &tmp, dir, &files, |name| RESULT_FILES.contains(&name))?;
+    dest.commit(&files, |name| RESULT_FILES.contains(&name))?;
     if let Some(it) = out.resumed_from {
         println!("resumed from the checkpoint at iteration {it}");
     }

@@ -16,16 +16,16 @@ pub struct NetmapArgs {
     /// Write the model's text form here (rank 0).
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Ping-pongs per ordered pair (the latency is half the median round trip).
-    #[arg(long, default_value_t = 7)]
-    pub pings: usize,
+    /// Ping-pongs per ordered pair (the latency is half the median round trip), 1 to 1000.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub pings: u16,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &NetmapArgs) -> Result<()> {
     let opts = CalibrateOptions {
-        pings: a.pings.max(1),
+        pings: a.pings.into(),
         ..CalibrateOptions::from_config(w.config())
     };
     let m = w.measure_network(&opts)?;

@@ -48,10 +48,7 @@ fn options(a: &PagerankArgs) -> Result<Options> {
 
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
-    let job = std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into());
+    let job = crate::cluster::job_name();
     let out = Output::prepare(w, &a.output, &job, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {

@@ -41,15 +41,13 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             "--threads and --partitions must be at least 1",
         ));
     }
-    let job = std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into());
+    let job = crate::cluster::job_name();
     // Before anything is written: the output is not a file and the input can be listed (every
     // worker fails at once with the cause otherwise).
     let st = storage::for_path_on(&a.input, Some(w.runtime().clone()));
     let checked = (|| -> Result<()> {
-        not_a_file(&a.output, w)?;
+        let out = storage::for_path_on(&a.output, Some(w.runtime().clone()))?;
+        harp::apps::output::check_not_a_file(&*out, &a.output)?;
         st.as_ref()
             .map_err(|e| harp::Error::config(e.to_string()))?
             .list_input(&a.input, false)?;
@@ -88,18 +86,6 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             counts.regroup_s,
             out.dir()
         );
-    }
-    Ok(())
-}
-
-/// Fails when `output` exists and is a file (a result directory is created if missing).
-fn not_a_file(output: &str, w: &Worker) -> Result<()> {
-    let dir = output.trim_end_matches('/');
-    let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
-    if st.exists(dir)? && st.list(dir)?.iter().any(|f| f.path == dir) {
-        return Err(harp::Error::config(format!(
-            "--output '{dir}' is a file; the result is a directory (created if missing)"
-        )));
     }
     Ok(())
 }

@@ -317,39 +317,31 @@ impl NetModel {
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
             .peekable();
-        let (n, first) = lines.next().unwrap_or((0, ""));
+        // Past the last line: what is missing is reported at the file's last line.
+        let end = (text.lines().count().max(1), "");
+        let found = |l: &str| match l {
+            "" => "the end of the file".to_string(),
+            l => crate::io::quote(l.as_bytes()),
+        };
+        let (n, first) = lines.next().unwrap_or(end);
         let workers = first
             .strip_prefix("workers ")
             .and_then(|w| w.trim().parse::<usize>().ok())
             .filter(|&w| (1..=crate::collective::tags::MAX_WORKERS).contains(&w))
-            .ok_or_else(|| {
-                bad(
-                    n,
-                    format!(
-                        "expected 'workers N', found {}",
-                        crate::io::quote(first.as_bytes())
-                    ),
-                )
-            })?;
+            .ok_or_else(|| bad(n, format!("expected 'workers N', found {}", found(first))))?;
         // `entry(row, column)` says what a number is, for its check (none on the diagonal).
         let matrix = |lines: &mut std::iter::Peekable<_>,
                       name: &str,
                       rows: usize,
                       entry: &dyn Fn(usize, usize) -> Option<Entry>|
          -> Result<Vec<f64>> {
-            let (n, head) = lines.next().unwrap_or((0, ""));
+            let (n, head) = lines.next().unwrap_or(end);
             if head != name {
-                return Err(bad(
-                    n,
-                    format!(
-                        "expected '{name}', found {}",
-                        crate::io::quote(head.as_bytes())
-                    ),
-                ));
+                return Err(bad(n, format!("expected '{name}', found {}", found(head))));
             }
             let mut v = Vec::with_capacity(rows.min(4096) * workers.min(4096));
             for i in 0..rows {
-                let (n, row) = lines.next().unwrap_or((0, ""));
+                let (n, row) = lines.next().unwrap_or(end);
                 let before = v.len();
                 for tok in row.split_whitespace() {
                     let x = tok.parse::<f64>().map_err(|_| {
@@ -402,7 +394,7 @@ impl NetModel {
             ));
         }
         NetModel::from_matrices(workers, (latency, bandwidth, host))
-            .map_err(|e| bad(0, e.to_string()))
+            .map_err(|e| bad(end.0, e.to_string()))
     }
 }
 
@@ -491,6 +483,24 @@ mod tests {
         let short = good.replacen("0e0 1e-4\n", "0e0\n", 1);
         let e = NetModel::parse(&short, "m.txt").unwrap_err().to_string();
         assert!(e.contains("row of 2"), "{e}");
+        let e = NetModel::parse("", "m.txt").unwrap_err().to_string();
+        assert!(
+            e.contains("m.txt:1: expected 'workers N', found the end of the file"),
+            "{e}"
+        );
+        let e = NetModel::parse("# x\nworkers 2\n", "m.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m.txt:2: expected 'latency_s', found the end of the file"),
+            "{e}"
+        );
+        let cut: String = good.lines().take(4).map(|l| format!("{l}\n")).collect();
+        let e = NetModel::parse(&cut, "m.txt").unwrap_err().to_string();
+        assert!(
+            e.contains("m.txt:4: latency_s: expected a row of 2 numbers"),
+            "{e}"
+        );
         let e = NetModel::parse("workers 0\n", "m.txt")
             .unwrap_err()
             .to_string();

@@ -294,7 +294,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let lens: Vec<u64> = blocks.iter().map(|b| 2 * b).collect();
     let load_s = t0.elapsed().as_secs_f64();
     let mut mine = vec![0.0; 2 * count];
-    let mut iterations = Vec::with_capacity(o.iterations);
+    let mut iterations = Vec::new(); // grows as they run: --iterations has no bound
     for k in 1..=o.iterations {
         let t_it = Instant::now();
         let t = temperature(sd, k, o.iterations);

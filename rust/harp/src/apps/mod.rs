@@ -48,6 +48,20 @@ macro_rules! named_enum {
     };
 }
 
+/// The most compute threads a worker starts for one application (`--threads`): far more than
+/// a machine has cores, and few enough to start (100 000 took minutes and never finished).
+pub const MAX_THREADS: usize = 1024;
+
+/// Fails unless `threads` is at most [`MAX_THREADS`] (0 follows each application's own rule).
+pub fn check_threads(threads: usize) -> crate::error::Result<()> {
+    if threads > MAX_THREADS {
+        return Err(crate::error::Error::config(format!(
+            "--threads {threads}: at most {MAX_THREADS} compute threads per worker"
+        )));
+    }
+    Ok(())
+}
+
 pub mod components;
 pub mod dense;
 pub mod id3;

@@ -12,20 +12,37 @@ pub struct Output {
     dir: String,
     staging: String,
     st: Box<dyn Storage>,
+    /// The master created `dir` (it did not exist): a failed run removes it again.
+    created: bool,
+}
+
+/// Fails when `dir` exists and is a file (a result directory is created if missing).
+pub fn check_not_a_file(st: &dyn Storage, dir: &str) -> Result<()> {
+    let dir = dir.trim_end_matches('/');
+    if st.exists(dir)? && st.list(dir)?.iter().any(|f| f.path == dir) {
+        return Err(Error::config(format!(
+            "output '{dir}' is a file; the result is a directory (created if missing)"
+        )));
+    }
+    Ok(())
 }
 
 impl Output {
-    /// Checks, before any work, that the result can be written: the master creates the staging
-    /// directory `dir/_temporary/JOB/` and writes a probe there; every worker fails at once with
-    /// the master's cause if that fails (`label` names the step in errors). Collective.
+    /// Checks, before any work, that the result can be written: the master checks that `dir` is
+    /// not a file, creates the staging directory `dir/_temporary/JOB/` and writes a probe there;
+    /// every worker fails at once with the master's cause if that fails (`label` names the step
+    /// in errors). Collective.
     pub fn prepare(w: &Worker, dir: &str, job: &str, label: &str) -> Result<Output> {
         let dir = dir.trim_end_matches('/').to_string();
         let staging = format!("{dir}/_temporary/{job}");
         let st = storage::for_path_on(&dir, Some(w.runtime().clone()));
+        let mut created = false;
         let ready = match &st {
             Err(e) => Err(Error::config(format!("output {dir}: {e}"))),
             Ok(_) if !w.is_master() => Ok(()),
             Ok(st) => (|| {
+                check_not_a_file(&**st, &dir)?;
+                created = !st.exists(&dir)?;
                 let probe = format!("{staging}/.probe");
                 st.remove_all(&staging)?;
                 st.create_dir_all(&staging)?;
@@ -38,6 +55,7 @@ impl Output {
             dir,
             staging,
             st: st?,
+            created,
         })
     }
 
@@ -85,18 +103,23 @@ impl Output {
         crate::checkpoint::agree(w, label, committed)
     }
 
-    /// Master only, after a failed run: removes the staging directory, and `dir/_temporary`
-    /// when nothing else is left in it, so that the result directory is as it was before
-    /// [`Output::prepare`] (best effort: a failure to clean up is not reported over the run's
-    /// own error).
+    /// Master only, after a failed run: removes the staging directory, `dir/_temporary` when
+    /// nothing else is left in it, and `dir` itself when [`Output::prepare`] created it and it
+    /// is empty, so that the output is as it was before (best effort: a failure to clean up is
+    /// not reported over the run's own error).
     pub fn abort(&self) {
         let _ = self.st.remove_all(&self.staging);
+        let empty = |d: &str| {
+            self.st.list(d).is_ok_and(|f| f.is_empty())
+                && self.st.list_dirs(d).is_ok_and(|d| d.is_empty())
+        };
         if let Some((parent, _)) = self.staging.rsplit_once('/') {
-            let empty = self.st.list(parent).is_ok_and(|f| f.is_empty())
-                && self.st.list_dirs(parent).is_ok_and(|d| d.is_empty());
-            if empty {
+            if empty(parent) {
                 let _ = self.st.remove_all(parent);
             }
+        }
+        if self.created && empty(&self.dir) {
+            let _ = self.st.remove_all(&self.dir);
         }
     }
 

@@ -94,6 +94,7 @@ impl Options {
         if self.threads == 0 {
             return Err(Error::config("--threads must be at least 1"));
         }
+        crate::apps::check_threads(self.threads)?;
         Ok(())
     }
 }
@@ -684,7 +685,7 @@ fn run_in(
     let mut share = vec![0.0f64; g.vertices.len()];
     // Each vertex's incoming sum, refilled every iteration.
     let mut incoming = vec![0.0f64; g.vertices.len()];
-    let mut iteration_s = Vec::with_capacity(opts.iterations);
+    let mut iteration_s = Vec::new(); // grows as they run: --iterations has no bound
     for it in 0..opts.iterations {
         let ti = Instant::now();
         let mut dangling = 0.0f64;

@@ -908,6 +908,10 @@ impl KvTable {
                 "a key-value table needs at least one partition",
             ));
         }
+        crate::io::memory::check_fits(
+            &format!("a key-value table of {partitions} partitions"),
+            Some(partitions as u128 * std::mem::size_of::<Map>() as u128),
+        )?;
         Ok(KvTable {
             t: Types { key, value },
             combiner,

@@ -43,18 +43,18 @@ pub fn human(n: u128) -> String {
 pub fn check_fits_in(what: &str, need: Option<u128>, available: Option<u64>) -> Result<()> {
     let Some(need) = need else {
         return Err(Error::config(format!(
-            "{what} need more memory than any computer has (the size overflows)"
+            "{what}: more memory than any computer has (the size overflows)"
         )));
     };
     if need > isize::MAX as u128 {
         return Err(Error::config(format!(
-            "{what} need {} of memory, more than a process can address",
+            "{what}: {} of memory, more than a process can address",
             human(need)
         )));
     }
     match available {
         Some(avail) if need > avail as u128 => Err(Error::config(format!(
-            "{what} need {} of memory but this host has only {} available \
+            "{what}: {} of memory, but this host has only {} available \
              (MemAvailable in /proc/meminfo)",
             human(need),
             human(avail as u128)
@@ -92,7 +92,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("--bytes 100g: tables need 300.0 GiB")
+            e.contains("--bytes 100g: tables: 300.0 GiB of memory, but")
                 && e.contains("only 21.0 GiB available"),
             "{e}"
         );

@@ -512,7 +512,7 @@ mod tests {
         assert!(e.contains("initial centroids"), "{e}");
         let e = check_init_memory(1 << 20, 1 << 20).unwrap_err().to_string();
         assert!(
-            e.contains("1048576 initial centroids of dimension 1048576 need 33.0 TiB"),
+            e.contains("1048576 initial centroids of dimension 1048576: 33.0 TiB"),
             "{e}"
         );
         check_points_memory(1_000_000, 100, 4, 16, Format::F32).unwrap();

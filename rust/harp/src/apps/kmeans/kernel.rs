@@ -35,6 +35,7 @@ pub struct Kernel {
 impl Kernel {
     /// A kernel running on `threads` threads (0: as many as the machine has cores).
     pub fn new(threads: usize) -> Result<Kernel> {
+        crate::apps::check_threads(threads)?;
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {

@@ -466,6 +466,14 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// The initial N×D configuration, identical on every worker: from the `init` file or uniform
 /// in [0, 1) from the seed (values drawn row after row).
 pub fn initial(st: &dyn Storage, o: &Options, n: usize) -> Result<Vec<f64>> {
+    // The configuration, its column form, the next one and the solver's vectors.
+    crate::io::memory::check_fits(
+        &format!(
+            "--dim {}: the {n}×{} configuration and its working copies",
+            o.dim, o.dim
+        ),
+        (n as u128).checked_mul(o.dim as u128 * 8 * 6),
+    )?;
     match &o.init {
         Some(path) => {
             let p = crate::apps::kmeans::input::read_centroids(st, path)?;
@@ -534,7 +542,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let lens: Vec<u64> = counts.iter().map(|&c| c * dim as u64).collect();
     let mut bx = vec![0.0; rows * dim];
     let mut st_rows = vec![0.0; rows * 2];
-    let mut iterations = Vec::with_capacity(o.iterations);
+    let mut iterations = Vec::new(); // grows as they run: --iterations has no bound
     let wts = weights.as_deref();
     let mut stress_of =
         |x: &[f64], shift: f64, bx: &mut [f64], comm: &mut f64| -> Result<[f64; 2]> {
