@@ -158,7 +158,9 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
 /// new one), accept errors back off (doubling, and dropping the oldest pending connection when
 /// out of descriptors), and warnings are rate-limited, so idle strangers can neither keep the
 /// real peers out nor make the worker spin or flood its log. A peer that proves the secret with
-/// the other `frame_mac` setting ends the loop with [`Accepted::fatal`].
+/// the other `frame_mac` setting ends the loop with [`Accepted::fatal`]. Each rank that has
+/// joined is added to `joined` as it does (for the start-up timeout's message).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn accept_all(
     listener: TcpListener,
     rank: usize,
@@ -167,6 +169,7 @@ pub(super) async fn accept_all(
     secret: Vec<u8>,
     frame_mac: bool,
     limits: Limits,
+    joined: Arc<std::sync::Mutex<Vec<usize>>>,
 ) -> Accepted {
     let expected = size - rank - 1;
     let mut out = Accepted::default();
@@ -229,6 +232,7 @@ pub(super) async fn accept_all(
                 order.retain(|h| h.id() != id);
                 let why = match r {
                     Ok(Ok(Authed { peer: d, key })) if out.peers.iter().all(|(g, ..)| *g != d) => {
+                        joined.lock().unwrap_or_else(|e| e.into_inner()).push(d);
                         out.peers.push((d, s, key));
                         continue;
                     }
@@ -273,7 +277,8 @@ impl Transport {
             (0..size).map(|_| None).collect();
 
         // Accept the higher ranks in the background while dialing the lower ones.
-        let acceptor = tokio::spawn(accept_all(
+        let joined = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut acceptor = tokio::spawn(accept_all(
             listener,
             rank,
             size,
@@ -281,6 +286,7 @@ impl Transport {
             secret.to_vec(),
             cfg.frame_mac,
             limits.clone(),
+            joined.clone(),
         ));
         for (peer, addr) in hosts.iter().enumerate().take(rank) {
             let mut s = dial(*addr, cfg, deadline)
@@ -302,15 +308,22 @@ impl Transport {
             }
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let accepted = match tokio::time::timeout(left, acceptor).await {
+        let accepted = match tokio::time::timeout(left, &mut acceptor).await {
             Ok(Ok(Accepted { fatal: Some(e), .. })) => return Err(e),
             Ok(Ok(got)) => got.peers,
             Ok(Err(e)) => return Err(fail(format!("accept task failed: {e}"))),
             Err(_) => {
+                acceptor.abort();
+                let joined = joined.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let missing: Vec<String> = (rank + 1..size)
+                    .filter(|r| !joined.contains(r))
+                    .map(|r| format!("rank {r} ({})", hosts[r]))
+                    .collect();
                 return Err(fail(format!(
-                    "ranks above {rank} did not all connect within {:.0} s",
+                    "{} did not connect within {} s",
+                    missing.join(", "),
                     cfg.connect_timeout.as_secs_f64()
-                )))
+                )));
             }
         };
         for (d, s, key) in accepted {

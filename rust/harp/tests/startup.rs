@@ -1,0 +1,58 @@
+//! Start-up over real sockets on loopback: when a worker never joins, every worker that waits
+//! for it fails at the connect timeout naming it (rank and address), not "some rank".
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use harp::config::Config;
+use harp::pool::Pool;
+use harp::transport::{job_id, listen, Transport};
+
+const SECRET: &[u8] = b"startup-test-secret-0123456789ab";
+
+#[test]
+fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cfg = Config {
+        connect_timeout: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    // Rank 2 has an address (its listener is bound) but its worker never starts.
+    let listeners = rt.block_on(async {
+        (0..3)
+            .map(|_| listen(any, &cfg).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let hosts: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let mut listeners = listeners.into_iter();
+    let (l0, l1) = (listeners.next().unwrap(), listeners.next().unwrap());
+    let job = job_id("startup");
+    let start = Instant::now();
+    let (r0, r1) =
+        rt.block_on(async {
+            let t1 = tokio::spawn({
+                let (cfg, hosts) = (cfg.clone(), hosts.clone());
+                async move {
+                    Transport::connect(&cfg, &hosts, 1, job, SECRET, l1, Pool::default()).await
+                }
+            });
+            let t0 = Transport::connect(&cfg, &hosts, 0, job, SECRET, l0, Pool::default()).await;
+            (t0, t1.await.unwrap())
+        });
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        secs < 10.0,
+        "both gave up at the timeout, not later ({secs:.1} s)"
+    );
+    let want = format!("rank 2 ({}) did not connect within 1 s", hosts[2]);
+    for (r, res) in [(0, r0), (1, r1)] {
+        let e = res.err().expect("start-up fails").to_string();
+        assert!(e.starts_with(&format!("rank {r}: start-up failed")), "{e}");
+        // Rank 0 also waited for rank 1, which joined: only rank 2 is named.
+        assert!(e.ends_with(&want), "rank {r}: {e}");
+    }
+}
