@@ -482,3 +482,49 @@ fn failed_runs_leave_the_output_as_it_was() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Messages that named the wrong thing: an empty --init directory was "DIR:1: the file is
+/// empty", and --k without --dim claimed dimension 1 for data of another dimension.
+#[test]
+fn init_and_k_errors_say_what_they_looked_at() {
+    let dir = tmpdir("init");
+    let pts = dir.join("p.txt");
+    std::fs::write(&pts, "1 2 3\n4 5 6\n").unwrap();
+    let empty = dir.join("empty-dir");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = s(&dir.join("out"));
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &s(&pts),
+        "--init",
+        &s(&empty),
+        "--output",
+        &out,
+    ]);
+    fails(
+        &o,
+        &[&format!(
+            "no centroids in '{}': it has no input files",
+            s(&empty)
+        )],
+    );
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "1",
+        "--input",
+        &s(&pts),
+        "--init-method",
+        "random",
+        "--k",
+        "99999999999",
+        "--output",
+        &out,
+    ]);
+    let err = fails(&o, &["99999999999 centroids (of at least one value each)"]);
+    assert!(!err.contains("dimension 1"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

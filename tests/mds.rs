@@ -249,7 +249,22 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
     fails(&o, &[&format!("{}:5: ", path("neg.txt")), "is negative"]);
     // Not square: one row too many (text) or 5 values (f64).
     let o = run("tall.txt", &(good.clone() + lines[0] + "\n"), &[]);
-    fails(&o, &["13 rows of 12 values", "must be square"]);
+    fails(
+        &o,
+        &[
+            &format!("{}:13: 13 rows of 12 values", path("tall.txt")),
+            "must be square (N×N); this row is one too many",
+        ],
+    );
+    // One row short: named at the file's last line, not past it.
+    let o = run("short.txt", &(lines[..11].join("\n") + "\n"), &[]);
+    fails(
+        &o,
+        &[
+            &format!("{}:11: 11 rows of 12 values", path("short.txt")),
+            "the file ends there",
+        ],
+    );
     let o = run(
         "five.f64",
         "0123456789012345678901234567890123456789",

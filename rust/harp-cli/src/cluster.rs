@@ -288,11 +288,14 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
             .trim()
             .strip_prefix("HARP-PORT ")
             .and_then(|p| p.parse::<u16>().ok())
-            .ok_or_else(|| {
-                Error::config(format!(
-                    "worker {r} failed to start (said {:?}); see its error above",
-                    line.trim()
-                ))
+            .ok_or_else(|| match line.trim() {
+                "" => Error::config(format!(
+                    "worker {r} exited before it started; see its error above"
+                )),
+                said => Error::config(format!(
+                    "worker {r} failed to start (said {}); see its error above",
+                    harp::io::quote(said.as_bytes())
+                )),
             })?;
         hosts.push_str(&format!("127.0.0.1:{port}\n"));
         readers.push(out);

@@ -151,9 +151,13 @@ fn check_sizes(a: &KmeansArgs) -> Result<()> {
     )?;
     if let Some(k) = a.k {
         let dim = a.dim.unwrap_or(1);
+        let of = match a.dim {
+            Some(d) => format!("of dimension {d}"),
+            None => "(of at least one value each)".to_string(),
+        };
         // Centroids, their sums and the new centroids, in f64; k-means++ samples 4k points.
         check_fits(
-            &format!("--k {k}: {k} centroids of dimension {dim} with their sums and samples"),
+            &format!("--k {k}: {k} centroids {of} with their sums and samples"),
             (k as u128)
                 .checked_mul(dim as u128)
                 .and_then(|v| v.checked_mul(8 * 7)),

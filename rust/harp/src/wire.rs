@@ -173,7 +173,12 @@ impl Op {
         (0..14u8)
             .map(|v| Op::from_u8(v).expect("in range"))
             .find(|o| o.name() == name)
-            .ok_or_else(|| Error::Config(format!("unknown operation {name:?}")))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown operation {}",
+                    crate::io::quote(name.as_bytes())
+                ))
+            })
     }
 
     pub fn name(self) -> &'static str {

@@ -75,7 +75,12 @@ impl KeyType {
         KeyType::ALL
             .into_iter()
             .find(|k| k.name() == name)
-            .ok_or_else(|| Error::config(format!("unknown key type {name:?} (i64, i32, str)")))
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "unknown key type {} (i64, i32, str)",
+                    crate::io::quote(name.as_bytes())
+                ))
+            })
     }
 }
 

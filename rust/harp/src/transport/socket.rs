@@ -204,7 +204,8 @@ fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Resu
     Err(std::io::Error::new(
         e.kind(),
         format!(
-            "cannot use TCP congestion control {name:?} ({e}); allowed here: {}",
+            "cannot use TCP congestion control {} ({e}); allowed here: {}",
+            crate::io::quote(name.as_bytes()),
             allowed.trim()
         ),
     ))
@@ -214,7 +215,10 @@ fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Resu
 fn set_congestion(_sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Result<()> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
-        format!("TCP congestion control {name:?}: only supported on Linux"),
+        format!(
+            "TCP congestion control {}: only supported on Linux",
+            crate::io::quote(name.as_bytes())
+        ),
     ))
 }
 

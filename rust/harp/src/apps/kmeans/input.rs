@@ -583,11 +583,14 @@ pub fn read_centroids(storage: &dyn Storage, path: &str) -> Result<Points> {
         }
     }
     if points.n == 0 {
-        let file = files.first().map_or(path.to_string(), |f| f.path.clone());
-        return Err(Error::Input {
-            file,
-            line: 1,
-            msg: "no centroids: the file is empty".to_string(),
+        return Err(match files.first() {
+            Some(f) if files.len() == 1 => Error::Input {
+                file: f.path.clone(),
+                line: 1,
+                msg: "no centroids: the file is empty".to_string(),
+            },
+            Some(_) => Error::config(format!("no centroids in '{path}': its files are empty")),
+            None => Error::config(format!("no centroids in '{path}': it has no input files")),
         });
     }
     Ok(points)

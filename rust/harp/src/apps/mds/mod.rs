@@ -517,10 +517,17 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let counts = allgather_counts(w, "mds-rows", delta.rows as u64)?;
     let total: u64 = counts.iter().sum();
     if total != n as u64 {
+        // Fewer rows: the file ends after row `total`; more: row N + 1 is the first too many.
+        let (line, what) = match total < n as u64 {
+            true => (total.max(1), "the file ends there"),
+            false => (n as u64 + 1, "this row is one too many"),
+        };
         return Err(Error::Input {
             file: o.input.clone(),
-            line: total.min(n as u64) + 1,
-            msg: format!("{total} rows of {n} values: the distance matrix must be square (N×N)"),
+            line,
+            msg: format!(
+                "{total} rows of {n} values: the distance matrix must be square (N×N); {what}"
+            ),
         });
     }
     let offs = offsets(&counts);
