@@ -526,5 +526,28 @@ fn init_and_k_errors_say_what_they_looked_at() {
     ]);
     let err = fails(&o, &["99999999999 centroids (of at least one value each)"]);
     assert!(!err.contains("dimension 1"), "{err}");
+    // Finite values whose squared distances overflow: refused, not a result with an inertia
+    // of null and duplicated centroids.
+    let huge = dir.join("huge.txt");
+    std::fs::write(&huge, "1 2\n3 1e308\n-1e308 5\n").unwrap();
+    let o = harp(&[
+        "kmeans",
+        "--workers",
+        "2",
+        "--input",
+        &s(&huge),
+        "--init",
+        &s(&huge),
+        "--output",
+        &out,
+    ]);
+    fails(
+        &o,
+        &[
+            "iteration 1: the inertia or a centroid is not finite",
+            "scale the input",
+        ],
+    );
+    assert!(!dir.join("out").exists(), "nothing is written");
     std::fs::remove_dir_all(&dir).unwrap();
 }

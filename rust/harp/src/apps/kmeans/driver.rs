@@ -603,6 +603,15 @@ fn run_as<T: Real>(
             pool_allocations: pool.stats().allocations,
         };
         drop(table);
+        // Every worker has the same sums: all stop here together, before anything is written.
+        if !rec.inertia.is_finite() || centroids.iter().any(|c| !c.to_f64().is_finite()) {
+            return Err(Error::data(format!(
+                "iteration {it}: the inertia or a centroid is not finite ({}): the points' \
+                 values are too large for {} squared distances and sums; scale the input",
+                rec.inertia,
+                o.precision.name()
+            )));
+        }
         progress(&rec);
         // Every worker sees the same inertia and centroids, so every worker stops together.
         let stop = o.tolerance.and_then(|tol| {
