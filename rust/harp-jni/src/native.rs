@@ -34,6 +34,8 @@ fn init_logging(level: &str) {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_target(false)
+            // Container logs are files: no colour codes in them.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .try_init();
     });
 }
