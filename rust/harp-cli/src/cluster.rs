@@ -86,7 +86,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         die_with_launcher()?;
     }
     let cfg = args.run.cluster().config()?;
-    let rt = harp::worker::runtime(args.run.cluster().io_threads)?;
+    let rt = harp::worker::runtime(args.run.cluster().io_threads.into())?;
     let secret = match &args.secret_file {
         Some(f) => {
             std::fs::read(f).map_err(|e| Error::io(format!("cannot read secret file {f}"), e))?

@@ -11,9 +11,9 @@ use harp::{Config, Result};
 pub struct ClusterOpts {
     #[command(flatten)]
     pub engine: EngineFlags,
-    /// tokio I/O threads per worker.
-    #[arg(long, default_value_t = 1)]
-    pub io_threads: usize,
+    /// tokio I/O threads per worker, 1 to 64.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub io_threads: u8,
 }
 
 impl ClusterOpts {
