@@ -324,11 +324,15 @@ impl NetModel {
             l => crate::io::quote(l.as_bytes()),
         };
         let (n, first) = lines.next().unwrap_or(end);
+        let max = crate::collective::tags::MAX_WORKERS;
         let workers = first
             .strip_prefix("workers ")
-            .and_then(|w| w.trim().parse::<usize>().ok())
-            .filter(|&w| (1..=crate::collective::tags::MAX_WORKERS).contains(&w))
+            .and_then(|w| w.trim().parse::<u64>().ok())
             .ok_or_else(|| bad(n, format!("expected 'workers N', found {}", found(first))))?;
+        let workers = usize::try_from(workers)
+            .ok()
+            .filter(|w| (1..=max).contains(w))
+            .ok_or_else(|| bad(n, format!("workers {workers}: expected 1 to {max}")))?;
         // `entry(row, column)` says what a number is, for its check (none on the diagonal).
         let matrix = |lines: &mut std::iter::Peekable<_>,
                       name: &str,
@@ -499,7 +503,11 @@ mod tests {
             (cut, "m.txt:4: latency_s: expected a row of 2 numbers"),
             (
                 "workers 0\n".into(),
-                "m.txt:1: expected 'workers N', found 'workers 0'",
+                "m.txt:1: workers 0: expected 1 to 16777216",
+            ),
+            (
+                "workers x\n".into(),
+                "m.txt:1: expected 'workers N', found 'workers x'",
             ),
             (
                 good.replace("1e-4", "-1e0"),
