@@ -284,10 +284,12 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     } else {
         (all[all.len() / 2 - 1] + all[all.len() / 2]) / 2.0
     };
-    let mbps = a.bytes as f64 / median / 1e6;
+    // A barrier moves no table: no bytes, no throughput.
+    let bytes = if op == "barrier" { 0 } else { a.bytes };
+    let mbps = bytes as f64 / median / 1e6;
     if a.json {
         let j = serde_json::json!({
-            "op": op, "algorithm": algo_name, "workers": p, "bytes": a.bytes, "partitions": parts,
+            "op": op, "algorithm": algo_name, "workers": p, "bytes": bytes, "partitions": parts,
             "reps": a.reps, "inner": a.inner, "median_s": median, "min_s": all[0], "max_s": all[all.len() - 1],
             "throughput_mb_s": mbps, "cpu_user_us_per_call": cpu[0], "cpu_sys_us_per_call": cpu[1],
         });
@@ -295,7 +297,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     } else {
         println!(
             "{op} ({algo_name}) workers={p} bytes={} reps={} inner={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s; CPU per call and worker: user {:.2} µs, system {:.2} µs",
-            a.bytes,
+            bytes,
             a.reps,
             a.inner,
             median,

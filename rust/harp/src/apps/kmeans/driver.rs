@@ -297,7 +297,8 @@ fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
     }
     if o.format != Format::Text {
         return Err(Error::config(format!(
-            "the dimension of {} input must be given (dim) when there is no centroids file",
+            "the dimension of {} input must be given (--dim; the Java option dim) when there is no \
+             centroids file",
             o.format
         )));
     }

@@ -160,9 +160,12 @@ pub(crate) fn parse_line<T: Real>(
             Some(d) => format!("{d} values"),
             None => "at least one value".to_string(),
         };
-        let total = col;
+        let total = match col {
+            1 => "1 column".to_string(),
+            n => format!("{n} columns"),
+        };
         return Err(format!(
-            "expected {wanted}{skipped}, found {found} ({total} columns in all)"
+            "expected {wanted}{skipped}, found {found} ({total} in all)"
         ));
     }
     Ok(found)
