@@ -711,6 +711,23 @@ fn name(key: &str, value: &str) -> Result<Value> {
 
 /// A file path: unset when empty; no line breaks or NUL (it travels in `key=value` lines).
 impl Config {
+    /// Fails when a duration set directly in the struct is outside what the options accept
+    /// ([`MIN_DURATION`] to [`MAX_DURATION`]): a deadline `now + Duration::MAX` would panic.
+    /// Every worker constructor calls it.
+    pub fn check(&self) -> Result<()> {
+        for o in OPTIONS {
+            if let Value::Time(d) = (o.get)(self) {
+                if !(MIN_DURATION..=MAX_DURATION).contains(&d) {
+                    return Err(Error::config(format!(
+                        "option {} (--{}): {d:?} is outside 1 ms to 365 days",
+                        o.key, o.flag
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Applies `key=value` lines (blank lines and `#` comments ignored), the form in which the
     /// Java side passes its `harp.*` job configuration. Each key goes to [`Config::set`].
     pub fn apply(&mut self, text: &str) -> Result<()> {

@@ -415,7 +415,11 @@ impl Worker {
     /// [`Worker::try_event`] does, when every peer has left the job (nothing can come), and
     /// when a peer has been silent (no data, no heartbeat) for half the operation timeout.
     pub fn wait_event(&self, timeout: Duration) -> Result<Option<Event>> {
-        self.next_event(Some(Instant::now() + timeout))
+        // A wait beyond the longest timeout any option takes (365 days) is that long: an
+        // instant `now + Duration::MAX` cannot be formed.
+        self.next_event(Some(
+            Instant::now() + timeout.min(crate::config::MAX_DURATION),
+        ))
     }
 
     fn next_event(&self, deadline: Option<Instant>) -> Result<Option<Event>> {
@@ -464,10 +468,21 @@ impl Worker {
     }
 
     /// On an error: poisons this worker and tells every peer why (the message starts with this
-    /// worker's rank).
+    /// worker's rank). A configuration error (a bad argument of one call, e.g. a destination
+    /// that is not a worker) leaves the worker usable.
     fn failed_events<T>(&self, res: Result<T>) -> Result<T> {
+        match res {
+            Err(e @ Error::Config(_)) => Err(e),
+            res => self.failed_phase(res),
+        }
+    }
+
+    /// [`Worker::failed_events`] for an error that ends a phase: whatever its kind (a handler's
+    /// bad argument too), the peers cannot finish the phase without this worker, so they are
+    /// told at once instead of waiting out the timeout.
+    fn failed_phase<T>(&self, res: Result<T>) -> Result<T> {
         if let Err(e) = &res {
-            if !matches!(e, Error::Poisoned { .. } | Error::Config(_)) {
+            if !matches!(e, Error::Poisoned { .. }) {
                 let msg = e.to_string();
                 let own = format!("rank {}:", self.rank());
                 if msg.starts_with(&own) {
@@ -510,7 +525,7 @@ impl Worker {
             self.events.lock().held.clear();
             self.events.holding.store(0, Ordering::SeqCst);
         }
-        self.failed_events(res)
+        self.failed_phase(res)
     }
 
     fn quiet_loop(&self, handler: &mut dyn Handler) -> Result<Quiet> {

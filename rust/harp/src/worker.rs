@@ -331,6 +331,7 @@ impl Worker {
         if secret.is_empty() {
             return Err(Error::config("the job secret must not be empty"));
         }
+        cfg.check()?;
         let addrs = topo.addrs()?;
         crate::collective::tags::check_workers(addrs.len())?;
         let pool = Pool::new(cfg.pool);
@@ -420,6 +421,7 @@ impl Worker {
         if n == 0 {
             return Err(Error::config("an in-process job needs at least one worker"));
         }
+        cfg.check()?;
         crate::collective::tags::check_workers(n)?;
         let rt = Arc::new(runtime(2)?);
         let job = transport::job_id("in-process");

@@ -280,6 +280,24 @@ fn failures_reach_every_waiting_worker_with_the_cause() {
         );
     }
 
+    // A handler's bad argument (a configuration error, which leaves a worker usable outside a
+    // phase) ends the phase too: the peer learns the cause at once, not at the timeout.
+    let errs = on_workers(2, cfg(), |w: Worker| {
+        if w.rank() == 0 {
+            w.send_event(1, b"go").unwrap();
+        }
+        let t0 = Instant::now();
+        let e = w.run_until_quiet(|_| w.send_event(9, b"x")).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{e}");
+        e.to_string()
+    });
+    assert!(errs[1].contains("no worker 9"), "{}", errs[1]);
+    assert!(
+        errs[0].contains("rank 1 is gone: it failed: rank 1:") && errs[0].contains("no worker 9"),
+        "{}",
+        errs[0]
+    );
+
     let errs = on_workers(2, cfg(), |w: Worker| {
         if w.rank() == 1 {
             std::thread::sleep(Duration::from_millis(50));
@@ -486,4 +504,27 @@ fn handlers_sending_many_windows_to_each_other_finish_in_order() {
             assert!(s.peak_sender_bytes <= WINDOW, "{s:?}");
         }
     }
+}
+
+/// Durations past what the options take do not panic: a worker refuses a timeout beyond 365
+/// days in its configuration, and `wait_event(Duration::MAX)` waits (here: takes the event
+/// that is already there) instead of overflowing its deadline.
+#[test]
+fn huge_durations_are_refused_or_clamped_not_a_panic() {
+    let bad = harp::Config {
+        op_timeout: Duration::MAX,
+        ..cfg()
+    };
+    let e = Worker::in_process(2, bad)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("option op_timeout_ms (--timeout)"), "{e}");
+    let res = on_workers(2, cfg(), |w: Worker| {
+        w.send_event(1 - w.rank(), b"hi").unwrap();
+        let ev = w.wait_event(Duration::MAX).unwrap().expect("an event");
+        w.barrier("end").unwrap();
+        ev.payload().to_vec()
+    });
+    assert_eq!(res, [b"hi".to_vec(), b"hi".to_vec()]);
 }

@@ -303,7 +303,7 @@ impl Endpoint<'_> {
         needed: &[usize],
         wait: Duration,
     ) -> Result<Option<Event>> {
-        let deadline = tokio::time::Instant::now() + wait;
+        let deadline = tokio::time::Instant::now() + wait.min(crate::config::MAX_DURATION);
         let slice = heartbeat_interval(self.timeout());
         let mb = &self.t.mailbox;
         let watch = mb.watch_events(&self.order(0));
