@@ -89,6 +89,68 @@ fn a_worker_that_does_not_call_the_collective_times_the_others_out() {
     all_say(&errors, &[0, 1], "timed out after 3.0 s waiting for rank 2");
 }
 
+/// Calls that disagree on a root: each side finishes its own part (the roots only send), so
+/// the disagreement shows when an operation ends with a peer's frames for it, or for an
+/// earlier one, not taken. Every worker fails, naming the peer and the operation, instead of
+/// returning results that differ between workers.
+#[test]
+fn roots_that_differ_between_workers_fail_every_worker() {
+    use harp::collective::{AllreduceAlgorithm, GatherAlgorithm};
+    use harp::Partitioner;
+    let cfg = config(Duration::from_secs(20));
+    // Broadcast: each of two workers names itself the root.
+    let errors = on_workers(2, cfg.clone(), |w: Worker| {
+        let r = w.rank();
+        let mut t = Table::default();
+        t.add(0, Array::from_slice(w.pool(), &[r as f64; 4]))
+            .unwrap();
+        let first = w.broadcast("b", &mut t, r, BroadcastAlgorithm::Auto);
+        let mut u = Table::default();
+        u.add(0, Array::from_slice(w.pool(), &[1.0f64])).unwrap();
+        let then = first.and_then(|_| w.allreduce("a", &mut u, AllreduceAlgorithm::Auto));
+        then.unwrap_err().to_string()
+    });
+    for (r, e) in errors.iter().enumerate() {
+        assert!(
+            e.contains(&format!("rank {} sent 1 frame(s) for operation #1", 1 - r))
+                && e.contains("disagree"),
+            "rank {r}: {e}"
+        );
+    }
+    // Scatter with roots {0, 0, 2, 2}: ranks 0/1 take from 0, 2/3 from 2; nothing else follows.
+    let errors = on_workers(4, cfg, |w: Worker| {
+        let r = w.rank();
+        let root = if r < 2 { 0 } else { 2 };
+        let mut t = Table::default();
+        if r == root {
+            for pid in 0..4u32 {
+                t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
+                    .unwrap();
+            }
+        }
+        let res = w
+            .scatter_with(
+                "s",
+                &mut t,
+                root,
+                &Partitioner::Modulo,
+                GatherAlgorithm::Direct,
+            )
+            .and_then(|_| w.barrier("end"));
+        res.unwrap_err().to_string()
+    });
+    for (r, e) in errors.iter().enumerate() {
+        assert!(
+            e.contains("disagree") || e.contains("is gone: it failed"),
+            "rank {r}: {e}"
+        );
+    }
+    assert!(
+        errors.iter().any(|e| e.contains("operation #1")),
+        "{errors:?}"
+    );
+}
+
 #[test]
 fn different_collectives_at_the_same_position_are_a_mismatch_not_a_hang() {
     let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
