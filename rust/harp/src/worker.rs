@@ -675,18 +675,20 @@ impl Worker {
         // Done here, but a peer's frames for this operation (or an earlier one) are still
         // waiting: it ran the operation differently (its data went nowhere) — fail, naming it,
         // instead of returning results that differ between workers.
-        let res =
-            res.and_then(|v| match self.transport.stray(group, seq) {
-                None => Ok(v),
-                Some((src, s, n)) => {
-                    Err(Error::Protocol(format!(
-                "rank {src} sent {n} frame(s) for operation #{s}{} that this worker did not \
-                 take: the workers' calls of it disagree (root, algorithm, partitioner, \
-                 combiner or table shapes)",
-                if group == 0 { String::new() } else { format!(" of group {group}") }
-            )))
-                }
-            });
+        let res = res.and_then(|v| match self.transport.stray(group, seq) {
+            None => Ok(v),
+            Some((src, s, n)) => Err(Error::Protocol(format!(
+                "rank {src} sent {n} frame(s) for operation #{s}{} that rank {} did not \
+                     take: the workers' calls of it disagree (root, algorithm, partitioner, \
+                     combiner or table shapes)",
+                if group == 0 {
+                    String::new()
+                } else {
+                    format!(" of group {group}")
+                },
+                self.rank
+            ))),
+        });
         match &res {
             Ok(_) => tracing::debug!(
                 rank = self.rank,
