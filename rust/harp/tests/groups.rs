@@ -224,3 +224,48 @@ fn a_member_that_does_not_call_times_the_others_out() {
         );
     }
 }
+
+/// A root outside a group is named as such (the group's size, not the job's), in each rooted
+/// collective; the job's own root errors still count workers. (A bad root fails the worker, so
+/// each case is its own job.)
+#[test]
+fn a_root_outside_the_group_is_named_with_the_group_size() {
+    use harp::collective::{BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm};
+    let job = on_workers(3, cfg(), |w: Worker| {
+        let mut t = Table::default();
+        let e = w.broadcast("b", &mut t, 3, BroadcastAlgorithm::Auto);
+        e.unwrap_err().to_string()
+    });
+    for e in &job {
+        assert!(
+            e.contains("broadcast root 3 is not a worker (there are 3)"),
+            "{e}"
+        );
+    }
+    let cases = [
+        "broadcast root 2 is not a group rank (the group has 2 members)",
+        "reduce root 2 is not a group rank (the group has 2 members)",
+        "gather root 5 is not a group rank (the group has 2 members)",
+    ];
+    for (case, want) in cases.iter().enumerate() {
+        let errors = on_workers(3, cfg(), |w: Worker| {
+            if w.rank() == 2 {
+                w.close();
+                return String::new();
+            }
+            let g = w.group(&[0, 1]).unwrap();
+            let mut t = Table::default();
+            let r = match case {
+                0 => g.broadcast("b", &mut t, 2, BroadcastAlgorithm::Auto),
+                1 => g.reduce("r", &mut t, 2, ReduceAlgorithm::Auto),
+                _ => g.gather_with("g", &mut t, 5, GatherAlgorithm::Auto),
+            };
+            let e = r.unwrap_err().to_string();
+            w.close();
+            e
+        });
+        for e in &errors[..2] {
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}

@@ -258,12 +258,7 @@ pub async fn broadcast(
     root: usize,
     algo: BroadcastAlgorithm,
 ) -> Result<()> {
-    if root >= cx.size() {
-        return Err(Error::config(format!(
-            "broadcast root {root} is not a worker (there are {})",
-            cx.size()
-        )));
-    }
+    super::rooted::check_root(cx, root, "broadcast root")?;
     let auto = algo == BroadcastAlgorithm::Auto;
     let net = cx.net.as_deref();
     let chunk = choose::chunk(cx.cfg, table.bytes(), cx.size());

@@ -228,12 +228,15 @@ impl ReduceAlgorithm {
     }
 }
 
-fn check_root(cx: &Ctx<'_>, root: usize) -> Result<()> {
+/// Fails unless `root` is a rank of the operation's scope: a worker of the job, or inside a
+/// group a group rank (`what` names the operation's root, e.g. "broadcast root").
+pub(crate) fn check_root(cx: &Ctx<'_>, root: usize, what: &str) -> Result<()> {
     if root >= cx.size() {
-        return Err(Error::config(format!(
-            "root {root} is not a worker (there are {})",
-            cx.size()
-        )));
+        let scope = match cx.ep.is_group() {
+            true => format!("a group rank (the group has {} members)", cx.size()),
+            false => format!("a worker (there are {})", cx.size()),
+        };
+        return Err(Error::config(format!("{what} {root} is not {scope}")));
     }
     Ok(())
 }
@@ -253,7 +256,7 @@ pub async fn reduce(
     root: usize,
     algo: ReduceAlgorithm,
 ) -> Result<ReduceAlgorithm> {
-    check_root(cx, root)?;
+    check_root(cx, root, "reduce root")?;
     let algo = match (algo, cx.net.as_deref()) {
         (ReduceAlgorithm::Auto, None) => ReduceAlgorithm::Binary,
         (ReduceAlgorithm::Auto, Some(net)) => {
@@ -403,7 +406,7 @@ pub async fn gather(
     root: usize,
     algo: GatherAlgorithm,
 ) -> Result<()> {
-    check_root(cx, root)?;
+    check_root(cx, root, "gather root")?;
     let algo = algo.resolve(cx.net.as_deref(), root);
     if algo == GatherAlgorithm::Relay {
         return gather_relay(cx, table, root, &relay_plan(cx, root)).await;
@@ -732,7 +735,7 @@ pub async fn scatter(
     part: &Partitioner,
     algo: GatherAlgorithm,
 ) -> Result<()> {
-    check_root(cx, root)?;
+    check_root(cx, root, "scatter root")?;
     let p = cx.size();
     match algo.resolve_scatter(cx.net.as_deref(), root) {
         GatherAlgorithm::Tree => {

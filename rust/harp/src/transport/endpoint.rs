@@ -156,6 +156,11 @@ impl Endpoint<'_> {
         self.group.as_ref().map_or(0, |g| g.id)
     }
 
+    /// Whether this is an operation of a group (ranks are group ranks), not of the whole job.
+    pub fn is_group(&self) -> bool {
+        self.group.is_some()
+    }
+
     /// A received frame as the algorithm sees it: its sender as a group rank.
     fn local(&self, mut f: Frame) -> Frame {
         f.hdr.src = self.group_rank(f.hdr.src as usize) as u32;

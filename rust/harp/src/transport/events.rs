@@ -37,8 +37,14 @@ impl Event {
     /// The payload as a dense array of `dtype` (copied into a buffer of `pool`); a payload that
     /// is not a whole number of elements is a protocol error naming the sender.
     pub fn array(&self, pool: &Pool, dtype: crate::DType) -> Result<crate::Array> {
-        crate::Array::from_buf(dtype, pool.copy_of(self.payload()))
-            .map_err(|e| Error::Protocol(format!("event from rank {}: {e}", self.src)))
+        crate::Array::from_buf(dtype, pool.copy_of(self.payload())).map_err(|e| {
+            // The cause's own text, without a second "protocol error:" prefix.
+            let cause = match e {
+                Error::Protocol(m) => m,
+                e => e.to_string(),
+            };
+            Error::Protocol(format!("event from rank {}: {cause}", self.src))
+        })
     }
 
     #[cfg(test)]
@@ -125,9 +131,8 @@ impl Transport {
 fn check_label(label: &str) -> Result<()> {
     if label.len() > MAX_LABEL as usize {
         return Err(Error::config(format!(
-            "event label {} is {} bytes long (at most {MAX_LABEL})",
-            crate::io::quote(label.as_bytes()),
-            label.len()
+            "event label {} is longer than the {MAX_LABEL} bytes a label may have",
+            crate::io::quote(label.as_bytes())
         )));
     }
     Ok(())
@@ -453,7 +458,12 @@ mod tests {
         let pool = Pool::default();
         let odd = Event::from_frame(frame(EVENT_PLAIN, 0, b"abc")).unwrap();
         let e = odd.array(&pool, crate::DType::F32).unwrap_err();
-        assert!(e.to_string().contains("event from rank 3"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("protocol error: event from rank 3: "),
+            "{e}"
+        );
+        assert_eq!(e.to_string().matches("protocol error").count(), 1, "{e}");
     }
 
     /// Random tags, label lengths and bytes (valid UTF-8 or not) either pass the reader's header
