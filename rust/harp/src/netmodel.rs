@@ -317,13 +317,14 @@ impl NetModel {
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
             .peekable();
-        // Past the last line: what is missing is reported at the file's last line.
-        let end = (text.lines().count().max(1), "");
+        // Past the last line: what is missing is reported at the file's last line (counted
+        // only then).
+        let end = || (text.lines().count().max(1), "");
         let found = |l: &str| match l {
             "" => "the end of the file".to_string(),
             l => crate::io::quote(l.as_bytes()),
         };
-        let (n, first) = lines.next().unwrap_or(end);
+        let (n, first) = lines.next().unwrap_or_else(end);
         let max = crate::collective::tags::MAX_WORKERS;
         let workers = first
             .strip_prefix("workers ")
@@ -339,13 +340,13 @@ impl NetModel {
                       rows: usize,
                       entry: &dyn Fn(usize, usize) -> Option<Entry>|
          -> Result<Vec<f64>> {
-            let (n, head) = lines.next().unwrap_or(end);
+            let (n, head) = lines.next().unwrap_or_else(end);
             if head != name {
                 return Err(bad(n, format!("expected '{name}', found {}", found(head))));
             }
             let mut v = Vec::with_capacity(rows.min(4096) * workers.min(4096));
             for i in 0..rows {
-                let (n, row) = lines.next().unwrap_or(end);
+                let (n, row) = lines.next().unwrap_or_else(end);
                 let before = v.len();
                 for tok in row.split_whitespace() {
                     let x = tok.parse::<f64>().map_err(|_| {
@@ -398,7 +399,7 @@ impl NetModel {
             ));
         }
         NetModel::from_matrices(workers, (latency, bandwidth, host))
-            .map_err(|e| bad(end.0, e.to_string()))
+            .map_err(|e| bad(end().0, e.to_string()))
     }
 }
 

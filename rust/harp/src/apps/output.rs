@@ -16,15 +16,19 @@ pub struct Output {
     created: bool,
 }
 
-/// Fails when `dir` exists and is a file (a result directory is created if missing).
-pub fn check_not_a_file(st: &dyn Storage, dir: &str) -> Result<()> {
+/// Fails when `dir` exists and is a file (a result directory is created if missing); else
+/// whether it exists.
+pub fn check_not_a_file(st: &dyn Storage, dir: &str) -> Result<bool> {
     let dir = dir.trim_end_matches('/');
-    if st.exists(dir)? && st.list(dir)?.iter().any(|f| f.path == dir) {
+    if !st.exists(dir)? {
+        return Ok(false);
+    }
+    if st.list(dir)?.iter().any(|f| f.path == dir) {
         return Err(Error::config(format!(
             "output '{dir}' is a file; the result is a directory (created if missing)"
         )));
     }
-    Ok(())
+    Ok(true)
 }
 
 impl Output {
@@ -41,8 +45,7 @@ impl Output {
             Err(e) => Err(Error::config(format!("output {dir}: {e}"))),
             Ok(_) if !w.is_master() => Ok(()),
             Ok(st) => (|| {
-                check_not_a_file(&**st, &dir)?;
-                created = !st.exists(&dir)?;
+                created = !check_not_a_file(&**st, &dir)?;
                 let probe = format!("{staging}/.probe");
                 st.remove_all(&staging)?;
                 st.create_dir_all(&staging)?;

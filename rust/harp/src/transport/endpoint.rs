@@ -63,6 +63,12 @@ impl Transport {
         self.group_endpoint(None, op, algo, seq, label)
     }
 
+    /// A peer's frames for operation `seq` of `group` or an earlier one that this worker did
+    /// not take ([`super::mailbox::Mailbox::stray`]).
+    pub fn stray(&self, group: u64, seq: u64) -> Option<(usize, u64, usize)> {
+        self.mailbox.stray(group, seq)
+    }
+
     /// An endpoint for one operation of `group` (`None`: the whole job); `seq` counts that
     /// group's operations.
     pub fn group_endpoint(

@@ -104,11 +104,6 @@ impl Transport {
     }
 
     /// The queued event bytes now and the most ever queued from one sender.
-    /// See [`super::mailbox::Mailbox::stray`].
-    pub fn stray(&self, group: u64, seq: u64) -> Option<(usize, u64, usize)> {
-        self.mailbox.stray(group, seq)
-    }
-
     pub fn events_stats(&self) -> super::mailbox::EventQueueStats {
         self.mailbox.events_stats()
     }

@@ -346,19 +346,6 @@ impl Mailbox {
     }
 
     /// The queued event bytes now and the most ever queued from one sender.
-    /// A peer's frames for an operation of `group` at or before `seq` that this worker has
-    /// finished without taking them: the workers' calls disagreed (a root, an algorithm or a
-    /// table that differs), and the peer's part went nowhere. The earliest such position and
-    /// its sender, with the number of frames.
-    pub fn stray(&self, group: u64, seq: u64) -> Option<(usize, u64, usize)> {
-        let st = self.lock();
-        st.ops
-            .iter()
-            .filter(|((g, s, _), _)| *g == group && *s <= seq)
-            .map(|((_, s, src), pos)| (*src, *s, pos.tags.iter().map(|(_, q)| q.len()).sum()))
-            .min_by_key(|&(src, s, _)| (s, src))
-    }
-
     pub fn events_stats(&self) -> EventQueueStats {
         let st = self.lock();
         EventQueueStats {
@@ -424,6 +411,19 @@ impl Mailbox {
     /// A waiter for events from any of `from`.
     pub fn watch_events(&self, from: &[usize]) -> Watch<'_> {
         self.watch(from.iter().map(|&src| Spot::Event { src }).collect())
+    }
+
+    /// A peer's frames for an operation of `group` at or before `seq` that this worker has
+    /// finished without taking them: the workers' calls disagreed (a root, an algorithm or a
+    /// table that differs), and the peer's part went nowhere. The earliest such position and
+    /// its sender, with the number of frames.
+    pub fn stray(&self, group: u64, seq: u64) -> Option<(usize, u64, usize)> {
+        let st = self.lock();
+        st.ops
+            .iter()
+            .filter(|((g, s, _), _)| *g == group && *s <= seq)
+            .map(|((_, s, src), pos)| (*src, *s, pos.tags.iter().map(|(_, q)| q.len()).sum()))
+            .min_by_key(|&(src, s, _)| (s, src))
     }
 
     /// Takes the next frame of operation `seq` of `group` with `tag` from the first of `from`
