@@ -493,17 +493,7 @@ fn init_and_k_errors_say_what_they_looked_at() {
     let empty = dir.join("empty-dir");
     std::fs::create_dir_all(&empty).unwrap();
     let out = s(&dir.join("out"));
-    let o = harp(&[
-        "kmeans",
-        "--workers",
-        "1",
-        "--input",
-        &s(&pts),
-        "--init",
-        &s(&empty),
-        "--output",
-        &out,
-    ]);
+    let o = kmeans(&dir, "1", &s(&pts), &s(&empty), &[]);
     fails(
         &o,
         &[&format!(
@@ -530,17 +520,7 @@ fn init_and_k_errors_say_what_they_looked_at() {
     // of null and duplicated centroids.
     let huge = dir.join("huge.txt");
     std::fs::write(&huge, "1 2\n3 1e308\n-1e308 5\n").unwrap();
-    let o = harp(&[
-        "kmeans",
-        "--workers",
-        "2",
-        "--input",
-        &s(&huge),
-        "--init",
-        &s(&huge),
-        "--output",
-        &out,
-    ]);
+    let o = kmeans(&dir, "2", &s(&huge), &s(&huge), &[]);
     fails(
         &o,
         &[
