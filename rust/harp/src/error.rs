@@ -72,12 +72,14 @@ pub enum Error {
         peer: usize,
         reason: String,
     },
-    /// Two workers called different collectives (or algorithms) at the same position.
-    #[error("{ctx}: operation mismatch: rank {peer} is running {theirs} at this position (every worker must call the same collectives in the same order, with the same algorithm)")]
+    /// Two workers called different collectives (or algorithms, or combiners) at the same
+    /// position. `sides`: what the peer runs there and what this worker runs, as
+    /// `allreduce (algorithm 0, combiner max) at this position, this worker allreduce (…)`.
+    #[error("{ctx}: operation mismatch: rank {peer} is running {sides} (every worker must call the same collectives in the same order, with the same algorithm and, where partitions are combined, tables with the same combiner)")]
     OpMismatch {
         ctx: OpContext,
         peer: usize,
-        theirs: String,
+        sides: String,
     },
     /// The worker failed earlier and can no longer take part in collectives.
     #[error("rank {rank}: worker is unusable after an earlier failure: {first}")]
@@ -208,7 +210,7 @@ mod tests {
             Error::OpMismatch {
                 ctx: ctx(),
                 peer: 1,
-                theirs: "barrier".into(),
+                sides: "barrier at this position, this worker allreduce".into(),
             },
             Error::Poisoned {
                 rank: 1,

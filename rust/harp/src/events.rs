@@ -127,6 +127,13 @@ struct Inner {
     held: Vec<(VecDeque<Held>, Option<Instant>)>,
 }
 
+impl State {
+    /// Whether this worker is inside `run_until_quiet` (where only its handler runs).
+    pub(crate) fn in_phase(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+}
+
 /// An application event held back at its sender until the receiver's window has room.
 struct Held {
     tag: u32,
@@ -500,7 +507,8 @@ impl Worker {
     /// queued. Returns on every worker, with the same [`Quiet::events`] and [`Quiet::waves`].
     ///
     /// Every worker must call it (a *phase*); events sent before the call are part of the
-    /// phase. The handler may send events, not call collectives. Between two phases, call a
+    /// phase. The handler may send events, not call collectives (one is refused with a
+    /// configuration error). Between two phases, call a
     /// collective (e.g. a barrier) before sending the next phase's events. An error from the
     /// handler, or a failed or silent peer, fails the call on this worker and then on every
     /// worker, with the cause; so does a worker whose handler has not returned within the

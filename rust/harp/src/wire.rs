@@ -49,7 +49,7 @@ pub const MAGIC: u32 = 0x4841_5250;
 /// 7: the compact header on every frame after the authentication (about 11 bytes instead of
 ///    56), and piece flags for "the next pid" and "the previous total" (1 byte for a small
 ///    whole piece that follows one of the same size).
-pub const WIRE_VERSION: u16 = 8;
+pub const WIRE_VERSION: u16 = 9;
 /// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
 /// Longest compact header: its length byte, kind, op, algo and flags, then varints: seq (10
@@ -181,6 +181,15 @@ impl Op {
             })
     }
 
+    /// The collectives that combine partitions from several workers: their frames carry the
+    /// table's combiner beside the algorithm ([`with_combiner`]).
+    pub fn combines(self) -> bool {
+        matches!(
+            self,
+            Op::Reduce | Op::Allreduce | Op::ReduceScatter | Op::Regroup | Op::Push
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Handshake => "handshake",
@@ -198,6 +207,32 @@ impl Op {
             Op::Rotate => "rotate",
             Op::Calibrate => "calibrate",
         }
+    }
+}
+
+/// The algorithm byte of a collective that combines ([`Op::combines`]): the algorithm's code
+/// in the low four bits, the kind of the table's combiner (`Combiner::code`) in the high four.
+/// Workers whose calls differ in either get an operation mismatch, not different results.
+pub fn with_combiner(algo: u8, combiner: u8) -> u8 {
+    debug_assert!(
+        algo < 16 && combiner < 16,
+        "algorithm {algo}, combiner {combiner}"
+    );
+    algo | combiner << 4
+}
+
+/// An operation and its algorithm byte as messages show them, e.g. `allreduce (algorithm 1,
+/// combiner max)`.
+pub fn describe(op: Op, algo: u8) -> String {
+    if op.combines() {
+        format!(
+            "{} (algorithm {}, combiner {})",
+            op.name(),
+            algo & 15,
+            crate::data::Combiner::code_name(algo >> 4)
+        )
+    } else {
+        format!("{} (algorithm {algo})", op.name())
     }
 }
 
@@ -685,11 +720,11 @@ mod tests {
             .to_string()
             .contains("magic"));
         let mut bad = b;
-        bad[4] = 9;
+        bad[4] = 8;
         assert!(Header::decode(&bad)
             .unwrap_err()
             .to_string()
-            .contains("version 9"));
+            .contains("version 8"));
         let mut bad = b;
         bad[6] = 77;
         assert!(Header::decode(&bad).is_err());

@@ -131,8 +131,9 @@ macro_rules! collectives {
             algo: ReduceAlgorithm,
         ) -> Result<()> {
             let t0 = Instant::now();
+            let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
             let t = &mut *table;
-            let ran = self.op(Op::Reduce, algo.code(), label, |cx| async move {
+            let ran = self.op(Op::Reduce, code, label, |cx| async move {
                 collective::rooted::reduce(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
@@ -226,7 +227,8 @@ macro_rules! collectives {
             table: &mut Table,
             algo: AllreduceAlgorithm,
         ) -> Result<()> {
-            self.op(Op::Allreduce, algo.code(), label, |cx| async move {
+            let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
+            self.op(Op::Allreduce, code, label, |cx| async move {
                 match algo {
                     AllreduceAlgorithm::Auto => collective::allreduce::auto(&cx, table).await,
                     AllreduceAlgorithm::RegroupAllgather => {
@@ -257,7 +259,8 @@ macro_rules! collectives {
             part: &Partitioner,
             algo: ReduceScatterAlgorithm,
         ) -> Result<()> {
-            self.op(Op::ReduceScatter, algo.code(), label, |cx| async move {
+            let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
+            self.op(Op::ReduceScatter, code, label, |cx| async move {
                 collective::regroup::reduce_scatter(&cx, table, part, algo).await
             })
         }
@@ -270,7 +273,8 @@ macro_rules! collectives {
             table: &mut Table,
             part: Option<&Partitioner>,
         ) -> Result<()> {
-            self.op(Op::Regroup, part.is_some() as u8, label, |cx| async move {
+            let code = crate::wire::with_combiner(part.is_some() as u8, table.combiner().code());
+            self.op(Op::Regroup, code, label, |cx| async move {
                 match part {
                     Some(p) => collective::regroup::regroup(&cx, table, p).await,
                     None => {
@@ -289,7 +293,8 @@ macro_rules! collectives {
             global: &mut Table,
             part: &Partitioner,
         ) -> Result<()> {
-            self.op(Op::Push, 0, label, |cx| async move {
+            let code = crate::wire::with_combiner(0, global.combiner().code());
+            self.op(Op::Push, code, label, |cx| async move {
                 collective::regroup::push(&cx, local, global, part).await
             })
         }
@@ -659,8 +664,25 @@ impl Worker {
         Fut: Future<Output = Result<T>>,
     {
         self.check_usable()?;
+        if self.events.in_phase() {
+            // Only a handler runs inside the phase, and the other workers are not calling
+            // collectives: refuse before anything is sent or the sequence moves.
+            return Err(Error::config(format!(
+                "rank {}: {} '{label}' called from a run_until_quiet handler: a handler may send \
+                 events, not run collectives (the other workers are not calling them)",
+                self.rank,
+                op.name()
+            )));
+        }
         let seq = scope.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let group = scope.members.as_ref().map(|m| m.id).unwrap_or(0);
+        let where_ = crate::error::OpContext {
+            rank: self.rank,
+            op: op.name(),
+            seq,
+            label: label.to_string(),
+            group: scope.members.as_ref().map(|m| m.world.clone()),
+        };
         let cx = Ctx {
             ep: self
                 .transport
@@ -688,6 +710,12 @@ impl Worker {
                 },
                 self.rank
             ))),
+        });
+        // Partitions that could not be combined (often another worker's, just received): say
+        // where, as the communication errors do.
+        let res = res.map_err(|e| match e {
+            Error::Data(why) => Error::Data(format!("{where_}: {why}")),
+            e => e,
         });
         match &res {
             Ok(_) => tracing::debug!(

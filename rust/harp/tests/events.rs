@@ -298,6 +298,29 @@ fn failures_reach_every_waiting_worker_with_the_cause() {
         errs[0]
     );
 
+    // A handler that runs a collective (only handlers run in a phase; the others are not
+    // calling it) is refused before anything is sent, and ends the phase on every worker.
+    let errs = on_workers(2, cfg(), |w: Worker| {
+        if w.rank() == 0 {
+            w.send_event(1, b"go").unwrap();
+        }
+        let t0 = Instant::now();
+        let e = w.run_until_quiet(|_| w.barrier("inside")).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{e}");
+        e.to_string()
+    });
+    let refused = "barrier 'inside' called from a run_until_quiet handler";
+    assert!(
+        errs[1].contains(&format!("rank 1: {refused}")),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[0].contains("rank 1 is gone: it failed: rank 1:") && errs[0].contains(refused),
+        "{}",
+        errs[0]
+    );
+
     let errs = on_workers(2, cfg(), |w: Worker| {
         if w.rank() == 1 {
             std::thread::sleep(Duration::from_millis(50));

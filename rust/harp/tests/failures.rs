@@ -319,3 +319,186 @@ fn a_worker_dropped_after_an_error_tells_the_peers_why() {
         );
     }
 }
+
+/// Tables that combine differently (sum on some workers, max on another) would give an
+/// allreduce whose result differs between workers: the combiner travels beside the algorithm,
+/// so it is an operation mismatch naming both, over real sockets.
+#[test]
+fn combiners_that_differ_between_workers_are_an_operation_mismatch() {
+    use harp::collective::AllreduceAlgorithm;
+    let cfgs = vec![config(Duration::from_secs(20)); 3];
+    let t0 = std::time::Instant::now();
+    let errors = common::tcp_job(
+        &cfgs,
+        |_, a| a.to_vec(),
+        |w| {
+            let w = w.unwrap();
+            let combiner = if w.rank() == 2 {
+                harp::Combiner::Max
+            } else {
+                harp::Combiner::Sum
+            };
+            let mut t = Table::new(combiner);
+            t.add(0, Array::from_slice(w.pool(), &[w.rank() as f64; 4]))
+                .unwrap();
+            let e = w
+                .allreduce("sums", &mut t, AllreduceAlgorithm::Auto)
+                .unwrap_err();
+            (e.kind(), e.to_string())
+        },
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "{errors:?}");
+    let mismatch = errors
+        .iter()
+        .filter(|(k, _)| *k == "op-mismatch")
+        .collect::<Vec<_>>();
+    assert!(!mismatch.is_empty(), "{errors:?}");
+    for (_, e) in &mismatch {
+        assert!(
+            e.contains("combiner max") && e.contains("combiner sum"),
+            "{e}"
+        );
+    }
+    for (k, e) in &errors {
+        assert!(
+            *k == "op-mismatch" || e.contains("operation mismatch"),
+            "every worker fails with the mismatch or learns it: {e}"
+        );
+    }
+}
+
+/// A ring against recursive halving: no worker ever waits for a frame of the other kind (each
+/// waits for a peer that sends elsewhere), so taking frames never meets the mismatch. A wait
+/// that has slept a heartbeat interval looks through what its operation received instead:
+/// every worker fails within seconds, not at the 20 s timeout.
+#[test]
+fn algorithms_that_never_meet_fail_before_the_timeout() {
+    use harp::collective::ReduceScatterAlgorithm;
+    let t0 = std::time::Instant::now();
+    let errors = on_workers(4, config(Duration::from_secs(20)), |w: Worker| {
+        let mut t = Table::default();
+        for pid in 0..8u32 {
+            t.add(pid, Array::from_slice(w.pool(), &[1.0f64; 4]))
+                .unwrap();
+        }
+        let algo = if w.rank() < 2 {
+            ReduceScatterAlgorithm::Ring
+        } else {
+            ReduceScatterAlgorithm::RecursiveHalving
+        };
+        let e = w
+            .reduce_scatter_with("rs", &mut t, &harp::Partitioner::Modulo, algo)
+            .unwrap_err();
+        (e.kind(), e.to_string())
+    });
+    assert!(t0.elapsed() < Duration::from_secs(10), "{errors:?}");
+    assert!(
+        errors.iter().any(|(k, _)| *k == "op-mismatch"),
+        "{errors:?}"
+    );
+    for (k, e) in &errors {
+        assert_ne!(*k, "timeout", "{e}");
+        assert!(e.contains("operation mismatch"), "{e}");
+    }
+}
+
+/// A regroup whose partitioner differs between workers would leave partitions on workers that
+/// do not own them: the receiver checks every partition against its own partitioner.
+#[test]
+fn partitioners_that_differ_between_workers_fail_the_regroup() {
+    let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
+        let part = if w.rank() == 0 {
+            harp::Partitioner::Modulo
+        } else {
+            harp::Partitioner::Custom(std::sync::Arc::new(|id| (id as usize + 1) % 2))
+        };
+        let mut t = Table::default();
+        for pid in 0..4u32 {
+            t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
+                .unwrap();
+        }
+        let e = w.regroup("g", &mut t, Some(&part)).unwrap_err();
+        e.to_string()
+    });
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("partitioner gives partition") && e.contains("differ")),
+        "{errors:?}"
+    );
+    for e in &errors {
+        assert!(e.contains("differ"), "{e}");
+    }
+}
+
+/// Partitions that cannot be combined (a peer's, just received) say where: the rank, the
+/// operation and its label, as communication errors do.
+#[test]
+fn data_errors_inside_a_collective_name_the_rank_and_the_operation() {
+    use harp::collective::AllreduceAlgorithm;
+    let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
+        let n = if w.rank() == 0 { 10 } else { 12 };
+        let mut t = Table::default();
+        t.add(0, Array::from_slice(w.pool(), &vec![1.0f64; n]))
+            .unwrap();
+        let e = w
+            .allreduce("weights", &mut t, AllreduceAlgorithm::BidirectionalExchange)
+            .unwrap_err();
+        e.to_string()
+    });
+    let own = |r: usize| format!("rank {r}: allreduce #1 'weights': partition 0: cannot combine");
+    assert!(
+        errors[0].contains(&own(0)) || errors[1].contains(&own(1)),
+        "{errors:?}"
+    );
+}
+
+/// An allgather `KnownTotal` that differs from what the workers hold (too small: a worker would
+/// stop early with an incomplete table; too large: it would wait for partitions that never
+/// come) fails every worker at once with both numbers.
+#[test]
+fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
+    use harp::collective::AllgatherAlgorithm;
+    for total in [4usize, 5, 7, usize::MAX] {
+        let t0 = std::time::Instant::now();
+        let errors = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
+            let mut t = Table::default();
+            // Rank 1 holds nothing: it still marks its (empty) end.
+            if w.rank() != 1 {
+                for k in 0..3u32 {
+                    let pid = w.rank() as u32 * 3 + k;
+                    t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
+                        .unwrap();
+                }
+            }
+            let algo = AllgatherAlgorithm::KnownTotal(total);
+            w.allgather("ag", &mut t, algo).unwrap_err().to_string()
+        });
+        assert!(t0.elapsed() < Duration::from_secs(10), "{errors:?}");
+        for e in &errors {
+            assert!(
+                e.contains(&format!(
+                    "known total {total}, but the workers hold 6 partitions"
+                )),
+                "total {total}: {e}"
+            );
+        }
+    }
+    // The right total still gathers everything.
+    let ids = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
+        let mut t = Table::default();
+        if w.rank() != 1 {
+            for k in 0..3u32 {
+                let pid = w.rank() as u32 * 3 + k;
+                t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
+                    .unwrap();
+            }
+        }
+        w.allgather("ag", &mut t, AllgatherAlgorithm::KnownTotal(6))
+            .unwrap();
+        t.ids()
+    });
+    for got in ids {
+        assert_eq!(got, vec![0, 1, 2, 6, 7, 8]);
+    }
+}

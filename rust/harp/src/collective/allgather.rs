@@ -18,8 +18,9 @@ pub enum AllgatherAlgorithm {
     /// Each bucket announces its own partition list, so no separate count exchange is needed.
     Ring,
     /// Ring pipelined per partition when the caller knows the total number of partitions
-    /// across all workers: partitions are forwarded one by one as they arrive, and a worker
-    /// stops when it has seen `total` of them.
+    /// across all workers: partitions are forwarded one by one as they arrive, each origin's
+    /// last one marked. A `total` that differs from the partitions the workers hold fails every
+    /// worker with a configuration error naming both.
     KnownTotal(usize),
 }
 
@@ -100,7 +101,10 @@ pub async fn ring(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
 }
 
 /// Per-partition pipelined ring for a known total. Cost ≈ (p−1)/p · nβ + (p−1 + m)α for m
-/// partitions per worker, with every partition forwarded as soon as it arrives.
+/// partitions per worker, with every partition forwarded as soon as it arrives. `aux` carries
+/// the partition's origin rank, with [`LAST`] on the origin's last one (an origin without
+/// partitions sends an empty batch with it), so a worker knows when it has everything whatever
+/// the total says; a total that differs from what the workers hold fails every worker.
 pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     let (right, left) = ((r + 1) % p, (r + p - 1) % p);
@@ -111,35 +115,44 @@ pub async fn known_total(cx: &Ctx<'_>, table: &mut Table, total: usize) -> Resul
             cx.ep.ctx
         )));
     }
-    if p == 1 {
-        return if total == own {
-            Ok(())
-        } else {
-            Err(Error::config(format!(
-                "{}: known total {total} but the only worker holds {own} partitions",
-                cx.ep.ctx
-            )))
-        };
-    }
-    for (pid, a) in table.iter() {
-        send_batch(
-            &cx.ep,
-            right,
-            tags::MAIN.tag(),
-            r as u32,
-            &[Out::whole(pid, a)],
-        )
-        .await?;
-    }
-    let mut received = Vec::with_capacity(total - own);
-    while received.len() < total - own {
-        let (hdr, pieces) = recv_batch(&cx.ep, cx.pool, left, tags::MAIN.tag()).await?;
-        let origin = hdr.aux as usize;
-        if (r + 1) % p != origin {
-            let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
-            send_batch(&cx.ep, right, tags::MAIN.tag(), origin as u32, &outs).await?;
+    let tag = tags::MAIN.tag();
+    if p > 1 {
+        if own == 0 {
+            send_batch(&cx.ep, right, tag, r as u32 | LAST, &[]).await?;
         }
+        for (i, (pid, a)) in table.iter().enumerate() {
+            let aux = r as u32 | if i + 1 == own { LAST } else { 0 };
+            send_batch(&cx.ep, right, tag, aux, &[Out::whole(pid, a)]).await?;
+        }
+    }
+    // The total is the caller's word: it sizes the list, within reason.
+    let mut received = Vec::with_capacity((total - own).min(1 << 16));
+    let mut finished = 0;
+    while finished < p - 1 {
+        let (hdr, pieces) = recv_batch(&cx.ep, cx.pool, left, tag).await?;
+        let origin = (hdr.aux & !LAST) as usize;
+        if origin >= p || origin == r {
+            return Err(Error::Protocol(format!(
+                "{}: rank {left} forwarded partitions of origin {origin}, not another worker",
+                cx.ep.ctx
+            )));
+        }
+        if right != origin {
+            let outs: Vec<Out<'_>> = pieces.iter().map(In::out).collect();
+            send_batch(&cx.ep, right, tag, hdr.aux, &outs).await?;
+        }
+        finished += (hdr.aux & LAST != 0) as usize;
         received.extend(pieces);
+    }
+    if own + received.len() != total {
+        return Err(Error::config(format!(
+            "{}: known total {total}, but the workers hold {} partitions",
+            cx.ep.ctx,
+            own + received.len()
+        )));
     }
     absorb(table, cx.pool, received)
 }
+
+/// `aux` bit of [`known_total`]: the origin's last partition.
+const LAST: u32 = 1 << 31;

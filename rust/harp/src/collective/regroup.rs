@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::framing::{recv_held, whole_piece};
+use super::framing::{recv_batch_expecting, recv_held, whole_piece};
 use super::IdMap;
 use super::{
     absorb, boxed, choose, join_all, owners, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
@@ -15,9 +15,12 @@ use crate::wire::PieceMeta;
 /// Sends each worker the pieces of `src` it owns and receives what the others send, all at
 /// once (every worker sends every other worker one batch, possibly empty, so nobody needs a
 /// count in advance). Returns the received pieces, in rank order.
+/// A received partition that this worker's `part` does not give it is a protocol error naming
+/// the sender (the workers' partitioners differ).
 async fn exchange(
     cx: &Ctx<'_>,
     src: &Table,
+    part: &Partitioner,
     owner: &IdMap<usize>,
     tag: u32,
 ) -> Result<Vec<Vec<super::In>>> {
@@ -36,13 +39,22 @@ async fn exchange(
             Ok(None)
         }));
     }
+    let mine = move |m: &PieceMeta| -> std::result::Result<(), String> {
+        match part.owner(m.pid, p) {
+            Ok(o) if o == r => Ok(()),
+            Ok(o) => Err(format!(
+                "this worker's partitioner gives partition {} to rank {o} (do the workers' \
+                 partitioners differ?)",
+                m.pid
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    };
     for i in 1..p {
         let from = (r + p - i) % p;
         futs.push(boxed(async move {
-            Ok(Some((
-                from,
-                recv_batch(&cx.ep, cx.pool, from, tag).await?.1,
-            )))
+            let got = recv_batch_expecting(&cx.ep, cx.pool, from, tag, mine).await?;
+            Ok(Some((from, got.1)))
         }));
     }
     let mut got: Vec<(usize, Vec<super::In>)> =
@@ -57,7 +69,7 @@ async fn exchange(
 pub async fn regroup(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
     let r = cx.rank();
     let owner = owners(table, part, cx.size())?;
-    let got = exchange(cx, table, &owner, tags::MAIN.tag()).await?;
+    let got = exchange(cx, table, part, &owner, tags::MAIN.tag()).await?;
     table.retain(|id| owner[&id] == r);
     for pieces in got {
         absorb(table, cx.pool, pieces)?;
@@ -370,7 +382,7 @@ pub async fn push(
 ) -> Result<()> {
     let r = cx.rank();
     let owner = owners(local, part, cx.size())?;
-    let got = exchange(cx, local, &owner, tags::MAIN.tag()).await?;
+    let got = exchange(cx, local, part, &owner, tags::MAIN.tag()).await?;
     for (id, a) in local.iter() {
         if owner[&id] == r {
             global.add(id, a.duplicate(cx.pool))?;
@@ -454,8 +466,8 @@ pub async fn pull(
     }
     if let Some(id) = wanted.iter().min() {
         return Err(Error::data(format!(
-            "{}: partition {id} is not in the global table of its owner, rank {}",
-            cx.ep.ctx, owner[id]
+            "partition {id} is not in the global table of its owner, rank {}",
+            owner[id]
         )));
     }
     Ok(())

@@ -140,6 +140,38 @@ impl Combiner {
         })
     }
 
+    /// The combiner's kind as a number below 16 (user-defined ones by kind only). Frames of the
+    /// collectives that combine carry it beside their algorithm ([`crate::wire::with_combiner`]),
+    /// so workers whose tables combine differently fail with an operation mismatch instead of
+    /// returning different results.
+    pub fn code(&self) -> u8 {
+        match self {
+            Combiner::Sum => 0,
+            Combiner::Min => 1,
+            Combiner::Max => 2,
+            Combiner::KeepFirst => 3,
+            Combiner::Reject => 4,
+            Combiner::Append => 5,
+            Combiner::Custom(_) => 6,
+            Combiner::KeyValue(_) => 7,
+        }
+    }
+
+    /// The name of a combiner kind given by [`Combiner::code`], for messages.
+    pub fn code_name(code: u8) -> &'static str {
+        match code {
+            0 => "sum",
+            1 => "min",
+            2 => "max",
+            3 => "keep-first",
+            4 => "reject",
+            5 => "append",
+            6 => "a custom combiner",
+            7 => "a key-value combiner",
+            _ => "an unknown combiner",
+        }
+    }
+
     pub fn name(&self) -> &str {
         match self {
             Combiner::Sum => "sum",

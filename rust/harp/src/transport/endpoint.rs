@@ -229,6 +229,29 @@ impl Endpoint<'_> {
         }
     }
 
+    fn mismatch(&self, peer: usize, op: Op, algo: u8) -> Error {
+        Error::OpMismatch {
+            ctx: self.ctx.clone(),
+            peer,
+            sides: format!(
+                "{} at this position, this worker {}",
+                wire::describe(op, algo),
+                wire::describe(self.op, self.algo)
+            ),
+        }
+    }
+
+    /// While a receive waits: a peer that runs another operation or algorithm at this position
+    /// and sends to this worker only frames it does not wait for (say a ring against a
+    /// butterfly) would otherwise show only at the timeout.
+    fn check_mismatch(&self) -> Result<()> {
+        let pos = (self.group_id(), self.seq);
+        match self.t.mailbox.mismatch(pos, self.op, self.algo) {
+            Some((peer, op, algo)) => Err(self.mismatch(peer, op, algo)),
+            None => Ok(()),
+        }
+    }
+
     fn timed_out(&self, peer: usize) -> Error {
         Error::Timeout {
             ctx: self.ctx.clone(),
@@ -325,11 +348,7 @@ impl Endpoint<'_> {
     fn taken(&self, t: Take) -> Option<Result<Frame>> {
         match t {
             Take::Frame(f) => Some(Ok(f)),
-            Take::Mismatch { peer, op, algo } => Some(Err(Error::OpMismatch {
-                ctx: self.ctx.clone(),
-                peer,
-                theirs: format!("{} (algorithm {algo})", op.name()),
-            })),
+            Take::Mismatch { peer, op, algo } => Some(Err(self.mismatch(peer, op, algo))),
             Take::Gone { peer, reason } => Some(Err(self.lost(peer, reason))),
             Take::Empty => None,
         }
@@ -407,6 +426,7 @@ impl Endpoint<'_> {
             }
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
+                self.check_mismatch()?;
                 for &p in &all {
                     let quiet = mb.silence(p);
                     if quiet >= self.timeout / 2 {
@@ -444,6 +464,7 @@ impl Endpoint<'_> {
             }
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
+                self.check_mismatch()?;
                 let quiet = mb.silence(src);
                 if quiet >= self.timeout / 2 {
                     return Err(self.silent(src, quiet));

@@ -426,6 +426,19 @@ impl Mailbox {
             .min_by_key(|&(src, s, _)| (s, src))
     }
 
+    /// A peer whose frames at operation `seq` of `group` belong to another operation or
+    /// algorithm than (`op`, `algo`), with what they belong to (the lowest such rank).
+    pub fn mismatch(&self, (group, seq): (u64, u64), op: Op, algo: u8) -> Option<(usize, Op, u8)> {
+        let st = self.lock();
+        st.ops
+            .iter()
+            .filter(|((g, s, _), pos)| {
+                *g == group && *s == seq && (pos.op != op || pos.algo != algo)
+            })
+            .map(|((_, _, src), pos)| (*src, pos.op, pos.algo))
+            .min_by_key(|&(src, _, _)| src)
+    }
+
     /// Takes the next frame of operation `seq` of `group` with `tag` from the first of `from`
     /// that has one. Frames from a candidate at this position for another operation or
     /// algorithm are a mismatch. Gone only when every candidate is gone (naming the first).
