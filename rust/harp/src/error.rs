@@ -35,11 +35,14 @@ impl fmt::Display for OpContext {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A live peer did not send what this operation needs within the configured timeout.
-    #[error("{ctx}: timed out after {secs:.1} s waiting for rank {peer} (it is alive but did not send; it may be stuck outside the collectives or waiting for another worker)")]
+    /// `hint`: empty, or what else this worker received meanwhile that may explain it
+    /// (starting with "; ").
+    #[error("{ctx}: timed out after {secs:.1} s waiting for rank {peer} (it is alive but did not send; it may be stuck outside the collectives or waiting for another worker){hint}")]
     Timeout {
         ctx: OpContext,
         peer: usize,
         secs: f64,
+        hint: String,
     },
     /// A send to a peer made no progress within the timeout: the peer is not taking data (kind
     /// `timeout`, like a receive that waited too long).
@@ -196,6 +199,7 @@ mod tests {
                 ctx: ctx(),
                 peer: 1,
                 secs: 1.0,
+                hint: String::new(),
             },
             Error::Silent {
                 ctx: ctx(),

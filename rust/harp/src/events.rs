@@ -681,6 +681,7 @@ impl Worker {
                             ctx: ep.ctx.clone(),
                             peer: late,
                             secs: limit.as_secs_f64(),
+                            hint: String::new(),
                         })?,
                 },
                 None => {
@@ -690,6 +691,7 @@ impl Worker {
                             ctx: ep.ctx.clone(),
                             peer: 0,
                             secs: (2 * limit).as_secs_f64(),
+                            hint: String::new(),
                         });
                     }
                     left

@@ -715,6 +715,17 @@ impl Worker {
         // where, as the communication errors do.
         let res = res.map_err(|e| match e {
             Error::Data(why) => Error::Data(format!("{where_}: {why}")),
+            Error::Timeout {
+                ctx,
+                peer,
+                secs,
+                hint,
+            } if hint.is_empty() => Error::Timeout {
+                ctx,
+                peer,
+                secs,
+                hint: self.unknown_group_hint(),
+            },
             e => e,
         });
         match &res {
@@ -732,10 +743,31 @@ impl Worker {
         res
     }
 
+    /// After a timeout: frames from a peer for a group this worker never created, the mark of
+    /// members that list one group in different orders (its id hashes the list, so their frames
+    /// never meet). Empty when there are none.
+    fn unknown_group_hint(&self) -> String {
+        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        let odd = self
+            .transport
+            .queued_groups()
+            .into_iter()
+            .find(|(g, _)| *g != 0 && !groups.contains_key(g));
+        match odd {
+            None => String::new(),
+            Some((g, src)) => format!(
+                "; meanwhile rank {src} sent frames for a group this worker has not created (id \
+                 {g:#x}): if it is meant to be the same group, the members list it in different \
+                 orders (the list gives the group ranks, so every member must list it alike)"
+            ),
+        }
+    }
+
     /// A handle for collectives over a subset of the workers: `members` are world ranks in
     /// group-rank order (group rank g is world rank `members[g]`). Every member calls it with
     /// the same list (no message is exchanged; lists that differ between members make their
-    /// first collective fail at the timeout); non-members do not call it. A group has its own
+    /// first collective fail at the timeout, whose message then says that a peer sent frames
+    /// for a group this worker has not created); non-members do not call it. A group has its own
     /// sequence of operations, apart from the job's and from every other group's, so disjoint
     /// groups may run collectives at the same time, and a group's operations interleave freely
     /// with the job's (each worker still calls them in one order). Calling `group` again with

@@ -269,3 +269,26 @@ fn a_root_outside_the_group_is_named_with_the_group_size() {
         }
     }
 }
+
+/// Members that list one group in different orders create different groups (the id hashes the
+/// list), whose frames never meet: the timeout says what was received meanwhile, and the
+/// other member learns it.
+#[test]
+fn a_group_listed_in_different_orders_times_out_with_a_hint() {
+    let errors = on_workers(2, config(Duration::from_secs(2)), |w: Worker| {
+        let members = if w.rank() == 0 { [0, 1] } else { [1, 0] };
+        let g = w.group(&members).unwrap();
+        let e = g.barrier("b").unwrap_err();
+        (e.kind(), e.to_string())
+    });
+    // The first to time out says so; the other learns it from its abort (or times out too).
+    assert!(errors.iter().any(|(k, _)| *k == "timeout"), "{errors:?}");
+    for (r, (_, e)) in errors.iter().enumerate() {
+        assert!(
+            e.contains("timed out after 2.0 s")
+                && e.contains("sent frames for a group this worker has not created")
+                && e.contains("in different orders"),
+            "rank {r}: {e}"
+        );
+    }
+}

@@ -69,6 +69,12 @@ impl Transport {
         self.mailbox.stray(group, seq)
     }
 
+    /// The (group, sender) pairs with frames waiting in the collective lane (group 0: the whole
+    /// job), for explaining a timeout.
+    pub fn queued_groups(&self) -> Vec<(u64, usize)> {
+        self.mailbox.queued_groups()
+    }
+
     /// An endpoint for one operation of `group` (`None`: the whole job); `seq` counts that
     /// group's operations.
     pub fn group_endpoint(
@@ -257,6 +263,7 @@ impl Endpoint<'_> {
             ctx: self.ctx.clone(),
             peer,
             secs: self.timeout.as_secs_f64(),
+            hint: String::new(),
         }
     }
 

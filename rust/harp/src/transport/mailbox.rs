@@ -426,6 +426,15 @@ impl Mailbox {
             .min_by_key(|&(src, s, _)| (s, src))
     }
 
+    /// The (group, sender) pairs that have collective frames waiting, sorted.
+    pub fn queued_groups(&self) -> Vec<(u64, usize)> {
+        let st = self.lock();
+        let mut v: Vec<(u64, usize)> = st.ops.keys().map(|&(g, _, src)| (g, src)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// A peer whose frames at operation `seq` of `group` belong to another operation or
     /// algorithm than (`op`, `algo`), with what they belong to (the lowest such rank).
     pub fn mismatch(&self, (group, seq): (u64, u64), op: Op, algo: u8) -> Option<(usize, Op, u8)> {
