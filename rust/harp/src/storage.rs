@@ -235,8 +235,15 @@ impl Storage for LocalStorage {
     }
 
     fn create_dir_all(&self, path: &str) -> Result<()> {
-        fs::create_dir_all(local_path(path))
-            .map_err(|e| Error::io(format!("cannot create directory '{path}'"), e))
+        let p = local_path(path);
+        fs::create_dir_all(&p).map_err(|e| {
+            let why = if p.is_file() {
+                ", a file of that name exists"
+            } else {
+                ""
+            };
+            Error::io(format!("cannot create directory '{path}'{why}"), e)
+        })
     }
 
     fn exists(&self, path: &str) -> Result<bool> {
@@ -677,6 +684,21 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("z.bin")]);
         fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_directory_over_a_file_says_so() {
+        let d = tmpdir("over-file");
+        let f = d.join("ckpt");
+        fs::write(&f, b"x").unwrap();
+        let path = f.to_str().unwrap();
+        let e = LocalStorage.create_dir_all(path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "cannot create directory '{path}', a file of that name exists"
+            )),
+            "{e}"
+        );
     }
 
     #[test]

@@ -56,3 +56,57 @@ fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
         assert!(e.ends_with(&want), "rank {r}: {e}");
     }
 }
+
+/// Two workers started as rank 0 (the second should have been rank 1): the worker that dials
+/// rank 1's address is answered by a rank 0 and fails at once saying so; the real rank 0 names
+/// rank 1, which never joined, at the connect timeout.
+#[test]
+fn two_workers_started_with_the_same_rank_are_named_as_such() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cfg = Config {
+        connect_timeout: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let listeners = rt.block_on(async {
+        (0..3)
+            .map(|_| listen(any, &cfg).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let hosts: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let job = job_id("startup");
+    let results = rt.block_on(async {
+        let tasks: Vec<_> = listeners
+            .into_iter()
+            .zip([0usize, 0, 2])
+            .map(|(l, rank)| {
+                let (cfg, hosts) = (cfg.clone(), hosts.clone());
+                tokio::spawn(async move {
+                    Transport::connect(&cfg, &hosts, rank, job, SECRET, l, Pool::default()).await
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap().err().map(|e| e.to_string()));
+        }
+        out
+    });
+    let rank2 = results[2].as_deref().expect("rank 2 fails");
+    assert!(
+        rank2.contains(&format!(
+            "connection to rank 1 at {}: protocol error: the process at rank 1's address answers \
+             as rank 0: two workers were started with the same rank",
+            hosts[1]
+        )),
+        "{rank2}"
+    );
+    let rank0 = results[0].as_deref().expect("rank 0 fails");
+    assert!(
+        rank0.contains("rank 1 (") && rank0.contains("did not connect"),
+        "{rank0}"
+    );
+}

@@ -254,8 +254,15 @@ pub(super) async fn dial_auth(
         .await
         .map_err(|e| Error::io("writing hello", e))?;
     let (_, ch): (_, Challenge) = read_msg(s, Kind::Challenge, job).await?;
-    if ch.rank as usize != peer || !pair.verify(b"harp-acceptor", &my_nonce, ch.frame_mac, &ch.mac)
-    {
+    if ch.rank as usize != peer {
+        // Unproven (the proof binds the rank), but the likely cause is a start-up mistake.
+        return Err(Error::Protocol(format!(
+            "the process at rank {peer}'s address answers as rank {}: two workers were started \
+             with the same rank, or their worker lists differ",
+            ch.rank
+        )));
+    }
+    if !pair.verify(b"harp-acceptor", &my_nonce, ch.frame_mac, &ch.mac) {
         return Err(Error::Protocol(format!(
             "the process at rank {peer}'s address failed to prove the job secret"
         )));
