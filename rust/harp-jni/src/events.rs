@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use harp::events::{label_receivers, Handler};
+use harp::events::{check_label_receivers, label_receivers, Handler};
 use harp::{Error, Worker};
 use jni::objects::{JByteArray, JByteBuffer, JClass, JObject, JString, JValue};
 use jni::sys::{jint, jlong};
@@ -95,8 +95,13 @@ pub extern "system" fn Java_harp_Events_send<'l>(
             };
             match mode {
                 TO_ONE => {
-                    // A negative rank becomes an out-of-range one, which the engine reports.
-                    wk.send_event(usize::try_from(dst).unwrap_or(usize::MAX), payload)?;
+                    let to = usize::try_from(dst).map_err(|_| {
+                        fail(format!(
+                            "{what}: no worker {dst} (the job has {})",
+                            wk.size()
+                        ))
+                    })?;
+                    wk.send_event(to, payload)?;
                     Ok(JObject::null())
                 }
                 TO_ALL => {
@@ -199,6 +204,7 @@ pub extern "system" fn Java_harp_Events_labelReceivers<'l>(
         let label = jstr(env, &label)?;
         let workers = usize_arg(workers, "the number of workers")?;
         let copies = usize_arg(copies, "copies")?;
+        check_label_receivers(copies, workers)?;
         let to: Vec<jint> = label_receivers(&label, copies, workers)
             .into_iter()
             .map(|r| r as jint)

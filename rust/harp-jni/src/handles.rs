@@ -17,6 +17,9 @@ use crate::errors::{closed, Failure};
 pub struct WorkerEntry {
     pub worker: Worker,
     pub tag: String,
+    /// An abort asked for while a collective ran on another thread: that collective's call
+    /// carries it out when it returns (`Worker.abort`).
+    pub abort: Mutex<Option<String>>,
 }
 
 /// A table and the pool its buffers come from (its worker's).
@@ -42,8 +45,8 @@ impl TableEntry {
     /// poisoned lock is still usable: a failed call leaves the table valid). A merge that
     /// fails (a partition id holding another layout) is that call's error; the pending
     /// entries are then dropped, as a failed batch's were.
-    pub fn lock(&self) -> harp::Result<MutexGuard<'_, Table>> {
-        let mut tb = self.table_lock();
+    pub fn lock(&self) -> harp::Result<TableGuard<'_>> {
+        let mut tb = self.table_lock()?;
         self.merge_pending(&mut tb, &mut self.pending_lock())?;
         Ok(tb)
     }
@@ -59,7 +62,7 @@ impl TableEntry {
         batch: &[u8],
     ) -> harp::Result<()> {
         let layout = Layout::KeyValue { key, value };
-        let mut tb = self.table_lock();
+        let mut tb = self.table_lock()?;
         let mut pending = self.pending_lock();
         let fits = |kv: &&mut KvTable| kv.layout() == layout && kv.partitions() == partitions;
         if let Some(kv) = pending.as_mut().filter(fits) {
@@ -81,12 +84,59 @@ impl TableEntry {
         }
     }
 
-    fn table_lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    /// The table's lock. A thread that holds it already (a Java key-value combiner, called
+    /// back while its table combines, that uses that table) gets an error instead of waiting
+    /// for itself forever.
+    fn table_lock(&self) -> harp::Result<TableGuard<'_>> {
+        let key = self as *const TableEntry as usize;
+        if HELD.with(|h| h.borrow().contains(&key)) {
+            return Err(harp::Error::config(
+                "the table is in use by this thread: a key-value combiner called while the table \
+                 combines cannot use that table",
+            ));
+        }
+        let guard = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        HELD.with(|h| h.borrow_mut().push(key));
+        Ok(TableGuard { guard, key })
     }
 
     fn pending_lock(&self) -> MutexGuard<'_, Option<KvTable>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+thread_local! {
+    /// The tables whose lock this thread holds (at most a few: push and pull hold two).
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A locked table ([`TableEntry::lock`]); unlocking forgets that this thread holds it.
+pub struct TableGuard<'a> {
+    guard: MutexGuard<'a, Table>,
+    key: usize,
+}
+
+impl std::ops::Deref for TableGuard<'_> {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for TableGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.guard
+    }
+}
+
+impl Drop for TableGuard<'_> {
+    fn drop(&mut self) {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(i) = h.iter().rposition(|&k| k == self.key) {
+                h.swap_remove(i);
+            }
+        });
     }
 }
 

@@ -111,6 +111,7 @@ pub extern "system" fn Java_harp_Native_start<'l>(
         Ok(insert(Obj::Worker(Arc::new(WorkerEntry {
             worker: w,
             tag: tag.to_string(),
+            abort: std::sync::Mutex::new(None),
         }))))
     })
 }

@@ -26,11 +26,25 @@ fn with_partition<R>(
 
 fn view<'l>(env: &mut Env<'l>, a: &mut Array) -> Result<JByteBuffer<'l>, Failure> {
     let len = a.bytes().len();
+    java_sized(len as u64)?;
     // Never null, even for an empty partition (pool buffers give an aligned dangling pointer).
     let ptr = a.bytes_mut().as_mut_ptr();
     // SAFETY: the buffer lives as long as the partition stays in its table; the Java side
     // invalidates its views (generation check) whenever the table changes.
     Ok(unsafe { env.new_direct_byte_buffer(ptr, len) }?)
+}
+
+/// A Java buffer holds at most `i32::MAX` bytes: a partition larger than that cannot be seen
+/// from Java (an error naming both sizes, not the JNI's "call failed").
+fn java_sized(bytes: u64) -> Result<(), Failure> {
+    if bytes > i32::MAX as u64 {
+        return Err(fail(format!(
+            "a partition of {bytes} bytes: a Java buffer holds at most {} bytes; split it into \
+             several partitions",
+            i32::MAX
+        )));
+    }
+    Ok(())
 }
 
 /// A new empty table of worker `w` whose buffers come from the worker's pool; `combiner` is a
@@ -205,6 +219,8 @@ pub extern "system" fn Java_harp_Table_create<'l>(
         let pid = u32::try_from(pid)
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
         let n = usize::try_from(length).map_err(|_| fail(format!("bad length {length}")))?;
+        // Before anything is allocated or put in the table.
+        java_sized(n as u64 * dt.size() as u64)?;
         let mut tb = e.lock()?;
         tb.put(pid, Array::zeros(&e.pool, dt, n));
         let a = tb.get_mut(pid).expect("just inserted");

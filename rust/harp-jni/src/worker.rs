@@ -109,9 +109,14 @@ pub extern "system" fn Java_harp_Worker_abort<'l>(
 ) {
     call(&mut env, |env, _| {
         let reason = jstr(env, &reason)?;
-        // Still in use on another thread: dropping our reference is all we can do.
-        if let Some(Ok(entry)) = take_worker(h)?.map(Arc::try_unwrap) {
-            entry.worker.abort(&reason);
+        match take_worker(h)?.map(Arc::try_unwrap) {
+            Some(Ok(entry)) => entry.worker.abort(&reason),
+            // A collective runs on another thread: it aborts the worker when it returns
+            // (the handle is gone for every new call already).
+            Some(Err(shared)) => {
+                *shared.abort.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+            }
+            None => {}
         }
         Ok(())
     })
@@ -127,13 +132,26 @@ fn collective<'l>(
     body: impl FnOnce(&mut Env<'l>, &Worker, &str) -> Result<(), Failure>,
 ) {
     call(&mut env, |env, scope| {
-        let label = jstr(env, &label)?;
-        scope.op(op, &label);
         let we = worker(w)?;
         scope.worker(we.worker.rank());
+        scope.op(op, "");
+        if label.is_null() {
+            return Err(fail("the label is null"));
+        }
+        let label = jstr(env, &label)?;
+        scope.op(op, &label);
         let span = tracing::info_span!("harp", worker = %we.tag);
         let _g = span.enter();
-        body(env, &we.worker, &label)
+        let res = body(env, &we.worker, &label);
+        // `Worker.abort` on another thread while this ran: carry it out now, as the last user.
+        let pending = we.abort.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        if pending {
+            if let Ok(entry) = Arc::try_unwrap(we) {
+                let reason = entry.abort.lock().unwrap_or_else(|e| e.into_inner()).take();
+                entry.worker.abort(&reason.unwrap_or_default());
+            }
+        }
+        res
     })
 }
 
@@ -149,11 +167,25 @@ fn in_group<'l>(
     body: impl FnOnce(&mut Env<'l>, &dyn Collectives, &str) -> Result<(), Failure>,
 ) {
     collective(env, w, op, label, |env, wk, label| {
-        match ranks(env, &members)? {
+        match members_of(env, &members)? {
             None => body(env, wk, label),
             Some(m) => body(env, &wk.group(&m)?, label),
         }
     })
+}
+
+/// A group's member list (null: the whole job). A negative rank is refused here, named as
+/// Java gave it; the engine checks the rest (`Worker::group`).
+fn members_of(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
+    let Some(m) = ints(env, members)? else {
+        return Ok(None);
+    };
+    if let Some(r) = m.iter().find(|&&r| r < 0) {
+        return Err(fail(format!(
+            "group {m:?}: rank {r} is not a worker (ranks start at 0)"
+        )));
+    }
+    Ok(Some(m.into_iter().map(|r| r as usize).collect()))
 }
 
 /// The ranks in an `int[]` (null: none); a negative rank becomes an out-of-range one, which the
@@ -178,16 +210,33 @@ pub extern "system" fn Java_harp_Worker_groupRank<'l>(
     call(&mut env, |env, scope| {
         let we = worker(w)?;
         scope.worker(we.worker.rank());
-        let m = ranks(env, &members)?.ok_or_else(|| fail("a group needs a member list"))?;
+        let m = members_of(env, &members)?.ok_or_else(|| fail("a group needs a member list"))?;
         Ok(we.worker.group(&m)?.rank() as jint)
     })
 }
 
 /// Runs `f` on table `t`, locked for the duration of the collective.
-fn in_table(t: jlong, f: impl FnOnce(&mut Table) -> harp::Result<()>) -> Result<(), Failure> {
-    let e = table(t)?;
+fn in_table(
+    wk: &dyn Collectives,
+    t: jlong,
+    f: impl FnOnce(&mut Table) -> harp::Result<()>,
+) -> Result<(), Failure> {
+    let e = own_table(wk, t)?;
     let mut tb = e.lock()?;
     Ok(f(&mut tb)?)
+}
+
+/// Table `t`, which must be one of this worker's: a table of another worker in the same JVM
+/// (LocalJobRunner runs several) holds that worker's pool memory and may be in its collective.
+fn own_table(wk: &dyn Collectives, t: jlong) -> Result<Arc<TableEntry>, Failure> {
+    let e = table(t)?;
+    if !e.pool.same(wk.pool()) {
+        return Err(fail(format!(
+            "table handle {t} belongs to another worker of this process; a collective takes \
+             only its own worker's tables"
+        )));
+    }
+    Ok(e)
 }
 
 fn root(r: jint) -> Result<usize, Failure> {
@@ -244,7 +293,7 @@ pub extern "system" fn Java_harp_Worker_broadcast<'l>(
     in_group(env, w, members, Op::Broadcast, label, |env, wk, label| {
         let a = BroadcastAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
-        in_table(t, |tb| wk.broadcast(label, tb, r, a))
+        in_table(wk, t, |tb| wk.broadcast(label, tb, r, a))
     })
 }
 
@@ -263,7 +312,7 @@ pub extern "system" fn Java_harp_Worker_reduce<'l>(
     in_group(env, w, members, Op::Reduce, label, |env, wk, label| {
         let a = ReduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
-        in_table(t, |tb| wk.reduce(label, tb, r, a))
+        in_table(wk, t, |tb| wk.reduce(label, tb, r, a))
     })
 }
 
@@ -279,7 +328,7 @@ pub extern "system" fn Java_harp_Worker_gather<'l>(
 ) {
     in_group(env, w, members, Op::Gather, label, |_, wk, label| {
         let r = root(root_rank)?;
-        in_table(t, |tb| wk.gather(label, tb, r))
+        in_table(wk, t, |tb| wk.gather(label, tb, r))
     })
 }
 
@@ -299,7 +348,7 @@ pub extern "system" fn Java_harp_Worker_scatter<'l>(
     in_group(env, w, members, Op::Scatter, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let r = root(root_rank)?;
-        in_table(t, |tb| wk.scatter(label, tb, r, &p))
+        in_table(wk, t, |tb| wk.scatter(label, tb, r, &p))
     })
 }
 
@@ -321,7 +370,7 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
             Ok(n) => AllgatherAlgorithm::KnownTotal(n),
             Err(_) => return Err(fail(format!("bad total partition count {total}"))),
         };
-        in_table(t, |tb| wk.allgather(label, tb, a))
+        in_table(wk, t, |tb| wk.allgather(label, tb, a))
     })
 }
 
@@ -338,7 +387,7 @@ pub extern "system" fn Java_harp_Worker_allreduce<'l>(
 ) {
     in_group(env, w, members, Op::Allreduce, label, |env, wk, label| {
         let a = AllreduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
-        in_table(t, |tb| wk.allreduce(label, tb, a))
+        in_table(wk, t, |tb| wk.allreduce(label, tb, a))
     })
 }
 
@@ -361,7 +410,7 @@ pub extern "system" fn Java_harp_Worker_reduceScatter<'l>(
         label,
         |env, wk, label| {
             let p = partitioner(env, &ids, &owners)?;
-            in_table(t, |tb| wk.reduce_scatter(label, tb, &p))
+            in_table(wk, t, |tb| wk.reduce_scatter(label, tb, &p))
         },
     )
 }
@@ -387,16 +436,20 @@ pub extern "system" fn Java_harp_Worker_regroup<'l>(
         } else {
             Some(partitioner(env, &ids, &owners)?)
         };
-        in_table(t, |tb| wk.regroup(label, tb, p.as_ref()))
+        in_table(wk, t, |tb| wk.regroup(label, tb, p.as_ref()))
     })
 }
 
 /// The two tables of push and pull: the local one and the global one (never the same).
-fn two_tables(local: jlong, global: jlong) -> Result<(Arc<TableEntry>, Arc<TableEntry>), Failure> {
+fn two_tables(
+    wk: &dyn Collectives,
+    local: jlong,
+    global: jlong,
+) -> Result<(Arc<TableEntry>, Arc<TableEntry>), Failure> {
     if local == global {
         return Err(fail("push/pull need two different tables"));
     }
-    Ok((table(local)?, table(global)?))
+    Ok((own_table(wk, local)?, own_table(wk, global)?))
 }
 
 #[unsafe(no_mangle)]
@@ -414,7 +467,7 @@ pub extern "system" fn Java_harp_Worker_push<'l>(
 ) {
     in_group(env, w, members, Op::Push, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
-        let (l, g) = two_tables(local, global)?;
+        let (l, g) = two_tables(wk, local, global)?;
         let (l, mut g) = (l.lock()?, g.lock()?);
         wk.push(label, &l, &mut g, &p)?;
         Ok(())
@@ -436,7 +489,7 @@ pub extern "system" fn Java_harp_Worker_pull<'l>(
 ) {
     in_group(env, w, members, Op::Pull, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
-        let (l, g) = two_tables(local, global)?;
+        let (l, g) = two_tables(wk, local, global)?;
         let (mut l, g) = (l.lock()?, g.lock()?);
         wk.pull(label, &mut l, &g, &p)?;
         Ok(())
@@ -456,7 +509,7 @@ pub extern "system" fn Java_harp_Worker_rotate<'l>(
 ) {
     in_group(env, w, members, Op::Rotate, label, |env, wk, label| {
         let map = ranks(env, &map)?;
-        in_table(t, |tb| wk.rotate(label, tb, map.as_deref()))
+        in_table(wk, t, |tb| wk.rotate(label, tb, map.as_deref()))
     })
 }
 
@@ -492,7 +545,7 @@ pub extern "system" fn Java_harp_Worker_regroupEdges<'l>(
 ) {
     in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
         let p = vertex_partitions(partitions)?;
-        in_table(t, |tb| {
+        in_table(wk, t, |tb| {
             harp::graph::regroup_edges(wk, label, tb, endpoint(by_source), p)
         })
     })
@@ -520,9 +573,9 @@ pub extern "system" fn Java_harp_Worker_sendEdgesToVertices<'l>(
                 "the edges and the vertices must be two different tables",
             ));
         }
-        let v = table(vertices)?;
+        let v = own_table(wk, vertices)?;
         let v = v.lock()?;
-        in_table(t, |tb| {
+        in_table(wk, t, |tb| {
             harp::graph::send_edges_to_vertices(wk, label, tb, endpoint(by_source), &v, p)
         })
     })
@@ -540,6 +593,6 @@ pub extern "system" fn Java_harp_Worker_sendMessages<'l>(
     t: jlong,
 ) {
     in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
-        in_table(t, |tb| harp::graph::send_messages(wk, label, tb))
+        in_table(wk, t, |tb| harp::graph::send_messages(wk, label, tb))
     })
 }

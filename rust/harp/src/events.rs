@@ -28,6 +28,23 @@ use crate::worker::Worker;
 
 pub use crate::transport::{Event, EventQueueStats};
 
+/// The arguments [`label_receivers`] takes from outside the engine (Java's `labelReceivers`):
+/// `workers` 1 ..= the most workers a job may have, `copies` 1 ..= `workers`, as a send needs.
+pub fn check_label_receivers(copies: usize, workers: usize) -> Result<()> {
+    let max = crate::collective::tags::MAX_WORKERS;
+    if workers == 0 || workers > max {
+        return Err(Error::config(format!(
+            "label receivers: workers must be 1..={max}, not {workers}"
+        )));
+    }
+    if copies == 0 || copies > workers {
+        return Err(Error::config(format!(
+            "label receivers: copies must be 1..={workers} (the number of workers), not {copies}"
+        )));
+    }
+    Ok(())
+}
+
 /// The receivers of an event labeled `label` sent as `copies` copies among `workers`: worker
 /// `h = fnv1a(label) % workers` (64-bit FNV-1a of the label's UTF-8 bytes) and the next
 /// `copies - 1` ranks after it, wrapping around. Stable across runs, hosts and languages.

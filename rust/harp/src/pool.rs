@@ -132,6 +132,11 @@ fn class_size(class: usize) -> usize {
 }
 
 impl Pool {
+    /// Whether `other` is this very pool (a clone of it), not just an equal one.
+    pub fn same(&self, other: &Pool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn new(cfg: PoolConfig) -> Self {
         Pool {
             inner: Arc::new(Inner {

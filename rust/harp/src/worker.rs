@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -73,6 +73,9 @@ pub struct Worker {
     seq: AtomicU64,
     /// Every group this worker has created: its members and its operation counter.
     groups: Mutex<HashMap<u64, GroupSeq>>,
+    /// Set while an operation runs: a worker runs one at a time (a second thread's call is
+    /// refused instead of sending frames that its peers would take for the first's).
+    busy: AtomicBool,
     poisoned: Mutex<Option<String>>,
     /// Counters and queued control messages of the event lane (`crate::events`).
     pub(crate) events: crate::events::State,
@@ -389,6 +392,7 @@ impl Worker {
             transport,
             seq: AtomicU64::new(0),
             groups: Mutex::default(),
+            busy: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             events: Default::default(),
             finished: false,
@@ -456,6 +460,7 @@ impl Worker {
                 transport,
                 seq: AtomicU64::new(0),
                 groups: Mutex::default(),
+                busy: AtomicBool::new(false),
                 poisoned: Mutex::new(None),
                 events: Default::default(),
                 finished: false,
@@ -674,6 +679,30 @@ impl Worker {
                 op.name()
             )));
         }
+        if label.len() > crate::wire::MAX_LABEL as usize {
+            return Err(Error::config(format!(
+                "rank {}: {}: a label of {} bytes; at most {} (as for events)",
+                self.rank,
+                op.name(),
+                label.len(),
+                crate::wire::MAX_LABEL
+            )));
+        }
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return Err(Error::config(format!(
+                "rank {}: {} '{label}' called while another thread runs an operation on this \
+                 worker: a worker runs one collective at a time",
+                self.rank,
+                op.name()
+            )));
+        }
+        struct Idle<'b>(&'b AtomicBool);
+        impl Drop for Idle<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        let _idle = Idle(&self.busy);
         let seq = scope.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let group = scope.members.as_ref().map(|m| m.id).unwrap_or(0);
         let where_ = crate::error::OpContext {

@@ -502,3 +502,43 @@ fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
         assert_eq!(got, vec![0, 1, 2, 6, 7, 8]);
     }
 }
+
+/// A worker runs one collective at a time: a second thread's call while one runs is refused
+/// before anything is sent (its frames would be taken for the first call's), and the running
+/// one is unharmed. A label longer than an event's is refused too.
+#[test]
+fn a_second_thread_or_a_huge_label_is_refused_and_the_worker_goes_on() {
+    let out = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {
+        let long = w.barrier(&"x".repeat(5000)).unwrap_err();
+        assert_eq!(long.kind(), "config", "{long}");
+        assert!(
+            long.to_string()
+                .contains("barrier: a label of 5000 bytes; at most 4096"),
+            "{long}"
+        );
+        if w.rank() == 1 {
+            std::thread::sleep(Duration::from_millis(600));
+            w.barrier("first").unwrap();
+            w.barrier("after").unwrap();
+            return None;
+        }
+        let second = std::thread::scope(|s| {
+            let first = s.spawn(|| w.barrier("first"));
+            std::thread::sleep(Duration::from_millis(200));
+            let second = w.barrier("second").unwrap_err();
+            first.join().unwrap().unwrap();
+            second
+        });
+        w.barrier("after").unwrap();
+        Some(second)
+    });
+    let e = out[0].as_ref().unwrap();
+    assert_eq!(e.kind(), "config", "{e}");
+    assert!(
+        e.to_string().contains(
+            "rank 0: barrier 'second' called while another thread runs an operation on this \
+             worker"
+        ),
+        "{e}"
+    );
+}

@@ -87,7 +87,7 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   }
 
   private Thread progressKeeper(Context context) {
-    long every = Math.max(100, context.getConfiguration().getLong("harp.progress.interval.ms", 5_000));
+    long every = Math.max(100, ConfNumbers.getLong(context.getConfiguration(), "harp.progress.interval.ms", 5_000));
     Thread t = new Thread(() -> {
       try {
         while (!Thread.currentThread().isInterrupted()) {
@@ -366,7 +366,9 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   /**
    * The receivers of an event labeled {@code label} sent as {@code copies} copies among
    * {@code workers} (the engine's hash: worker {@code FNV-1a-64(label) mod workers} and the next
-   * {@code copies - 1} after it, wrapping around).
+   * {@code copies - 1} after it, wrapping around). {@code workers} must be 1 … 2^24 and
+   * {@code copies} 1 … {@code workers}, as for {@link #sendLabeled}; else {@link HarpException}
+   * of kind {@code config}.
    */
   public static int[] labelReceivers(String label, int copies, int workers) {
     return Events.labelReceivers(label, copies, workers);

@@ -51,7 +51,7 @@ public final class KMeans {
 
   /** The compute threads a task of this job uses: {@value #THREADS}, else its vcores, else 1. */
   public static int threads(Configuration conf) {
-    int t = conf.getInt(THREADS, conf.getInt("mapreduce.map.cpu.vcores", 1));
+    int t = ConfNumbers.getInt(conf, THREADS, ConfNumbers.getInt(conf, "mapreduce.map.cpu.vcores", 1));
     if (t < 1) {
       throw new IllegalArgumentException(THREADS + " must be at least 1, got " + t);
     }
@@ -72,7 +72,7 @@ public final class KMeans {
       throws IOException {
     Configuration conf = context.getConfiguration();
     Builder b = on(mapper).threads(threads(conf)).configuration(conf)
-        .checkpointEvery(conf.getInt(CHECKPOINT_EVERY, 0))
+        .checkpointEvery(ConfNumbers.getInt(conf, CHECKPOINT_EVERY, 0))
         .resume(conf.getBoolean(RESUME, false));
     if (conf.get(CHECKPOINT_DIR) != null) {
       b.checkpointDir(conf.get(CHECKPOINT_DIR));

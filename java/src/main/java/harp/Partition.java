@@ -6,7 +6,17 @@ import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.nio.LongBuffer;
 
-/** A view of one partition of a {@link Table}: its id, element type and native memory. */
+/**
+ * A view of one partition of a {@link Table}: its id, element type and native memory.
+ *
+ * <p>The buffers it hands out ({@link #bytes}, {@link #doubles}, …) are windows onto native
+ * memory, not copies: use them only until the table changes (a collective on it, another
+ * {@code create}, {@code remove}, {@code clear}) or is closed, and never keep them beyond that.
+ * The partition's own methods check this and throw; a buffer kept from an earlier call cannot be
+ * checked, and reading or writing it afterwards reads or overwrites memory that now belongs to
+ * another table, or crashes the JVM once the pool has given it back. Copy what must outlive the
+ * table ({@code doubles().get(array)}).
+ */
 public final class Partition {
   private final Table table;
   private final int id;

@@ -61,7 +61,7 @@ final class Session {
 
   /** This task's worker rank (known before the worker has started). */
   static int rankOf(TaskAttemptContext ctx) {
-    return ctx.getConfiguration().getInt(RANK, ctx.getTaskAttemptID().getTaskID().getId());
+    return ConfNumbers.getInt(ctx.getConfiguration(), RANK, ctx.getTaskAttemptID().getTaskID().getId());
   }
 
   static long join(TaskAttemptContext ctx) throws IOException, InterruptedException {
@@ -107,7 +107,7 @@ final class Session {
           "no staging directory to meet in (mapreduce.job.dir)");
     }
     Path dir = new Path(base, "_harp");
-    return new StagingDirRendezvous(dir.getFileSystem(conf), dir, conf.getInt("mapreduce.job.maps", 1),
+    return new StagingDirRendezvous(dir.getFileSystem(conf), dir, ConfNumbers.getInt(conf, "mapreduce.job.maps", 1),
         connectTimeout, ctx::progress);
   }
 

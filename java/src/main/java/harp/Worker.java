@@ -103,19 +103,25 @@ final class Worker implements AutoCloseable {
     }
   }
 
-  /** Orderly end: the peers are told this worker leaves. A second call does nothing. */
+  /**
+   * Orderly end: the peers are told this worker leaves, then its tables are closed. A second call
+   * does nothing. While a collective runs on another thread it throws and changes nothing.
+   */
   @Override
   public void close() {
     long h = handle;
     if (h == 0) {
       return;
     }
-    closeTables();
     close(h);
     handle = 0;
+    closeTables();
   }
 
-  /** Failure end: every peer's collectives fail quoting {@code reason}. Does nothing once closed. */
+  /**
+   * Failure end: every peer's collectives fail quoting {@code reason}. Does nothing once closed.
+   * While a collective runs on another thread, the worker aborts when that collective returns.
+   */
   void abort(String reason) {
     long h = handle;
     if (h == 0) {

@@ -28,7 +28,7 @@ public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
   @Override
   public List<InputSplit> getSplits(JobContext job) throws IOException {
     Configuration conf = job.getConfiguration();
-    int workers = conf.getInt(WORKERS, 0);
+    int workers = harp.ConfNumbers.getInt(conf, WORKERS, 0);
     if (workers <= 0) {
       throw new IOException(WORKERS + " must be set to the number of workers");
     }

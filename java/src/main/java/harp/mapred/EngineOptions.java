@@ -50,6 +50,6 @@ public final class EngineOptions {
 
   /** The value of a duration option in this job, in milliseconds (the engine's default if unset). */
   public static long millis(Configuration conf, String engineKey) {
-    return conf.getLong(javaKey(engineKey), Long.parseLong(defaultValue(engineKey)));
+    return harp.ConfNumbers.getLong(conf, javaKey(engineKey), Long.parseLong(defaultValue(engineKey)));
   }
 }

@@ -45,7 +45,7 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     if (cluster != null) {
       return cluster.create(conf);
     }
-    int workers = conf.getInt(WORKERS, 0);
+    int workers = harp.ConfNumbers.getInt(conf, WORKERS, 0);
     if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
       conf.setInt(LOCAL_MAX_MAPS, workers);
     }
@@ -58,7 +58,7 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
         JobSecret.registerLocal(args[0].toString(), JobSecret.ensure((org.apache.hadoop.security.Credentials) args[2]));
         JobConf job = new JobConf(new Path((String) args[1], "job.xml"));
         int maps = job.getNumMapTasks();
-        int max = job.getInt(LOCAL_MAX_MAPS, 1);
+        int max = harp.ConfNumbers.getInt(job, LOCAL_MAX_MAPS, 1);
         if (maps > max) {
           throw new IOException("this map-collective job has " + maps + " map tasks, which must all run at once, "
               + "but the local runner allows " + max + " (" + LOCAL_MAX_MAPS + "); set it to at least " + maps);
