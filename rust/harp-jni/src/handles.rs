@@ -25,6 +25,8 @@ pub struct WorkerEntry {
 /// A table and the pool its buffers come from (its worker's).
 pub struct TableEntry {
     pub pool: Pool,
+    /// The rank of the worker whose table it is, for error messages.
+    pub rank: usize,
     table: Mutex<Table>,
     /// Key-value entries added (`Table.addEntries`) since the table was last used, combined
     /// on insert: [`TableEntry::lock`] merges them into the table, so that many batches cost
@@ -33,9 +35,10 @@ pub struct TableEntry {
 }
 
 impl TableEntry {
-    pub fn new(pool: Pool, table: Table) -> TableEntry {
+    pub fn new(pool: Pool, rank: usize, table: Table) -> TableEntry {
         TableEntry {
             pool,
+            rank,
             table: Mutex::new(table),
             pending: Mutex::new(None),
         }
@@ -198,6 +201,13 @@ pub fn table(h: i64) -> Result<Arc<TableEntry>, Failure> {
         Some(Obj::Table(t)) => Ok(t.clone()),
         other => Err(unusable("table", h, other)),
     }
+}
+
+/// [`table`] for a call on the table itself: its failures name the table's worker.
+pub fn table_in(scope: &crate::errors::Scope, h: i64) -> Result<Arc<TableEntry>, Failure> {
+    let t = table(h)?;
+    scope.worker(t.rank);
+    Ok(t)
 }
 
 pub fn listener_port(h: i64) -> Result<u16, Failure> {

@@ -25,6 +25,24 @@ fn runtime() -> Result<&'static harp::worker::Runtime, Failure> {
     Ok(RT.get_or_init(|| rt))
 }
 
+/// `harp.log.level`: a level, or a filter with directives (`harp=debug,warn`). A lone word
+/// that is not a level would parse as a filter for a target of that name and silence every
+/// log line; it is refused instead.
+fn check_log_level(level: &str) -> Result<(), Failure> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let word = level.trim();
+    let lone = !word.contains(['=', ',', '[', ':']);
+    if (lone && !LEVELS.contains(&word.to_ascii_lowercase().as_str()))
+        || tracing_subscriber::EnvFilter::try_new(word).is_err()
+    {
+        return Err(fail(format!(
+            "harp.log.level: '{level}' is not a level ({}) or a filter such as harp=debug,warn",
+            LEVELS.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 fn init_logging(level: &str) {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
@@ -97,6 +115,7 @@ pub extern "system" fn Java_harp_Native_start<'l>(
         let cfg = config(env, &options)?;
         let secret = env.convert_byte_array(&secret)?;
         let (level, tag) = log.split_once('|').unwrap_or(("warn", log.as_str()));
+        check_log_level(level)?;
         init_logging(level);
         let rank = usize::try_from(rank).map_err(|_| fail(format!("bad rank {rank}")))?;
         scope.worker(rank);

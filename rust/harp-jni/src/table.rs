@@ -10,16 +10,17 @@ use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
 use crate::convert::{jstr, new_array, new_jstring};
-use crate::errors::{call, fail, Failure};
-use crate::handles::{free_table, insert, table, worker, Obj, TableEntry};
+use crate::errors::{call, fail, Failure, Scope};
+use crate::handles::{free_table, insert, table_in, worker, Obj, TableEntry};
 
 /// Runs `f` on partition `pid` of table `t`; `None` when the table has no such partition.
 fn with_partition<R>(
+    scope: &Scope,
     t: jlong,
     pid: jint,
     f: impl FnOnce(&mut Array) -> R,
 ) -> Result<Option<R>, Failure> {
-    let e = table(t)?;
+    let e = table_in(scope, t)?;
     let mut tb = e.lock()?;
     Ok(u32::try_from(pid).ok().and_then(|p| tb.get_mut(p)).map(f))
 }
@@ -73,6 +74,7 @@ fn new_table(
     let c = make()?;
     Ok(insert(Obj::Table(Arc::new(TableEntry::new(
         we.worker.pool().clone(),
+        we.worker.rank(),
         Table::new(c),
     )))))
 }
@@ -119,7 +121,7 @@ pub extern "system" fn Java_harp_Table_addEntries<'l>(
     batch: JByteBuffer<'l>,
     len: jint,
 ) {
-    call(&mut env, |env, _| {
+    call(&mut env, |env, scope| {
         let kt = KeyType::parse(&jstr(env, &key)?)?;
         let vt = ValueType::parse(&jstr(env, &value)?)?;
         let parts = u32::try_from(partitions)
@@ -127,7 +129,7 @@ pub extern "system" fn Java_harp_Table_addEntries<'l>(
             .filter(|&p| p > 0)
             .ok_or_else(|| fail(format!("partitions must be at least 1, got {partitions}")))?;
         let bytes = direct_bytes(env, &batch, len)?;
-        table(t)?.add_entries(kt, vt, parts, bytes)?;
+        table_in(scope, t)?.add_entries(kt, vt, parts, bytes)?;
         Ok(())
     })
 }
@@ -146,11 +148,11 @@ pub extern "system" fn Java_harp_Table_addEdges<'l>(
     batch: JByteBuffer<'l>,
     len: jint,
 ) {
-    call(&mut env, |env, _| {
+    call(&mut env, |env, scope| {
         let pid = u32::try_from(pid)
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
         let bytes = direct_bytes(env, &batch, len)?;
-        let e = table(t)?;
+        let e = table_in(scope, t)?;
         let edges = Array::from_layout(Layout::Edges { weighted }, e.pool.copy_of(bytes))?;
         e.lock()?.add(pid, edges)?;
         Ok(())
@@ -188,8 +190,8 @@ pub extern "system" fn Java_harp_Table_layout<'l>(
     t: jlong,
     pid: jint,
 ) -> JString<'l> {
-    call(&mut env, |env, _| {
-        match with_partition(t, pid, |a| a.layout())? {
+    call(&mut env, |env, scope| {
+        match with_partition(scope, t, pid, |a| a.layout())? {
             Some(Layout::Dense { dtype }) => new_jstring(env, dtype.name()),
             Some(Layout::KeyValue { key, value }) => {
                 new_jstring(env, &format!("kv {} {}", key.name(), value.name()))
@@ -213,9 +215,9 @@ pub extern "system" fn Java_harp_Table_create<'l>(
     dtype: JString<'l>,
     length: jint,
 ) -> JByteBuffer<'l> {
-    call(&mut env, |env, _| {
+    call(&mut env, |env, scope| {
         let dt = DType::parse(&jstr(env, &dtype)?)?;
-        let e = table(t)?;
+        let e = table_in(scope, t)?;
         let pid = u32::try_from(pid)
             .map_err(|_| fail(format!("partition ids must be >= 0, got {pid}")))?;
         let n = usize::try_from(length).map_err(|_| fail(format!("bad length {length}")))?;
@@ -236,8 +238,9 @@ pub extern "system" fn Java_harp_Table_get<'l>(
     t: jlong,
     pid: jint,
 ) -> JByteBuffer<'l> {
-    call(&mut env, |env, _| {
-        with_partition(t, pid, |a| view(env, a))?.unwrap_or_else(|| Ok(JByteBuffer::default()))
+    call(&mut env, |env, scope| {
+        with_partition(scope, t, pid, |a| view(env, a))?
+            .unwrap_or_else(|| Ok(JByteBuffer::default()))
     })
 }
 
@@ -248,8 +251,8 @@ pub extern "system" fn Java_harp_Table_ids<'l>(
     _c: JClass<'l>,
     t: jlong,
 ) -> JIntArray<'l> {
-    call(&mut env, |env, _| {
-        let ids: Vec<i32> = table(t)?
+    call(&mut env, |env, scope| {
+        let ids: Vec<i32> = table_in(scope, t)?
             .lock()?
             .ids()
             .into_iter()
@@ -266,8 +269,8 @@ pub extern "system" fn Java_harp_Table_remove<'l>(
     t: jlong,
     pid: jint,
 ) -> jboolean {
-    call(&mut env, |_, _| {
-        let e = table(t)?;
+    call(&mut env, |_, scope| {
+        let e = table_in(scope, t)?;
         let mut tb = e.lock()?;
         Ok(u32::try_from(pid).ok().and_then(|p| tb.remove(p)).is_some())
     })
@@ -279,8 +282,8 @@ pub extern "system" fn Java_harp_Table_clear<'l>(
     _c: JClass<'l>,
     t: jlong,
 ) {
-    call(&mut env, |_, _| {
-        table(t)?.lock()?.clear();
+    call(&mut env, |_, scope| {
+        table_in(scope, t)?.lock()?.clear();
         Ok(())
     })
 }

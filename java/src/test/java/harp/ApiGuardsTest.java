@@ -51,6 +51,7 @@ class ApiGuardsTest {
       assertTrue(e.getMessage().contains("a partition of 2147483652 bytes: a Java buffer holds at most"),
           e.getMessage());
       assertEquals(0, t.ids().length, "nothing was added");
+      assertEquals(0, e.getRank(), "a table's errors name its worker");
       t.close();
     }
   }
@@ -128,6 +129,18 @@ class ApiGuardsTest {
     theirs.close();
     w[0].close();
     w[1].close();
+  }
+
+  @Test
+  void aLogLevelThatIsNoLevelIsRefusedNotSilent() {
+    String options = "op_timeout_ms=10000\nconnect_timeout_ms=10000\n";
+    long l = Native.listen("127.0.0.1", options);
+    String hosts = "127.0.0.1:" + Native.listenerPort(l) + "\n";
+    byte[] secret = "api-guards-secret-16b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    HarpException e = harp(() -> Native.start(l, hosts, 0, "guards-log", secret, options, "shouting|guards-log"));
+    assertTrue(e.getMessage().contains("harp.log.level: 'shouting' is not a level"), e.getMessage());
+    // The listener is still there: the same start with a level works.
+    new Worker(Native.start(l, hosts, 0, "guards-log", secret, options, "warn,harp=info|guards-log")).close();
   }
 
   @Test
