@@ -459,18 +459,23 @@ fn data_errors_inside_a_collective_name_the_rank_and_the_operation() {
 #[test]
 fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
     use harp::collective::AllgatherAlgorithm;
+    // Ranks 0 and 2 hold three partitions each; rank 1 holds nothing (it still marks its
+    // empty end).
+    let table = |w: &Worker| {
+        let mut t = Table::default();
+        if w.rank() != 1 {
+            for k in 0..3u32 {
+                let pid = w.rank() as u32 * 3 + k;
+                t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
+                    .unwrap();
+            }
+        }
+        t
+    };
     for total in [4usize, 5, 7, usize::MAX] {
         let t0 = std::time::Instant::now();
         let errors = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
-            let mut t = Table::default();
-            // Rank 1 holds nothing: it still marks its (empty) end.
-            if w.rank() != 1 {
-                for k in 0..3u32 {
-                    let pid = w.rank() as u32 * 3 + k;
-                    t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
-                        .unwrap();
-                }
-            }
+            let mut t = table(&w);
             let algo = AllgatherAlgorithm::KnownTotal(total);
             w.allgather("ag", &mut t, algo).unwrap_err().to_string()
         });
@@ -486,14 +491,7 @@ fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
     }
     // The right total still gathers everything.
     let ids = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
-        let mut t = Table::default();
-        if w.rank() != 1 {
-            for k in 0..3u32 {
-                let pid = w.rank() as u32 * 3 + k;
-                t.add(pid, Array::from_slice(w.pool(), &[pid as f64]))
-                    .unwrap();
-            }
-        }
+        let mut t = table(&w);
         w.allgather("ag", &mut t, AllgatherAlgorithm::KnownTotal(6))
             .unwrap();
         t.ids()

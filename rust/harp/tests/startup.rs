@@ -10,8 +10,14 @@ use harp::transport::{job_id, listen, Transport};
 
 const SECRET: &[u8] = b"startup-test-secret-0123456789ab";
 
-#[test]
-fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
+/// A runtime, a 1 s connect timeout, and three bound listeners on loopback with their
+/// addresses (the worker list).
+fn three_listeners() -> (
+    tokio::runtime::Runtime,
+    Config,
+    Vec<tokio::net::TcpListener>,
+    Vec<SocketAddr>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -21,13 +27,19 @@ fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
         ..Config::default()
     };
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    // Rank 2 has an address (its listener is bound) but its worker never starts.
     let listeners = rt.block_on(async {
         (0..3)
             .map(|_| listen(any, &cfg).unwrap())
             .collect::<Vec<_>>()
     });
-    let hosts: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let hosts = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    (rt, cfg, listeners, hosts)
+}
+
+#[test]
+fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
+    // Rank 2 has an address (its listener is bound) but its worker never starts.
+    let (rt, cfg, listeners, hosts) = three_listeners();
     let mut listeners = listeners.into_iter();
     let (l0, l1) = (listeners.next().unwrap(), listeners.next().unwrap());
     let job = job_id("startup");
@@ -62,21 +74,7 @@ fn a_worker_that_never_joins_is_named_at_the_connect_timeout() {
 /// rank 1, which never joined, at the connect timeout.
 #[test]
 fn two_workers_started_with_the_same_rank_are_named_as_such() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cfg = Config {
-        connect_timeout: Duration::from_secs(1),
-        ..Config::default()
-    };
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let listeners = rt.block_on(async {
-        (0..3)
-            .map(|_| listen(any, &cfg).unwrap())
-            .collect::<Vec<_>>()
-    });
-    let hosts: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let (rt, cfg, listeners, hosts) = three_listeners();
     let job = job_id("startup");
     let results = rt.block_on(async {
         let tasks: Vec<_> = listeners
