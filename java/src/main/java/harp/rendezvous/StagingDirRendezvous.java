@@ -43,6 +43,15 @@ public final class StagingDirRendezvous implements Rendezvous {
   public String meet(int rank, String hostPort) throws IOException, InterruptedException {
     fs.mkdirs(dir);
     Path mine = new Path(dir, "worker-" + rank);
+    // Claim the rank first (a create that fails if the file exists): two tasks given the same
+    // harp.worker.rank would otherwise both publish it and wait for a rank nobody has.
+    Path claim = new Path(dir, ".claim-worker-" + rank);
+    try {
+      fs.create(claim, false).close();
+    } catch (org.apache.hadoop.fs.FileAlreadyExistsException e) {
+      throw new RendezvousException("rank " + rank + " is claimed by two workers (" + claim
+          + " exists): two map tasks have the same harp.worker.rank, or two jobs share " + dir);
+    }
     Path tmp = new Path(dir, ".tmp-worker-" + rank);
     try (FSDataOutputStream out = fs.create(tmp, true)) {
       out.write((hostPort + "\n").getBytes(StandardCharsets.UTF_8));

@@ -68,6 +68,26 @@ class RendezvousTest {
     assertTrue(e.getMessage().startsWith("only 1 of 2 workers started within"), e.getMessage());
   }
 
+  @Test
+  void twoWorkersWithTheSameRankAreNamedAsSuch() throws Exception {
+    java.nio.file.Path tmp = Files.createTempDirectory("harp-rendezvous");
+    FileSystem fs = FileSystem.getLocal(new Configuration());
+    Path dir = new Path(tmp.toString(), "_harp");
+    CompletableFuture<String> first = CompletableFuture.supplyAsync(() -> {
+      try {
+        return new StagingDirRendezvous(fs, dir, 2, 2_000, () -> {}).meet(0, "127.0.0.1:1");
+      } catch (Exception e) {
+        return e.getMessage();
+      }
+    });
+    Thread.sleep(300);
+    Rendezvous second = new StagingDirRendezvous(fs, dir, 2, 2_000, () -> {});
+    RendezvousException e = assertThrows(RendezvousException.class, () -> second.meet(0, "127.0.0.1:2"));
+    assertTrue(e.getMessage().startsWith("rank 0 is claimed by two workers"), e.getMessage());
+    assertTrue(e.getMessage().contains("the same harp.worker.rank"), e.getMessage());
+    assertTrue(first.get().startsWith("only 1 of 2 workers started within"), first.get());
+  }
+
   /** A one-request registry: checks the signature, answers with {@code answer(text)}. */
   private static CompletableFuture<String> master(ServerSocket server, Function<String, String> answer) {
     return CompletableFuture.supplyAsync(() -> {
