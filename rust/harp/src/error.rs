@@ -103,6 +103,9 @@ pub enum Error {
     /// Two partitions could not be combined, or a table operation was invalid.
     #[error("{0}")]
     Data(String),
+    /// A [`Error::Data`] inside a collective (kind `data`), with where it happened.
+    #[error("{ctx}: {msg}")]
+    DataIn { ctx: OpContext, msg: String },
     /// Bad arguments or configuration.
     #[error("{0}")]
     Config(String),
@@ -145,7 +148,7 @@ impl Error {
             Error::Protocol(_) => "protocol",
             Error::Startup { .. } => "startup",
             Error::Input { .. } => "input",
-            Error::Data(_) => "data",
+            Error::Data(_) | Error::DataIn { .. } => "data",
             Error::Config(_) => "config",
             Error::Io { .. } => "io",
         }
@@ -159,7 +162,8 @@ impl Error {
             | Error::EventCredit { ctx, .. }
             | Error::Silent { ctx, .. }
             | Error::PeerLost { ctx, .. }
-            | Error::OpMismatch { ctx, .. } => Some(ctx),
+            | Error::OpMismatch { ctx, .. }
+            | Error::DataIn { ctx, .. } => Some(ctx),
             _ => None,
         }
     }

@@ -743,7 +743,7 @@ impl Worker {
         // Partitions that could not be combined (often another worker's, just received): say
         // where, as the communication errors do.
         let res = res.map_err(|e| match e {
-            Error::Data(why) => Error::Data(format!("{where_}: {why}")),
+            Error::Data(msg) => Error::DataIn { ctx: where_, msg },
             Error::Timeout {
                 ctx,
                 peer,

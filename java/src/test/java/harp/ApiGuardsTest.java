@@ -144,6 +144,37 @@ class ApiGuardsTest {
   }
 
   @Test
+  void aDataErrorInACollectiveCarriesItsOperation() throws Exception {
+    Worker[] w = twoWorkers("guards-data");
+    Table[] t = {w[0].newTable(Combiner.SUM), w[1].newTable(Combiner.SUM)};
+    t[0].put(0, new double[10]);
+    t[1].put(0, new double[12]);
+    HarpException[] e = new HarpException[2];
+    Thread[] th = new Thread[2];
+    for (int r = 0; r < 2; r++) {
+      int rank = r;
+      th[r] = new Thread(() -> e[rank] = assertThrows(HarpException.class,
+          () -> w[rank].allreduce("weights", t[rank], Algorithm.Allreduce.BIDIRECTIONAL_EXCHANGE)));
+      th[r].start();
+    }
+    th[0].join();
+    th[1].join();
+    boolean found = false;
+    for (int r = 0; r < 2; r++) {
+      if (e[r].getKind() == HarpException.Kind.DATA) {
+        found = true;
+        assertEquals(r, e[r].getRank(), e[r].getMessage());
+        assertEquals(1, e[r].getSequence(), e[r].getMessage());
+        assertEquals("weights", e[r].getLabel(), e[r].getMessage());
+        assertTrue(e[r].getMessage().contains("cannot combine"), e[r].getMessage());
+      }
+    }
+    assertTrue(found, e[0].getMessage() + " / " + e[1].getMessage());
+    w[0].close();
+    w[1].close();
+  }
+
+  @Test
   void aBadNumberSettingNamesItsKey() {
     Configuration conf = new Configuration(false);
     conf.set("harp.progress.interval.ms", "abc");
