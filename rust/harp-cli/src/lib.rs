@@ -115,5 +115,65 @@ struct JobOnly {
 pub fn run_job(w: &Worker, args: &[String]) -> harp::Result<()> {
     let parsed = JobOnly::try_parse_from(args)
         .map_err(|e| harp::Error::config(e.render().to_string().trim_end().to_string()))?;
+    if let Some(flag) = process_fault(&parsed.job) {
+        return Err(harp::Error::config(format!(
+            "{flag}: fault injection kills or stops the whole process, here the JVM of the task; \
+             it is for `harp worker` processes (tests/), not for jobs run inside Java"
+        )));
+    }
     parsed.job.run(w)
+}
+
+/// The fault-injection flag of a job, if it has one set: these end or freeze the process
+/// (`abort`, `exit`, SIGSTOP), which inside a JVM would take the Hadoop task with it.
+fn process_fault<X: clap::Args>(job: &jobs::Job<X>) -> Option<&'static str> {
+    match job {
+        jobs::Job::Check(a) => [
+            (a.job.die_rank, "--die-rank"),
+            (a.job.stall_rank, "--stall-rank"),
+            (a.job.hang_rank, "--hang-rank"),
+        ]
+        .into_iter()
+        .find_map(|(r, flag)| r.map(|_| flag)),
+        jobs::Job::EventsCheck(a) => [
+            (a.job.die_rank, "--die-rank"),
+            (a.job.hang_rank, "--hang-rank"),
+        ]
+        .into_iter()
+        .find_map(|(r, flag)| r.map(|_| flag)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod run_job_tests {
+    use super::*;
+
+    /// Inside a JVM the process is the Hadoop task: fault injection that aborts, exits or
+    /// stops the process is refused before the job starts, naming the flag.
+    #[test]
+    fn fault_injection_is_refused_for_jobs_inside_a_process() {
+        let cfg = harp::Config::default();
+        let w = Worker::in_process(1, cfg).unwrap().pop().unwrap();
+        for (args, flag) in [
+            (vec!["check", "--die-rank", "0"], "--die-rank"),
+            (vec!["check", "--stall-rank", "0"], "--stall-rank"),
+            (vec!["check", "--hang-rank", "0"], "--hang-rank"),
+            (vec!["events-check", "--die-rank", "0"], "--die-rank"),
+            (vec!["events-check", "--hang-rank", "0"], "--hang-rank"),
+        ] {
+            let args: Vec<String> = args.into_iter().map(String::from).collect();
+            let e = run_job(&w, &args).unwrap_err();
+            assert_eq!(e.kind(), "config", "{e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{flag}: fault injection kills or stops")),
+                "{e}"
+            );
+        }
+        // Without the flags the check runs.
+        let args: Vec<String> = ["check", "--rounds", "1"].map(String::from).to_vec();
+        run_job(&w, &args).unwrap();
+        w.close();
+    }
 }

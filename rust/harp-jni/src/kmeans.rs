@@ -159,9 +159,9 @@ pub extern "system" fn Java_harp_KMeans_runEngine<'l>(
     progress: JObject<'l>,
 ) -> JDoubleArray<'l> {
     call(&mut env, |env, scope| {
-        let o = options(&jstr(env, &spec)?)?;
         let we = worker(w)?;
         scope.worker(we.worker.rank());
+        let o = options(&jstr(env, &spec)?)?;
         let span = tracing::info_span!("harp", worker = %we.tag);
         let _g = span.enter();
         let out = driver::run(&we.worker, &o, |it| report(env, &progress, it))?;

@@ -212,6 +212,24 @@ pub fn decode_part(bytes: &[u8], pool: &Pool, what: &str) -> Result<Vec<(String,
     Ok(out)
 }
 
+/// Fails on every worker, alike, unless every worker gave the same `value` (e.g. a directory
+/// that all of them must share): one allreduce of a hash per worker. `what` names the setting.
+pub fn same_everywhere(w: &Worker, label: &str, what: &str, value: &str) -> Result<()> {
+    let mut mine = vec![0i64; w.size()];
+    mine[w.rank()] = crate::transport::fnv1a(value.as_bytes()) as i64;
+    let mut t = Table::new(Combiner::Sum);
+    t.put(0, Array::from_slice(w.pool(), &mine));
+    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    let all = t.get(0).expect("hashes").as_slice::<i64>()?;
+    match all.iter().position(|&h| h != all[0]) {
+        None => Ok(()),
+        Some(r) => Err(Error::config(format!(
+            "{what} differs between workers (rank {r}'s is not rank 0's; this worker's is \
+             '{value}'): every worker must give the same one"
+        ))),
+    }
+}
+
 /// Collective: every worker passes the outcome of a local step (checking an output path, say);
 /// all return `Ok` when every worker succeeded, else the same error naming the first failing
 /// rank and its cause. A step that fails on one worker thus fails every worker at once with the

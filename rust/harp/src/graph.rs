@@ -43,17 +43,18 @@ pub fn vertex_owner(v: i64, partitions: u32, workers: usize) -> usize {
 /// into partition ids `vertex_partition(endpoint, partitions)` ([`bucket_edges`]); the
 /// caller's partitions are consumed. All partitions must have the same layout.
 fn rebucket(pool: &Pool, edges: &mut Table, by: Endpoint, partitions: u32) -> Result<Table> {
-    let parts = edges.take_all();
-    let views = parts
+    // Checked and copied before the table is emptied: a table that fails keeps its edges.
+    let ids: Vec<u32> = edges.iter().map(|(id, _)| id).collect();
+    let views = edges
         .iter()
-        .map(|part| {
-            Edges::of(&part.data).map_err(|e| Error::data(format!("partition {}: {e}", part.id)))
-        })
+        .map(|(id, a)| Edges::of(a).map_err(|e| Error::data(format!("partition {id}: {e}"))))
         .collect::<Result<Vec<Edges<'_>>>>()?;
     if let Some(i) = mixed(&views) {
-        return Err(Error::data(format!("partition {}: {MIXED}", parts[i].id)));
+        return Err(Error::data(format!("partition {}: {MIXED}", ids[i])));
     }
-    bucket(pool, &views, by, partitions)
+    let out = bucket(pool, &views, by, partitions)?;
+    edges.clear();
+    Ok(out)
 }
 
 const MIXED: &str = "an edge table mixes weighted and unweighted edges";
@@ -194,16 +195,37 @@ pub fn send_edges_to_vertices(
     vertices: &Table,
     partitions: u32,
 ) -> Result<()> {
-    // Who holds which vertex partition: every worker's ids, as one partition per worker.
-    let mine: Vec<i64> = vertices.ids().into_iter().map(i64::from).collect();
+    // Who holds which vertex partition: every worker's ids, as one partition per worker,
+    // after a first word saying whether its table is keyed by something other than i64 vertex
+    // ids (checked on the gathered words, so every worker fails alike).
+    let odd_keys = vertices
+        .iter()
+        .any(|(_, a)| matches!(a.layout(), Layout::KeyValue { key, .. } if key != KeyType::I64));
+    let mut mine: Vec<i64> = vec![odd_keys as i64];
+    mine.extend(vertices.ids().into_iter().map(i64::from));
     let mut held = Table::new(Combiner::Reject);
     held.put(w.rank() as u32, Array::from_slice(w.pool(), &mine));
     w.allgather(label, &mut held, AllgatherAlgorithm::Ring)?;
     let mut map = HashMap::new();
-    for (rank, ids) in held.iter() {
-        for &pid in ids.as_slice::<i64>()? {
+    for (rank, words) in held.iter() {
+        let words = words.as_slice::<i64>()?;
+        if words.first() != Some(&0) {
+            return Err(Error::data(format!(
+                "rank {rank}'s vertices table is keyed by something other than i64 vertex ids; \
+                 edges reach vertex partitions by their i64 endpoints"
+            )));
+        }
+        for &pid in &words[1..] {
             let pid = u32::try_from(pid)
-                .map_err(|_| Error::data(format!("vertex partition id {pid} out of range")))?;
+                .ok()
+                .filter(|&p| p < partitions)
+                .ok_or_else(|| {
+                    Error::data(format!(
+                        "rank {rank} holds vertex partition {pid}, but the edges go to {partitions} \
+                         vertex partitions (ids 0..{partitions}): the vertices were partitioned \
+                         differently"
+                    ))
+                })?;
             if (rank as usize) < w.size() {
                 // Two holders: the lower rank (the table is iterated in rank order).
                 map.entry(pid).or_insert(rank as usize);
@@ -400,6 +422,13 @@ mod tests {
             e.contains("partition 8: an edge table mixes weighted"),
             "{e}"
         );
+        // The table that failed keeps its edges; so does one with a partition that holds no
+        // edges at all.
+        assert_eq!(t.ids(), vec![3, 8]);
+        t.put(77, Array::from_slice(&pool, &[1.0f64, 2.0, 3.0]));
+        let e = rebucket(&pool, &mut t, Endpoint::Src, 4).unwrap_err();
+        assert!(e.to_string().contains("partition 77:"), "{e}");
+        assert_eq!(t.ids(), vec![3, 8, 77]);
         let none = bucket_edges(&pool, &[a.view()], Endpoint::Src, 0);
         assert!(none
             .unwrap_err()

@@ -210,6 +210,18 @@ impl Options {
         if self.dim == Some(0) {
             return Err(Error::config("dim must be at least 1"));
         }
+        if !self.init.is_empty() && self.init_method != InitMethod::File {
+            return Err(Error::config(format!(
+                "a centroids file (init) and initialisation '{}' exclude each other",
+                self.init_method
+            )));
+        }
+        if self.init_method == InitMethod::File && self.k.is_some() {
+            return Err(Error::config(
+                "k is only for initialisation kmeans++ or random (with a centroids file, k is \
+                 its number of rows)",
+            ));
+        }
         if (self.checkpoint_every > 0 || self.resume) && self.checkpoint_dir.is_none() {
             return Err(Error::config(
                 "checkpoints (checkpoint_every, resume) need a checkpoint directory",
@@ -261,11 +273,17 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     // partition 1). Otherwise they are chosen from the points once they are loaded.
     let (k, dim, centroids) = if o.init_method == InitMethod::File {
         let mut init = Table::new(Combiner::Reject);
-        if w.is_master() {
-            let c = input::read_centroids(
-                &*storage::for_path_on(&o.init, Some(w.runtime().clone()))?,
-                &o.init,
-            )?;
+        // The master reads the file; a failure reaches every worker with its cause (they
+        // would otherwise wait for the broadcast until the timeout).
+        let read = match w.is_master() {
+            true => storage::for_path_on(&o.init, Some(w.runtime().clone()))
+                .and_then(|st| input::read_centroids(&*st, &o.init))
+                .map(Some),
+            false => Ok(None),
+        };
+        let (read, outcome) = split_outcome(read);
+        crate::checkpoint::agree(w, "kmeans-init-read", outcome)?;
+        if let Some(c) = read {
             init.put(0, Array::from_slice(pool, &c.data));
             init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
         }
@@ -276,7 +294,14 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
             .as_slice::<i64>()?
             .to_vec();
         let centroids = init.get(0).expect("centroids").as_slice::<f64>()?.to_vec();
-        (shape[0] as usize, shape[1] as usize, Some(centroids))
+        let (k, dim) = (shape[0] as usize, shape[1] as usize);
+        if let Some(d) = o.dim.filter(|&d| d != dim) {
+            return Err(Error::config(format!(
+                "dim = {d}, but the centroids file {} has {dim} values per row",
+                o.init
+            )));
+        }
+        (k, dim, Some(centroids))
     } else {
         let k = o
             .k
@@ -286,6 +311,14 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     match o.precision {
         Precision::F64 => run_as::<f64>(w, o, k, dim, centroids, &mut progress),
         Precision::F32 => run_as::<f32>(w, o, k, dim, centroids, &mut progress),
+    }
+}
+
+/// A value read by the master (`Ok(None)` elsewhere) and the outcome to agree on.
+fn split_outcome<T>(read: Result<Option<T>>) -> (Option<T>, Result<()>) {
+    match read {
+        Ok(v) => (v, Ok(())),
+        Err(e) => (None, Err(e)),
     }
 }
 
@@ -303,13 +336,21 @@ fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
         )));
     }
     let mut t = Table::new(Combiner::Reject);
-    if w.is_master() {
-        let path = match &o.splits {
-            Some(s) if !s.is_empty() => s[0].path.clone(),
-            _ => o.input.clone(),
-        };
-        let st = storage::for_path_on(&path, Some(w.runtime().clone()))?;
-        let d = input::text_dim(&*st, &path, o.skip_columns)?;
+    let read = match w.is_master() {
+        true => {
+            let path = match &o.splits {
+                Some(s) if !s.is_empty() => s[0].path.clone(),
+                _ => o.input.clone(),
+            };
+            storage::for_path_on(&path, Some(w.runtime().clone()))
+                .and_then(|st| input::text_dim(&*st, &path, o.skip_columns))
+                .map(Some)
+        }
+        false => Ok(None),
+    };
+    let (read, outcome) = split_outcome(read);
+    crate::checkpoint::agree(w, "kmeans-dim-read", outcome)?;
+    if let Some(d) = read {
         t.put(0, Array::from_slice(w.pool(), &[d as i64]));
     }
     w.broadcast("kmeans-dim", &mut t, 0, BroadcastAlgorithm::Auto)?;
@@ -491,9 +532,20 @@ fn run_as<T: Real>(
             let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
             st.create_dir_all(&labels_staging(dir, &o.job))?;
         }
-        Ok(())
+        // The centroids, each thread's sums and the k-means++ sample (4k rows): refused here,
+        // on every worker at once, rather than as an allocation that aborts the process.
+        let rows = (k as u128) * (o.threads as u128 + 6);
+        crate::io::memory::check_fits(
+            &format!("k = {k} centroids of {dim} values"),
+            Some(rows * dim as u128 * 8),
+        )
     })();
     crate::checkpoint::agree(w, "kmeans-paths", ready)?;
+    // One checkpoint holds every worker's part: a directory per worker would leave each
+    // checkpoint torn (the manifest in one, the parts spread over the others).
+    if let Some(d) = &o.checkpoint_dir {
+        crate::checkpoint::same_everywhere(w, "kmeans-paths", "checkpoint_dir", d)?;
+    }
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
     let load_s = t0.elapsed().as_secs_f64();
@@ -537,7 +589,7 @@ fn run_as<T: Real>(
         Some(ck) if o.resume => resume_state(w, o, ck, &meta)?,
         _ => None,
     };
-    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations);
+    let mut its: Vec<Iteration> = Vec::with_capacity(o.iterations.min(1 << 12));
     let mut stopped = None;
     let mut start = 0;
     let mut centroids = match (resumed, centroids) {
@@ -1020,6 +1072,114 @@ pub fn reference_as<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `o` on two in-process workers over `points` (a text file in a fresh directory),
+    /// returning each worker's error, and how long the slower took.
+    fn fails_on_two(tag: &str, points: &str, o: impl Fn(&str) -> Options) -> (Vec<String>, f64) {
+        let dir = std::env::temp_dir().join(format!("harp-km-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("points.txt"), points).unwrap();
+        let d = dir.to_str().unwrap().to_string();
+        let cfg = crate::Config {
+            op_timeout: std::time::Duration::from_secs(20),
+            ..crate::Config::default()
+        };
+        let workers = Worker::in_process(2, cfg).unwrap();
+        let t0 = Instant::now();
+        let errs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = workers
+                .into_iter()
+                .map(|w| {
+                    let o = o(&d);
+                    s.spawn(move || {
+                        let e = run(&w, &o, |_| {}).unwrap_err().to_string();
+                        w.close();
+                        e
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        (errs, t0.elapsed().as_secs_f64())
+    }
+
+    #[test]
+    fn bad_initial_centroids_and_sizes_fail_every_worker_at_once() {
+        let pts = "1 2\n3 4\n5 6\n7 8\n";
+        // A centroids file the master cannot read: the other worker learns why, not a timeout.
+        let (errs, secs) = fails_on_two("noinit", pts, |d| {
+            Options::new(format!("{d}/points.txt"), format!("{d}/missing.txt"))
+        });
+        assert!(secs < 10.0, "{errs:?}");
+        assert!(errs[0].contains("missing.txt"), "{}", errs[0]);
+        assert!(
+            errs[1].contains("worker 0 failed:") && errs[1].contains("missing.txt"),
+            "{}",
+            errs[1]
+        );
+        // A dim that contradicts the file.
+        let (errs, _) = fails_on_two("dim", pts, |d| {
+            std::fs::write(format!("{d}/c.txt"), "1 2\n5 6\n").unwrap();
+            let mut o = Options::new(format!("{d}/points.txt"), format!("{d}/c.txt"));
+            o.dim = Some(7);
+            o
+        });
+        for e in &errs {
+            assert!(e.contains("dim = 7, but the centroids file"), "{e}");
+        }
+        // A k no host has memory for, chosen by k-means++: refused on both, not an abort.
+        let (errs, secs) = fails_on_two("hugek", pts, |d| {
+            let mut o = Options::new(format!("{d}/points.txt"), "");
+            o.init_method = InitMethod::KmeansPlusPlus;
+            o.k = Some(1_000_000_000_000_000);
+            o
+        });
+        assert!(secs < 10.0, "{errs:?}");
+        for e in &errs {
+            assert!(
+                e.contains("k = 1000000000000000 centroids of 2 values"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn checkpoint_directories_that_differ_between_workers_are_refused() {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (errs, _) = fails_on_two("ckdirs", "1 2\n3 4\n", |d| {
+            let r = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut o = Options::new(format!("{d}/points.txt"), "");
+            o.init_method = InitMethod::Random;
+            o.k = Some(1);
+            o.checkpoint_every = 1;
+            o.checkpoint_dir = Some(format!("{d}/ck{r}"));
+            o
+        });
+        for e in &errs {
+            assert!(
+                e.contains("checkpoint_dir differs between workers (rank 1's"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_centroids_file_excludes_k_and_other_initialisations() {
+        let mut o = Options::new("in", "c.txt");
+        o.k = Some(3);
+        assert!(o
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("k is only for"));
+        o.k = None;
+        o.init_method = InitMethod::KmeansPlusPlus;
+        o.k = Some(3);
+        let e = o.validate().unwrap_err().to_string();
+        assert!(e.contains("exclude each other"), "{e}");
+    }
 
     #[test]
     fn option_values_parse_and_name_themselves() {
