@@ -265,6 +265,66 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
     }
 }
 
+/// Vertices partitioned differently from the edges would never meet them: a vertex partition
+/// id not below P, or a key-value vertices table keyed by something other than i64 vertex ids,
+/// fails every worker alike (checked on the gathered ids), naming the rank that holds it.
+#[test]
+fn vertices_partitioned_differently_from_the_edges_are_refused() {
+    use harp::data::kv::{Key, KeyType, KvTable, ValueType};
+    let results = on_workers(2, config(Duration::from_secs(10)), |w| {
+        let all: Vec<_> = (0..2).map(|r| edges_of(3, 2, r, false)).collect();
+        // Rank 1 holds vertex partition 7 of 8, the edges go to 4 partitions.
+        let mut vertices = Table::new(Combiner::Sum);
+        vertices.put(
+            3 + 4 * w.rank() as u32,
+            Array::from_slice(w.pool(), &[1.0f64]),
+        );
+        let mut t = table_of(w.pool(), &all[w.rank()], false);
+        let before = t.ids();
+        let beyond = send_edges_to_vertices(&w, "to-v", &mut t, Endpoint::Dst, &vertices, 4)
+            .unwrap_err()
+            .to_string();
+        let kept = t.ids() == before;
+        // String keys on rank 0.
+        let mut kv = KvTable::new(
+            if w.rank() == 0 {
+                KeyType::Str
+            } else {
+                KeyType::I64
+            },
+            ValueType::Scalar(harp::DType::F64),
+            Combiner::Sum,
+            2,
+        )
+        .unwrap();
+        let key = if w.rank() == 0 {
+            Key::Str(b"v")
+        } else {
+            Key::I64(1)
+        };
+        kv.add_scalar(key, 1.0f64).unwrap();
+        let vertices = kv.into_table(w.pool()).unwrap();
+        let keys = send_edges_to_vertices(&w, "to-v", &mut t, Endpoint::Dst, &vertices, 2)
+            .unwrap_err()
+            .to_string();
+        w.close();
+        (beyond, kept, keys)
+    });
+    for (beyond, kept, keys) in &results {
+        assert!(
+            beyond.contains(
+                "rank 1 holds vertex partition 7, but the edges go to 4 vertex partitions"
+            ),
+            "{beyond}"
+        );
+        assert!(*kept, "the edges stay where they were");
+        assert!(
+            keys.contains("rank 0's vertices table is keyed by something other than i64"),
+            "{keys}"
+        );
+    }
+}
+
 #[test]
 fn messages_must_be_keyed_by_vertex_id() {
     use harp::data::kv::{Key, KeyType, KvTable, ValueType};
