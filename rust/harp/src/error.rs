@@ -18,6 +18,26 @@ pub struct OpContext {
     pub group: Option<std::sync::Arc<[usize]>>,
 }
 
+impl OpContext {
+    /// The context of operation `seq` (`op` by its name) labelled `label` on worker `rank`,
+    /// in the group of world ranks `group` (`None`: the whole job).
+    pub fn new(
+        rank: usize,
+        op: &'static str,
+        seq: u64,
+        label: &str,
+        group: Option<std::sync::Arc<[usize]>>,
+    ) -> OpContext {
+        OpContext {
+            rank,
+            op,
+            seq,
+            label: label.to_string(),
+            group,
+        }
+    }
+}
+
 impl fmt::Display for OpContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

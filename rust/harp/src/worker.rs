@@ -705,13 +705,8 @@ impl Worker {
         let _idle = Idle(&self.busy);
         let seq = scope.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let group = scope.members.as_ref().map(|m| m.id).unwrap_or(0);
-        let where_ = crate::error::OpContext {
-            rank: self.rank,
-            op: op.name(),
-            seq,
-            label: label.to_string(),
-            group: scope.members.as_ref().map(|m| m.world.clone()),
-        };
+        // For a data error only: its context is built then, not on every operation.
+        let world = scope.members.as_ref().map(|m| m.world.clone());
         let cx = Ctx {
             ep: self
                 .transport
@@ -743,7 +738,10 @@ impl Worker {
         // Partitions that could not be combined (often another worker's, just received): say
         // where, as the communication errors do.
         let res = res.map_err(|e| match e {
-            Error::Data(msg) => Error::DataIn { ctx: where_, msg },
+            Error::Data(msg) => Error::DataIn {
+                ctx: crate::error::OpContext::new(self.rank, op.name(), seq, label, world),
+                msg,
+            },
             Error::Timeout {
                 ctx,
                 peer,

@@ -90,13 +90,13 @@ impl Transport {
             op,
             algo,
             seq,
-            ctx: OpContext {
-                rank: self.rank,
-                op: op.name(),
+            ctx: OpContext::new(
+                self.rank,
+                op.name(),
                 seq,
-                label: label.to_string(),
-                group: group.as_ref().map(|g| g.world.clone()),
-            },
+                label,
+                group.as_ref().map(|g| g.world.clone()),
+            ),
             group,
             timeout: self.op_timeout,
         }
