@@ -37,10 +37,15 @@ pub fn check_label_receivers(copies: usize, workers: usize) -> Result<()> {
             "label receivers: workers must be 1..={max}, not {workers}"
         )));
     }
+    check_copies(copies, workers).map_err(|why| Error::config(format!("label receivers: {why}")))
+}
+
+/// The one rule on `copies` of a labeled event: 1 ..= the number of workers.
+fn check_copies(copies: usize, workers: usize) -> std::result::Result<(), String> {
     if copies == 0 || copies > workers {
-        return Err(Error::config(format!(
-            "label receivers: copies must be 1..={workers} (the number of workers), not {copies}"
-        )));
+        return Err(format!(
+            "copies must be 1..={workers} (the number of workers), not {copies}"
+        ));
     }
     Ok(())
 }
@@ -413,15 +418,13 @@ impl Worker {
     /// chosen by the label's hash ([`label_receivers`]: the same label always reaches the same
     /// workers); returns them. `copies` must be 1 ..= the number of workers.
     pub fn send_labeled(&self, label: &str, copies: usize, payload: &[u8]) -> Result<Vec<usize>> {
-        if copies == 0 || copies > self.size() {
-            return Err(Error::config(format!(
-                "rank {}: send_labeled {}: copies must be 1..={} (the number of workers), not \
-                 {copies}",
+        check_copies(copies, self.size()).map_err(|why| {
+            Error::config(format!(
+                "rank {}: send_labeled {}: {why}",
                 self.rank(),
-                crate::io::quote(label.as_bytes()),
-                self.size()
-            )));
-        }
+                crate::io::quote(label.as_bytes())
+            ))
+        })?;
         let to = label_receivers(label, copies, self.size());
         for &dst in &to {
             self.send_app(dst, EVENT_LABELED, label, payload, "send_labeled")?;
