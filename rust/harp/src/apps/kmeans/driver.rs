@@ -273,16 +273,10 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     // partition 1). Otherwise they are chosen from the points once they are loaded.
     let (k, dim, centroids) = if o.init_method == InitMethod::File {
         let mut init = Table::new(Combiner::Reject);
-        // The master reads the file; a failure reaches every worker with its cause (they
-        // would otherwise wait for the broadcast until the timeout).
-        let read = match w.is_master() {
-            true => storage::for_path_on(&o.init, Some(w.runtime().clone()))
-                .and_then(|st| input::read_centroids(&*st, &o.init))
-                .map(Some),
-            false => Ok(None),
-        };
-        let (read, outcome) = split_outcome(read);
-        crate::checkpoint::agree(w, "kmeans-init-read", outcome)?;
+        let read = read_on_master(w, "kmeans-init-read", || {
+            let st = storage::for_path_on(&o.init, Some(w.runtime().clone()))?;
+            input::read_centroids(&*st, &o.init)
+        })?;
         if let Some(c) = read {
             init.put(0, Array::from_slice(pool, &c.data));
             init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
@@ -314,12 +308,23 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     }
 }
 
-/// A value read by the master (`Ok(None)` elsewhere) and the outcome to agree on.
-fn split_outcome<T>(read: Result<Option<T>>) -> (Option<T>, Result<()>) {
-    match read {
-        Ok(v) => (v, Ok(())),
-        Err(e) => (None, Err(e)),
-    }
+/// `read` on the master only (`None` on the others), its outcome agreed: a failure reaches
+/// every worker with its cause, where the others would wait for the master's broadcast until
+/// the timeout.
+fn read_on_master<T>(
+    w: &Worker,
+    label: &str,
+    read: impl FnOnce() -> Result<T>,
+) -> Result<Option<T>> {
+    let (value, outcome) = match w.is_master() {
+        false => (None, Ok(())),
+        true => match read() {
+            Ok(v) => (Some(v), Ok(())),
+            Err(e) => (None, Err(e)),
+        },
+    };
+    crate::checkpoint::agree(w, label, outcome)?;
+    Ok(value)
 }
 
 /// The dimension of the points when no centroids file gives it: [`Options::dim`], or for text
@@ -336,20 +341,14 @@ fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
         )));
     }
     let mut t = Table::new(Combiner::Reject);
-    let read = match w.is_master() {
-        true => {
-            let path = match &o.splits {
-                Some(s) if !s.is_empty() => s[0].path.clone(),
-                _ => o.input.clone(),
-            };
-            storage::for_path_on(&path, Some(w.runtime().clone()))
-                .and_then(|st| input::text_dim(&*st, &path, o.skip_columns))
-                .map(Some)
-        }
-        false => Ok(None),
-    };
-    let (read, outcome) = split_outcome(read);
-    crate::checkpoint::agree(w, "kmeans-dim-read", outcome)?;
+    let read = read_on_master(w, "kmeans-dim-read", || {
+        let path = match &o.splits {
+            Some(s) if !s.is_empty() => s[0].path.clone(),
+            _ => o.input.clone(),
+        };
+        let st = storage::for_path_on(&path, Some(w.runtime().clone()))?;
+        input::text_dim(&*st, &path, o.skip_columns)
+    })?;
     if let Some(d) = read {
         t.put(0, Array::from_slice(w.pool(), &[d as i64]));
     }
