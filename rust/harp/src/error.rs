@@ -98,7 +98,7 @@ pub enum Error {
     /// Two workers called different collectives (or algorithms, or combiners) at the same
     /// position. `sides`: what the peer runs there and what this worker runs, as
     /// `allreduce (algorithm 0, combiner max) at this position, this worker allreduce (…)`.
-    #[error("{ctx}: operation mismatch: rank {peer} is running {sides} (every worker must call the same collectives in the same order, with the same algorithm and, where partitions are combined, tables with the same combiner)")]
+    #[error("{ctx}: operation mismatch: rank {peer} is running {sides} (every worker must call the same collectives in the same order, with the same root and algorithm and, where partitions are combined, tables with the same combiner)")]
     OpMismatch {
         ctx: OpContext,
         peer: usize,

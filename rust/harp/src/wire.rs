@@ -49,7 +49,7 @@ pub const MAGIC: u32 = 0x4841_5250;
 /// 7: the compact header on every frame after the authentication (about 11 bytes instead of
 ///    56), and piece flags for "the next pid" and "the previous total" (1 byte for a small
 ///    whole piece that follows one of the same size).
-pub const WIRE_VERSION: u16 = 9;
+pub const WIRE_VERSION: u16 = 10;
 /// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
 /// Longest compact header: its length byte, kind, op, algo and flags, then varints: seq (10
@@ -104,6 +104,10 @@ pub enum Kind {
     /// A message outside the collectives (the event lane): `tag` is one of the `EVENT_*`
     /// codes, `aux` the length of the label that starts the payload.
     Event = 10,
+    /// The sender has waited a heartbeat interval in the rooted operation of the header's
+    /// group, sequence number and op, whose root is `aux`; no payload. The receiver compares
+    /// it with its own call of that operation.
+    Waiting = 11,
 }
 
 impl Kind {
@@ -119,6 +123,7 @@ impl Kind {
             8 => Kind::Abort,
             9 => Kind::Heartbeat,
             10 => Kind::Event,
+            11 => Kind::Waiting,
             _ => return Err(Error::Protocol(format!("unknown frame kind {v}"))),
         })
     }

@@ -114,6 +114,7 @@ macro_rules! collectives {
             let crossover = self.config().broadcast_crossover;
             let t = &mut *table;
             self.op(Op::Broadcast, algo.code(), label, |cx| async move {
+                cx.ep.set_root(root);
                 collective::broadcast::broadcast(&cx, t, root, algo).await
             })?;
             self.predicted("broadcast", t0, |m| {
@@ -137,6 +138,7 @@ macro_rules! collectives {
             let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
             let t = &mut *table;
             let ran = self.op(Op::Reduce, code, label, |cx| async move {
+                cx.ep.set_root(root);
                 collective::rooted::reduce(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
@@ -165,6 +167,7 @@ macro_rules! collectives {
             let t0 = Instant::now();
             let t = &mut *table;
             self.op(Op::Gather, algo.code(), label, |cx| async move {
+                cx.ep.set_root(root);
                 collective::rooted::gather(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
@@ -200,6 +203,7 @@ macro_rules! collectives {
             let t0 = Instant::now();
             let n = table.bytes() / self.size() as u64;
             self.op(Op::Scatter, algo.code(), label, |cx| async move {
+                cx.ep.set_root(root);
                 collective::rooted::scatter(&cx, table, root, part, algo).await
             })?;
             if self.rank() == root {

@@ -161,6 +161,58 @@ fn roots_that_differ_between_workers_fail_every_worker() {
     );
 }
 
+/// Roots that differ so that the waits form a cycle: in a binomial reduce with rank 0 naming
+/// root 0 and the others root 1, rank 0 waits for rank 1, rank 1 for rank 3 and rank 3 for
+/// rank 0, and no frame ever goes astray. A wait that has slept a heartbeat interval tells the
+/// peer it waits for which root it uses; the peer compares it with its own call: every worker
+/// fails within seconds, naming both roots, not at the 20 s timeout. The reduce over real
+/// sockets, a binomial gather in process. (A broadcast with such roots leaves frames astray,
+/// found when an operation ends.)
+#[test]
+fn roots_that_leave_every_worker_waiting_are_named_before_the_timeout() {
+    use harp::collective::{GatherAlgorithm, ReduceAlgorithm};
+    let cfg = config(Duration::from_secs(20));
+    let call = |w: Worker, what: &str| {
+        let r = w.rank();
+        let root = usize::from(r != 0);
+        let mut t = Table::default();
+        t.add(r as u32, Array::from_slice(w.pool(), &[1.0f64; 4]))
+            .unwrap();
+        let res = match what {
+            "reduce" => w.reduce("r", &mut t, root, ReduceAlgorithm::Binomial),
+            _ => w.gather_with("g", &mut t, root, GatherAlgorithm::Binomial),
+        };
+        let e = res.and_then(|_| w.barrier("end")).unwrap_err();
+        (e.kind(), e.to_string())
+    };
+    for what in ["reduce", "gather"] {
+        let t0 = std::time::Instant::now();
+        let errors = if what == "reduce" {
+            common::tcp_job(
+                &vec![cfg.clone(); 4],
+                |_, a| a.to_vec(),
+                |w| call(w.unwrap(), what),
+            )
+        } else {
+            on_workers(4, cfg.clone(), |w| call(w, what))
+        };
+        assert!(
+            t0.elapsed() < Duration::from_secs(12),
+            "{what}: {:?} {errors:?}",
+            t0.elapsed()
+        );
+        for (r, (k, e)) in errors.iter().enumerate() {
+            assert_ne!(*k, "timeout", "{what}, rank {r}: {e}");
+        }
+        assert!(
+            errors.iter().any(|(k, e)| *k == "op-mismatch"
+                && e.contains(&format!("{what} with root 0"))
+                && e.contains(&format!("{what} with root 1"))),
+            "{what}: {errors:?}"
+        );
+    }
+}
+
 #[test]
 fn different_collectives_at_the_same_position_are_a_mismatch_not_a_hang() {
     let errors = on_workers(2, config(Duration::from_secs(20)), |w: Worker| {

@@ -8,10 +8,11 @@
 //! `hdr.src` is the sender's group rank. So every algorithm runs unchanged on a group. Errors
 //! about a peer (gone, silent, timed out, mismatch) name its world rank.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::mailbox::{Mailbox, Take, LEFT};
+use super::mailbox::{Call, Mailbox, Take, LEFT};
 use super::{heartbeat_interval, Frame, Link};
 use crate::error::{Error, OpContext, Result};
 use crate::wire::{self, Header, Kind, Op};
@@ -99,6 +100,7 @@ impl Transport {
             ),
             group,
             timeout: self.op_timeout,
+            root: AtomicU32::new(NO_ROOT),
         }
     }
 
@@ -137,7 +139,12 @@ pub struct Endpoint<'a> {
     /// The sub-group this operation runs in (`None`: every worker).
     group: Option<Members>,
     timeout: Duration,
+    /// The root of a rooted operation ([`Endpoint::set_root`]), else [`NO_ROOT`].
+    root: AtomicU32,
 }
+
+/// No root: the operation is not rooted.
+const NO_ROOT: u32 = u32::MAX;
 
 impl Endpoint<'_> {
     /// This worker's rank in the operation's group.
@@ -249,12 +256,66 @@ impl Endpoint<'_> {
 
     /// While a receive waits: a peer that runs another operation or algorithm at this position
     /// and sends to this worker only frames it does not wait for (say a ring against a
-    /// butterfly) would otherwise show only at the timeout.
+    /// butterfly) would otherwise show only at the timeout. So would a peer that waits in a
+    /// rooted operation this worker called with another root ([`Endpoint::set_root`]).
     fn check_mismatch(&self) -> Result<()> {
+        let mb = &self.t.mailbox;
         let pos = (self.group_id(), self.seq);
-        match self.t.mailbox.mismatch(pos, self.op, self.algo) {
-            Some((peer, op, algo)) => Err(self.mismatch(peer, op, algo)),
+        if let Some((peer, op, algo)) = mb.mismatch(pos, self.op, self.algo) {
+            return Err(self.mismatch(peer, op, algo));
+        }
+        match mb.root_conflict() {
+            Some((peer, theirs, mine)) => {
+                let (at, there) = if (theirs.group, theirs.seq) == pos {
+                    ("this position".to_string(), "")
+                } else {
+                    (format!("operation #{}", theirs.seq), " there")
+                };
+                Err(Error::OpMismatch {
+                    ctx: self.ctx.clone(),
+                    peer,
+                    sides: format!(
+                        "{} with root {} at {at}, this worker {} with root {}{there}",
+                        theirs.op.name(),
+                        theirs.root,
+                        mine.op.name(),
+                        mine.root
+                    ),
+                })
+            }
             None => Ok(()),
+        }
+    }
+
+    /// Records that this operation is rooted at `root` (a group rank in a group), before
+    /// anything is sent: a peer that waits in it with another root is then an operation
+    /// mismatch, found within two heartbeat intervals of waiting instead of at the timeout
+    /// (roots that differ can leave every worker waiting with no frame astray). Called once,
+    /// by the worker's rooted calls, not by the algorithms inside them.
+    pub fn set_root(&self, root: usize) {
+        let root = u32::try_from(root).unwrap_or(NO_ROOT - 1).min(NO_ROOT - 1);
+        self.root.store(root, Ordering::Relaxed);
+        self.t.mailbox.record_call(Call {
+            group: self.group_id(),
+            seq: self.seq,
+            op: self.op,
+            root,
+        });
+    }
+
+    /// After a wait in a rooted operation has slept one heartbeat interval (once per wait):
+    /// tells the (world rank) peers it waits for the operation and its root, so a peer that
+    /// called it with another root finds out ([`Mailbox::root_conflict`]). Best effort: a
+    /// send that does not go through within the interval is dropped.
+    async fn tell_waiting(&self, peers: &[usize], told: &mut bool) {
+        let root = self.root.load(Ordering::Relaxed);
+        if root == NO_ROOT || std::mem::replace(told, true) {
+            return;
+        }
+        let h = self.header(Kind::Waiting, 0, root, 0);
+        let slice = heartbeat_interval(self.timeout);
+        for &p in peers {
+            let _ = tokio::time::timeout(slice, self.t.link.send(p, h, &[])).await;
         }
     }
 
@@ -401,6 +462,7 @@ impl Endpoint<'_> {
         let mut all: Vec<usize> = from.to_vec();
         all.extend(watch.iter().filter(|w| !from.contains(w)));
         let waiter = mb.watch_op(self.group_id(), self.seq, &all);
+        let mut told = false;
         loop {
             let notified = waiter.notified();
             tokio::pin!(notified);
@@ -434,6 +496,7 @@ impl Endpoint<'_> {
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
                 self.check_mismatch()?;
+                self.tell_waiting(&live, &mut told).await;
                 for &p in &all {
                     let quiet = mb.silence(p);
                     if quiet >= self.timeout / 2 {
@@ -462,6 +525,7 @@ impl Endpoint<'_> {
         }
         let slice = heartbeat_interval(self.timeout);
         let watch = mb.watch_op(self.group_id(), self.seq, &[src]);
+        let mut told = false;
         loop {
             let notified = watch.notified();
             tokio::pin!(notified);
@@ -472,6 +536,7 @@ impl Endpoint<'_> {
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             if tokio::time::timeout_at(wake, notified).await.is_err() {
                 self.check_mismatch()?;
+                self.tell_waiting(&[src], &mut told).await;
                 let quiet = mb.silence(src);
                 if quiet >= self.timeout / 2 {
                     return Err(self.silent(src, quiet));

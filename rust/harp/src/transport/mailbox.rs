@@ -12,6 +12,10 @@
 //! Waiters register the spots they wait on (a collective position (group, sequence, sender), or a
 //! sender's event FIFO); an arriving frame wakes only the waiters of its spot, and a peer that is
 //! gone wakes every waiter on that peer. A receive never scans unrelated queues.
+//!
+//! Besides frames, the mailbox keeps this worker's last rooted calls and what each peer last
+//! said it waits in (`Waiting` frames, [`Mailbox::root_conflict`]), so that calls that name
+//! different roots are found while every worker waits, not at the timeout.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +32,27 @@ use crate::wire::{Header, Kind, Op, EVENT_CREDIT, EVENT_LABELED, EVENT_PLAIN};
 /// The reason filed for a peer that left the job normally (`Bye` over TCP, `close` in
 /// process). Every other reason is a failure.
 pub(crate) const LEFT: &str = "it left the job (finished its work)";
+
+/// A rooted operation (broadcast, reduce, gather, scatter) as called: its position and root
+/// (a group rank in a group). Recorded for this worker's own calls, and received from a peer
+/// whose wait has lasted a heartbeat interval (a `Waiting` frame, root in `aux`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub group: u64,
+    pub seq: u64,
+    pub op: Op,
+    pub root: u32,
+}
+
+/// How many of its own rooted calls a worker keeps to compare with its peers' (a peer waits in
+/// one at most a few operations behind: every rooted call needs every member).
+const CALLS_KEPT: usize = 64;
+
+/// This worker's last rooted calls, and the call each peer last said it waits in.
+struct Calls {
+    mine: VecDeque<Call>,
+    theirs: Vec<Option<Call>>,
+}
 
 /// A received frame.
 #[derive(Debug)]
@@ -155,6 +180,8 @@ pub(crate) enum Take {
 
 pub(crate) struct Mailbox {
     state: Mutex<State>,
+    /// Rooted calls, apart from the frames' lock (touched once per rooted operation).
+    calls: Mutex<Calls>,
     /// When each peer last sent anything (milliseconds since `epoch`).
     last_seen: Vec<AtomicU64>,
     epoch: Instant,
@@ -210,6 +237,10 @@ impl Mailbox {
                     in_flight: vec![0; size],
                 },
             }),
+            calls: Mutex::new(Calls {
+                mine: VecDeque::new(),
+                theirs: vec![None; size],
+            }),
             credit_due: AtomicBool::new(false),
             last_seen: (0..size).map(|_| AtomicU64::new(0)).collect(),
             epoch: Instant::now(),
@@ -247,9 +278,49 @@ impl Mailbox {
         self.lock().gone[peer].is_some()
     }
 
-    /// Files a frame from `frame.hdr.src` and wakes the waiters of its spot.
+    fn calls(&self) -> MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a rooted call of this worker (the latest [`CALLS_KEPT`] are kept).
+    pub fn record_call(&self, call: Call) {
+        let mut c = self.calls();
+        if c.mine.len() == CALLS_KEPT {
+            c.mine.pop_front();
+        }
+        c.mine.push_back(call);
+    }
+
+    /// A peer that waits in a rooted call which this worker made (or makes) differently, with
+    /// both calls (`(peer, theirs, mine)`, the lowest such peer). A peer's call at a position
+    /// this worker has not reached, or no longer keeps, is no conflict.
+    pub fn root_conflict(&self) -> Option<(usize, Call, Call)> {
+        let c = self.calls();
+        c.theirs.iter().enumerate().find_map(|(src, t)| {
+            let t = (*t)?;
+            let m = c
+                .mine
+                .iter()
+                .rev()
+                .find(|m| m.group == t.group && m.seq == t.seq)?;
+            (m.op != t.op || m.root != t.root).then_some((src, t, *m))
+        })
+    }
+
+    /// Files a frame from `frame.hdr.src` and wakes the waiters of its spot. A `Waiting`
+    /// frame only records the call its sender waits in.
     pub fn push(&self, lane: Lane, frame: Frame) {
         let src = frame.hdr.src as usize;
+        if frame.hdr.kind == Kind::Waiting {
+            let h = &frame.hdr;
+            self.calls().theirs[src] = Some(Call {
+                group: h.group,
+                seq: h.seq,
+                op: h.op,
+                root: h.aux,
+            });
+            return;
+        }
         let mut st = self.lock();
         let spot = match lane {
             Lane::Collective => {
@@ -553,6 +624,49 @@ mod tests {
             hdr,
             body: pool.copy_of(&[byte]),
         }
+    }
+
+    /// A peer's `Waiting` frame is compared with this worker's own rooted calls: a different
+    /// root or op at the same (group, seq) is a conflict; a position this worker has not
+    /// reached, or no longer keeps, is not.
+    #[test]
+    fn a_peer_waiting_with_another_root_is_a_conflict_only_at_a_kept_position() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        let call = |seq, op, root| Call {
+            group: 0,
+            seq,
+            op,
+            root,
+        };
+        let waiting = |src: u32, c: Call| {
+            let mut f = frame(&pool, src, c.seq, 0, c.op, 0);
+            f.hdr.kind = Kind::Waiting;
+            f.hdr.aux = c.root;
+            f
+        };
+        mb.push(Lane::Collective, waiting(2, call(5, Op::Reduce, 0)));
+        // Not a frame of any operation, and no call of this worker at #5 yet.
+        assert!(mb.stray(0, 5).is_none());
+        assert_eq!(mb.root_conflict(), None);
+        mb.record_call(call(5, Op::Reduce, 0));
+        assert_eq!(mb.root_conflict(), None);
+        mb.push(Lane::Collective, waiting(1, call(5, Op::Reduce, 1)));
+        assert_eq!(
+            mb.root_conflict(),
+            Some((1, call(5, Op::Reduce, 1), call(5, Op::Reduce, 0)))
+        );
+        // Its next wait replaces it; another op at the same position conflicts too.
+        mb.push(Lane::Collective, waiting(1, call(5, Op::Gather, 0)));
+        assert_eq!(
+            mb.root_conflict(),
+            Some((1, call(5, Op::Gather, 0), call(5, Op::Reduce, 0)))
+        );
+        // Positions beyond the kept calls are forgotten.
+        for seq in 6..6 + CALLS_KEPT as u64 {
+            mb.record_call(call(seq, Op::Broadcast, 0));
+        }
+        assert_eq!(mb.root_conflict(), None);
     }
 
     fn body(t: Take) -> u8 {

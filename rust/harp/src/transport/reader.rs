@@ -172,7 +172,7 @@ pub(crate) fn check_header(
             h.len, limits.max_frame
         ));
     }
-    if h.kind == Kind::Heartbeat && h.len != 0 {
+    if matches!(h.kind, Kind::Heartbeat | Kind::Waiting) && h.len != 0 {
         return Err(format!(
             "sent a {:?} frame with a {}-byte payload",
             h.kind, h.len
@@ -279,6 +279,9 @@ mod tests {
         );
         let e = check_header(&h(Kind::Heartbeat, 5), 2, 9, &l).unwrap_err();
         assert!(e.contains("Heartbeat"), "{e}");
+        let e = check_header(&h(Kind::Waiting, 1), 2, 9, &l).unwrap_err();
+        assert!(e.contains("Waiting") && e.contains("1-byte payload"), "{e}");
+        assert!(check_header(&h(Kind::Waiting, 0), 2, 9, &l).is_ok());
         let mut bad = h(Kind::Data, 0);
         bad[1] = 77;
         let e = check_header(&bad, 2, 9, &l).unwrap_err();
