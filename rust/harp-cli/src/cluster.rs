@@ -386,15 +386,17 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
     }
 }
 
-/// Runs `body` writing into the output directory `dir` (prepared under `label`); if it fails,
+/// Runs `body` writing into the output directory `dir` (prepared under `label`; it must be
+/// apart from the job's `inputs`, [`harp::apps::output::check_apart`]); if it fails,
 /// the master removes the staging, so the directory stays as it was.
 pub fn into_output(
     w: &harp::Worker,
     dir: &str,
+    inputs: &[&str],
     label: &str,
     body: impl FnOnce(&harp::apps::output::Output) -> harp::Result<()>,
 ) -> harp::Result<()> {
-    let out = harp::apps::output::Output::prepare(w, dir, &job_name(), label)?;
+    let out = harp::apps::output::Output::prepare(w, dir, inputs, &job_name(), label)?;
     let done = body(&out);
     if done.is_err() && w.is_master() {
         out.abort();

@@ -24,7 +24,9 @@ pub struct ComponentsArgs {
 
 pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, "components-output", |out| run_into(w, a, out))
+    crate::cluster::into_output(w, &a.output, &[&a.input], "components-output", |out| {
+        run_into(w, a, out)
+    })
 }
 
 fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {

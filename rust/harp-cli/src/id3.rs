@@ -23,7 +23,9 @@ pub struct Id3Args {
 }
 
 pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
-    crate::cluster::into_output(w, &a.output, "id3-output", |out| run_into(w, a, out))
+    crate::cluster::into_output(w, &a.output, &[&a.input], "id3-output", |out| {
+        run_into(w, a, out)
+    })
 }
 
 fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {

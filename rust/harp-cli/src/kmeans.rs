@@ -258,7 +258,7 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     let opts = options(a)?;
     // The output must be usable before any iteration runs (an earlier run's result stays
     // untouched, and a failed run leaves the output as it was).
-    let out = Output::prepare(w, &a.output, &opts.job, "kmeans-output")?;
+    let out = Output::prepare(w, &a.output, &[&a.input], &opts.job, "kmeans-output")?;
     let done = run_into(w, a, &opts, &out);
     if done.is_err() && w.is_master() {
         out.abort();

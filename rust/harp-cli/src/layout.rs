@@ -37,7 +37,9 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         threads: a.threads,
     };
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, "layout-output", |out| run_into(w, &o, out))
+    crate::cluster::into_output(w, &a.output, &[&a.input], "layout-output", |out| {
+        run_into(w, &o, out)
+    })
 }
 
 fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {

@@ -121,7 +121,29 @@ pub fn run_job(w: &Worker, args: &[String]) -> harp::Result<()> {
              it is for `harp worker` processes (tests/), not for jobs run inside Java"
         )));
     }
+    if let Some(e) = worker_flag(args) {
+        return Err(e);
+    }
     parsed.job.run(w)
+}
+
+/// A flag among `args` that sets up a worker (`--timeout`, `--frame-mac`, `--io-threads`, …):
+/// inside Java the worker already runs, started from the job's configuration, so the flag
+/// would be ignored. The error names the configuration key to use instead.
+fn worker_flag(args: &[String]) -> Option<harp::Error> {
+    args.iter().find_map(|a| {
+        let name = a.strip_prefix("--")?;
+        let name = name.split_once('=').map_or(name, |(n, _)| n);
+        let instead = match harp::config::OPTIONS.iter().find(|o| o.flag == name) {
+            Some(o) => format!("set {} in the job configuration instead", o.java),
+            None if name == "io-threads" => "a worker inside Java has one I/O thread".to_string(),
+            None => return None,
+        };
+        Some(harp::Error::config(format!(
+            "--{name}: inside Java the worker is already started from the job's configuration, \
+             so this flag would be ignored; {instead}"
+        )))
+    })
 }
 
 /// The fault-injection flag of a job, if it has one set: these end or freeze the process
@@ -174,6 +196,33 @@ mod run_job_tests {
         // Without the flags the check runs.
         let args: Vec<String> = ["check", "--rounds", "1"].map(String::from).to_vec();
         run_job(&w, &args).unwrap();
+        w.close();
+    }
+
+    /// The flags that set up a worker would be ignored inside Java (the worker runs already):
+    /// refused, naming the job configuration key that sets the same thing.
+    #[test]
+    fn worker_flags_are_refused_inside_a_process_naming_the_key() {
+        let cfg = harp::Config::default();
+        let w = Worker::in_process(1, cfg).unwrap().pop().unwrap();
+        for (flag, key) in [
+            ("--timeout", "harp.collective.timeout.ms"),
+            ("--frame-mac", "harp.frame.mac"),
+            ("--io-threads=2", "one I/O thread"),
+        ] {
+            let mut args: Vec<String> = ["check", "--rounds", "1", flag].map(String::from).to_vec();
+            if flag == "--timeout" {
+                args.push("1".into());
+            }
+            let e = run_job(&w, &args).unwrap_err();
+            assert_eq!(e.kind(), "config", "{e}");
+            let name = flag.split('=').next().unwrap();
+            assert!(
+                e.to_string().starts_with(&format!("{name}: inside Java"))
+                    && e.to_string().contains(key),
+                "{e}"
+            );
+        }
         w.close();
     }
 }

@@ -79,7 +79,9 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, "mds-output", |out| run_into(w, &o, out))
+    crate::cluster::into_output(w, &a.output, &[&a.input], "mds-output", |out| {
+        run_into(w, &o, out)
+    })
 }
 
 fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {

@@ -49,7 +49,7 @@ fn options(a: &PagerankArgs) -> Result<Options> {
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
     let job = crate::cluster::job_name();
-    let out = Output::prepare(w, &a.output, &job, "pagerank-output")?;
+    let out = Output::prepare(w, &a.output, &[&a.input], &job, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {
         let res = pagerank::run(w, &opts, |it, secs| {

@@ -56,7 +56,7 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
     harp::checkpoint::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
-    let out = Output::prepare(w, &a.output, &job, "wordcount-output")?;
+    let out = Output::prepare(w, &a.output, &[&a.input], &job, "wordcount-output")?;
     let counted = (|| {
         let counts = wordcount::run(w, &*st, &opts)?;
         let part = wordcount::format_counts(&counts.table)?;

@@ -308,13 +308,34 @@ fn temp_name(p: &Path) -> PathBuf {
 }
 
 /// The storage that serves `path`: `hdfs://` and `viewfs://` URLs go to HDFS (on `rt` when
-/// given, else on a private runtime), anything else (plain paths, `file://`) is local.
+/// given, else on a private runtime), plain paths and `file://` URLs are local. A URL of any
+/// other scheme (`s3a://…`) is refused: read as a local relative path it would put the output
+/// in a directory named after the scheme and report success.
 pub fn for_path_on(path: &str, rt: Option<tokio::runtime::Handle>) -> Result<Box<dyn Storage>> {
     let lower = path.to_ascii_lowercase();
     if lower.starts_with("hdfs://") || lower.starts_with("viewfs://") {
         return Ok(Box::new(HdfsStorage::new(path, rt)?));
     }
+    if let Some(scheme) = url_scheme(path) {
+        if !scheme.eq_ignore_ascii_case("file") {
+            return Err(Error::config(format!(
+                "'{path}': the scheme '{scheme}' is not supported (hdfs://, viewfs://, file:// \
+                 or a local path)"
+            )));
+        }
+    }
     Ok(Box::new(LocalStorage))
+}
+
+/// The scheme of a URL-shaped path (`scheme://…`, the scheme a letter followed by letters,
+/// digits, `+`, `-` or `.`), else `None`.
+fn url_scheme(path: &str) -> Option<&str> {
+    let (scheme, _) = path.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
 }
 
 /// [`for_path_on`] with a private runtime for HDFS.
@@ -664,6 +685,27 @@ mod tests {
         assert!(e.contains("\"p\\xFF\"") && e.contains("not UTF-8"), "{e}");
         assert_eq!(s.list(ds).unwrap().len(), 2);
         fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn urls_of_other_schemes_are_refused_not_taken_as_local_paths() {
+        for p in ["s3a://bucket/out", "nosuchscheme://x/y", "GS://b/o"] {
+            let e = for_path(p).err().expect(p).to_string();
+            assert!(e.contains(p) && e.contains("is not supported"), "{e}");
+        }
+        for p in [
+            "file:///tmp/x",
+            "FILE:///tmp/x",
+            "out",
+            "/tmp/a:b",
+            "a://b/../c",
+            "s3a:/x",
+        ] {
+            let ok = for_path(p).is_ok();
+            assert_eq!(ok, !p.starts_with("a://"), "{p}");
+        }
+        assert_eq!(url_scheme("1x://y"), None);
+        assert_eq!(url_scheme("dir/x://y"), None);
     }
 
     #[test]

@@ -31,35 +31,140 @@ pub fn check_not_a_file(st: &dyn Storage, dir: &str) -> Result<bool> {
     Ok(true)
 }
 
+/// Fails when the output directory `dir` cannot be told apart from the job's `inputs`: an
+/// empty path (or `/`), the input itself, a directory inside it (a later run would read this
+/// run's result as input) or one that holds it (the commit could replace the input's files).
+/// Local paths are compared after resolving `.`, `..` and symbolic links of their existing
+/// part; `hdfs://` and `viewfs://` paths as written.
+pub fn check_apart(dir: &str, inputs: &[&str]) -> Result<()> {
+    let trimmed = dir.trim_end_matches('/');
+    // A URL's root has no path after its authority (`hdfs://nn:9000/`).
+    let url_root = trimmed
+        .split_once("://")
+        .is_some_and(|(_, rest)| !rest.contains('/'));
+    if trimmed.is_empty() || url_root {
+        return Err(Error::config(format!(
+            "output '{dir}': the result directory needs a name (not empty and not a root)"
+        )));
+    }
+    let out = Place::of(trimmed);
+    for &input in inputs.iter().filter(|i| !i.is_empty()) {
+        let inp = Place::of(input.trim_end_matches('/'));
+        let (Some(o), Some(i)) = (&out, &inp) else {
+            continue;
+        };
+        let how = if o == i {
+            "is the input"
+        } else if o.inside(i) {
+            "is inside the input"
+        } else if i.inside(o) {
+            "holds the input"
+        } else {
+            continue;
+        };
+        return Err(Error::config(format!(
+            "output '{dir}' {how} '{input}': a later run would read this run's result as input, \
+             or the commit would replace input files; write the result elsewhere"
+        )));
+    }
+    Ok(())
+}
+
+/// A path resolved for comparison: a local one made absolute and canonical (as far as it
+/// exists), a URL as written.
+#[derive(PartialEq, Eq)]
+enum Place {
+    Local(std::path::PathBuf),
+    Url(String),
+}
+
+impl Place {
+    fn of(p: &str) -> Option<Place> {
+        if p.contains("://") && !p.to_ascii_lowercase().starts_with("file://") {
+            return Some(Place::Url(p.to_string()));
+        }
+        let p = std::path::Path::new(p.get(7..).filter(|_| p.contains("://")).unwrap_or(p));
+        let abs = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().ok()?.join(p)
+        };
+        // Canonicalize the longest existing prefix; the rest is appended as written.
+        let mut rest = Vec::new();
+        let mut cur = abs.as_path();
+        loop {
+            if let Ok(mut c) = cur.canonicalize() {
+                c.extend(rest.iter().rev());
+                return Some(Place::Local(c));
+            }
+            rest.push(cur.file_name()?.to_os_string());
+            cur = cur.parent()?;
+        }
+    }
+
+    /// Strictly below `other`.
+    fn inside(&self, other: &Place) -> bool {
+        match (self, other) {
+            (Place::Local(a), Place::Local(b)) => a != b && a.starts_with(b),
+            (Place::Url(a), Place::Url(b)) => {
+                a.len() > b.len() && a.starts_with(b.as_str()) && a[b.len()..].starts_with('/')
+            }
+            _ => false,
+        }
+    }
+}
+
 impl Output {
-    /// Checks, before any work, that the result can be written: the master checks that `dir` is
+    /// Checks, before any work, that the result can be written: the output is not the input
+    /// ([`check_apart`]; `inputs` are the job's input paths), the master checks that `dir` is
     /// not a file, creates the staging directory `dir/_temporary/JOB/` and writes a probe there;
-    /// every worker fails at once with the master's cause if that fails (`label` names the step
-    /// in errors). Collective.
-    pub fn prepare(w: &Worker, dir: &str, job: &str, label: &str) -> Result<Output> {
+    /// every worker fails at once with the first cause if that fails (`label` names the step
+    /// in errors), and the master then removes what it created. Collective.
+    pub fn prepare(
+        w: &Worker,
+        dir: &str,
+        inputs: &[&str],
+        job: &str,
+        label: &str,
+    ) -> Result<Output> {
+        let apart = check_apart(dir, inputs);
         let dir = dir.trim_end_matches('/').to_string();
         let staging = format!("{dir}/_temporary/{job}");
         let st = storage::for_path_on(&dir, Some(w.runtime().clone()));
         let mut created = false;
-        let ready = match &st {
-            Err(e) => Err(Error::config(format!("output {dir}: {e}"))),
-            Ok(_) if !w.is_master() => Ok(()),
-            Ok(st) => (|| {
+        let mut staged = false;
+        let ready = match (&st, apart) {
+            (_, Err(e)) => Err(e),
+            (Err(e), _) => Err(Error::config(format!("output {dir}: {e}"))),
+            (Ok(_), _) if !w.is_master() => Ok(()),
+            (Ok(st), _) => (|| {
                 created = !check_not_a_file(&**st, &dir)?;
                 let probe = format!("{staging}/.probe");
                 st.remove_all(&staging)?;
+                staged = true;
                 st.create_dir_all(&staging)?;
                 st.write_all(&probe, b"")?;
                 st.remove_all(&probe)
             })(),
         };
-        crate::checkpoint::agree(w, label, ready)?;
-        Ok(Output {
+        let agreed = crate::checkpoint::agree(w, label, ready);
+        let out = st.map(|st| Output {
             dir,
             staging,
-            st: st?,
+            st,
             created,
-        })
+        });
+        match (agreed, out) {
+            (Ok(()), out) => out,
+            (Err(e), Ok(out)) => {
+                // Another worker (or this one) failed: leave the directory as it was.
+                if staged {
+                    out.abort();
+                }
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+        }
     }
 
     pub fn dir(&self) -> &str {
@@ -161,5 +266,47 @@ pub fn commit_files(
     match staging.trim_end_matches('/').rsplit_once('/') {
         Some((parent, _)) if parent.ends_with("/_temporary") => st.remove_all(parent),
         _ => st.remove_all(staging),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_that_is_inside_or_holds_the_input_or_has_no_name_is_refused() {
+        let d = std::env::temp_dir().join(format!("harp-apart-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("in")).unwrap();
+        let ds = d.to_str().unwrap();
+        let input = format!("{ds}/in");
+        let refused =
+            |out: &str, inputs: &[&str]| check_apart(out, inputs).err().map(|e| e.to_string());
+        for (out, how) in [
+            (format!("{ds}/in"), "is the input"),
+            (format!("{ds}/in/"), "is the input"),
+            (format!("{ds}/./in/../in"), "is the input"),
+            (format!("file://{ds}/in"), "is the input"),
+            (format!("{ds}/in/out/deeper"), "is inside the input"),
+            (ds.to_string(), "holds the input"),
+        ] {
+            let e = refused(&out, &[&input]).unwrap_or_else(|| panic!("{out} accepted"));
+            assert!(e.contains(how) && e.contains(&input), "{out}: {e}");
+        }
+        for out in ["", "/", "hdfs://nn:9000/"] {
+            let e = refused(out, &[&input]).unwrap_or_else(|| panic!("'{out}' accepted"));
+            assert!(e.contains("needs a name"), "{e}");
+        }
+        // Beside the input, a name that only starts like it, or another file system: fine.
+        for out in [
+            format!("{ds}/out"),
+            format!("{ds}/in2"),
+            "hdfs://nn/in".to_string(),
+        ] {
+            assert_eq!(refused(&out, &[&input, ""]), None, "{out}");
+        }
+        let e = refused("hdfs://nn/a/b/out", &["hdfs://nn/a/b"]).unwrap();
+        assert!(e.contains("is inside the input"), "{e}");
+        assert_eq!(refused("hdfs://nn/a/bc", &["hdfs://nn/a/b"]), None);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -34,6 +34,8 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
   public static final String LOCAL = "harp.local";
   /** The {@link ClusterSubmitter#name} of the YARN submitter. */
   public static final String YARN = "yarn";
+  /** Most workers of a local job (the local runner's threads in this JVM; `harp --workers` has the same bound). */
+  public static final int LOCAL_MAX_WORKERS = 256;
 
   @Override
   public ClientProtocol create(Configuration conf) throws IOException {
@@ -46,6 +48,10 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
       return cluster.create(conf);
     }
     int workers = harp.ConfNumbers.getInt(conf, WORKERS, 0);
+    if (workers > LOCAL_MAX_WORKERS) {
+      throw new IOException(WORKERS + " = " + workers + ": a local map-collective job runs every worker as a "
+          + "thread of this JVM, at most " + LOCAL_MAX_WORKERS + " (as `harp --workers`); run it on a YARN cluster");
+    }
     if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
       conf.setInt(LOCAL_MAX_MAPS, workers);
     }
@@ -59,6 +65,10 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
         JobConf job = new JobConf(new Path((String) args[1], "job.xml"));
         int maps = job.getNumMapTasks();
         int max = harp.ConfNumbers.getInt(job, LOCAL_MAX_MAPS, 1);
+        if (maps > LOCAL_MAX_WORKERS) {
+          throw new IOException("this map-collective job has " + maps + " map tasks; a local job runs every worker as a "
+              + "thread of this JVM, at most " + LOCAL_MAX_WORKERS + "; run it on a YARN cluster");
+        }
         if (maps > max) {
           throw new IOException("this map-collective job has " + maps + " map tasks, which must all run at once, "
               + "but the local runner allows " + max + " (" + LOCAL_MAX_MAPS + "); set it to at least " + maps);

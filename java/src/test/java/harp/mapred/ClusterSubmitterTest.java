@@ -58,6 +58,18 @@ class ClusterSubmitterTest {
     assertNull(MapCollectiveClientProtocolProvider.select(local, found));
   }
 
+  /** A local job runs its workers as threads of this JVM: more than 256 is refused before any split is written. */
+  @Test
+  void aLocalJobWithTooManyWorkersIsRefusedNamingTheKey() throws IOException {
+    Configuration conf = job(false);
+    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, 1_000_000);
+    IOException e = assertThrows(IOException.class, () -> new MapCollectiveClientProtocolProvider().create(conf));
+    assertTrue(e.getMessage().startsWith("harp.workers = 1000000: a local map-collective job")
+        && e.getMessage().contains("at most 256"), e.getMessage());
+    conf.setInt(MapCollectiveClientProtocolProvider.WORKERS, 256);
+    assertNotNull(new MapCollectiveClientProtocolProvider().create(conf));
+  }
+
   @Test
   void aResourceManagerWithoutTheYarnSubmitterIsAClearError() {
     IOException e = assertThrows(IOException.class,
