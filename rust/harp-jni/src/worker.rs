@@ -591,8 +591,13 @@ pub extern "system" fn Java_harp_Worker_sendMessages<'l>(
     members: JIntArray<'l>,
     label: JString<'l>,
     t: jlong,
+    partitions: jint,
 ) {
     in_group(env, w, members, Op::Regroup, label, |_, wk, label| {
-        in_table(wk, t, |tb| harp::graph::send_messages(wk, label, tb))
+        // KeyValueTable checks its partition count (≥ 1) when it is made.
+        let partitions = u32::try_from(partitions).unwrap_or(0);
+        in_table(wk, t, |tb| {
+            harp::graph::send_messages(wk, label, tb, partitions)
+        })
     })
 }

@@ -24,6 +24,7 @@ use crate::data::kv::{FastMap, Key, KeyType, Value, ValueType, Writer};
 use crate::data::{Array, Combiner, Elem, Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::wire::Op;
 use crate::worker::Collectives;
 #[cfg(doc)]
 use crate::worker::Worker;
@@ -177,7 +178,8 @@ pub fn regroup_edges(
     by: Endpoint,
     partitions: u32,
 ) -> Result<()> {
-    *edges = rebucket(w.pool(), edges, by, partitions)?;
+    *edges =
+        rebucket(w.pool(), edges, by, partitions).map_err(|e| w.refuse(Op::Regroup, label, e))?;
     w.regroup(label, edges, Some(&Partitioner::Modulo))
 }
 
@@ -232,7 +234,8 @@ pub fn send_edges_to_vertices(
             }
         }
     }
-    *edges = rebucket(w.pool(), edges, by, partitions)?;
+    *edges =
+        rebucket(w.pool(), edges, by, partitions).map_err(|e| w.refuse(Op::Regroup, label, e))?;
     w.regroup(
         label,
         edges,
@@ -330,32 +333,60 @@ impl<T: Elem> MessageTable<T> {
 /// vertex id, an i64 key → message) whose ids are by destination-vertex hash, as
 /// [`MessageTable::into_table`] or [`KvTable::into_table`](crate::data::kv::KvTable::into_table)
 /// make them (their builders combine
-/// the messages to one vertex on insert: local aggregation). Each partition moves to its
+/// the messages to one vertex on insert: local aggregation) over `partitions` partition ids,
+/// the same on every worker. Each partition moves to its
 /// [`owner`] and equal keys from different workers are combined there with the table's
 /// combiner: the owner's own messages first, then the others' in rank order. Afterwards
 /// `messages` holds the message partitions this worker owns. Cost: one regroup of the encoded
-/// bytes (8 bytes of key plus the value per distinct destination and sender).
+/// bytes (8 bytes of key plus the value per distinct destination and sender), then one pass
+/// over the received keys.
+///
+/// A partition that is not key-value keyed by i64 fails this worker before anything is sent,
+/// and its peers at once ([`Collectives::refuse`]). A received key that is not in its
+/// partition under `partitions` (workers whose tables have different partition counts: their
+/// messages to one vertex would not be combined) fails the receiving worker, naming the key.
 pub fn send_messages(
     w: &(impl Collectives + ?Sized),
     label: &str,
     messages: &mut Table,
+    partitions: u32,
 ) -> Result<()> {
-    for (pid, a) in messages.iter() {
-        if !matches!(
+    let bad = messages.iter().find(|(_, a)| {
+        !matches!(
             a.layout(),
             Layout::KeyValue {
                 key: KeyType::I64,
                 ..
             }
-        ) {
-            return Err(Error::data(format!(
-                "{label}: partition {pid}: messages are key-value partitions keyed by vertex id \
-                 (i64), not {}",
-                a.layout().describe(a.bytes().len() as u64)
-            )));
+        )
+    });
+    if let Some((pid, a)) = bad {
+        let e = Error::data(format!(
+            "partition {pid}: messages are key-value partitions keyed by vertex id (i64), not {}",
+            a.layout().describe(a.bytes().len() as u64)
+        ));
+        return Err(w.refuse(Op::Regroup, label, e));
+    }
+    if partitions == 0 {
+        let e = Error::config("messages need at least one partition id (partitions = 0)");
+        return Err(w.refuse(Op::Regroup, label, e));
+    }
+    w.regroup(label, messages, Some(&Partitioner::Modulo))?;
+    for (pid, a) in messages.iter() {
+        for (k, _) in crate::data::kv::entries(a)? {
+            let at = crate::data::kv::partition_of(k, partitions);
+            if at != pid {
+                return Err(Error::data(format!(
+                    "rank {}: {label}: partition {pid} holds vertex {k}, whose partition among \
+                     {partitions} is {at}: the workers' message tables have different partition \
+                     counts (messages to one vertex would not meet), or were not built by vertex \
+                     hash",
+                    w.rank()
+                )));
+            }
         }
     }
-    w.regroup(label, messages, Some(&Partitioner::Modulo))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -632,6 +632,40 @@ impl Worker {
     }
 
     /// After a failed operation: poisons the worker and tells every peer why (`msg`).
+    /// The arguments of collective `op` (about to run as this scope's next operation) failed a
+    /// check on this worker before anything was sent. The peers cannot see that: they would
+    /// wait for this worker's frames until the timeout. So this worker fails as a failed
+    /// collective does (it is poisoned, and every peer is told why at once) and the error
+    /// returned says where (a data error gets the rank, the operation and its label).
+    pub fn refuse(&self, op: Op, label: &str, e: Error) -> Error {
+        self.refused(&self.seq, None, op, label, e)
+    }
+
+    fn refused(
+        &self,
+        seq: &AtomicU64,
+        group: Option<Arc<[usize]>>,
+        op: Op,
+        label: &str,
+        e: Error,
+    ) -> Error {
+        let e = match e {
+            Error::Data(msg) => Error::DataIn {
+                ctx: crate::error::OpContext::new(
+                    self.rank,
+                    op.name(),
+                    seq.load(Ordering::SeqCst) + 1,
+                    label,
+                    group,
+                ),
+                msg,
+            },
+            e => e,
+        };
+        self.fail(&e.to_string());
+        e
+    }
+
     pub(crate) fn fail(&self, msg: &str) {
         tracing::debug!("{msg}");
         *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.to_string());
@@ -972,6 +1006,9 @@ pub trait Collectives {
         part: &Partitioner,
     ) -> Result<()>;
     fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()>;
+    /// The arguments of collective `op` failed a check on this worker before anything was
+    /// sent: fails the worker as a failed collective does (see [`Worker::refuse`]).
+    fn refuse(&self, op: Op, label: &str, e: Error) -> Error;
 }
 
 macro_rules! impl_collectives {
@@ -1100,6 +1137,9 @@ macro_rules! impl_collectives {
             fn rotate(&self, label: &str, table: &mut Table, map: Option<&[usize]>) -> Result<()> {
                 Self::rotate(self, label, table, map)
             }
+            fn refuse(&self, op: Op, label: &str, e: Error) -> Error {
+                Self::refuse(self, op, label, e)
+            }
         }
     };
 }
@@ -1192,6 +1232,12 @@ impl Group<'_> {
     /// drift window when a model is set.
     fn predicted(&self, op: &str, t0: Instant, predict: impl FnOnce(&NetModel) -> f64) {
         self.w.predicted_on(self.net_model(), op, t0, predict)
+    }
+
+    /// [`Worker::refuse`] for an operation of this group.
+    pub fn refuse(&self, op: Op, label: &str, e: Error) -> Error {
+        let world = Some(self.members.world.clone());
+        self.w.refused(&self.seq, world, op, label, e)
     }
 
     fn op<'a, T, Fut>(

@@ -249,7 +249,7 @@ fn send_messages_combines_every_message_at_the_owner_of_its_vertex() {
                     }
                     t.into_table(w.pool()).unwrap()
                 };
-                send_messages(w, "msgs", &mut got).unwrap();
+                send_messages(w, "msgs", &mut got, partitions).unwrap();
                 let mut g: BTreeMap<(usize, u32), BTreeMap<i64, i64>> = BTreeMap::new();
                 for (pid, a) in got.iter() {
                     let m = g.entry((w.rank(), pid)).or_default();
@@ -325,35 +325,75 @@ fn vertices_partitioned_differently_from_the_edges_are_refused() {
     }
 }
 
+/// Messages keyed by anything but i64 vertex ids fail the worker before it sends, and its peer
+/// at once with the cause (not at the timeout); tables built with different partition counts
+/// (whose messages to one vertex would not meet) fail the receivers, naming a key.
 #[test]
-fn messages_must_be_keyed_by_vertex_id() {
+fn messages_must_be_keyed_by_vertex_id_over_one_partition_count() {
     use harp::data::kv::{Key, KeyType, KvTable, ValueType};
     use harp::graph::{send_messages, MessageTable};
-    let results = on_workers(1, config(Duration::from_secs(5)), |w| {
-        let mut words = KvTable::new(
-            KeyType::Str,
-            ValueType::Scalar(harp::DType::F64),
-            Combiner::Sum,
-            2,
-        )
-        .unwrap();
-        words.add_scalar(Key::Str(b"v"), 1.0f64).unwrap();
-        let mut t = words.into_table(w.pool()).unwrap();
-        let str_keys = send_messages(&w, "m", &mut t).unwrap_err().to_string();
+    let t0 = std::time::Instant::now();
+    let results = on_workers(2, config(Duration::from_secs(20)), |w| {
+        let mut t = if w.rank() == 0 {
+            let mut words = KvTable::new(
+                KeyType::Str,
+                ValueType::Scalar(harp::DType::F64),
+                Combiner::Sum,
+                2,
+            )
+            .unwrap();
+            words.add_scalar(Key::Str(b"v"), 1.0f64).unwrap();
+            words.into_table(w.pool()).unwrap()
+        } else {
+            let mut m = MessageTable::<f64>::new(Combiner::Sum, 2).unwrap();
+            m.add(7, 1.0).unwrap();
+            m.into_table(w.pool()).unwrap()
+        };
+        let e = send_messages(&w, "m", &mut t, 2).unwrap_err();
+        (e.kind(), e.to_string())
+    });
+    assert!(t0.elapsed() < Duration::from_secs(10), "{results:?}");
+    let (kind, e) = &results[0];
+    assert_eq!(*kind, "data", "{e}");
+    assert!(
+        e.starts_with("rank 0: regroup #1 'm': partition")
+            && e.contains("keyed by vertex id (i64), not"),
+        "{e}"
+    );
+    let (kind, e) = &results[1];
+    assert_eq!(*kind, "peer-lost", "{e}");
+    assert!(
+        e.contains("rank 0 is gone") && e.contains("keyed by vertex id"),
+        "{e}"
+    );
+    let dense = on_workers(1, config(Duration::from_secs(5)), |w| {
         let mut t = Table::new(Combiner::Sum);
         t.put(9, Array::from_slice(w.pool(), &[1.0f64]));
-        let dense = send_messages(&w, "m", &mut t).unwrap_err().to_string();
-        let append = MessageTable::<f64>::new(Combiner::Append, 2).is_err();
-        w.close();
-        (str_keys, dense, append)
+        send_messages(&w, "m", &mut t, 16).unwrap_err().to_string()
     });
-    let (str_keys, dense, append) = &results[0];
-    assert!(str_keys.contains("keyed by vertex id (i64)"), "{str_keys}");
     assert!(
-        dense.contains("partition 9") && dense.contains("f64 elements"),
-        "{dense}"
+        dense[0].contains("partition 9") && dense[0].contains("f64 elements"),
+        "{dense:?}"
     );
-    assert!(append);
+    assert!(MessageTable::<f64>::new(Combiner::Append, 2).is_err());
+    // 8 partitions on rank 0, 5 on rank 1: every worker's result would hold one vertex's
+    // messages twice; every receiver fails instead.
+    let results = on_workers(2, config(Duration::from_secs(20)), |w| {
+        let n = if w.rank() == 0 { 8 } else { 5 };
+        let mut m = MessageTable::<f64>::new(Combiner::Sum, n).unwrap();
+        for v in 0..50 {
+            m.add(v, 1.0).unwrap();
+        }
+        let mut t = m.into_table(w.pool()).unwrap();
+        send_messages(&w, "m", &mut t, n).unwrap_err().to_string()
+    });
+    for (r, e) in results.iter().enumerate() {
+        assert!(
+            e.contains("different partition counts")
+                || (e.contains("is gone") && e.contains("different partition counts")),
+            "rank {r}: {e}"
+        );
+    }
 }
 
 /// Edge pieces from a peer: whole records assemble into an edge partition (and append to the

@@ -568,7 +568,7 @@ fn exchange_kv(
         }
     }
     let mut got = kv.into_table(w.pool())?;
-    crate::graph::send_messages(w, label, &mut got)?;
+    crate::graph::send_messages(w, label, &mut got, p as u32)?;
     incoming.fill(0.0);
     for (pid, a) in got.iter() {
         // Keys ascend in a partition: a merge with the vertices sorted by id.

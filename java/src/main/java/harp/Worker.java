@@ -260,7 +260,7 @@ final class Worker implements AutoCloseable {
   }
 
   void sendMessages(int[] g, String label, KeyValueTable messages) {
-    sendMessages(handle(), g, label, messages.table().changing());
+    sendMessages(handle(), g, label, messages.table().changing(), messages.partitions());
   }
 
   void regroupPlanned(int[] g, String label, Table t) {
@@ -337,7 +337,7 @@ final class Worker implements AutoCloseable {
   static native void sendEdgesToVertices(long worker, int[] group, String label, long edges, boolean bySource,
       long vertices, int partitions);
 
-  static native void sendMessages(long worker, int[] group, String label, long table);
+  static native void sendMessages(long worker, int[] group, String label, long table, int partitions);
 
   static native void rotate(long worker, int[] group, String label, long table, int[] map);
 }
