@@ -234,10 +234,12 @@ pub fn same_everywhere(w: &Worker, label: &str, what: &str, value: &str) -> Resu
 /// all return `Ok` when every worker succeeded, else the same error naming the first failing
 /// rank and its cause. A step that fails on one worker thus fails every worker at once with the
 /// real cause, instead of leaving the others waiting for it in their next collective.
+/// The others get an error of the same kind as the failing worker's (`input` keeps its file
+/// and line), reading `worker R failed: …`.
 pub fn agree(w: &Worker, label: &str, outcome: Result<()>) -> Result<()> {
     let msg = match &outcome {
         Ok(()) => Vec::new(),
-        Err(e) => e.to_string().into_bytes(),
+        Err(e) => encode_failure(e),
     };
     let p = w.size();
     let mut lens = vec![0i64; p];
@@ -258,10 +260,47 @@ pub fn agree(w: &Worker, label: &str, outcome: Result<()>) -> Result<()> {
     w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
     let all = t.get(0).expect("messages").as_slice::<u8>()?;
     let at: usize = lens[..first].iter().map(|&l| l as usize).sum();
-    let text = String::from_utf8_lossy(&all[at..at + lens[first] as usize]).into_owned();
     match outcome {
         Err(e) if w.rank() == first => Err(e),
-        _ => Err(Error::config(format!("worker {first} failed: {text}"))),
+        _ => Err(decode_failure(first, &all[at..at + lens[first] as usize])),
+    }
+}
+
+/// A failure as [`agree`] sends it: its kind, a NUL, and for `input` the file, a NUL, the line,
+/// a NUL and the message, else the whole message.
+fn encode_failure(e: &Error) -> Vec<u8> {
+    let body = match e {
+        Error::Input { file, line, msg } => format!("{file}\0{line}\0{msg}"),
+        e => e.to_string(),
+    };
+    format!("{}\0{body}", e.kind()).into_bytes()
+}
+
+/// The error the other workers return for worker `first`'s failure ([`encode_failure`]): the
+/// same kind where it can be rebuilt from text (input, data, io, protocol), else `config`.
+fn decode_failure(first: usize, bytes: &[u8]) -> Error {
+    let text = String::from_utf8_lossy(bytes);
+    let (kind, body) = text.split_once('\0').unwrap_or(("config", &text));
+    let said = |t: &str| format!("worker {first} failed: {t}");
+    match kind {
+        "input" => {
+            let mut f = body.splitn(3, '\0');
+            match (f.next(), f.next().and_then(|l| l.parse().ok()), f.next()) {
+                (Some(file), Some(line), Some(msg)) => Error::Input {
+                    file: file.to_string(),
+                    line,
+                    msg: format!("{msg} (read by worker {first})"),
+                },
+                _ => Error::config(said(body)),
+            }
+        }
+        "data" => Error::data(said(body)),
+        "protocol" => Error::Protocol(said(body)),
+        "io" => Error::io(
+            format!("worker {first} failed"),
+            std::io::Error::other(body.to_string()),
+        ),
+        _ => Error::config(said(body)),
     }
 }
 
@@ -720,6 +759,45 @@ mod tests {
             "{}",
             r[2]
         );
+    }
+
+    /// The others' error has the failing worker's kind; an input error keeps file and line.
+    #[test]
+    fn agree_keeps_the_kind_and_an_input_errors_place() {
+        for (err, kind, says) in [
+            (
+                Error::Input {
+                    file: "pts.txt".into(),
+                    line: 7,
+                    msg: "bad number 'x'".into(),
+                },
+                "input",
+                "pts.txt:7: bad number 'x' (read by worker 1)",
+            ),
+            (
+                Error::data("cannot combine"),
+                "data",
+                "worker 1 failed: cannot combine",
+            ),
+            (
+                Error::io("cannot write 'o'", std::io::Error::other("disk full")),
+                "io",
+                "worker 1 failed: cannot write 'o': disk full",
+            ),
+            (Error::config("bad k"), "config", "worker 1 failed: bad k"),
+        ] {
+            let err = std::sync::Arc::new(std::sync::Mutex::new(Some(err)));
+            let r = on_workers(2, move |w| {
+                let mine = match w.rank() {
+                    1 => Err(err.lock().unwrap().take().unwrap()),
+                    _ => Ok(()),
+                };
+                let e = agree(w, "t", mine).unwrap_err();
+                (e.kind(), e.to_string())
+            });
+            assert_eq!(r[0], (kind, says.to_string()));
+            assert_eq!(r[1].0, kind);
+        }
     }
 
     #[test]
