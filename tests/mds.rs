@@ -265,6 +265,50 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
             "the file ends there",
         ],
     );
+    // Blank lines: the row too many and the end are named at their own lines.
+    let o = run(
+        "blank.txt",
+        &(lines[..6].join("\n") + "\n\n\n" + &lines[6..].join("\n") + "\n" + lines[0] + "\n"),
+        &[],
+    );
+    fails(
+        &o,
+        &[
+            &format!("{}:15: 13 rows", path("blank.txt")),
+            "one too many",
+        ],
+    );
+    let o = run("blank-short.txt", &(lines[..11].join("\n") + "\n\n\n"), &[]);
+    fails(
+        &o,
+        &[
+            &format!("{}:13: 11 rows", path("blank-short.txt")),
+            "the file ends there",
+        ],
+    );
+    // A directory of two files: the place is a file in it, not the directory.
+    let d = dir.join("split");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("a.txt"), lines[..6].join("\n") + "\n").unwrap();
+    std::fs::write(d.join("b.txt"), lines[6..11].join("\n") + "\n").unwrap();
+    let o = harp(&[
+        "mds",
+        "--workers",
+        "2",
+        "--timeout",
+        "20",
+        "--input",
+        &s(&d),
+        "--output",
+        &s(&out),
+    ]);
+    fails(
+        &o,
+        &[
+            &format!("{}:5: 11 rows", s(&d.join("b.txt"))),
+            "the file ends there",
+        ],
+    );
     let o = run(
         "five.f64",
         "0123456789012345678901234567890123456789",

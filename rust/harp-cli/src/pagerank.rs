@@ -72,7 +72,8 @@ pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
         }
     };
     if master {
-        let iters: f64 = res.iteration_s.iter().sum();
+        // An empty f64 sum is -0.0: start from +0.0 so no iterations print 0.000, not -0.000.
+        let iters: f64 = res.iteration_s.iter().fold(0.0, |a, b| a + b);
         println!(
             "pagerank: {} vertices, {} edges, {} iterations; load {:.3} s, iterations {:.3} s \
              ({:.4} s each), total {:.3} s",

@@ -142,6 +142,47 @@ pub fn columns(storage: &dyn Storage, path: &str, format: Format) -> Result<usiz
     }
 }
 
+/// The file and line where a text input ends: its last file and the line of that file's last
+/// byte (for a message saying the input has too few rows).
+pub fn end_of_input(storage: &dyn Storage, path: &str) -> Result<(String, u64)> {
+    let files = storage.list_input(path, false)?;
+    let last = files
+        .iter()
+        .rev()
+        .find(|f| f.size > 0)
+        .or(files.last())
+        .ok_or_else(|| Error::config(format!("no input files in '{path}'")))?;
+    let line = crate::io::lines::line_number(storage, &last.path, last.size.saturating_sub(1))?;
+    Ok((last.path.clone(), line))
+}
+
+/// The file and line of row `k` (0-based, counting non-blank lines through the text input's
+/// files in order), or `None` when the input has no more than `k` rows.
+pub fn locate_row(storage: &dyn Storage, path: &str, k: u64) -> Result<Option<(String, u64)>> {
+    let files = storage.list_input(path, false)?;
+    let mut row = 0u64;
+    let found = "\u{0}found"; // not an error: row k is here
+    for f in &files {
+        let r = read_lines(storage, f, 0, f.size, STREAM_BLOCK, |buf, _| {
+            each_row(buf, |_, at| {
+                if row == k {
+                    return Err(LineError {
+                        line_start: at,
+                        msg: found.to_string(),
+                    });
+                }
+                row += 1;
+                Ok(())
+            })
+        });
+        match r {
+            Err(Error::Input { file, line, msg }) if msg == found => return Ok(Some((file, line))),
+            r => r?,
+        }
+    }
+    Ok(None)
+}
+
 /// Reads this worker's share of the distances (`n` columns, from [`columns`]): in text, the rows
 /// that start in its byte range; in f64, rows `share(n, rank, workers)`. `first` is left at 0
 /// (the caller learns it from the other workers' row counts).
@@ -251,10 +292,10 @@ pub fn load_rows(
                 }
             }
             if row < b || (to_end && row != n as u64) {
-                let last = files.last().expect("files");
+                let (file, line) = end_of_input(storage, path)?;
                 return Err(Error::Input {
-                    file: last.path.clone(),
-                    line: crate::io::lines::line_number(storage, &last.path, last.size)?,
+                    file,
+                    line,
                     msg: format!("{row} rows, the distances are {n}×{n}"),
                 });
             }

@@ -517,13 +517,24 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let counts = allgather_counts(w, "mds-rows", delta.rows as u64)?;
     let total: u64 = counts.iter().sum();
     if total != n as u64 {
-        // Fewer rows: the file ends after row `total`; more: row N + 1 is the first too many.
-        let (line, what) = match total < n as u64 {
-            true => (total.max(1), "the file ends there"),
-            false => (n as u64 + 1, "this row is one too many"),
+        // Fewer rows: where the input ends; more: row N + 1, the first too many (text input:
+        // a binary one that is not square fails in `columns`).
+        let (place, what) = match total < n as u64 {
+            true => (
+                Some(input::end_of_input(&*st, &o.input)?),
+                "the file ends there",
+            ),
+            false => (
+                input::locate_row(&*st, &o.input, n as u64)?,
+                "this row is one too many",
+            ),
+        };
+        let (file, line) = match place {
+            Some(at) => at,
+            None => input::end_of_input(&*st, &o.input)?,
         };
         return Err(Error::Input {
-            file: o.input.clone(),
+            file,
             line,
             msg: format!(
                 "{total} rows of {n} values: the distance matrix must be square (N×N); {what}"
