@@ -199,6 +199,48 @@ mod run_job_tests {
         w.close();
     }
 
+    /// Workers of one job given different output directories (each task has its own
+    /// arguments in Java) are refused on every worker before anything is written.
+    #[test]
+    fn workers_naming_different_outputs_are_refused_before_writing() {
+        let d = std::env::temp_dir().join(format!("harp-outs-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("in.txt"), "a b a\n").unwrap();
+        let workers = Worker::in_process(2, harp::Config::default()).unwrap();
+        let errs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = workers
+                .into_iter()
+                .map(|w| {
+                    let d = d.clone();
+                    s.spawn(move || {
+                        let out = d.join(format!("out-{}", w.rank()));
+                        let args: Vec<String> = [
+                            "wordcount",
+                            "--input",
+                            d.join("in.txt").to_str().unwrap(),
+                            "--output",
+                            out.to_str().unwrap(),
+                        ]
+                        .map(String::from)
+                        .to_vec();
+                        let e = run_job(&w, &args).unwrap_err().to_string();
+                        w.close();
+                        e
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for e in &errs {
+            assert!(
+                e.contains("the output directory differs between workers"),
+                "{e}"
+            );
+        }
+        assert!(!d.join("out-0").exists() && !d.join("out-1").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     /// The flags that set up a worker would be ignored inside Java (the worker runs already):
     /// refused, naming the job configuration key that sets the same thing.
     #[test]

@@ -115,8 +115,9 @@ impl Place {
 }
 
 impl Output {
-    /// Checks, before any work, that the result can be written: the output is not the input
-    /// ([`check_apart`]; `inputs` are the job's input paths), the master checks that `dir` is
+    /// Checks, before any work, that the result can be written: every worker names the same
+    /// directory, the output is not the input ([`check_apart`]; `inputs` are the job's input
+    /// paths), the master checks that `dir` is
     /// not a file, creates the staging directory `dir/_temporary/JOB/` and writes a probe there;
     /// every worker fails at once with the first cause if that fails (`label` names the step
     /// in errors), and the master then removes what it created. Collective.
@@ -129,6 +130,9 @@ impl Output {
     ) -> Result<Output> {
         let apart = check_apart(dir, inputs);
         let dir = dir.trim_end_matches('/').to_string();
+        // Workers given different directories (each its own job's arguments, as in Java)
+        // would commit parts into several places: refused on every worker first.
+        crate::checkpoint::same_everywhere(w, label, "the output directory", &dir)?;
         let staging = format!("{dir}/_temporary/{job}");
         let st = storage::for_path_on(&dir, Some(w.runtime().clone()));
         let mut created = false;
