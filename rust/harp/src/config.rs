@@ -749,14 +749,14 @@ impl Config {
     }
 
     /// Sets one option by its engine key or Java key ([`OPTIONS`]), in the engine's unit.
-    /// The Java and YARN layers' keys ([`JAVA_ONLY`]) and the example jobs' own keys
-    /// (`harp.example.*`) are ignored; any other `harp.*` key is ignored with a warning (it
-    /// may be an application's own key, or a misspelling); any other key is an error.
+    /// The Java and YARN layers' keys ([`JAVA_ONLY`]) are ignored; any other `harp.*` key is
+    /// ignored with a warning (it may be an application's own key, or a misspelling); any
+    /// other key is an error.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         if let Some(o) = EngineOption::find(key) {
             return o.set_as(key, self, value);
         }
-        if JAVA_ONLY.iter().any(|(k, _)| *k == key) || key.starts_with("harp.example.") {
+        if JAVA_ONLY.iter().any(|(k, _)| *k == key) {
             return Ok(());
         }
         if key.starts_with("harp.") {
