@@ -72,6 +72,9 @@ pub fn table_pieces(t: &Table) -> Vec<Out<'_>> {
     t.iter().map(|(id, a)| Out::whole(id, a)).collect()
 }
 
+/// Batches of at most this many pieces keep their piece and part lists on the stack.
+const FEW: usize = 16;
+
 /// Marks which pieces travel inline and encodes the batch frame's head.
 fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
     let total: u64 = pieces.iter().map(|p| p.len).sum();
@@ -143,21 +146,47 @@ pub async fn send_batch_inline(
     pieces: &[Out<'_>],
     inline_max: u64,
 ) -> Result<()> {
-    let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
-    let head = batch_head(&mut metas, inline_max);
-    check_frames(&head, &metas)?;
-    let mut parts: Vec<&[u8]> = vec![&head];
-    parts.extend(
-        pieces
-            .iter()
-            .zip(&metas)
-            .filter(|(_, m)| m.inline)
-            .map(|(p, _)| p.bytes),
-    );
+    // A small batch (the common case of small messages) keeps its lists on the stack.
+    let (mut few_metas, mut many_metas);
+    let metas: &mut [PieceMeta] = match pieces.first() {
+        Some(first) if pieces.len() <= FEW => {
+            few_metas = [first.meta; FEW];
+            for (m, p) in few_metas.iter_mut().zip(pieces) {
+                *m = p.meta;
+            }
+            &mut few_metas[..pieces.len()]
+        }
+        _ => {
+            many_metas = pieces.iter().map(|p| p.meta).collect::<Vec<_>>();
+            &mut many_metas
+        }
+    };
+    let head = batch_head(metas, inline_max);
+    check_frames(&head, metas)?;
+    let inline = pieces
+        .iter()
+        .zip(metas.iter())
+        .filter(|(_, m)| m.inline)
+        .map(|(p, _)| p.bytes);
+    let (mut few_parts, mut many_parts);
+    let parts: &[&[u8]] = if pieces.len() <= FEW {
+        few_parts = [&[][..]; FEW + 1];
+        few_parts[0] = &head;
+        let mut n = 1;
+        for b in inline {
+            few_parts[n] = b;
+            n += 1;
+        }
+        &few_parts[..n]
+    } else {
+        many_parts = vec![&head[..]];
+        many_parts.extend(inline);
+        &many_parts
+    };
     for &d in dsts {
-        ep.send_frame(d, Kind::Batch, tag, aux, &parts).await?;
+        ep.send_frame(d, Kind::Batch, tag, aux, parts).await?;
     }
-    for (p, m) in pieces.iter().zip(&metas) {
+    for (p, m) in pieces.iter().zip(metas.iter()) {
         if !m.inline {
             for &d in dsts {
                 ep.send_frame(d, Kind::Data, tag, aux, &[p.bytes]).await?;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::mailbox::{Call, Mailbox, Take, LEFT};
-use super::{heartbeat_interval, Frame, Link};
+use super::{heartbeat_interval, Frame, Link, TrySend};
 use crate::error::{Error, OpContext, Result};
 use crate::wire::{self, Header, Kind, Op};
 
@@ -344,11 +344,16 @@ impl Endpoint<'_> {
         let dst = self.world_rank(dst);
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let h = self.header(kind, tag, aux, len as u64);
+        // A small frame usually goes out at once; only what must wait takes the timed path.
+        let mut send = match self.t.link.try_send(dst, h, parts) {
+            TrySend::Sent => return Ok(()),
+            TrySend::Failed(e) => return Err(self.send_failed(dst, e).await),
+            TrySend::NotNow => self.t.link.send(dst, h, parts),
+            TrySend::Rest => self.t.link.drain(dst),
+        };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
         let mb = &self.t.mailbox;
-        let send = self.t.link.send(dst, h, parts);
-        tokio::pin!(send);
         loop {
             let wake = deadline.min(tokio::time::Instant::now() + slice);
             match tokio::time::timeout_at(wake, send.as_mut()).await {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::mailbox::{lane_of, Frame, Mailbox, LEFT};
-use super::{heartbeat_interval, Io, Link, Transport};
+use super::{heartbeat_interval, Io, Link, Transport, TrySend};
 use crate::pool::Pool;
 use crate::wire::{Header, Kind};
 
@@ -46,17 +46,11 @@ impl Local {
             }
         }
     }
-}
 
-impl Link for Local {
-    fn send<'a>(
-        &'a self,
-        dst: usize,
-        hdr: Header,
-        parts: &'a [&'a [u8]],
-    ) -> Io<'a, std::io::Result<()>> {
+    /// Copies a frame into `dst`'s mailbox, or says why it cannot.
+    fn deliver(&self, dst: usize, hdr: Header, parts: &[&[u8]]) -> std::io::Result<()> {
         let hub = &self.hub;
-        let res = if hub.left[self.rank].load(Ordering::SeqCst) {
+        if hub.left[self.rank].load(Ordering::SeqCst) {
             Err(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
                 "connection already closed",
@@ -77,8 +71,25 @@ impl Link for Local {
             hub.mailboxes[dst].seen(self.rank);
             hub.mailboxes[dst].push(lane_of(&hdr), Frame { hdr, body });
             Ok(())
-        };
-        Box::pin(std::future::ready(res))
+        }
+    }
+}
+
+impl Link for Local {
+    fn send<'a>(
+        &'a self,
+        dst: usize,
+        hdr: Header,
+        parts: &'a [&'a [u8]],
+    ) -> Io<'a, std::io::Result<()>> {
+        Box::pin(std::future::ready(self.deliver(dst, hdr, parts)))
+    }
+
+    fn try_send(&self, dst: usize, hdr: Header, parts: &[&[u8]]) -> TrySend {
+        match self.deliver(dst, hdr, parts) {
+            Ok(()) => TrySend::Sent,
+            Err(e) => TrySend::Failed(e),
+        }
     }
 
     fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()> {

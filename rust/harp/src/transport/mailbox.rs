@@ -44,6 +44,9 @@ pub(crate) struct Call {
     pub root: u32,
 }
 
+/// How many emptied tag lists and queues the collective lane keeps for reuse.
+const SPARES: usize = 64;
+
 /// How many of its own rooted calls a worker keeps to compare with its peers' (a peer waits in
 /// one at most a few operations behind: every rooted call needs every member).
 const CALLS_KEPT: usize = 64;
@@ -149,6 +152,11 @@ struct Position {
 /// (SipHash showed at a few per cent of a small collective's CPU).
 struct State {
     ops: FastMap<(u64, u64, usize), Position>,
+    /// Emptied tag lists and queues of taken positions, kept for the next ones (a small
+    /// collective files and takes a few frames per operation; this spares it their
+    /// allocations). At most [`SPARES`] of each.
+    spare_tags: Vec<Vec<(u32, VecDeque<Frame>)>>,
+    spare_queues: Vec<VecDeque<Frame>>,
     events: Vec<VecDeque<Frame>>,
     gone: Vec<Option<String>>,
     /// Whether each gone peer went for breaking the protocol (a bad frame or integrity tag).
@@ -223,6 +231,8 @@ impl Mailbox {
         Mailbox {
             state: Mutex::new(State {
                 ops: FastMap::default(),
+                spare_tags: Vec::new(),
+                spare_queues: Vec::new(),
                 events: (0..size).map(|_| VecDeque::new()).collect(),
                 gone: vec![None; size],
                 violated: vec![false; size],
@@ -325,14 +335,24 @@ impl Mailbox {
         let spot = match lane {
             Lane::Collective => {
                 let (group, seq, tag) = (frame.hdr.group, frame.hdr.seq, frame.hdr.tag);
-                let pos = st.ops.entry((group, seq, src)).or_insert_with(|| Position {
+                let State {
+                    ops,
+                    spare_tags,
+                    spare_queues,
+                    ..
+                } = &mut *st;
+                let pos = ops.entry((group, seq, src)).or_insert_with(|| Position {
                     op: frame.hdr.op,
                     algo: frame.hdr.algo,
-                    tags: Vec::new(),
+                    tags: spare_tags.pop().unwrap_or_default(),
                 });
                 match pos.tags.iter_mut().find(|(t, _)| *t == tag) {
                     Some((_, q)) => q.push_back(frame),
-                    None => pos.tags.push((tag, VecDeque::from([frame]))),
+                    None => {
+                        let mut q = spare_queues.pop().unwrap_or_default();
+                        q.push_back(frame);
+                        pos.tags.push((tag, q));
+                    }
                 }
                 Spot::Op { group, seq, src }
             }
@@ -548,9 +568,17 @@ impl Mailbox {
             let q = &mut pos.tags[i].1;
             let f = q.pop_front().expect("empty tag queues are removed");
             if q.is_empty() {
-                pos.tags.remove(i);
-                if pos.tags.is_empty() {
-                    st.ops.remove(&(group, seq, src));
+                let (_, q) = pos.tags.remove(i);
+                let emptied = pos.tags.is_empty();
+                if st.spare_queues.len() < SPARES {
+                    st.spare_queues.push(q);
+                }
+                if emptied {
+                    if let Some(pos) = st.ops.remove(&(group, seq, src)) {
+                        if st.spare_tags.len() < SPARES {
+                            st.spare_tags.push(pos.tags);
+                        }
+                    }
                 }
             }
             return Take::Frame(f);

@@ -3,6 +3,7 @@
 //! timed, locked writers.
 
 use std::collections::VecDeque;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ use super::integrity::{Direction, SessionKey};
 use super::mailbox::Mailbox;
 use super::reader::{heartbeats, read_loop};
 use super::socket::{dial, Limits, Warn};
-use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport};
+use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport, TrySend};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
@@ -31,12 +32,89 @@ pub(super) type Writer = tokio::sync::Mutex<Option<Conn>>;
 pub(super) struct Conn {
     wr: BufWriter<OwnedWriteHalf>,
     seal: Option<Direction>,
+    /// The tail of a frame that [`Conn::try_frame`] could not write at once; it goes out
+    /// before anything else written to this connection ([`Conn::drain`]).
+    pending: Vec<u8>,
 }
 
+/// The largest frame [`Conn::try_frame`] writes (a larger one takes the buffered path, so a
+/// short write never queues more than this).
+const TRY_FRAME_MAX: usize = 64 * 1024;
+
+/// The most pieces [`Conn::try_frame`] writes in one vectored write.
+const TRY_FRAME_PARTS: usize = 64;
+
 impl Conn {
+    pub(super) fn new(wr: OwnedWriteHalf, seal: Option<Direction>) -> Conn {
+        Conn {
+            wr: BufWriter::with_capacity(64 * 1024, wr),
+            seal,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Writes one small frame with one vectored write, without waiting, when nothing else is
+    /// queued on the connection and frame MACs are off ([`Link::try_send`]).
+    fn try_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> TrySend {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if self.seal.is_some()
+            || !self.pending.is_empty()
+            || !self.wr.buffer().is_empty()
+            || parts.len() >= TRY_FRAME_PARTS
+            || len > TRY_FRAME_MAX
+        {
+            return TrySend::NotNow;
+        }
+        let mut b = [0u8; COMPACT_MAX];
+        let n = hdr.encode_compact(&mut b);
+        let mut iov = [IoSlice::new(&[]); TRY_FRAME_PARTS];
+        iov[0] = IoSlice::new(&b[..n]);
+        for (v, p) in iov[1..].iter_mut().zip(parts) {
+            *v = IoSlice::new(p);
+        }
+        let total = n + len;
+        let written = match self
+            .wr
+            .get_ref()
+            .try_write_vectored(&iov[..1 + parts.len()])
+        {
+            Ok(w) => w,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return TrySend::NotNow,
+            Err(e) => return TrySend::Failed(e),
+        };
+        if written == total {
+            return TrySend::Sent;
+        }
+        // A short write: the rest of the frame waits here and goes out before anything else.
+        let mut skip = written;
+        for p in std::iter::once(&b[..n]).chain(parts.iter().copied()) {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            self.pending.extend_from_slice(&p[skip..]);
+            skip = 0;
+        }
+        TrySend::Rest
+    }
+
+    /// Writes out the tail a short [`Conn::try_frame`] left (into the buffer; the caller
+    /// flushes). Taken piece by piece, so a cancelled drain loses nothing.
+    async fn drain(&mut self) -> std::io::Result<()> {
+        while !self.pending.is_empty() {
+            let n = self.wr.write(&self.pending).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.pending.drain(..n);
+        }
+        Ok(())
+    }
+
     /// Writes one frame: the compact header, the concatenation of `parts` and, with frame MACs
     /// on, its tag (computed as the bytes are written). The caller flushes.
     pub async fn write_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> std::io::Result<()> {
+        self.drain().await?;
         let mut b = [0u8; COMPACT_MAX];
         let n = hdr.encode_compact(&mut b);
         let h = &b[..n];
@@ -57,6 +135,7 @@ impl Conn {
     }
 
     pub async fn flush(&mut self) -> std::io::Result<()> {
+        self.drain().await?;
         self.wr.flush().await
     }
 }
@@ -98,6 +177,34 @@ impl Link for TcpMesh {
                 ));
             };
             wr.write_frame(&hdr, parts).await?;
+            wr.flush().await
+        })
+    }
+
+    fn try_send(&self, dst: usize, hdr: Header, parts: &[&[u8]]) -> TrySend {
+        let w = self.writers[dst].as_ref().expect("no connection to self");
+        let Ok(mut g) = w.try_lock() else {
+            return TrySend::NotNow;
+        };
+        match g.as_mut() {
+            Some(c) => c.try_frame(&hdr, parts),
+            None => TrySend::Failed(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "connection already closed",
+            )),
+        }
+    }
+
+    fn drain<'a>(&'a self, dst: usize) -> Io<'a, std::io::Result<()>> {
+        Box::pin(async move {
+            let w = self.writers[dst].as_ref().expect("no connection to self");
+            let mut g = w.lock().await;
+            let Some(wr) = g.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "connection already closed",
+                ));
+            };
             wr.flush().await
         })
     }
@@ -343,10 +450,8 @@ impl Transport {
             let (rd, wr) = s.into_split();
             // Rank r dialed every lower rank: it is the dialer on those connections.
             let dialer = rank > peer;
-            writers.push(Some(tokio::sync::Mutex::new(Some(Conn {
-                wr: BufWriter::with_capacity(64 * 1024, wr),
-                seal: key.as_ref().map(|k| k.direction(dialer)),
-            }))));
+            let seal = key.as_ref().map(|k| k.direction(dialer));
+            writers.push(Some(tokio::sync::Mutex::new(Some(Conn::new(wr, seal)))));
             let open = key.as_ref().map(|k| k.direction(!dialer));
             let reader = read_loop(
                 peer,
@@ -370,5 +475,75 @@ impl Transport {
         t.set_event_window(cfg.event_window);
         handshake::run(&t, cfg.connect_timeout).await?;
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Kind;
+    use tokio::io::AsyncReadExt;
+
+    /// A frame that `try_frame` can write only in part leaves its tail queued; nothing else
+    /// passes it (the next `try_frame` waits), and a flush writes it out, so the peer reads
+    /// every frame whole and in order.
+    #[test]
+    fn a_short_write_queues_the_rest_of_the_frame_in_order() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let (mut b, _) = l.accept().await.unwrap();
+            let (_ra, wa) = a.into_split();
+            let mut conn = Conn::new(wa, None);
+            let mut expected = Vec::new();
+            let mut got = Vec::new();
+            let mut short = false;
+            for i in 0..10_000u32 {
+                let payload = vec![(i % 251) as u8; 60 * 1024 - 7];
+                let hdr = Header::control(Kind::Heartbeat, 1, 7, payload.len());
+                match conn.try_frame(&hdr, &[&payload[..1000], &payload[1000..]]) {
+                    TrySend::Sent => {}
+                    TrySend::Rest => short = true,
+                    TrySend::NotNow => {
+                        // The socket is full: take some bytes off the other end and retry.
+                        let mut chunk = vec![0u8; 3001];
+                        let n = b.read(&mut chunk).await.unwrap();
+                        got.extend_from_slice(&chunk[..n]);
+                        continue;
+                    }
+                    TrySend::Failed(e) => panic!("{e}"),
+                }
+                let mut hb = [0u8; COMPACT_MAX];
+                let n = hdr.encode_compact(&mut hb);
+                expected.extend_from_slice(&hb[..n]);
+                expected.extend_from_slice(&payload);
+                if short {
+                    // Nothing may pass the queued tail.
+                    assert!(matches!(conn.try_frame(&hdr, &[&payload]), TrySend::NotNow));
+                    break;
+                }
+            }
+            assert!(short, "no short write in 10,000 frames of 60 KiB");
+            let total = expected.len();
+            let reader = tokio::spawn(async move {
+                let mut rest = vec![0u8; total - got.len()];
+                b.read_exact(&mut rest).await.unwrap();
+                got.extend_from_slice(&rest);
+                got
+            });
+            conn.flush().await.unwrap();
+            let got = tokio::time::timeout(Duration::from_secs(20), reader)
+                .await
+                .expect("the queued tail never arrived")
+                .unwrap();
+            assert!(
+                got == expected,
+                "the stream differs from the frames written"
+            );
+        });
     }
 }

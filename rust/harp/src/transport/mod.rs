@@ -90,6 +90,31 @@ pub(crate) trait Link: Send + Sync {
     /// Sends `last` (an `Abort` or `Bye` frame with `body`) to every peer, best effort and
     /// briefly, then closes every connection; later sends fail.
     fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()>;
+
+    /// Writes the frame [`Link::send`] would, without waiting, when that can be done at once
+    /// (a small frame, a connection nobody else is writing to, room in the socket). It saves
+    /// a small message the future, the timer and the buffered copy of the waiting path.
+    fn try_send(&self, _dst: usize, _hdr: Header, _parts: &[&[u8]]) -> TrySend {
+        TrySend::NotNow
+    }
+
+    /// Writes out what a [`TrySend::Rest`] left queued for `dst`.
+    fn drain<'a>(&'a self, _dst: usize) -> Io<'a, std::io::Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// What [`Link::try_send`] did.
+pub(crate) enum TrySend {
+    /// The whole frame was written.
+    Sent,
+    /// The connection is closed or broken.
+    Failed(std::io::Error),
+    /// Nothing was written: send it with [`Link::send`].
+    NotNow,
+    /// Part of the frame was written and the rest is queued on the connection: wait for
+    /// [`Link::drain`].
+    Rest,
 }
 
 /// Heartbeats go out four times per silence limit (half the operation timeout).
