@@ -147,7 +147,20 @@ struct TcpMesh {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// The error of a write to a connection this worker has closed.
+fn closed() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        "connection already closed",
+    )
+}
+
 impl TcpMesh {
+    /// The writer of the connection to `dst`.
+    fn writer(&self, dst: usize) -> &Writer {
+        self.writers[dst].as_ref().expect("no connection to self")
+    }
+
     fn stop_tasks(&self) {
         for t in self
             .tasks
@@ -168,44 +181,27 @@ impl Link for TcpMesh {
         parts: &'a [&'a [u8]],
     ) -> Io<'a, std::io::Result<()>> {
         Box::pin(async move {
-            let w = self.writers[dst].as_ref().expect("no connection to self");
-            let mut g = w.lock().await;
-            let Some(wr) = g.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "connection already closed",
-                ));
-            };
+            let mut g = self.writer(dst).lock().await;
+            let wr = g.as_mut().ok_or_else(closed)?;
             wr.write_frame(&hdr, parts).await?;
             wr.flush().await
         })
     }
 
     fn try_send(&self, dst: usize, hdr: Header, parts: &[&[u8]]) -> TrySend {
-        let w = self.writers[dst].as_ref().expect("no connection to self");
-        let Ok(mut g) = w.try_lock() else {
+        let Ok(mut g) = self.writer(dst).try_lock() else {
             return TrySend::NotNow;
         };
         match g.as_mut() {
             Some(c) => c.try_frame(&hdr, parts),
-            None => TrySend::Failed(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "connection already closed",
-            )),
+            None => TrySend::Failed(closed()),
         }
     }
 
     fn drain<'a>(&'a self, dst: usize) -> Io<'a, std::io::Result<()>> {
         Box::pin(async move {
-            let w = self.writers[dst].as_ref().expect("no connection to self");
-            let mut g = w.lock().await;
-            let Some(wr) = g.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "connection already closed",
-                ));
-            };
-            wr.flush().await
+            let mut g = self.writer(dst).lock().await;
+            g.as_mut().ok_or_else(closed)?.flush().await
         })
     }
 
