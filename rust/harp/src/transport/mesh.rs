@@ -54,9 +54,12 @@ impl Conn {
     }
 
     /// Writes one small frame with one vectored write, without waiting, when nothing else is
-    /// queued on the connection and frame MACs are off ([`Link::try_send`]).
+    /// queued on the connection and frame MACs are off ([`Link::try_send`]). `hdr.len` is the
+    /// parts' total length, as on every frame.
     fn try_frame(&mut self, hdr: &Header, parts: &[&[u8]]) -> TrySend {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
+        // The header already says how long the parts are together.
+        let len = usize::try_from(hdr.len).unwrap_or(usize::MAX);
+        debug_assert_eq!(len, parts.iter().map(|p| p.len()).sum::<usize>());
         if self.seal.is_some()
             || !self.pending.is_empty()
             || !self.wr.buffer().is_empty()

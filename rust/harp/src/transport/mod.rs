@@ -93,12 +93,14 @@ pub(crate) trait Link: Send + Sync {
 
     /// Writes the frame [`Link::send`] would, without waiting, when that can be done at once
     /// (a small frame, a connection nobody else is writing to, room in the socket). It saves
-    /// a small message the future, the timer and the buffered copy of the waiting path.
+    /// a small message the future, the timer and the buffered copy of the waiting path. A link
+    /// without such a path (the tests' links whose sends never finish) keeps this default.
     fn try_send(&self, _dst: usize, _hdr: Header, _parts: &[&[u8]]) -> TrySend {
         TrySend::NotNow
     }
 
-    /// Writes out what a [`TrySend::Rest`] left queued for `dst`.
+    /// Writes out what a [`TrySend::Rest`] left queued for `dst` (a link whose `try_send`
+    /// never returns `Rest` keeps this default).
     fn drain<'a>(&'a self, _dst: usize) -> Io<'a, std::io::Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }
