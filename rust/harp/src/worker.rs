@@ -755,7 +755,8 @@ impl Worker {
             net: scope.net,
         };
         let t0 = Instant::now();
-        let res = self.driver.block_on(f(cx));
+        // Boxed: a collective's future is kilobytes, and the runtime would move it twice.
+        let res = self.driver.block_on(Box::pin(f(cx)));
         // Done here, but a peer's frames for this operation (or an earlier one) are still
         // waiting: it ran the operation differently (its data went nowhere) — fail, naming it,
         // instead of returning results that differ between workers.

@@ -17,6 +17,10 @@ use super::{heartbeat_interval, Frame, Link, TrySend};
 use crate::error::{Error, OpContext, Result};
 use crate::wire::{self, Header, Kind, Op};
 
+/// A spinning receive gives the runtime a turn every this many rounds (it reads its own
+/// peers' sockets in the others).
+const RUNTIME_EVERY: u32 = 8;
+
 /// How long a failed write waits for the peer's reason for leaving to arrive.
 const SEND_FAILURE_GRACE: Duration = Duration::from_secs(1);
 
@@ -398,18 +402,35 @@ impl Endpoint<'_> {
         }
     }
 
+    /// Reads what has arrived from `peers` into the mailbox now (a frame already in a socket
+    /// costs no turn of the runtime, [`Link::pull`]). Whether anything changed.
+    fn pull(&self, peers: &[usize]) -> bool {
+        let mut moved = false;
+        for &p in peers {
+            moved |= self.t.link.pull(p);
+        }
+        moved
+    }
+
     /// Before a receive goes to sleep: for up to the transport's spin time, lets other
-    /// processes run (`sched_yield`) and polls this thread's runtime for I/O without blocking
-    /// (which runs the readers), taking the frame as soon as `take` finds it. A reply that comes
-    /// within that time then costs no sleep and wake-up (`Transport::spin`).
-    async fn spin(&self, mut take: impl FnMut() -> Take) -> Option<Result<Frame>> {
+    /// processes run (`sched_yield`) and reads the sockets of `peers` itself, taking the frame
+    /// as soon as `take` finds it; every few rounds it also gives the runtime a turn (other
+    /// readers, timers, the other branches of a join). A reply that comes within that time
+    /// then costs no sleep and wake-up (`Transport::spin`).
+    async fn spin(&self, peers: &[usize], mut take: impl FnMut() -> Take) -> Option<Result<Frame>> {
         if self.t.spin.is_zero() {
             return None;
         }
         let until = std::time::Instant::now() + self.t.spin;
+        let mut round = 0u32;
         while std::time::Instant::now() < until {
             std::thread::yield_now();
-            tokio::task::yield_now().await;
+            round += 1;
+            if round.is_multiple_of(RUNTIME_EVERY) {
+                tokio::task::yield_now().await;
+            } else if !self.pull(peers) {
+                continue;
+            }
             if let Some(r) = self.taken(take()) {
                 return Some(r);
             }
@@ -457,9 +478,14 @@ impl Endpoint<'_> {
     async fn wait_any(&self, from: &[usize], watch: &[usize], tag: u32) -> Result<Frame> {
         let mb = &self.t.mailbox;
         let pos = (self.group_id(), self.seq);
-        // A frame that is already here needs no waiter.
+        // A frame that is already here, or in a socket, needs no waiter.
         if let Some(r) = self.taken(mb.take_any(pos, from, tag, self.op, self.algo)) {
             return r;
+        }
+        if self.pull(from) {
+            if let Some(r) = self.taken(mb.take_any(pos, from, tag, self.op, self.algo)) {
+                return r;
+            }
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
@@ -494,7 +520,7 @@ impl Endpoint<'_> {
                 let first = from.first().copied().unwrap_or(0);
                 return Err(self.lost(first, LEFT.to_string()));
             }
-            let got = self.spin(|| mb.take_any(pos, &live, tag, self.op, self.algo));
+            let got = self.spin(&live, || mb.take_any(pos, &live, tag, self.op, self.algo));
             if let Some(r) = got.await {
                 return r;
             }
@@ -520,12 +546,18 @@ impl Endpoint<'_> {
     async fn wait(&self, src: usize, tag: u32) -> Result<Frame> {
         let mb = &self.t.mailbox;
         let take = || mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
-        // A frame that is already here, or that comes while spinning, needs no waiter.
+        // A frame that is already here, or in the socket, or that comes while spinning, needs
+        // no waiter.
         if let Some(r) = self.taken(take()) {
             return r;
         }
+        if self.pull(&[src]) {
+            if let Some(r) = self.taken(take()) {
+                return r;
+            }
+        }
         let deadline = tokio::time::Instant::now() + self.timeout;
-        if let Some(r) = self.spin(take).await {
+        if let Some(r) = self.spin(&[src], take).await {
             return r;
         }
         let slice = heartbeat_interval(self.timeout);

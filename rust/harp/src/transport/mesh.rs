@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use super::auth::{self, accept_auth, dial_auth, Authed};
 use super::integrity::{Direction, SessionKey};
 use super::mailbox::Mailbox;
-use super::reader::{heartbeats, read_loop};
+use super::reader::{heartbeats, read_loop, Inbound};
 use super::socket::{dial, Limits, Warn};
 use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport, TrySend};
 use crate::config::Config;
@@ -146,6 +146,8 @@ impl Conn {
 /// The connections of one worker to all its peers.
 struct TcpMesh {
     writers: Arc<Vec<Option<Writer>>>,
+    /// The receiving side of each connection (`None` for this worker itself).
+    inbound: Vec<Option<Arc<Inbound>>>,
     /// The read loops and the heartbeat task.
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -199,6 +201,13 @@ impl Link for TcpMesh {
             Some(c) => c.try_frame(&hdr, parts),
             None => TrySend::Failed(closed()),
         }
+    }
+
+    fn pull(&self, peer: usize) -> bool {
+        self.inbound
+            .get(peer)
+            .and_then(Option::as_ref)
+            .is_some_and(|i| i.pull())
     }
 
     fn drain<'a>(&'a self, dst: usize) -> Io<'a, std::io::Result<()>> {
@@ -438,10 +447,12 @@ impl Transport {
 
         let mailbox = Arc::new(Mailbox::new(size));
         let mut writers = Vec::with_capacity(size);
+        let mut inbound = Vec::with_capacity(size);
         let mut tasks = Vec::new();
         for (peer, s) in streams.into_iter().enumerate() {
             let Some((s, key)) = s else {
                 writers.push(None);
+                inbound.push(None);
                 continue;
             };
             s.set_nodelay(true)
@@ -452,7 +463,7 @@ impl Transport {
             let seal = key.as_ref().map(|k| k.direction(dialer));
             writers.push(Some(tokio::sync::Mutex::new(Some(Conn::new(wr, seal)))));
             let open = key.as_ref().map(|k| k.direction(!dialer));
-            let reader = read_loop(
+            let inb = Arc::new(Inbound::new(
                 peer,
                 job,
                 rd,
@@ -460,14 +471,16 @@ impl Transport {
                 mailbox.clone(),
                 pool.clone(),
                 limits.clone(),
-            );
-            tasks.push(tokio::spawn(reader));
+            ));
+            tasks.push(tokio::spawn(read_loop(inb.clone())));
+            inbound.push(Some(inb));
         }
         let writers = Arc::new(writers);
         let every = heartbeat_interval(cfg.op_timeout);
         tasks.push(tokio::spawn(heartbeats(writers.clone(), rank, job, every)));
         let link = TcpMesh {
             writers,
+            inbound,
             tasks: Mutex::new(tasks),
         };
         let t = Transport::new(rank, size, job, cfg.op_timeout, mailbox, Box::new(link));

@@ -99,6 +99,16 @@ pub(crate) trait Link: Send + Sync {
         TrySend::NotNow
     }
 
+    /// Reads what has arrived from `peer` and files it in the mailbox now, without waiting,
+    /// when the link can (the TCP link reads the socket itself, unless its reader task is
+    /// reading it). Whether anything changed: a frame filed, part of one read, or the peer
+    /// marked gone. A receive calls it before it waits, so a frame already in the socket costs
+    /// no turn of the runtime; an in-process link files frames as they are sent and keeps this
+    /// default.
+    fn pull(&self, _peer: usize) -> bool {
+        false
+    }
+
     /// Writes out what a [`TrySend::Rest`] left queued for `dst` (a link whose `try_send`
     /// never returns `Rest` keeps this default).
     fn drain<'a>(&'a self, _dst: usize) -> Io<'a, std::io::Result<()>> {
