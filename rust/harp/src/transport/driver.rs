@@ -28,10 +28,13 @@ use tokio::sync::Notify;
 pub const HANDOVER_AFTER: Duration = Duration::from_millis(4);
 
 /// How long a receive of a worker driven by its caller polls before it sleeps
-/// ([`super::Transport::set_spin`]): a reply within this time costs no sleep and wake-up. On 8
-/// emulated hosts at 1 KiB, 30 µs cut allreduce from 0.197 to 0.153 ms and reduce-scatter from
-/// 0.327 to 0.258 ms (100 µs: 0.175 and 0.266); docs/benchmarks-netns.md, Part 0.
-pub const RECV_SPIN: Duration = Duration::from_micros(30);
+/// ([`super::Transport::set_spin`]): a reply within this time costs no sleep and wake-up. Since
+/// a receive reads its peer's socket itself while it polls, a round costs one `sched_yield` and
+/// one `recv` (when each round turned the runtime instead, 45 % of the receives of a 1 KiB
+/// allgather with 8 workers on 2 cores slept after 30 µs; reading the socket, 6 %). Loopback
+/// p = 8, 1 KiB: allgather 94-109 µs at 100 µs against 115-121 at 30, reduce-scatter 130-145
+/// against 164-168 (300 µs: no better); docs/benchmarks-netns.md, Part 0.
+pub const RECV_SPIN: Duration = Duration::from_micros(100);
 
 /// Runs a worker's futures on its runtime (see the module docs).
 pub enum Driver {

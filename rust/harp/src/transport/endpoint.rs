@@ -19,7 +19,7 @@ use crate::wire::{self, Header, Kind, Op};
 
 /// A spinning receive gives the runtime a turn every this many rounds (it reads its own
 /// peers' sockets in the others).
-const RUNTIME_EVERY: u32 = 8;
+const RUNTIME_EVERY: u32 = 32;
 
 /// How long a failed write waits for the peer's reason for leaving to arrive.
 const SEND_FAILURE_GRACE: Duration = Duration::from_secs(1);
