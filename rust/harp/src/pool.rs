@@ -75,8 +75,12 @@ unsafe impl Send for Raw {}
 #[derive(Default)]
 struct Class {
     bufs: Vec<Raw>,
+    /// How many free buffers this class keeps ([`PoolConfig::keep`], computed once).
+    keep: usize,
     reuses: u64,
     kept: u64,
+    /// Bytes of this class's buffers handed out and not yet returned.
+    in_use: u64,
 }
 
 struct Inner {
@@ -85,7 +89,6 @@ struct Inner {
     allocations: AtomicU64,
     freed: AtomicU64,
     held: AtomicU64,
-    in_use: AtomicU64,
 }
 
 impl Inner {
@@ -141,11 +144,17 @@ impl Pool {
         Pool {
             inner: Arc::new(Inner {
                 cfg,
-                free: (0..CLASSES).map(|_| Mutex::default()).collect(),
+                free: (0..CLASSES)
+                    .map(|c| {
+                        Mutex::new(Class {
+                            keep: cfg.keep(class_size(c)),
+                            ..Class::default()
+                        })
+                    })
+                    .collect(),
                 allocations: AtomicU64::new(0),
                 freed: AtomicU64::new(0),
                 held: AtomicU64::new(0),
-                in_use: AtomicU64::new(0),
             }),
         }
     }
@@ -167,6 +176,7 @@ impl Pool {
             let mut list = inner.class(class);
             let raw = list.bufs.pop();
             list.reuses += raw.is_some() as u64;
+            list.in_use += cap as u64;
             raw
         };
         let raw = match reused {
@@ -184,7 +194,6 @@ impl Pool {
                 Raw { ptr, cap }
             }
         };
-        inner.in_use.fetch_add(cap as u64, Relaxed);
         Buf {
             raw: Some(raw),
             len,
@@ -208,11 +217,12 @@ impl Pool {
 
     pub fn stats(&self) -> PoolStats {
         let i = &self.inner;
-        let (mut reuses, mut kept) = (0, 0);
+        let (mut reuses, mut kept, mut in_use) = (0, 0, 0);
         for c in 0..CLASSES {
             let list = i.class(c);
             reuses += list.reuses;
             kept += list.kept;
+            in_use += list.in_use;
         }
         PoolStats {
             allocations: i.allocations.load(Relaxed),
@@ -220,7 +230,7 @@ impl Pool {
             releases_kept: kept,
             releases_freed: i.freed.load(Relaxed),
             bytes_held: i.held.load(Relaxed),
-            bytes_in_use: i.in_use.load(Relaxed),
+            bytes_in_use: in_use,
         }
     }
 
@@ -332,11 +342,11 @@ impl Drop for Buf {
             return;
         };
         let cap = raw.cap;
-        pool.in_use.fetch_sub(cap as u64, Relaxed);
         let class = class_of(cap);
         let mut list = pool.class(class);
+        list.in_use -= cap as u64;
         let fits_budget = pool.held.load(Relaxed) + cap as u64 <= pool.cfg.max_bytes_held;
-        if list.bufs.len() < pool.cfg.keep(cap) && fits_budget {
+        if list.bufs.len() < list.keep && fits_budget {
             list.bufs.push(raw);
             list.kept += 1;
             pool.held.fetch_add(cap as u64, Relaxed);
