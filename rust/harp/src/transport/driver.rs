@@ -31,9 +31,10 @@ pub const HANDOVER_AFTER: Duration = Duration::from_millis(4);
 /// ([`super::Transport::set_spin`]): a reply within this time costs no sleep and wake-up. Since
 /// a receive reads its peer's socket itself while it polls, a round costs one `sched_yield` and
 /// one `recv` (when each round turned the runtime instead, 45 % of the receives of a 1 KiB
-/// allgather with 8 workers on 2 cores slept after 30 µs; reading the socket, 6 %). Loopback
-/// p = 8, 1 KiB: allgather 94-109 µs at 100 µs against 115-121 at 30, reduce-scatter 130-145
-/// against 164-168 (300 µs: no better); docs/benchmarks-netns.md, Part 0.
+/// allgather with 8 workers on 2 cores slept after 30 µs; reading the socket, 5-7 %). Loopback
+/// p = 8, 1 KiB, alternating: allgather 104-111 µs at 100 µs against 115-121 at 30,
+/// reduce-scatter 135-161 against 164-168 (300 µs: no better); docs/benchmarks-netns.md,
+/// Part 0, item o.
 pub const RECV_SPIN: Duration = Duration::from_micros(100);
 
 /// Runs a worker's futures on its runtime (see the module docs).
