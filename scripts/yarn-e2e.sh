@@ -10,7 +10,8 @@
 # Checks that no host ran more than one worker (counter group "Harp-RS workers per host") unless
 # EXTRA_D raises harp.yarn.workers.per.node.
 # Environment: HARP_HDFS_DIR (default /tmp/harp-e2e-$USER), EXTRA_D (more -D options, e.g.
-# "-Dharp.yarn.workers.per.node=4" on a single-node cluster), KEEP=1 keeps the HDFS data.
+# "-Dharp.yarn.workers.per.node=4" on a single-node cluster), KEEP=1 keeps the HDFS data,
+# SKIP_BUILD=1 uses the built jar and harp as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "yarn-e2e: $*" >&2; exit 1; }
@@ -28,10 +29,13 @@ HARP_HDFS_DIR=${HARP_HDFS_DIR:-/tmp/harp-e2e-${USER:-harp}}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; [[ ${KEEP:-0} == 1 ]] || "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1 || true' EXIT
 
-echo "== build"
-bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
 H=target/release/harp
 JAR=target/java/harp-rs-examples.jar
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  echo "== build"
+  bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
+fi
+[[ -x $H && -f $JAR ]] || die "$H or $JAR is missing (build with java/build.sh)"
 
 echo "== data: $N points, dim $D, k $K"
 $H gen points --n "$N" --dim "$D" --seed 7 --init "$K" --files "$W" --output "$WORK/data" >/dev/null
@@ -57,7 +61,7 @@ placed=$(awk -F= '{s+=$2} END{print s}' "$WORK/hosts")
 if [[ ${EXTRA_D:-} != *workers.per.node* ]] && awk -F= '$2+0 > 1' "$WORK/hosts" | grep -q .; then
   die "more than one worker on a host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
 fi
-echo "workers per host: $(tr -s ' \n' ' ' <"$WORK/hosts")"
+echo "workers per host: $(tr -s ' \t\n' ' ' <"$WORK/hosts" | sed 's/^ //; s/ $//')"
 "$HADOOP" fs -get "$HARP_HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HARP_HDFS_DIR/out"
 
 echo "== compare"

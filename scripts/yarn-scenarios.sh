@@ -29,7 +29,8 @@
 # includes its JVM's start-up; the script also times the same client doing nothing (`-list`) and
 # judges the difference ("net") against the 5 s limit.
 # Environment: HARP_HDFS_DIR (default /tmp/harp-scenarios-$USER), EXTRA_D (more -D options),
-# RM_WEB (host:port of the ResourceManager's web service; default from yarn-site.xml).
+# RM_WEB (host:port of the ResourceManager's web service; default from yarn-site.xml),
+# SKIP_BUILD=1 (use the built jar and harp as they are; passed on to scripts/yarn-e2e.sh).
 # (Not HDFS_DIR: Hadoop's own launcher scripts use that name.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +74,10 @@ staging_of() { # the job directory of application $1 on HDFS
 }
 
 echo "== build and data"
-bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  bash java/build.sh >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "build failed"; }
+fi
+[[ -x $H ]] || die "$H is missing (build with java/build.sh)"
 $H gen points --n 20000 --dim 8 --seed 7 --init 5 --files 3 --output "$WORK/data" >/dev/null
 "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
 "$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" && "$HADOOP" fs -put "$WORK/data/points" "$HARP_HDFS_DIR/points" \
