@@ -648,6 +648,16 @@ mod tests {
     }
 
     impl Wire {
+        /// `bytes`, none of them readable yet.
+        fn new(bytes: Vec<u8>, close: bool) -> Wire {
+            Wire {
+                bytes,
+                at: 0,
+                limit: 0,
+                close,
+            }
+        }
+
         fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
             if self.at == self.bytes.len() && self.close {
                 return Ok(0);
@@ -726,12 +736,7 @@ mod tests {
                 }
                 let (mb, pool, l) = (Mailbox::new(2), Pool::default(), limits(1 << 30, 1 << 20));
                 let mut p = Parse::new(open);
-                let mut w = Wire {
-                    bytes,
-                    at: 0,
-                    limit: 0,
-                    close: false,
-                };
+                let mut w = Wire::new(bytes, false);
                 let mut pumps = 0;
                 while w.at < w.bytes.len() {
                     w.limit = w.at.saturating_add(cut);
@@ -774,24 +779,16 @@ mod tests {
         bytes[n - 20] ^= 1; // a payload byte
         let (mb, pool, l) = (Mailbox::new(2), Pool::default(), limits(1 << 30, 1 << 20));
         let mut p = Parse::new(Some(key.direction(true)));
-        let mut w = Wire {
-            limit: bytes.len(),
-            bytes,
-            at: 0,
-            close: false,
-        };
+        let mut w = Wire::new(bytes, false);
+        w.limit = usize::MAX;
         assert_eq!(p.pump(&sink(&mb, &pool, &l), |b| w.read(b)), Pumped::Ended);
         let why = mb.gone(1).unwrap();
         assert!(why.contains("integrity tag does not verify"), "{why}");
         assert_eq!(p.filed, 0);
 
         let (mb, mut p) = (Mailbox::new(2), Parse::new(None));
-        let mut w = Wire {
-            bytes: vec![200, 1, 2, 3],
-            at: 0,
-            limit: 4,
-            close: false,
-        };
+        let mut w = Wire::new(vec![200, 1, 2, 3], false);
+        w.limit = usize::MAX;
         assert_eq!(p.pump(&sink(&mb, &pool, &l), |b| w.read(b)), Pumped::Ended);
         let why = mb.gone(1).unwrap();
         assert!(why.contains("a header of 201 bytes"), "{why}");
@@ -809,15 +806,17 @@ mod tests {
         bytes.extend_from_slice(&sent);
         let mb = Mailbox::new(2);
         let mut p = Parse::new(None);
-        let mut w = Wire {
-            limit: usize::MAX,
-            bytes,
-            at: 0,
-            close: true,
-        };
+        let mut w = Wire::new(bytes, true);
         let mut most = 0;
-        while p.pump(&sink(&mb, &pool, &l), |b| w.read(b)) != Pumped::Ended {
+        loop {
+            // 256 KiB per pump, the socket dry in between.
+            w.limit = w.at + (256 << 10);
+            let r = p.pump(&sink(&mb, &pool, &l), |b| w.read(b));
             most = most.max(pool.stats().bytes_in_use);
+            if r == Pumped::Ended {
+                break;
+            }
+            assert_eq!(r, Pumped::Idle);
         }
         let why = mb.gone(1).unwrap();
         assert!(why.contains("in the middle of a frame"), "{why}");
@@ -834,12 +833,8 @@ mod tests {
         put(&mut bytes, &h, &sent, None);
         let mb = Mailbox::new(2);
         let mut p = Parse::new(None);
-        let mut w = Wire {
-            limit: usize::MAX,
-            bytes,
-            at: 0,
-            close: false,
-        };
+        let mut w = Wire::new(bytes, false);
+        w.limit = usize::MAX;
         while p.pump(&sink(&mb, &pool, &l), |b| w.read(b)) == Pumped::More {}
         match mb.take_any((0, 1), &[1], 0, Op::Allgather, 0) {
             Take::Frame(f) => assert!(f.body[..] == sent[..]),
