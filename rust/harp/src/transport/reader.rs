@@ -1,8 +1,9 @@
-//! The TCP side of liveness: one read loop per connection that files frames into the mailbox
-//! (and marks the peer gone when the connection ends), and the heartbeats sent on idle
-//! connections. With frame MACs on, the read loop verifies every frame's tag before acting
-//! on it; a frame that fails, like a header that does not belong on the connection, is a
-//! protocol violation by the peer.
+//! The TCP receiving side and liveness: per connection one non-blocking parser ([`Inbound`])
+//! that files frames into the mailbox (and marks the peer gone when the connection ends), read
+//! by the connection's reader task when the socket becomes readable and by a receive waiting
+//! for that peer ([`Inbound::pull`]); and the heartbeats sent on idle connections. With frame
+//! MACs on, the parser verifies every frame's tag before acting on it; a frame that fails, like
+//! a header that does not belong on the connection, is a protocol violation by the peer.
 
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
