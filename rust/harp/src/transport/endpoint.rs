@@ -412,6 +412,18 @@ impl Endpoint<'_> {
         moved
     }
 
+    /// The frame `take` finds in the mailbox, or else in the sockets of `peers` read now
+    /// ([`Endpoint::pull`]); `None` when neither has it yet.
+    fn take_now(&self, peers: &[usize], mut take: impl FnMut() -> Take) -> Option<Result<Frame>> {
+        if let Some(r) = self.taken(take()) {
+            return Some(r);
+        }
+        if self.pull(peers) {
+            return self.taken(take());
+        }
+        None
+    }
+
     /// Before a receive goes to sleep: for up to the transport's spin time, lets other
     /// processes run (`sched_yield`) and reads the sockets of `peers` itself, taking the frame
     /// as soon as `take` finds it; every few rounds it also gives the runtime a turn (other
@@ -479,13 +491,8 @@ impl Endpoint<'_> {
         let mb = &self.t.mailbox;
         let pos = (self.group_id(), self.seq);
         // A frame that is already here, or in a socket, needs no waiter.
-        if let Some(r) = self.taken(mb.take_any(pos, from, tag, self.op, self.algo)) {
+        if let Some(r) = self.take_now(from, || mb.take_any(pos, from, tag, self.op, self.algo)) {
             return r;
-        }
-        if self.pull(from) {
-            if let Some(r) = self.taken(mb.take_any(pos, from, tag, self.op, self.algo)) {
-                return r;
-            }
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
         let slice = heartbeat_interval(self.timeout);
@@ -548,13 +555,8 @@ impl Endpoint<'_> {
         let take = || mb.take_any((self.group_id(), self.seq), &[src], tag, self.op, self.algo);
         // A frame that is already here, or in the socket, or that comes while spinning, needs
         // no waiter.
-        if let Some(r) = self.taken(take()) {
+        if let Some(r) = self.take_now(&[src], take) {
             return r;
-        }
-        if self.pull(&[src]) {
-            if let Some(r) = self.taken(take()) {
-                return r;
-            }
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
         if let Some(r) = self.spin(&[src], take).await {

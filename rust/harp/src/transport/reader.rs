@@ -171,9 +171,9 @@ impl Inbound {
             return false;
         }
         let fd = self.rd.as_ref().as_raw_fd();
-        let before = p.moved();
+        let before = p.filed;
         let r = p.pump(&self.sink(), |b| recv_now(fd, b));
-        r == Pumped::Ended || p.moved() != before
+        r == Pumped::Ended || p.filed != before
     }
 }
 
@@ -231,11 +231,6 @@ impl Parse {
             open,
             filed: 0,
         }
-    }
-
-    /// A number that changes whenever a frame is filed (for [`Inbound::pull`]).
-    fn moved(&self) -> u64 {
-        self.filed
     }
 
     /// Reads with `read` (non-blocking: `WouldBlock` when the socket is dry) and parses, filing
@@ -297,17 +292,12 @@ impl Parse {
             (self.start, self.end) = (0, self.end - self.start);
         }
         let mid = !matches!(self.at, At::Head) || self.end > 0;
-        match read(&mut self.buf[self.end..]) {
-            Ok(0) => Err(End::Gone(eof(mid))),
-            Ok(n) => {
-                self.end += n;
-                *budget = budget.saturating_sub(n);
-                sink.mb.seen(sink.peer);
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(End::Gone(lost(&e, if mid { MID } else { "" }))),
-        }
+        let r = read(&mut self.buf[self.end..]);
+        let Some(n) = took(r, mid, sink, budget)? else {
+            return Ok(false);
+        };
+        self.end += n;
+        Ok(true)
     }
 
     /// One step of the frame in progress: a header, a piece of payload, a tag. `Ok(false)`:
@@ -318,118 +308,60 @@ impl Parse {
         read: &mut impl FnMut(&mut [u8]) -> std::io::Result<usize>,
         budget: &mut usize,
     ) -> Result<bool, End> {
-        match std::mem::replace(&mut self.at, At::Head) {
-            At::Head => {
-                let have = self.end - self.start;
-                let need = if have == 0 {
-                    1
-                } else {
-                    1 + usize::from(self.buf[self.start])
+        match &mut self.at {
+            At::Head => self.head(sink, read, budget),
+            At::Body { hdr, got, .. } if *got as u64 == hdr.len => {
+                let At::Body { hdr, body, mac, .. } = std::mem::replace(&mut self.at, At::Head)
+                else {
+                    unreachable!("matched above")
                 };
-                if need > COMPACT_MAX {
-                    return Err(End::Violation(format!(
-                        "sent a malformed frame: a header of {need} bytes (at most {COMPACT_MAX})"
-                    )));
+                match mac {
+                    Some(mac) => self.at = At::Tag { hdr, body, mac },
+                    None => self.file(sink, hdr, body)?,
                 }
-                if have < need {
-                    return self.fill(sink, read, budget);
-                }
-                let hb = &self.buf[self.start..self.start + need];
-                let hdr =
-                    check_header(hb, sink.peer, sink.job, sink.limits).map_err(End::Violation)?;
-                let mac = self.open.as_mut().map(|d| Box::new(d.begin(hb)));
-                self.start += need;
-                let len = usize::try_from(hdr.len).map_err(|_| {
-                    End::Gone(format!(
-                        "connection lost{MID}: frame of {} bytes does not fit in memory",
-                        hdr.len
-                    ))
-                })?;
-                let body = sink.pool.get(len.min(sink.limits.eager_alloc.max(1 << 20)));
-                self.at = At::Body {
-                    hdr,
-                    body,
-                    got: 0,
-                    mac,
-                };
                 Ok(true)
             }
             At::Body {
                 hdr,
-                mut body,
-                mut got,
-                mut mac,
+                body,
+                got,
+                mac,
             } => {
-                let len = hdr.len as usize;
-                if got == len {
-                    self.at = match mac {
-                        Some(mac) => At::Tag { hdr, body, mac },
-                        None => {
-                            self.file(sink, hdr, body)?;
-                            At::Head
-                        }
-                    };
-                    return Ok(true);
-                }
-                if got == body.len() {
+                if *got == body.len() {
                     // Grown as bytes arrive: a peer announcing much and sending little costs
                     // little memory.
+                    let len = hdr.len as usize;
                     let mut bigger = sink.pool.get(len.min(body.len().saturating_mul(2)));
-                    bigger[..got].copy_from_slice(&body[..got]);
-                    body = bigger;
+                    bigger[..*got].copy_from_slice(&body[..*got]);
+                    *body = bigger;
                 }
-                let room = body.len() - got;
+                let at = *got;
+                let room = body.len() - at;
                 let n = if self.start < self.end {
                     let n = room.min(self.end - self.start);
-                    body[got..got + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+                    body[at..at + n].copy_from_slice(&self.buf[self.start..self.start + n]);
                     self.start += n;
                     n
                 } else if room >= self.buf.len() {
                     // A large payload goes straight into its buffer.
-                    match read(&mut body[got..]) {
-                        Ok(0) => return Err(End::Gone(eof(true))),
-                        Ok(n) => {
-                            *budget = budget.saturating_sub(n);
-                            sink.mb.seen(sink.peer);
-                            n
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            self.at = At::Body {
-                                hdr,
-                                body,
-                                got,
-                                mac,
-                            };
-                            return Ok(false);
-                        }
-                        Err(e) => return Err(End::Gone(lost(&e, MID))),
+                    match took(read(&mut body[at..]), true, sink, budget)? {
+                        Some(n) => n,
+                        None => return Ok(false),
                     }
                 } else {
-                    self.at = At::Body {
-                        hdr,
-                        body,
-                        got,
-                        mac,
-                    };
                     return self.fill(sink, read, budget);
                 };
                 if let Some(m) = mac.as_mut() {
-                    m.update(&body[got..got + n]);
+                    m.update(&body[at..at + n]);
                 }
-                got += n;
-                self.at = At::Body {
-                    hdr,
-                    body,
-                    got,
-                    mac,
-                };
+                *got += n;
                 Ok(true)
             }
-            At::Tag { hdr, body, mac } => {
-                if self.end - self.start < TAG_LEN {
-                    self.at = At::Tag { hdr, body, mac };
-                    return self.fill(sink, read, budget);
-                }
+            At::Tag { .. } if self.end - self.start < TAG_LEN => self.fill(sink, read, budget),
+            At::Tag { .. } => {
+                let At::Tag { hdr, body, mac } = std::mem::replace(&mut self.at, At::Head) else {
+                    unreachable!("matched above")
+                };
                 let seq = mac.seq;
                 let tag = &self.buf[self.start..self.start + TAG_LEN];
                 if !mac.verify(tag) {
@@ -444,11 +376,50 @@ impl Parse {
                 self.file(sink, hdr, body)?;
                 Ok(true)
             }
-            At::Ended => {
-                self.at = At::Ended;
-                Ok(false)
-            }
+            At::Ended => Ok(false),
         }
+    }
+
+    /// At a frame boundary: reads the next header (checked against the limits) and starts the
+    /// frame's payload.
+    fn head(
+        &mut self,
+        sink: &Sink<'_>,
+        read: &mut impl FnMut(&mut [u8]) -> std::io::Result<usize>,
+        budget: &mut usize,
+    ) -> Result<bool, End> {
+        let have = self.end - self.start;
+        let need = if have == 0 {
+            1
+        } else {
+            1 + usize::from(self.buf[self.start])
+        };
+        if need > COMPACT_MAX {
+            return Err(End::Violation(format!(
+                "sent a malformed frame: a header of {need} bytes (at most {COMPACT_MAX})"
+            )));
+        }
+        if have < need {
+            return self.fill(sink, read, budget);
+        }
+        let hb = &self.buf[self.start..self.start + need];
+        let hdr = check_header(hb, sink.peer, sink.job, sink.limits).map_err(End::Violation)?;
+        let mac = self.open.as_mut().map(|d| Box::new(d.begin(hb)));
+        self.start += need;
+        let len = usize::try_from(hdr.len).map_err(|_| {
+            End::Gone(format!(
+                "connection lost{MID}: frame of {} bytes does not fit in memory",
+                hdr.len
+            ))
+        })?;
+        let body = sink.pool.get(len.min(sink.limits.eager_alloc.max(1 << 20)));
+        self.at = At::Body {
+            hdr,
+            body,
+            got: 0,
+            mac,
+        };
+        Ok(true)
     }
 
     /// Files a whole frame (a heartbeat only counted as a sign of life; `Bye` and `Abort` end
@@ -469,6 +440,27 @@ impl Parse {
 
 /// Where a read error in the middle of a frame happened, for [`lost`].
 const MID: &str = " in the middle of a frame";
+
+/// What a read of the socket came to: `Some(n)` bytes (counted against the pump's budget, and
+/// a sign of life from the peer), `None` when the socket is dry, or the end of the stream
+/// (`mid`: inside a frame).
+fn took(
+    r: std::io::Result<usize>,
+    mid: bool,
+    sink: &Sink<'_>,
+    budget: &mut usize,
+) -> Result<Option<usize>, End> {
+    match r {
+        Ok(0) => Err(End::Gone(eof(mid))),
+        Ok(n) => {
+            *budget = budget.saturating_sub(n);
+            sink.mb.seen(sink.peer);
+            Ok(Some(n))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(End::Gone(lost(&e, if mid { MID } else { "" }))),
+    }
+}
 
 /// The reason the connection's end is given when the stream stops (`mid`: inside a frame).
 fn eof(mid: bool) -> String {
