@@ -20,14 +20,146 @@ pub struct Partition {
 #[derive(Debug, Default)]
 pub struct Table {
     combiner: Combiner,
-    parts: BTreeMap<u32, Array>,
+    parts: Parts,
+}
+
+/// Up to this many partitions a table keeps them in a sorted vector; past it, in a B-tree.
+const SMALL: usize = 64;
+
+/// A table's partitions in ascending id order. A small table (at most [`SMALL`] partitions,
+/// the usual case for the tables collectives move) is a sorted vector: a lookup is a binary
+/// search, and adding, removing or keeping partitions allocates nothing and shifts at most a
+/// few kilobytes. A larger one is a B-tree, so a table of a million partitions added in any
+/// order costs O(log n) per partition. It goes back to the vector when it shrinks to half
+/// of [`SMALL`].
+#[derive(Debug)]
+enum Parts {
+    Small(Vec<(u32, Array)>),
+    Large(BTreeMap<u32, Array>),
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Parts::Small(Vec::new())
+    }
+}
+
+impl Parts {
+    fn len(&self) -> usize {
+        match self {
+            Parts::Small(v) => v.len(),
+            Parts::Large(m) => m.len(),
+        }
+    }
+    fn get(&self, id: u32) -> Option<&Array> {
+        match self {
+            Parts::Small(v) => v.binary_search_by_key(&id, |e| e.0).ok().map(|i| &v[i].1),
+            Parts::Large(m) => m.get(&id),
+        }
+    }
+    fn get_mut(&mut self, id: u32) -> Option<&mut Array> {
+        match self {
+            Parts::Small(v) => match v.binary_search_by_key(&id, |e| e.0) {
+                Ok(i) => Some(&mut v[i].1),
+                Err(_) => None,
+            },
+            Parts::Large(m) => m.get_mut(&id),
+        }
+    }
+    /// Inserts or replaces; returns the partition replaced.
+    fn insert(&mut self, id: u32, data: Array) -> Option<Array> {
+        let v = match self {
+            Parts::Large(m) => return m.insert(id, data),
+            Parts::Small(v) => v,
+        };
+        // Ids usually come in ascending order: append without a search.
+        if v.last().is_none_or(|e| e.0 < id) && v.len() < SMALL {
+            v.push((id, data));
+            return None;
+        }
+        match v.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) => Some(std::mem::replace(&mut v[i].1, data)),
+            Err(_) if v.len() >= SMALL => {
+                let mut m: BTreeMap<u32, Array> = std::mem::take(v).into_iter().collect();
+                m.insert(id, data);
+                *self = Parts::Large(m);
+                None
+            }
+            Err(i) => {
+                v.insert(i, (id, data));
+                None
+            }
+        }
+    }
+    fn remove(&mut self, id: u32) -> Option<Array> {
+        let out = match self {
+            Parts::Small(v) => {
+                let i = v.binary_search_by_key(&id, |e| e.0).ok()?;
+                return Some(v.remove(i).1);
+            }
+            Parts::Large(m) => m.remove(&id),
+        };
+        self.shrink();
+        out
+    }
+    fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        match self {
+            Parts::Small(v) => v.retain(|e| keep(e.0)),
+            Parts::Large(m) => m.retain(|id, _| keep(*id)),
+        }
+        self.shrink();
+    }
+    /// A B-tree that has shrunk to half of [`SMALL`] becomes a vector again.
+    fn shrink(&mut self) {
+        if let Parts::Large(m) = self {
+            if m.len() <= SMALL / 2 {
+                *self = Parts::Small(std::mem::take(m).into_iter().collect());
+            }
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = (u32, &Array)> {
+        let (small, large) = match self {
+            Parts::Small(v) => (Some(v.iter()), None),
+            Parts::Large(m) => (None, Some(m.iter())),
+        };
+        let small = small.into_iter().flatten().map(|(k, v)| (*k, v));
+        small.chain(large.into_iter().flatten().map(|(k, v)| (*k, v)))
+    }
+    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Array)> {
+        let (small, large) = match self {
+            Parts::Small(v) => (Some(v.iter_mut()), None),
+            Parts::Large(m) => (None, Some(m.iter_mut())),
+        };
+        let small = small.into_iter().flatten().map(|(k, v)| (*k, v));
+        small.chain(large.into_iter().flatten().map(|(k, v)| (*k, v)))
+    }
+    /// Every partition, in ascending id order, leaving this empty.
+    fn take(&mut self) -> Vec<(u32, Array)> {
+        match std::mem::take(self) {
+            Parts::Small(v) => v,
+            Parts::Large(m) => m.into_iter().collect(),
+        }
+    }
+}
+
+impl FromIterator<(u32, Array)> for Parts {
+    /// From partitions in ascending id order without repeats (another table's).
+    fn from_iter<I: IntoIterator<Item = (u32, Array)>>(it: I) -> Self {
+        let v: Vec<(u32, Array)> = it.into_iter().collect();
+        debug_assert!(v.windows(2).all(|w| w[0].0 < w[1].0));
+        if v.len() <= SMALL {
+            Parts::Small(v)
+        } else {
+            Parts::Large(v.into_iter().collect())
+        }
+    }
 }
 
 impl Table {
     pub fn new(combiner: Combiner) -> Table {
         Table {
             combiner,
-            parts: BTreeMap::new(),
+            parts: Parts::default(),
         }
     }
     pub fn combiner(&self) -> &Combiner {
@@ -35,7 +167,7 @@ impl Table {
     }
     /// Adds a partition; if the id is already present the two are combined.
     pub fn add(&mut self, id: u32, data: Array) -> Result<()> {
-        match self.parts.get_mut(&id) {
+        match self.parts.get_mut(id) {
             Some(acc) => self.combiner.combine(id, acc, &data),
             None => {
                 self.parts.insert(id, data);
@@ -55,7 +187,7 @@ impl Table {
         if !self.combiner.folds_bytes() {
             return Ok(false);
         }
-        match self.parts.get_mut(&id) {
+        match self.parts.get_mut(id) {
             Some(acc) if acc.layout() == layout && acc.bytes().len() == bytes.len() => {
                 let c = &self.combiner;
                 c.combine_bytes(id, dtype, acc.bytes_mut(), dtype, bytes)?;
@@ -69,51 +201,53 @@ impl Table {
         self.parts.insert(id, data)
     }
     pub fn get(&self, id: u32) -> Option<&Array> {
-        self.parts.get(&id)
+        self.parts.get(id)
     }
     pub fn get_mut(&mut self, id: u32) -> Option<&mut Array> {
-        self.parts.get_mut(&id)
+        self.parts.get_mut(id)
     }
     pub fn remove(&mut self, id: u32) -> Option<Array> {
-        self.parts.remove(&id)
+        self.parts.remove(id)
     }
     pub fn contains(&self, id: u32) -> bool {
-        self.parts.contains_key(&id)
+        self.parts.get(id).is_some()
     }
     /// Partition ids in ascending order.
     pub fn ids(&self) -> Vec<u32> {
-        self.parts.keys().copied().collect()
+        self.parts.iter().map(|(id, _)| id).collect()
     }
     pub fn len(&self) -> usize {
         self.parts.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.parts.len() == 0
     }
     /// Total payload bytes.
     pub fn bytes(&self) -> u64 {
-        self.parts.values().map(|a| a.bytes().len() as u64).sum()
+        self.parts.iter().map(|(_, a)| a.bytes().len() as u64).sum()
     }
+    /// Partitions in ascending id order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Array)> {
-        self.parts.iter().map(|(k, v)| (*k, v))
+        self.parts.iter()
     }
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Array)> {
-        self.parts.iter_mut().map(|(k, v)| (*k, v))
+        self.parts.iter_mut()
     }
     /// Removes all partitions (their buffers go back to the pool).
     pub fn clear(&mut self) {
-        self.parts.clear();
+        self.parts = Parts::default();
     }
-    /// Takes all partitions out, leaving the table empty.
+    /// Takes all partitions out in ascending id order, leaving the table empty.
     pub fn take_all(&mut self) -> Vec<Partition> {
-        std::mem::take(&mut self.parts)
+        self.parts
+            .take()
             .into_iter()
             .map(|(id, data)| Partition { id, data })
             .collect()
     }
     /// Keeps only the partitions for which `keep(id)` is true.
-    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        self.parts.retain(|id, _| keep(*id));
+    pub fn retain(&mut self, keep: impl FnMut(u32) -> bool) {
+        self.parts.retain(keep);
     }
     /// A copy of every partition in buffers of `pool`, with the same combiner.
     pub fn duplicate(&self, pool: &Pool) -> Table {
@@ -122,13 +256,13 @@ impl Table {
             parts: self
                 .parts
                 .iter()
-                .map(|(id, a)| (*id, a.duplicate(pool)))
+                .map(|(id, a)| (id, a.duplicate(pool)))
                 .collect(),
         }
     }
     /// Folds every partition of `other` into this table.
-    pub fn merge(&mut self, other: Table) -> Result<()> {
-        for (id, data) in other.parts {
+    pub fn merge(&mut self, mut other: Table) -> Result<()> {
+        for (id, data) in other.parts.take() {
             self.add(id, data)?;
         }
         Ok(())
@@ -201,6 +335,74 @@ mod tests {
         assert!(!t.fold_bytes(1, f64s, &bytes[..16]).unwrap() && untouched(&t));
         assert!(!t.fold_bytes(1, Layout::dense(DType::I64), bytes).unwrap() && untouched(&t));
         assert!(t.get(2).is_none());
+    }
+
+    /// The table against a B-tree model under a pseudo-random mix of adds, puts, removals
+    /// and retains that grows it past the vector's limit, shrinks it back and grows it again:
+    /// the same partitions, in ascending order, after every step.
+    #[test]
+    fn small_and_large_tables_hold_the_same_partitions_in_order() {
+        let pool = Pool::default();
+        let mut t = Table::new(Combiner::Sum);
+        let mut model: BTreeMap<u32, f64> = BTreeMap::new();
+        let mut x = 0x2545_f491_u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut largest, mut changes, mut was_small) = (0, 0, true);
+        for step in 0..6000u32 {
+            // Ids spread over 0..400 so that a table crosses SMALL both ways.
+            let phase = (step / 1000) % 2; // even thousands grow, odd ones empty it
+            let id = next(400) as u32;
+            match (next(8), phase) {
+                (0..=3, 0) => {
+                    t.add(id, Array::from_slice(&pool, &[1.0f64])).unwrap();
+                    *model.entry(id).or_default() += 1.0;
+                }
+                (4, 0) => {
+                    let old = t.put(id, Array::from_slice(&pool, &[5.0f64]));
+                    let was = model.insert(id, 5.0);
+                    assert_eq!(old.map(|a| a.as_slice::<f64>().unwrap()[0]), was);
+                }
+                (0..=6, 1) | (5, 0) => {
+                    let got = t.remove(id).map(|a| a.as_slice::<f64>().unwrap()[0]);
+                    assert_eq!(got, model.remove(&id));
+                }
+                (7, 1) => {
+                    let m = next(5) as u32 + 2;
+                    t.retain(|id| id % m != 0);
+                    model.retain(|id, _| id % m != 0);
+                }
+                _ => assert_eq!(t.contains(id), model.contains_key(&id)),
+            }
+            largest = largest.max(t.len());
+            let small = matches!(t.parts, Parts::Small(_));
+            changes += (small != was_small) as u32;
+            was_small = small;
+            let got: Vec<(u32, f64)> = t
+                .iter()
+                .map(|(id, a)| (id, a.as_slice::<f64>().unwrap()[0]))
+                .collect();
+            let want: Vec<(u32, f64)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+            assert_eq!(got, want, "step {step}");
+            assert_eq!(t.len(), model.len());
+            assert_eq!(t.bytes(), 8 * model.len() as u64);
+        }
+        assert!(
+            largest > 4 * SMALL,
+            "the table grew to {largest} partitions"
+        );
+        assert!(
+            changes >= 4,
+            "vector and B-tree changed places {changes} times"
+        );
+        // Taking everything out keeps the order; the table is then empty and small.
+        let ids: Vec<u32> = t.take_all().iter().map(|p| p.id).collect();
+        assert_eq!(ids, model.keys().copied().collect::<Vec<_>>());
+        assert!(t.is_empty() && matches!(t.parts, Parts::Small(_)));
     }
 
     #[test]
