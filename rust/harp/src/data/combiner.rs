@@ -97,28 +97,22 @@ pub(crate) fn fold_unaligned(dtype: DType, acc: &mut [u8], other: &[u8], op: &Co
 }
 
 fn fold_typed(dtype: DType, acc: &mut [u8], other: &[u8], op: &Combiner) {
-    fn pick<T: Elem>(op: &Combiner) -> fn(T, T) -> T {
-        match op {
-            Combiner::Min => |a: T, b: T| if b < a { b } else { a },
-            Combiner::Max => |a: T, b: T| if b > a { b } else { a },
-            _ => |a: T, b: T| a + b,
-        }
-    }
     match dtype {
-        DType::F64 => fold::<f64>(acc, other, pick::<f64>(op)),
-        DType::F32 => fold::<f32>(acc, other, pick::<f32>(op)),
-        DType::I64 => fold::<i64>(acc, other, |a, b| match op {
-            Combiner::Sum => a.wrapping_add(b),
-            _ => pick::<i64>(op)(a, b),
-        }),
-        DType::I32 => fold::<i32>(acc, other, |a, b| match op {
-            Combiner::Sum => a.wrapping_add(b),
-            _ => pick::<i32>(op)(a, b),
-        }),
-        DType::U8 => fold::<u8>(acc, other, |a, b| match op {
-            Combiner::Sum => a.wrapping_add(b),
-            _ => pick::<u8>(op)(a, b),
-        }),
+        DType::F64 => fold_op::<f64>(acc, other, op, |a, b| a + b),
+        DType::F32 => fold_op::<f32>(acc, other, op, |a, b| a + b),
+        DType::I64 => fold_op::<i64>(acc, other, op, i64::wrapping_add),
+        DType::I32 => fold_op::<i32>(acc, other, op, i32::wrapping_add),
+        DType::U8 => fold_op::<u8>(acc, other, op, u8::wrapping_add),
+    }
+}
+
+/// [`fold`] with min, max, or `add` for sum: each a loop of its own, so the compiler sees the
+/// operation and vectorises it (a function chosen at run time would be called per element).
+fn fold_op<T: Elem>(acc: &mut [u8], other: &[u8], op: &Combiner, add: impl Fn(T, T) -> T) {
+    match op {
+        Combiner::Min => fold::<T>(acc, other, |a, b| if b < a { b } else { a }),
+        Combiner::Max => fold::<T>(acc, other, |a, b| if b > a { b } else { a }),
+        _ => fold::<T>(acc, other, add),
     }
 }
 
