@@ -445,9 +445,13 @@ fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
     (b, n + 1)
 }
 
-fn put_varint(out: &mut Vec<u8>, v: u64) {
-    let (b, n) = varint_bytes(v);
-    out.extend_from_slice(&b[..n]);
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    // Byte by byte: most numbers here (piece counts, id steps, sizes) take one or two.
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// Reads a varint at `*at` of `bytes`, refusing one that is cut short, does not fit 64 bits,
@@ -701,6 +705,47 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varints_have_one_encoding_and_round_trip() {
+        let mut all = Vec::new();
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16383,
+            16384,
+            u32::MAX as u64,
+            1 << 62,
+            u64::MAX,
+        ] {
+            let (b, n) = varint_bytes(v);
+            let mut out = vec![7u8];
+            put_varint(&mut out, v);
+            assert_eq!(&out[1..], &b[..n], "{v}");
+            all.extend_from_slice(&out[1..]);
+        }
+        assert_eq!((varint_bytes(127).1, varint_bytes(128).1), (1, 2));
+        assert_eq!(varint_bytes(u64::MAX).1, 10);
+        let mut at = 0;
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16383,
+            16384,
+            u32::MAX as u64,
+            1 << 62,
+            u64::MAX,
+        ] {
+            assert_eq!(get_varint(&all, &mut at), Ok(v));
+        }
+        assert_eq!(at, all.len());
+    }
 
     #[test]
     fn header_round_trip_and_rejects() {

@@ -361,8 +361,8 @@ impl Held {
         let mut asm = Assembler::default();
         let last_inline = pieces.iter().rposition(|p| p.inline);
         let mut at = inline_at;
+        // Every piece's bounds were checked when the head was decoded (`wire::decode_batch`).
         for (i, m) in pieces.iter().enumerate() {
-            check_piece(m)?;
             let buf = if m.inline {
                 let range = inline_range(&frame, &mut at, m.len)?;
                 if m.whole() && table.fold_bytes(m.pid, m.layout, &frame[range.clone()])? {

@@ -298,15 +298,12 @@ async fn halving(
     while mask > 0 {
         let partner = r ^ mask;
         let theirs = |id: &u32| virt(owner(*id)) & mask != r & mask;
-        let outs: Vec<Out<'_>> = if large {
-            vec![]
-        } else {
-            table
-                .iter()
-                .filter(|(id, _)| theirs(id))
-                .map(|(id, a)| Out::whole(id, a))
-                .collect()
-        };
+        let mut outs: Vec<Out<'_>> = Vec::new();
+        if !large {
+            outs.reserve(table.len());
+            let moving = table.iter().filter(|(id, _)| theirs(id));
+            outs.extend(moving.map(|(id, a)| Out::whole(id, a)));
+        }
         // Partitions this rank may get now: owners agreeing with r on bit m and above.
         let high = !(mask - 1);
         let expect = |m: &PieceMeta| -> std::result::Result<(), String> {

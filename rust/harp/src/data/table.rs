@@ -117,27 +117,69 @@ impl Parts {
             }
         }
     }
-    fn iter(&self) -> impl Iterator<Item = (u32, &Array)> {
-        let (small, large) = match self {
-            Parts::Small(v) => (Some(v.iter()), None),
-            Parts::Large(m) => (None, Some(m.iter())),
-        };
-        let small = small.into_iter().flatten().map(|(k, v)| (*k, v));
-        small.chain(large.into_iter().flatten().map(|(k, v)| (*k, v)))
+    fn iter(&self) -> Iter<'_> {
+        match self {
+            Parts::Small(v) => Iter::Small(v.iter()),
+            Parts::Large(m) => Iter::Large(m.iter()),
+        }
     }
-    fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Array)> {
-        let (small, large) = match self {
-            Parts::Small(v) => (Some(v.iter_mut()), None),
-            Parts::Large(m) => (None, Some(m.iter_mut())),
-        };
-        let small = small.into_iter().flatten().map(|(k, v)| (*k, v));
-        small.chain(large.into_iter().flatten().map(|(k, v)| (*k, v)))
+    fn iter_mut(&mut self) -> IterMut<'_> {
+        match self {
+            Parts::Small(v) => IterMut::Small(v.iter_mut()),
+            Parts::Large(m) => IterMut::Large(m.iter_mut()),
+        }
     }
     /// Every partition, in ascending id order, leaving this empty.
     fn take(&mut self) -> Vec<(u32, Array)> {
         match std::mem::take(self) {
             Parts::Small(v) => v,
             Parts::Large(m) => m.into_iter().collect(),
+        }
+    }
+}
+
+/// The partitions of a table in ascending id order ([`Table::iter`]).
+pub enum Iter<'a> {
+    Small(std::slice::Iter<'a, (u32, Array)>),
+    Large(std::collections::btree_map::Iter<'a, u32, Array>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (u32, &'a Array);
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Small(it) => it.next().map(|(k, v)| (*k, v)),
+            Iter::Large(it) => it.next().map(|(k, v)| (*k, v)),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Iter::Small(it) => it.size_hint(),
+            Iter::Large(it) => it.size_hint(),
+        }
+    }
+}
+
+/// The partitions of a table in ascending id order, mutable ([`Table::iter_mut`]).
+pub enum IterMut<'a> {
+    Small(std::slice::IterMut<'a, (u32, Array)>),
+    Large(std::collections::btree_map::IterMut<'a, u32, Array>),
+}
+
+impl<'a> Iterator for IterMut<'a> {
+    type Item = (u32, &'a mut Array);
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            IterMut::Small(it) => it.next().map(|(k, v)| (*k, v)),
+            IterMut::Large(it) => it.next().map(|(k, v)| (*k, v)),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            IterMut::Small(it) => it.size_hint(),
+            IterMut::Large(it) => it.size_hint(),
         }
     }
 }
@@ -227,10 +269,10 @@ impl Table {
         self.parts.iter().map(|(_, a)| a.bytes().len() as u64).sum()
     }
     /// Partitions in ascending id order.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &Array)> {
+    pub fn iter(&self) -> Iter<'_> {
         self.parts.iter()
     }
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Array)> {
+    pub fn iter_mut(&mut self) -> IterMut<'_> {
         self.parts.iter_mut()
     }
     /// Removes all partitions (their buffers go back to the pool).
