@@ -89,8 +89,14 @@ public final class AppMaster {
     return new Path(jobDir.getParent(), jobDir.getName() + ".harp-counters");
   }
 
-  /** After a client killed the job, the status service stays up this long (clients poll it once a second). */
+  /**
+   * After a client killed the job, the status service stays up until a client has been told so
+   * (the killing client asks once a second), at most this long.
+   */
   static final long KILLED_LINGER_MS = 3_000;
+
+  /** Time for that answer to leave before the service stops. */
+  static final long KILLED_REPLY_MS = 200;
 
   private AppMaster() {}
 
@@ -355,7 +361,10 @@ public final class AppMaster {
         System.err.println("harp master: job " + (master.killed() ? "killed: " : "failed: ") + master.diagnostics());
         reg.failAll(master.diagnostics());
         if (master.killed()) {
-          Thread.sleep(KILLED_LINGER_MS); // the killing client asks once more, and must hear KILLED
+          // The killing client asks once more, and must hear KILLED: stop as soon as it has.
+          if (status.awaitKilledReported(KILLED_LINGER_MS)) {
+            Thread.sleep(KILLED_REPLY_MS);
+          }
         }
       }
     } finally {

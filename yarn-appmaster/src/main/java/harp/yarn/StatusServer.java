@@ -5,6 +5,8 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.net.InetSocketAddress;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.ipc.Server;
 import org.apache.hadoop.mapreduce.JobID;
@@ -47,6 +49,8 @@ final class StatusServer implements AutoCloseable {
   private final long start;
   private final Job job;
   private final RecordFactory records = RecordFactoryProvider.getRecordFactory(null);
+  /** Counted down once a client has been answered that the job was killed. */
+  private final CountDownLatch killedReported = new CountDownLatch(1);
 
   StatusServer(Configuration conf, String bindHost, JobID id, String user, String name, String jobFile, Job job)
       throws IOException {
@@ -65,6 +69,14 @@ final class StatusServer implements AutoCloseable {
 
   int port() {
     return server.getListenerAddress().getPort();
+  }
+
+  /**
+   * Waits until a client has been answered that the job was killed (the stock client that killed
+   * it asks once a second until it hears so), at most {@code ms}; true if one was.
+   */
+  boolean awaitKilledReported(long ms) throws InterruptedException {
+    return killedReported.await(ms, TimeUnit.MILLISECONDS);
   }
 
   private Object answer(Method m, Object[] args) throws IOException {
@@ -93,6 +105,9 @@ final class StatusServer implements AutoCloseable {
         r.setAMInfos(List.of());
         GetJobReportResponse resp = records.newRecordInstance(GetJobReportResponse.class);
         resp.setJobReport(r);
+        if (st == JobState.KILLED) {
+          killedReported.countDown();
+        }
         return resp;
       }
       case "killJob":
