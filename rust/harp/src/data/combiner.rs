@@ -244,6 +244,14 @@ impl Combiner {
         matches!(self, Combiner::Sum | Combiner::Min | Combiner::Max)
     }
 
+    /// Folds `other` into `acc`, both runs of `dtype` values of the same length (`acc` aligned,
+    /// `other` at any alignment), for a combiner that [`folds_bytes`](Self::folds_bytes): what
+    /// [`combine_bytes`](Self::combine_bytes) does once its checks have passed.
+    pub(crate) fn fold_same(&self, dtype: DType, acc: &mut [u8], other: &[u8]) {
+        debug_assert!(self.folds_bytes() && acc.len() == other.len());
+        fold_typed(dtype, acc, other, self);
+    }
+
     /// Folds a byte range of `other_dtype` values into `acc` (element-wise combiners only;
     /// `acc` aligned for `dtype`, `other` at any alignment).
     pub fn combine_bytes(

@@ -231,8 +231,8 @@ impl Table {
         }
         match self.parts.get_mut(id) {
             Some(acc) if acc.layout() == layout && acc.bytes().len() == bytes.len() => {
-                let c = &self.combiner;
-                c.combine_bytes(id, dtype, acc.bytes_mut(), dtype, bytes)?;
+                // Same type and length, and a sum, min or max: nothing left to check.
+                self.combiner.fold_same(dtype, acc.bytes_mut(), bytes);
                 Ok(true)
             }
             _ => Ok(false),
