@@ -445,13 +445,9 @@ fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
     (b, n + 1)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    // Byte by byte: most numbers here (piece counts, id steps, sizes) take one or two.
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let (b, n) = varint_bytes(v);
+    out.extend_from_slice(&b[..n]);
 }
 
 /// Reads a varint at `*at` of `bytes`, refusing one that is cut short, does not fit 64 bits,

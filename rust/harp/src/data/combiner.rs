@@ -279,7 +279,7 @@ impl Combiner {
         }
         match self {
             Combiner::Sum | Combiner::Min | Combiner::Max => {
-                fold_typed(dtype, acc, other, self);
+                self.fold_same(dtype, acc, other);
                 Ok(())
             }
             Combiner::Custom(c) if c.elementwise() => {
