@@ -200,7 +200,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
                 GatherAlgorithm::Direct
                     if *x == GatherAlgorithm::Auto && choose::scatter(a.bytes) =>
                 {
-                    "binomial".into()
+                    "binary".into()
                 }
                 y => y.name().into(),
             }

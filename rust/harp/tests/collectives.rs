@@ -74,7 +74,7 @@ fn key_value_and_edge_tables_match_the_model_for_p_1_to_8() {
 fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
     let (spec, cfg, pool) = (Spec::default(), Config::default(), Pool::default());
     let (mut empty, mut uneven, mut small, mut large) = (false, false, false, false);
-    // The scatter roots' tables on both sides of the binomial tree's limit.
+    // The scatter roots' tables on both sides of the tree's limit.
     let (mut tree, mut direct) = (false, false);
     for p in 2..=8 {
         for round in 0..spec.rounds {

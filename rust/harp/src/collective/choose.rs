@@ -298,6 +298,10 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
         GatherAlgorithm::Binomial => {
             predict_tree(net, &super::rooted::binomial_tree(p, root), root, n, true)
         }
+        GatherAlgorithm::Binary => {
+            let order = super::rooted::from_root(p, root);
+            predict_tree(net, &super::rooted::binary_tree(&order), root, n, true)
+        }
         GatherAlgorithm::Relay => predict_relay(net, &relay_plan_of(net, root), root, n),
     }
 }
@@ -549,8 +553,11 @@ fn moved(t: &Tree, w: usize, j: usize) -> Tree {
     t
 }
 
-/// Gather and scatter: binomial without a model (every size: its root receives the same bytes
-/// as the direct gather's, in ⌈log2 p⌉ messages instead of p − 1; a size-dependent choice would
+/// Gather and scatter: the binary tree without a model (every size: its root receives the same
+/// bytes as the direct gather's, in two messages instead of p − 1, and ⌈log2 p⌉ down the
+/// binomial tree, the choice until stop 36; at 1 KiB, p = 8 back-to-back gathers took 0.78–0.86×
+/// Open MPI's time down the binary tree against 0.91–0.94× down the binomial one,
+/// docs/benchmarks-netns.md, item q; a size-dependent choice would
 /// need the workers to agree on the sizes, which only the root sees); with one, the faster of
 /// the distance-ordered tree and the relay tree when the model predicts it at least 10% faster
 /// for 1 MiB per worker (a size every worker agrees on: the tables differ, and only the root
@@ -572,7 +579,7 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
             }
         }
         Some(_) => GatherAlgorithm::Direct,
-        None => GatherAlgorithm::Binomial,
+        None => GatherAlgorithm::Binary,
     }
 }
 
@@ -679,18 +686,20 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
     }
 }
 
-/// Scatter tables up to this many bytes go down a binomial tree, larger ones straight from the
-/// root (`rooted::scatter`). At 1 KiB, p = 8 on the emulated 200 Mbit/s hosts the tree takes
-/// 0.16 ms against the direct scatter's 0.20–0.33 ms (the root's p−1 sends in a row are the
-/// bottleneck); at 16 MiB it takes 1.25× the direct scatter's time (each level stores and
+/// Scatter tables up to this many bytes go down a tree (the binary tree since stop 36, the
+/// binomial one before), larger ones straight from the root (`rooted::scatter`). At 1 KiB,
+/// p = 8 on the emulated 200 Mbit/s hosts the binomial tree took 0.16 ms against the direct
+/// scatter's 0.20–0.33 ms (the root's p−1 sends in a row are the bottleneck), and the binary
+/// tree's root sends two messages a call instead of three (docs/benchmarks-netns.md, item q);
+/// at 16 MiB the binomial tree took 1.25× the direct scatter's time (each level stores and
 /// forwards). The break-even was not measured; 64 KiB keeps the tree where a message is
 /// latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against ~0.05 ms per message).
-pub const SCATTER_BINOMIAL_MAX: u64 = 64 * 1024;
+pub const SCATTER_TREE_MAX: u64 = 64 * 1024;
 
-/// Scatter of the root's table of `bytes`: binomial (true) up to [`SCATTER_BINOMIAL_MAX`],
+/// Scatter of the root's table of `bytes`: the tree (true) up to [`SCATTER_TREE_MAX`],
 /// direct above. Only the root knows the size: it decides and every frame announces it.
 pub fn scatter(bytes: u64) -> bool {
-    bytes <= SCATTER_BINOMIAL_MAX
+    bytes <= SCATTER_TREE_MAX
 }
 
 /// True when a worker's table of `bytes` calls for regroup-allgather.
@@ -735,7 +744,7 @@ mod tests {
             AllreduceAlgorithm::RegroupAllgather
         );
         assert!(allreduce_large(0, 0));
-        assert!(scatter(SCATTER_BINOMIAL_MAX) && !scatter(SCATTER_BINOMIAL_MAX + 1));
+        assert!(scatter(SCATTER_TREE_MAX) && !scatter(SCATTER_TREE_MAX + 1));
         let mut cfg = Config::default();
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;

@@ -65,8 +65,14 @@ pub enum GatherAlgorithm {
     Parallel,
     /// Over the binomial tree of the ranks from the root (⌈log2 p⌉ messages on the critical
     /// path, ⌈log2 p⌉ into the root instead of p − 1; the same bytes through the root's link).
-    /// The automatic gather without a network model.
     Binomial,
+    /// Over the [`binary_tree`] of the ranks from the root: the depth of the binomial tree
+    /// when p is a power of two (⌊log2 p⌋), but at most two messages from (or into) any worker,
+    /// the root included, against the binomial root's ⌈log2 p⌉: back-to-back small scatters
+    /// pace at the root's link, and two packets a call cost less of it than three
+    /// (docs/benchmarks-netns.md, Part 0, item q). The automatic gather without a network
+    /// model, and the automatic scatter's tree for small tables.
+    Binary,
     /// Network model: workers whose own link to the root is slow send through a relay with
     /// faster links, or part through one and part another way
     /// ([`choose::relay_plan`](super::choose::relay_plan)); a relay sends its own table at once
@@ -85,6 +91,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Parallel => 3,
             GatherAlgorithm::Binomial => 4,
             GatherAlgorithm::Relay => 5,
+            GatherAlgorithm::Binary => 6,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -94,11 +101,12 @@ impl GatherAlgorithm {
             "net-tree" => GatherAlgorithm::Tree,
             "parallel" => GatherAlgorithm::Parallel,
             "binomial" => GatherAlgorithm::Binomial,
+            "binary" => GatherAlgorithm::Binary,
             "net-relay" => GatherAlgorithm::Relay,
             _ => {
                 return Err(Error::config(format!(
                     "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel, \
-                     binomial, net-relay)"
+                     binomial, binary, net-relay)"
                 )))
             }
         })
@@ -110,6 +118,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Tree => "net-tree",
             GatherAlgorithm::Parallel => "parallel",
             GatherAlgorithm::Binomial => "binomial",
+            GatherAlgorithm::Binary => "binary",
             GatherAlgorithm::Relay => "net-relay",
         }
     }
@@ -146,8 +155,13 @@ impl GatherAlgorithm {
 /// The binomial tree of `p` ranks from `root` (relative rank v sends to v − lowbit(v)).
 pub fn binomial_tree(p: usize, root: usize) -> Tree {
     let mut t = Tree::empty(p);
-    t.add_binomial(&(0..p).map(|i| (root + i) % p).collect::<Vec<_>>());
+    t.add_binomial(&from_root(p, root));
     t
+}
+
+/// The ranks in order from `root`: root, root + 1, … (mod p).
+pub fn from_root(p: usize, root: usize) -> Vec<usize> {
+    (0..p).map(|i| (root + i) % p).collect()
 }
 
 /// The binary tree over `order` (its first rank the root): a worker's subtree is a contiguous
@@ -172,6 +186,34 @@ pub fn binary_tree(order: &[usize]) -> Tree {
     let mut t = Tree::empty(order.len());
     link(&mut t, order);
     t
+}
+
+/// Where relative rank `v` sits in the [`binary_tree`] over the ranks 0..p (0 the root),
+/// found by walking down from the root (⌊log2 p⌋ steps, nothing allocated): its parent and the
+/// end of its subtree, which is the stretch `v..end`.
+fn binary_place(v: usize, p: usize) -> (Option<usize>, usize) {
+    debug_assert!(v < p);
+    let (mut node, mut end, mut parent) = (0, p, None);
+    while node != v {
+        let mid = node + 1 + (end - node - 1) / 2;
+        parent = Some(node);
+        if v >= mid {
+            node = mid;
+        } else {
+            end = mid;
+            node += 1;
+        }
+    }
+    (parent, end)
+}
+
+/// The children of the [`binary_tree`] node `v` whose subtree ends at `end`, each with the end
+/// of its own subtree: the larger half first.
+fn binary_children(v: usize, end: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mid = v + 1 + (end - v - 1) / 2;
+    [(mid, end), (v + 1, mid)]
+        .into_iter()
+        .filter(|(a, b)| a < b)
 }
 
 /// The distance-ordered tree of the context's model from `root`.
@@ -411,9 +453,13 @@ pub async fn gather(
     if algo == GatherAlgorithm::Relay {
         return gather_relay(cx, table, root, &relay_plan(cx, root)).await;
     }
-    if matches!(algo, GatherAlgorithm::Tree | GatherAlgorithm::Binomial) {
+    if matches!(
+        algo,
+        GatherAlgorithm::Tree | GatherAlgorithm::Binomial | GatherAlgorithm::Binary
+    ) {
         let t = match algo {
             GatherAlgorithm::Tree => distance_tree(cx, root),
+            GatherAlgorithm::Binary => binary_tree(&from_root(cx.size(), root)),
             _ => binomial_tree(cx.size(), root),
         };
         let r = cx.rank();
@@ -726,7 +772,7 @@ fn owned_inside<'a>(
 /// Scatter from `root`: each of the root's partitions goes to its owner under `part`; every
 /// worker's table becomes exactly the partitions it owns (the root keeps its own share).
 /// Direct: (p−1)/p · nβ at the root's link, one worker after the other ([`scatter_rooted`];
-/// `auto` without a network model takes a binomial tree for small tables). Tree and parallel:
+/// `auto` without a network model takes the binary tree for small tables). Tree and parallel:
 /// a worker sends each child the partitions of the child's subtree, to all children at once.
 pub async fn scatter(
     cx: &Ctx<'_>,
@@ -749,6 +795,9 @@ pub async fn scatter(
         GatherAlgorithm::Binomial => {
             scatter_tree(cx, table, root, part, &binomial_tree(p, root)).await
         }
+        GatherAlgorithm::Binary => {
+            scatter_tree(cx, table, root, part, &binary_tree(&from_root(p, root))).await
+        }
         GatherAlgorithm::Relay => {
             let plan = relay_plan(cx, root);
             scatter_relay(cx, table, root, part, &plan).await
@@ -757,19 +806,20 @@ pub async fn scatter(
     }
 }
 
-/// The direct scatter, or with `allow_binomial` (the automatic choice without a network model)
-/// the binomial one for small tables. The root picks ([`choose::scatter`]) and announces in
+/// The direct scatter, or with `allow_tree` (the automatic choice without a network model) the
+/// binary-tree one for small tables. The root picks ([`choose::scatter`]) and announces in
 /// every frame's `aux`:
 ///
 /// * direct (0): the root sends each worker its partitions, p−1 messages in a row:
 ///   (p−1)α + (p−1)/p · nβ at the root's link;
-/// * binomial (1): with v = (r − root) mod p, a worker holds the partitions of the owners
-///   v..v+s (its subtree, s the lowest set bit of v, or p's next power of two at the root) and
-///   hands the upper half of what it holds to v + s/2, then the upper half of the rest to
-///   v + s/4, and so on: ⌈log2 p⌉α + (p−1)/p · nβ at the root's link, but each level stores
-///   and forwards (measured 1.25× the direct scatter at 16 MiB, p = 8), hence small tables only.
+/// * tree (1): with v = (r − root) mod p, a worker holds the partitions of the owners v..end
+///   (its subtree in the [`binary_tree`] over the ranks from the root, [`binary_place`]) and
+///   splits what it holds after its own in two halves, sending the larger to its first owner
+///   and then the other to its first: ⌊log2 p⌋ levels, at most two messages from any worker,
+///   (p−1)/p · nβ at the root's link; each level stores and forwards (the binomial tree took
+///   1.25× the direct scatter at 16 MiB, p = 8), hence small tables only.
 ///
-/// A receiver waits for the first frame from the root or its binomial parent and follows the
+/// A receiver waits for the first frame from the root or its tree parent and follows the
 /// announced choice; a frame from the wrong one, or a partition that is not whole or not owned
 /// in the receiver's subtree, is a protocol error naming the sender.
 async fn scatter_rooted(
@@ -777,28 +827,24 @@ async fn scatter_rooted(
     table: &mut Table,
     root: usize,
     part: &Partitioner,
-    allow_binomial: bool,
+    allow_tree: bool,
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     let v = (r + p - root) % p;
     let tag = tags::MAIN.tag();
-    let mut span = if v == 0 {
-        p.next_power_of_two()
-    } else {
-        v & v.wrapping_neg()
-    };
-    let binomial = if v == 0 {
-        allow_binomial && choose::scatter(table.bytes())
+    let (up, mut end) = binary_place(v, p);
+    let tree = if v == 0 {
+        allow_tree && choose::scatter(table.bytes())
     } else {
         table.clear();
-        let parent = ((v & (v - 1)) + root) % p;
+        let parent = (up.expect("a non-root has a parent") + root) % p;
         let from: &[usize] = if parent == root {
             &[root]
         } else {
             &[parent, root]
         };
         let f = cx.ep.recv_frame_from_any(from, &[root], tag).await?;
-        let (binomial, want) = match f.hdr.aux {
+        let (tree, want) = match f.hdr.aux {
             0 => (false, root),
             1 => (true, parent),
             x => {
@@ -814,16 +860,15 @@ async fn scatter_rooted(
                 cx.ep.ctx, f.hdr.src
             )));
         }
-        if !binomial {
-            span = 1;
+        if !tree {
+            end = v + 1;
         }
-        let hi = (v + span).min(p);
         // Whole partitions owned in this worker's subtree (itself alone when direct).
         let mine = |m: &crate::wire::PieceMeta| {
             whole_piece(m)?;
             match part.owner(m.pid, p) {
-                Ok(w) if (v..hi).contains(&((w + p - root) % p)) => Ok(()),
-                Ok(w) if span == 1 => Err(format!("partition {} belongs to rank {w}", m.pid)),
+                Ok(w) if (v..end).contains(&((w + p - root) % p)) => Ok(()),
+                Ok(w) if end == v + 1 => Err(format!("partition {} belongs to rank {w}", m.pid)),
                 Ok(w) => Err(format!(
                     "partition {} belongs to rank {w}, outside this worker's subtree",
                     m.pid
@@ -833,7 +878,7 @@ async fn scatter_rooted(
         };
         let (_, pieces) = finish_batch(&cx.ep, cx.pool, parse_head(&cx.ep, f)?, mine).await?;
         absorb(table, cx.pool, pieces)?;
-        binomial
+        tree
     };
     let mut owner = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
     for (id, _) in table.iter() {
@@ -846,15 +891,10 @@ async fn scatter_rooted(
             .map(|(id, a)| Out::whole(id, a))
             .collect()
     };
-    if binomial {
-        let mut mask = span >> 1;
-        while mask > 0 {
-            let child = v + mask;
-            if child < p {
-                let pieces = share(child..(child + mask).min(p));
-                send_batch(&cx.ep, (child + root) % p, tag, 1, &pieces).await?;
-            }
-            mask >>= 1;
+    if tree {
+        for (child, child_end) in binary_children(v, end) {
+            let pieces = share(child..child_end);
+            send_batch(&cx.ep, (child + root) % p, tag, 1, &pieces).await?;
         }
     } else if v == 0 {
         for dst in 1..p {
@@ -1007,6 +1047,34 @@ mod tests {
                     "scatter",
                     "this step exchanges whole partitions only",
                 );
+            }
+        }
+    }
+
+    /// The walk the scatter's receivers take ([`binary_place`], [`binary_children`]) finds the
+    /// parents, subtrees and children of [`binary_tree`], the larger subtree first (the later
+    /// one of two of a size).
+    #[test]
+    fn the_binary_walk_agrees_with_the_binary_tree() {
+        for p in 1..=70usize {
+            let t = binary_tree(&(0..p).collect::<Vec<_>>());
+            for v in 0..p {
+                let (parent, end) = binary_place(v, p);
+                assert_eq!(parent, t.parent[v], "p={p} v={v}");
+                let mut sub = t.subtree(v);
+                sub.sort();
+                assert_eq!(sub, (v..end).collect::<Vec<_>>(), "p={p} v={v}");
+                let kids: Vec<(usize, usize)> = binary_children(v, end).collect();
+                let mut want: Vec<usize> = t.children[v].clone();
+                want.sort_by_key(|&c| std::cmp::Reverse((t.subtree(c).len(), c)));
+                assert_eq!(
+                    kids.iter().map(|k| k.0).collect::<Vec<_>>(),
+                    want,
+                    "p={p} v={v}"
+                );
+                for (c, e) in kids {
+                    assert_eq!(binary_place(c, p), (Some(v), e), "p={p} c={c}");
+                }
             }
         }
     }
