@@ -30,8 +30,8 @@ pub struct BenchArgs {
     /// net-hierarchy, net-tree; allreduce: auto, bidirectional-exchange, regroup-allgather;
     /// allgather: auto, ring, recursive-doubling, known-total; reduce-scatter: auto, ring,
     /// recursive-halving; reduce: auto, binomial, binary, scatter-gather, net-hierarchy,
-    /// net-ring, chain, net-chain; gather and scatter: auto, direct, binomial, parallel, net-tree,
-    /// net-relay).
+    /// net-ring, chain, net-chain; gather and scatter: auto, direct, binomial, binary, parallel,
+    /// net-tree, net-relay).
     #[arg(long)]
     pub algorithm: Option<String>,
     /// Partitions per table (default: 1; ops that move partitions to owners use 4 per worker).
