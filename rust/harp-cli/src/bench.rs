@@ -197,10 +197,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             let net = w.net_model();
             match x.resolve_scatter(net.as_deref(), 0) {
                 // The root's choice by size (`choose::scatter`).
-                GatherAlgorithm::Direct
-                    if *x == GatherAlgorithm::Auto && choose::scatter(a.bytes) =>
-                {
-                    "binary".into()
+                GatherAlgorithm::Direct if *x == GatherAlgorithm::Auto => {
+                    choose::scatter(a.bytes).name().into()
                 }
                 y => y.name().into(),
             }

@@ -90,8 +90,8 @@ fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
             }
             let root = (h(&[spec.seed, round, 9]) % p as u64) as usize;
             let b = tables[root].bytes();
-            tree |= b > 0 && choose::scatter(b);
-            direct |= !choose::scatter(b);
+            tree |= b > 0 && choose::scatter(b) != choose::ScatterShape::Direct;
+            direct |= choose::scatter(b) == choose::ScatterShape::Direct;
         }
     }
     assert!(

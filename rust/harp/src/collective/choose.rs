@@ -553,11 +553,12 @@ fn moved(t: &Tree, w: usize, j: usize) -> Tree {
     t
 }
 
-/// Gather and scatter: the binary tree without a model (every size: its root receives the same
-/// bytes as the direct gather's, in two messages instead of p − 1, and ⌈log2 p⌉ down the
-/// binomial tree, the choice until stop 36; at 1 KiB, p = 8 back-to-back gathers took 0.78–0.86×
-/// Open MPI's time down the binary tree against 0.91–0.94× down the binomial one,
-/// docs/benchmarks-netns.md, item q; a size-dependent choice would
+/// Gather and scatter: binomial without a model (every size: its root receives the same bytes
+/// as the direct gather's, in ⌈log2 p⌉ messages instead of p − 1, and its workers forward
+/// whole subtrees early enough to keep the root's link busy; the binary tree's root takes two
+/// messages, faster at 1 KiB, but its second child forwards after the first is done, which
+/// costs about (p/4)/(p−1) of the bound more for large tables, docs/benchmarks-netns.md,
+/// item q; a size-dependent choice would
 /// need the workers to agree on the sizes, which only the root sees); with one, the faster of
 /// the distance-ordered tree and the relay tree when the model predicts it at least 10% faster
 /// for 1 MiB per worker (a size every worker agrees on: the tables differ, and only the root
@@ -579,7 +580,7 @@ pub fn gather(net: Option<&NetModel>, root: usize) -> GatherAlgorithm {
             }
         }
         Some(_) => GatherAlgorithm::Direct,
-        None => GatherAlgorithm::Binary,
+        None => GatherAlgorithm::Binomial,
     }
 }
 
@@ -686,20 +687,61 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
     }
 }
 
-/// Scatter tables up to this many bytes go down a tree (the binary tree since stop 36, the
-/// binomial one before), larger ones straight from the root (`rooted::scatter`). At 1 KiB,
-/// p = 8 on the emulated 200 Mbit/s hosts the binomial tree took 0.16 ms against the direct
-/// scatter's 0.20–0.33 ms (the root's p−1 sends in a row are the bottleneck), and the binary
-/// tree's root sends two messages a call instead of three (docs/benchmarks-netns.md, item q);
-/// at 16 MiB the binomial tree took 1.25× the direct scatter's time (each level stores and
-/// forwards). The break-even was not measured; 64 KiB keeps the tree where a message is
-/// latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against ~0.05 ms per message).
+/// Scatter tables up to this many bytes go down the binary tree (the binomial tree until stop
+/// 36), larger ones straight from the root (`rooted::scatter`). At 1 KiB, p = 8 on the emulated
+/// 200 Mbit/s hosts the binomial tree took 0.16 ms against the direct scatter's 0.20–0.33 ms
+/// (the root's p−1 sends in a row are the bottleneck), and back-to-back calls pace at the
+/// root's link, where the binary root sends two packets a call against the binomial root's
+/// three (37.5–40.3 µs against 43.2–45.5, Open MPI 41.7–43.7). Up to 64 KiB the binary tree
+/// was never slower than the binomial one (single 64 KiB calls 1.42–1.44 ms against
+/// 1.94–1.96, direct 1.95–1.97; back-to-back 16 and 64 KiB calls equal, at the bound;
+/// docs/benchmarks-netns.md, item q). At 16 MiB the binomial tree took 1.25× the direct
+/// scatter's time (each level stores and forwards). The break-even was not measured; 64 KiB
+/// keeps the tree where a message is latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against
+/// ~0.05 ms per message).
 pub const SCATTER_TREE_MAX: u64 = 64 * 1024;
 
-/// Scatter of the root's table of `bytes`: the tree (true) up to [`SCATTER_TREE_MAX`],
-/// direct above. Only the root knows the size: it decides and every frame announces it.
-pub fn scatter(bytes: u64) -> bool {
-    bytes <= SCATTER_TREE_MAX
+/// The shapes of the scatter over the ranks in order from the root
+/// (`rooted::scatter_rooted`), announced in every frame's `aux`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScatterShape {
+    /// The root sends each worker its partitions.
+    Direct,
+    /// Down the binomial tree.
+    Binomial,
+    /// Down the binary tree (`rooted::binary_tree`).
+    Binary,
+}
+
+impl ScatterShape {
+    /// The code in the frames' `aux`.
+    pub fn code(self) -> u32 {
+        match self {
+            ScatterShape::Direct => 0,
+            ScatterShape::Binomial => 1,
+            ScatterShape::Binary => 2,
+        }
+    }
+
+    /// The name `harp bench` reports for the automatic scatter.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterShape::Direct => "direct",
+            ScatterShape::Binomial => "binomial",
+            ScatterShape::Binary => "binary",
+        }
+    }
+}
+
+/// The automatic scatter of the root's table of `bytes` without a network model: the binary
+/// tree up to [`SCATTER_TREE_MAX`], direct above. Only the root knows the size: it decides
+/// and every frame announces it.
+pub fn scatter(bytes: u64) -> ScatterShape {
+    if bytes <= SCATTER_TREE_MAX {
+        ScatterShape::Binary
+    } else {
+        ScatterShape::Direct
+    }
 }
 
 /// True when a worker's table of `bytes` calls for regroup-allgather.
@@ -744,7 +786,9 @@ mod tests {
             AllreduceAlgorithm::RegroupAllgather
         );
         assert!(allreduce_large(0, 0));
-        assert!(scatter(SCATTER_TREE_MAX) && !scatter(SCATTER_TREE_MAX + 1));
+        assert_eq!(scatter(0), ScatterShape::Binary);
+        assert_eq!(scatter(SCATTER_TREE_MAX), ScatterShape::Binary);
+        assert_eq!(scatter(SCATTER_TREE_MAX + 1), ScatterShape::Direct);
         let mut cfg = Config::default();
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;

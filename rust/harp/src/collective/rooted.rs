@@ -1,7 +1,7 @@
 //! Rooted operations: reduce, gather, scatter.
 
 use super::assemble::Assembler;
-use super::choose::RelayPlan;
+use super::choose::{RelayPlan, ScatterShape};
 use super::framing::In;
 use super::framing::{finish_batch, parse_head, recv_batch_expecting, whole_piece};
 use super::hierarchy::{self, Hierarchy, Tree};
@@ -65,13 +65,17 @@ pub enum GatherAlgorithm {
     Parallel,
     /// Over the binomial tree of the ranks from the root (⌈log2 p⌉ messages on the critical
     /// path, ⌈log2 p⌉ into the root instead of p − 1; the same bytes through the root's link).
+    /// The automatic gather without a network model.
     Binomial,
     /// Over the [`binary_tree`] of the ranks from the root: the depth of the binomial tree
     /// when p is a power of two (⌊log2 p⌋), but at most two messages from (or into) any worker,
     /// the root included, against the binomial root's ⌈log2 p⌉: back-to-back small scatters
     /// pace at the root's link, and two packets a call cost less of it than three
-    /// (docs/benchmarks-netns.md, Part 0, item q). The automatic gather without a network
-    /// model, and the automatic scatter's tree for small tables.
+    /// (docs/benchmarks-netns.md, Part 0, item q). For large tables the root's second child
+    /// forwards its subtree's share after the root is done with it (a gather: before the root
+    /// can take it), so they take longer than down the binomial tree (gather, 16 MiB, p = 8:
+    /// 1.29× the bound against 1.00). The automatic scatter without a network model up to
+    /// [`choose::SCATTER_TREE_MAX`].
     Binary,
     /// Network model: workers whose own link to the root is slow send through a relay with
     /// faster links, or part through one and part another way
@@ -792,78 +796,91 @@ pub async fn scatter(
             let t = super::choose::star(p, root);
             scatter_tree(cx, table, root, part, &t).await
         }
-        GatherAlgorithm::Binomial => {
-            scatter_tree(cx, table, root, part, &binomial_tree(p, root)).await
-        }
-        GatherAlgorithm::Binary => {
-            scatter_tree(cx, table, root, part, &binary_tree(&from_root(p, root))).await
-        }
         GatherAlgorithm::Relay => {
             let plan = relay_plan(cx, root);
             scatter_relay(cx, table, root, part, &plan).await
         }
-        _ => scatter_rooted(cx, table, root, part, algo == GatherAlgorithm::Auto).await,
+        GatherAlgorithm::Binomial => {
+            scatter_rooted(cx, table, root, part, Some(ScatterShape::Binomial)).await
+        }
+        GatherAlgorithm::Binary => {
+            scatter_rooted(cx, table, root, part, Some(ScatterShape::Binary)).await
+        }
+        // Auto resolves to direct without a model: the root then picks the shape by size.
+        GatherAlgorithm::Auto | GatherAlgorithm::Direct => {
+            let shape = (algo != GatherAlgorithm::Auto).then_some(ScatterShape::Direct);
+            scatter_rooted(cx, table, root, part, shape).await
+        }
     }
 }
 
-/// The direct scatter, or with `allow_tree` (the automatic choice without a network model) the
-/// binary-tree one for small tables. The root picks ([`choose::scatter`]) and announces in
-/// every frame's `aux`:
+/// The scatters over the ranks in order from the root: `shape` fixed, or `None` (the automatic
+/// choice without a network model) for the root to pick by its table's size
+/// ([`choose::scatter`]). The root announces the shape in every frame's `aux`
+/// ([`ScatterShape::code`]):
 ///
 /// * direct (0): the root sends each worker its partitions, p−1 messages in a row:
 ///   (p−1)α + (p−1)/p · nβ at the root's link;
-/// * tree (1): with v = (r − root) mod p, a worker holds the partitions of the owners v..end
-///   (its subtree in the [`binary_tree`] over the ranks from the root, [`binary_place`]) and
-///   splits what it holds after its own in two halves, sending the larger to its first owner
-///   and then the other to its first: ⌊log2 p⌋ levels, at most two messages from any worker,
-///   (p−1)/p · nβ at the root's link; each level stores and forwards (the binomial tree took
-///   1.25× the direct scatter at 16 MiB, p = 8), hence small tables only.
+/// * binomial (1): with v = (r − root) mod p, a worker holds the partitions of the owners
+///   v..v+s (s the lowest set bit of v, or p's next power of two at the root) and hands the
+///   upper half of what it holds to v + s/2, then the upper half of the rest to v + s/4, and
+///   so on: ⌈log2 p⌉ levels, (p−1)/p · nβ at the root's link, and every level but the root's
+///   last child's forwards less than the root sent after it, so large tables end near the bound
+///   (1.25× the direct scatter measured at 16 MiB, p = 8: each level stores and forwards);
+/// * binary (2): a worker holds the owners v..end (its subtree in the [`binary_tree`] over the
+///   ranks from the root, [`binary_place`]) and splits those after its own in two halves,
+///   sending the larger to its first owner and then the other to its first: ⌊log2 p⌋ levels
+///   and at most two messages from any worker (the root's two packets a call, against
+///   ⌈log2 p⌉, are what back-to-back small scatters pace at). When the root's link is the
+///   bound its second child forwards a quarter of the table after the root is done, which the
+///   binomial tree avoids; measured up to 64 KiB the binary tree was never the slower.
 ///
-/// A receiver waits for the first frame from the root or its tree parent and follows the
-/// announced choice; a frame from the wrong one, or a partition that is not whole or not owned
-/// in the receiver's subtree, is a protocol error naming the sender.
+/// A receiver waits for the first frame from the root or one of its possible parents and
+/// follows the announced shape; a frame from the wrong one, or a partition that is not whole or
+/// not owned in the receiver's subtree, is a protocol error naming the sender.
 async fn scatter_rooted(
     cx: &Ctx<'_>,
     table: &mut Table,
     root: usize,
     part: &Partitioner,
-    allow_tree: bool,
+    shape: Option<ScatterShape>,
 ) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
     let v = (r + p - root) % p;
     let tag = tags::MAIN.tag();
-    let (up, mut end) = binary_place(v, p);
-    let tree = if v == 0 {
-        allow_tree && choose::scatter(table.bytes())
+    let (shape, end) = if v == 0 {
+        let shape = shape.unwrap_or_else(|| choose::scatter(table.bytes()));
+        (shape, p)
     } else {
         table.clear();
-        let parent = (up.expect("a non-root has a parent") + root) % p;
-        let from: &[usize] = if parent == root {
-            &[root]
-        } else {
-            &[parent, root]
-        };
-        let f = cx.ep.recv_frame_from_any(from, &[root], tag).await?;
-        let (tree, want) = match f.hdr.aux {
-            0 => (false, root),
-            1 => (true, parent),
-            x => {
-                return Err(Error::Protocol(format!(
-                    "{}: rank {} announced scatter algorithm {x}",
-                    cx.ep.ctx, f.hdr.src
-                )))
+        let shapes = [
+            ScatterShape::Direct,
+            ScatterShape::Binomial,
+            ScatterShape::Binary,
+        ];
+        let mut from: Vec<usize> = Vec::with_capacity(3);
+        for s in shapes {
+            let q = (shape_place(s, v, p).0 + root) % p;
+            if !from.contains(&q) {
+                from.push(q);
             }
+        }
+        let f = cx.ep.recv_frame_from_any(&from, &[root], tag).await?;
+        let Some(shape) = shapes.into_iter().find(|s| s.code() == f.hdr.aux) else {
+            return Err(Error::Protocol(format!(
+                "{}: rank {} announced scatter algorithm {}",
+                cx.ep.ctx, f.hdr.src, f.hdr.aux
+            )));
         };
+        let (parent, end) = shape_place(shape, v, p);
+        let want = (parent + root) % p;
         if f.hdr.src as usize != want {
             return Err(Error::Protocol(format!(
                 "{}: rank {} sent this worker's scatter share, but it comes from rank {want}",
                 cx.ep.ctx, f.hdr.src
             )));
         }
-        if !tree {
-            end = v + 1;
-        }
-        // Whole partitions owned in this worker's subtree (itself alone when direct).
+        // Whole partitions owned in this worker's subtree (itself alone when a leaf).
         let mine = |m: &crate::wire::PieceMeta| {
             whole_piece(m)?;
             match part.owner(m.pid, p) {
@@ -878,7 +895,7 @@ async fn scatter_rooted(
         };
         let (_, pieces) = finish_batch(&cx.ep, cx.pool, parse_head(&cx.ep, f)?, mine).await?;
         absorb(table, cx.pool, pieces)?;
-        tree
+        (shape, end)
     };
     let mut owner = super::IdMap::with_capacity_and_hasher(table.len(), Default::default());
     for (id, _) in table.iter() {
@@ -891,18 +908,47 @@ async fn scatter_rooted(
             .map(|(id, a)| Out::whole(id, a))
             .collect()
     };
-    if tree {
-        for (child, child_end) in binary_children(v, end) {
-            let pieces = share(child..child_end);
-            send_batch(&cx.ep, (child + root) % p, tag, 1, &pieces).await?;
-        }
-    } else if v == 0 {
-        for dst in 1..p {
-            send_batch(&cx.ep, (dst + root) % p, tag, 0, &share(dst..dst + 1)).await?;
-        }
+    for (child, child_end) in shape_children(shape, v, end, p) {
+        let pieces = share(child..child_end);
+        send_batch(&cx.ep, (child + root) % p, tag, shape.code(), &pieces).await?;
     }
     table.retain(|id| owner[&id] == v);
     Ok(())
+}
+
+/// Relative rank `v` (> 0) in a rooted scatter of `shape` over p ranks: its parent and the end
+/// of its subtree, the owners `v..end`.
+fn shape_place(shape: ScatterShape, v: usize, p: usize) -> (usize, usize) {
+    match shape {
+        ScatterShape::Direct => (0, v + 1),
+        ScatterShape::Binomial => (v & (v - 1), (v + (v & v.wrapping_neg())).min(p)),
+        ScatterShape::Binary => {
+            let (parent, end) = binary_place(v, p);
+            (parent.expect("a non-root has a parent"), end)
+        }
+    }
+}
+
+/// The children of relative rank `v`, whose subtree ends at `end`, in a rooted scatter of
+/// `shape` over p ranks, in sending order, each with its own subtree's end.
+fn shape_children(shape: ScatterShape, v: usize, end: usize, p: usize) -> Vec<(usize, usize)> {
+    match shape {
+        ScatterShape::Direct if v == 0 => (1..p).map(|d| (d, d + 1)).collect(),
+        ScatterShape::Direct => Vec::new(),
+        ScatterShape::Binomial => {
+            let span = if v == 0 {
+                p.next_power_of_two()
+            } else {
+                v & v.wrapping_neg()
+            };
+            std::iter::successors(Some(span >> 1), |m| Some(m >> 1))
+                .take_while(|&m| m > 0)
+                .filter(|&m| v + m < p)
+                .map(|m| (v + m, (v + 2 * m).min(end)))
+                .collect()
+        }
+        ScatterShape::Binary => binary_children(v, end).collect(),
+    }
 }
 
 /// Scatter along `t`: the root's partitions travel down to their owners' subtrees.
@@ -1047,6 +1093,58 @@ mod tests {
                     "scatter",
                     "this step exchanges whole partitions only",
                 );
+            }
+        }
+    }
+
+    /// Every shape of the rooted scatter reaches every rank exactly once from the root, each
+    /// child's subtree is the stretch its parent hands it, and a receiver's own view of its
+    /// place (parent and subtree) is the one its parent sends by; the binomial shape is the
+    /// binomial tree, the binary shape the binary tree.
+    #[test]
+    fn the_scatter_shapes_cover_every_rank_once() {
+        for p in 1..=40usize {
+            let binomial = binomial_tree(p, 0);
+            let binary = binary_tree(&(0..p).collect::<Vec<_>>());
+            for shape in [
+                ScatterShape::Direct,
+                ScatterShape::Binomial,
+                ScatterShape::Binary,
+            ] {
+                let mut seen = vec![0usize; p];
+                seen[0] = 1;
+                let mut todo = vec![(0usize, p)];
+                while let Some((v, end)) = todo.pop() {
+                    let kids = shape_children(shape, v, end, p);
+                    let mut covered = vec![v];
+                    for &(c, e) in &kids {
+                        assert!(
+                            v < c && c < e && e <= end,
+                            "{shape:?} p={p} v={v}: {kids:?}"
+                        );
+                        assert_eq!(shape_place(shape, c, p), (v, e), "{shape:?} p={p} c={c}");
+                        seen[c] += 1;
+                        covered.extend(c..e);
+                        todo.push((c, e));
+                    }
+                    covered.sort();
+                    assert_eq!(
+                        covered,
+                        (v..end).collect::<Vec<_>>(),
+                        "{shape:?} p={p} v={v}"
+                    );
+                    let tree = match shape {
+                        ScatterShape::Direct => continue,
+                        ScatterShape::Binomial => &binomial,
+                        ScatterShape::Binary => &binary,
+                    };
+                    let mut got: Vec<usize> = kids.iter().map(|k| k.0).collect();
+                    let mut want = tree.children[v].clone();
+                    got.sort();
+                    want.sort();
+                    assert_eq!(got, want, "{shape:?} p={p} v={v}");
+                }
+                assert!(seen.iter().all(|&n| n == 1), "{shape:?} p={p}: {seen:?}");
             }
         }
     }
