@@ -694,7 +694,7 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
 /// root's link, where the binary root sends two packets a call against the binomial root's
 /// three (37.5–40.3 µs against 43.2–45.5, Open MPI 41.7–43.7). Up to 64 KiB the binary tree
 /// was never slower than the binomial one (single 64 KiB calls 1.42–1.44 ms against
-/// 1.94–1.96, direct 1.95–1.97; back-to-back 16 and 64 KiB calls equal, at the bound;
+/// 1.94–1.96, direct 1.95–1.98; back-to-back 16 and 64 KiB calls equal, at the bound;
 /// docs/benchmarks-netns.md, item q). At 16 MiB the binomial tree took 1.25× the direct
 /// scatter's time (each level stores and forwards). The break-even was not measured; 64 KiB
 /// keeps the tree where a message is latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against
