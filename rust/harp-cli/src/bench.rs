@@ -198,7 +198,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             match x.resolve_scatter(net.as_deref(), 0) {
                 // The root's choice by size (`choose::scatter`).
                 GatherAlgorithm::Direct if *x == GatherAlgorithm::Auto => {
-                    choose::scatter(a.bytes).name().into()
+                    choose::scatter(a.bytes).algorithm().name().into()
                 }
                 y => y.name().into(),
             }

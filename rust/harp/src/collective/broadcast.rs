@@ -150,7 +150,7 @@ pub fn order(
             }
             std::iter::once(root).chain(rest).collect()
         }
-        _ => (0..p).map(|i| (root + i) % p).collect(),
+        _ => super::rooted::from_root(p, root),
     }
 }
 

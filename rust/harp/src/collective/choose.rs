@@ -723,12 +723,13 @@ impl ScatterShape {
         }
     }
 
-    /// The name `harp bench` reports for the automatic scatter.
-    pub fn name(self) -> &'static str {
+    /// The gather/scatter algorithm that runs this shape (its name is what `harp bench`
+    /// reports for the automatic scatter).
+    pub fn algorithm(self) -> GatherAlgorithm {
         match self {
-            ScatterShape::Direct => "direct",
-            ScatterShape::Binomial => "binomial",
-            ScatterShape::Binary => "binary",
+            ScatterShape::Direct => GatherAlgorithm::Direct,
+            ScatterShape::Binomial => GatherAlgorithm::Binomial,
+            ScatterShape::Binary => GatherAlgorithm::Binary,
         }
     }
 }

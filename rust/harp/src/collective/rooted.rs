@@ -174,21 +174,18 @@ pub fn from_root(p: usize, root: usize) -> Vec<usize> {
 /// ([`Topology::chain_order`](crate::topology::Topology::chain_order)) only about one link
 /// per rack boundary crosses it: two racks of four share their uplink with one stream, not four.
 pub fn binary_tree(order: &[usize]) -> Tree {
-    fn link(t: &mut Tree, range: &[usize]) {
-        let Some((&head, rest)) = range.split_first() else {
-            return;
-        };
-        let (left, right) = rest.split_at(rest.len() / 2);
-        for half in [left, right] {
-            if let Some(&c) = half.first() {
-                t.parent[c] = Some(head);
-                t.children[head].push(c);
-                link(t, half);
-            }
+    /// Links the positions `v..end` of `order` below `v`, the smaller half first.
+    fn link(t: &mut Tree, order: &[usize], v: usize, end: usize) {
+        for (c, e) in binary_children(v, end).rev() {
+            t.parent[order[c]] = Some(order[v]);
+            t.children[order[v]].push(order[c]);
+            link(t, order, c, e);
         }
     }
     let mut t = Tree::empty(order.len());
-    link(&mut t, order);
+    if !order.is_empty() {
+        link(&mut t, order, 0, order.len());
+    }
     t
 }
 
@@ -199,21 +196,18 @@ fn binary_place(v: usize, p: usize) -> (Option<usize>, usize) {
     debug_assert!(v < p);
     let (mut node, mut end, mut parent) = (0, p, None);
     while node != v {
-        let mid = node + 1 + (end - node - 1) / 2;
-        parent = Some(node);
-        if v >= mid {
-            node = mid;
-        } else {
-            end = mid;
-            node += 1;
-        }
+        let (c, e) = binary_children(node, end)
+            .find(|&(c, e)| (c..e).contains(&v))
+            .expect("v lies in node's subtree");
+        (parent, node, end) = (Some(node), c, e);
     }
     (parent, end)
 }
 
 /// The children of the [`binary_tree`] node `v` whose subtree ends at `end`, each with the end
-/// of its own subtree: the larger half first.
-fn binary_children(v: usize, end: usize) -> impl Iterator<Item = (usize, usize)> {
+/// of its own subtree: the owners after `v` split in two halves, the larger (second) half
+/// first. The one place that rule is written: [`binary_tree`] and [`binary_place`] follow it.
+fn binary_children(v: usize, end: usize) -> impl DoubleEndedIterator<Item = (usize, usize)> {
     let mid = v + 1 + (end - v - 1) / 2;
     [(mid, end), (v + 1, mid)]
         .into_iter()
@@ -1184,7 +1178,7 @@ mod tests {
     fn binary_tree_is_shallow_and_keeps_stretches_together() {
         for p in 1..=33usize {
             for root in [0, p / 2, p - 1] {
-                let order: Vec<usize> = (0..p).map(|i| (root + i) % p).collect();
+                let order = from_root(p, root);
                 let t = binary_tree(&order);
                 assert_eq!(t.parent[root], None);
                 let mut depth = vec![0usize; p];
