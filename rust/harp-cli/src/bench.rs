@@ -30,8 +30,8 @@ pub struct BenchArgs {
     /// net-hierarchy, net-tree; allreduce: auto, bidirectional-exchange, regroup-allgather;
     /// allgather: auto, ring, recursive-doubling, known-total; reduce-scatter: auto, ring,
     /// recursive-halving; reduce: auto, binomial, binary, scatter-gather, net-hierarchy,
-    /// net-ring, chain, net-chain; gather and scatter: auto, direct, binomial, binary, parallel,
-    /// net-tree, net-relay).
+    /// net-ring, chain, net-chain; gather and scatter: auto, direct, binomial, binary, delegate,
+    /// parallel, net-tree, net-relay).
     #[arg(long)]
     pub algorithm: Option<String>,
     /// Partitions per table (default: 1; ops that move partitions to owners use 4 per worker).
@@ -198,7 +198,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             match x.resolve_scatter(net.as_deref(), 0) {
                 // The root's choice by size (`choose::scatter`).
                 GatherAlgorithm::Direct if *x == GatherAlgorithm::Auto => {
-                    choose::scatter(a.bytes).algorithm().name().into()
+                    choose::scatter(a.bytes, w.size()).algorithm().name().into()
                 }
                 y => y.name().into(),
             }

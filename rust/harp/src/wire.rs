@@ -49,7 +49,9 @@ pub const MAGIC: u32 = 0x4841_5250;
 /// 7: the compact header on every frame after the authentication (about 11 bytes instead of
 ///    56), and piece flags for "the next pid" and "the previous total" (1 byte for a small
 ///    whole piece that follows one of the same size).
-pub const WIRE_VERSION: u16 = 11;
+///
+/// 8–11: docs/wire-protocol.md. 12: the scatter's delegate shape (`aux` 3).
+pub const WIRE_VERSION: u16 = 12;
 /// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
 /// Longest compact header: its length byte, kind, op, algo and flags, then varints: seq (10

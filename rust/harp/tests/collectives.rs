@@ -74,8 +74,8 @@ fn key_value_and_edge_tables_match_the_model_for_p_1_to_8() {
 fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
     let (spec, cfg, pool) = (Spec::default(), Config::default(), Pool::default());
     let (mut empty, mut uneven, mut small, mut large) = (false, false, false, false);
-    // The scatter roots' tables on both sides of the tree's limit.
-    let (mut tree, mut direct) = (false, false);
+    // The scatter roots' tables in each of the automatic shapes.
+    let (mut delegate, mut tree, mut direct) = (false, false, false);
     for p in 2..=8 {
         for round in 0..spec.rounds {
             let s = shape(spec.seed, round, spec.max_elems);
@@ -90,13 +90,15 @@ fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
             }
             let root = (h(&[spec.seed, round, 9]) % p as u64) as usize;
             let b = tables[root].bytes();
-            tree |= b > 0 && choose::scatter(b) != choose::ScatterShape::Direct;
-            direct |= choose::scatter(b) == choose::ScatterShape::Direct;
+            let shape = choose::scatter(b, p);
+            delegate |= b > 0 && shape == choose::ScatterShape::Delegate;
+            tree |= shape == choose::ScatterShape::Binary;
+            direct |= shape == choose::ScatterShape::Direct;
         }
     }
     assert!(
-        empty && uneven && small && large && tree && direct,
-        "{empty} {uneven} {small} {large} {tree} {direct}"
+        empty && uneven && small && large && delegate && tree && direct,
+        "{empty} {uneven} {small} {large} {delegate} {tree} {direct}"
     );
 }
 

@@ -192,6 +192,7 @@ pub fn run(
                 GatherAlgorithm::Parallel,
                 GatherAlgorithm::Binomial,
                 GatherAlgorithm::Binary,
+                GatherAlgorithm::Delegate,
                 GatherAlgorithm::Relay,
             ] {
                 tick()?;
@@ -301,10 +302,10 @@ pub fn run(
 
 /// Results [`run`] verifies per round: allreduce ×3, broadcast ×8, allgather ×4 (ring,
 /// recursive doubling, auto, known total), reduce ×8 (auto, binomial, binary,
-/// scatter-gather, net-hierarchy, net-ring, chain, net-chain), gather ×7 (auto, direct,
-/// net-tree, parallel, binomial, binary, net-relay), scatter ×7, reduce-scatter ×3 (ring,
-/// recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 46;
+/// scatter-gather, net-hierarchy, net-ring, chain, net-chain), gather ×8 (auto, direct,
+/// net-tree, parallel, binomial, binary, delegate, net-relay), scatter ×8, reduce-scatter ×3
+/// (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
+pub const CHECKS_PER_ROUND: usize = 48;
 
 /// Results [`run_kv`] (and [`run_edges`]) verifies per round.
 pub const KV_CHECKS_PER_ROUND: usize = 17;

@@ -302,6 +302,10 @@ pub fn predict_gather(net: &NetModel, algo: GatherAlgorithm, root: usize, n: u64
             let order = super::rooted::from_root(p, root);
             predict_tree(net, &super::rooted::binary_tree(&order), root, n, true)
         }
+        GatherAlgorithm::Delegate => {
+            let order = super::rooted::from_root(p, root);
+            predict_tree(net, &super::rooted::delegate_tree(&order), root, n, true)
+        }
         GatherAlgorithm::Relay => predict_relay(net, &relay_plan_of(net, root), root, n),
     }
 }
@@ -711,6 +715,9 @@ pub enum ScatterShape {
     Binomial,
     /// Down the binary tree (`rooted::binary_tree`).
     Binary,
+    /// To the next worker, then down the binary tree over the others
+    /// (`rooted::delegate_tree`).
+    Delegate,
 }
 
 impl ScatterShape {
@@ -720,6 +727,7 @@ impl ScatterShape {
             ScatterShape::Direct => 0,
             ScatterShape::Binomial => 1,
             ScatterShape::Binary => 2,
+            ScatterShape::Delegate => 3,
         }
     }
 
@@ -730,15 +738,30 @@ impl ScatterShape {
             ScatterShape::Direct => GatherAlgorithm::Direct,
             ScatterShape::Binomial => GatherAlgorithm::Binomial,
             ScatterShape::Binary => GatherAlgorithm::Binary,
+            ScatterShape::Delegate => GatherAlgorithm::Delegate,
         }
     }
 }
 
-/// The automatic scatter of the root's table of `bytes` without a network model: the binary
-/// tree up to [`SCATTER_TREE_MAX`], direct above. Only the root knows the size: it decides
-/// and every frame announces it.
-pub fn scatter(bytes: u64) -> ScatterShape {
-    if bytes <= SCATTER_TREE_MAX {
+/// Scatter tables up to this many bytes over a power-of-two number of workers go to the next
+/// worker, which scatters them down the binary tree over the others (`ScatterShape::Delegate`):
+/// what leaves the root then fits one TCP segment on a 1500-byte MTU, one packet's headers a
+/// call where the binary root pays two. Back-to-back 1 KiB calls, p = 8, on the emulated
+/// 200 Mbit/s hosts (paced at the root's link): 37.3–40.1 µs against the binary tree's
+/// 37.5–42.1 in the same five runs (Open MPI 40.8–41.3); at p = 4 33.9–35.4 against 36.5–36.6;
+/// at 2 KiB (two segments either way) 77.7–79.5 against 76.7–77.2 (docs/benchmarks-netns.md,
+/// item r). With p a power of two the delegate tree is as deep as the binary tree; otherwise it
+/// is one level deeper, which a single call would pay.
+pub const SCATTER_DELEGATE_MAX: u64 = 1024;
+
+/// The automatic scatter of the root's table of `bytes` over `p` workers without a network
+/// model: to the next worker up to [`SCATTER_DELEGATE_MAX`] when p is a power of two, down the
+/// binary tree up to [`SCATTER_TREE_MAX`], direct above. Only the root knows the size: it
+/// decides and every frame announces it.
+pub fn scatter(bytes: u64, p: usize) -> ScatterShape {
+    if bytes <= SCATTER_DELEGATE_MAX && p.is_power_of_two() {
+        ScatterShape::Delegate
+    } else if bytes <= SCATTER_TREE_MAX {
         ScatterShape::Binary
     } else {
         ScatterShape::Direct
@@ -787,9 +810,12 @@ mod tests {
             AllreduceAlgorithm::RegroupAllgather
         );
         assert!(allreduce_large(0, 0));
-        assert_eq!(scatter(0), ScatterShape::Binary);
-        assert_eq!(scatter(SCATTER_TREE_MAX), ScatterShape::Binary);
-        assert_eq!(scatter(SCATTER_TREE_MAX + 1), ScatterShape::Direct);
+        assert_eq!(scatter(0, 8), ScatterShape::Delegate);
+        assert_eq!(scatter(SCATTER_DELEGATE_MAX, 4), ScatterShape::Delegate);
+        assert_eq!(scatter(SCATTER_DELEGATE_MAX, 6), ScatterShape::Binary);
+        assert_eq!(scatter(SCATTER_DELEGATE_MAX + 1, 8), ScatterShape::Binary);
+        assert_eq!(scatter(SCATTER_TREE_MAX, 8), ScatterShape::Binary);
+        assert_eq!(scatter(SCATTER_TREE_MAX + 1, 8), ScatterShape::Direct);
         let mut cfg = Config::default();
         assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
         cfg.chunk_size = 1000;

@@ -75,7 +75,7 @@ pub enum GatherAlgorithm {
     /// forwards its subtree's share after the root is done with it (a gather: before the root
     /// can take it), so they take longer than down the binomial tree (gather, 16 MiB, p = 8:
     /// 1.29× the bound against 1.00). The automatic scatter without a network model up to
-    /// [`choose::SCATTER_TREE_MAX`].
+    /// [`choose::SCATTER_TREE_MAX`] (but [`GatherAlgorithm::Delegate`] below).
     Binary,
     /// Network model: workers whose own link to the root is slow send through a relay with
     /// faster links, or part through one and part another way
@@ -84,6 +84,13 @@ pub enum GatherAlgorithm {
     /// partitions and passes them on (a scatter). Gains where the pairs, not the
     /// hosts, are the limit (a model with host capacities). Without a model: direct.
     Relay,
+    /// The root hands its whole table (a gather: takes the others' tables) to the next worker,
+    /// which heads the [`binary_tree`] over the others ([`delegate_tree`]): one message from
+    /// (or into) the root a call, so back-to-back small scatters spend one packet's headers at
+    /// the root's link instead of two. The same depth as the binary tree when p is a power of
+    /// two, one level more otherwise. The automatic scatter without a network model up to
+    /// [`choose::SCATTER_DELEGATE_MAX`] when p is a power of two.
+    Delegate,
 }
 
 impl GatherAlgorithm {
@@ -96,6 +103,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Binomial => 4,
             GatherAlgorithm::Relay => 5,
             GatherAlgorithm::Binary => 6,
+            GatherAlgorithm::Delegate => 7,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -106,11 +114,12 @@ impl GatherAlgorithm {
             "parallel" => GatherAlgorithm::Parallel,
             "binomial" => GatherAlgorithm::Binomial,
             "binary" => GatherAlgorithm::Binary,
+            "delegate" => GatherAlgorithm::Delegate,
             "net-relay" => GatherAlgorithm::Relay,
             _ => {
                 return Err(Error::config(format!(
                     "unknown gather/scatter algorithm '{s}' (auto, direct, net-tree, parallel, \
-                     binomial, binary, net-relay)"
+                     binomial, binary, delegate, net-relay)"
                 )))
             }
         })
@@ -123,6 +132,7 @@ impl GatherAlgorithm {
             GatherAlgorithm::Parallel => "parallel",
             GatherAlgorithm::Binomial => "binomial",
             GatherAlgorithm::Binary => "binary",
+            GatherAlgorithm::Delegate => "delegate",
             GatherAlgorithm::Relay => "net-relay",
         }
     }
@@ -174,27 +184,29 @@ pub fn from_root(p: usize, root: usize) -> Vec<usize> {
 /// ([`Topology::chain_order`](crate::topology::Topology::chain_order)) only about one link
 /// per rack boundary crosses it: two racks of four share their uplink with one stream, not four.
 pub fn binary_tree(order: &[usize]) -> Tree {
-    /// Links the positions `v..end` of `order` below `v`, the smaller half first.
-    fn link(t: &mut Tree, order: &[usize], v: usize, end: usize) {
-        for (c, e) in binary_children(v, end).rev() {
-            t.parent[order[c]] = Some(order[v]);
-            t.children[order[v]].push(order[c]);
-            link(t, order, c, e);
-        }
-    }
     let mut t = Tree::empty(order.len());
     if !order.is_empty() {
-        link(&mut t, order, 0, order.len());
+        link_binary(&mut t, order, 0, order.len());
     }
     t
 }
 
-/// Where relative rank `v` sits in the [`binary_tree`] over the ranks 0..p (0 the root),
-/// found by walking down from the root (⌊log2 p⌋ steps, nothing allocated): its parent and the
-/// end of its subtree, which is the stretch `v..end`.
-fn binary_place(v: usize, p: usize) -> (Option<usize>, usize) {
-    debug_assert!(v < p);
-    let (mut node, mut end, mut parent) = (0, p, None);
+/// Links the positions `v..end` of `order` below `v` as in [`binary_tree`], the smaller half
+/// first.
+fn link_binary(t: &mut Tree, order: &[usize], v: usize, end: usize) {
+    for (c, e) in binary_children(v, end).rev() {
+        t.parent[order[c]] = Some(order[v]);
+        t.children[order[v]].push(order[c]);
+        link_binary(t, order, c, e);
+    }
+}
+
+/// Where relative rank `v` sits in the [`binary_tree`] over the ranks `top..p` (`top` its
+/// root), found by walking down from `top` (⌊log2 (p − top)⌋ steps, nothing allocated): its
+/// parent and the end of its subtree, which is the stretch `v..end`.
+fn binary_place(top: usize, v: usize, p: usize) -> (Option<usize>, usize) {
+    debug_assert!(top <= v && v < p);
+    let (mut node, mut end, mut parent) = (top, p, None);
     while node != v {
         let (c, e) = binary_children(node, end)
             .find(|&(c, e)| (c..e).contains(&v))
@@ -202,6 +214,18 @@ fn binary_place(v: usize, p: usize) -> (Option<usize>, usize) {
         (parent, node, end) = (Some(node), c, e);
     }
     (parent, end)
+}
+
+/// The [`GatherAlgorithm::Delegate`] tree over `order` (its first rank the root): the root's
+/// one child is the second rank, which heads the [`binary_tree`] over the rest.
+pub fn delegate_tree(order: &[usize]) -> Tree {
+    let mut t = Tree::empty(order.len());
+    if order.len() > 1 {
+        t.parent[order[1]] = Some(order[0]);
+        t.children[order[0]].push(order[1]);
+        link_binary(&mut t, order, 1, order.len());
+    }
+    t
 }
 
 /// The children of the [`binary_tree`] node `v` whose subtree ends at `end`, each with the end
@@ -453,11 +477,15 @@ pub async fn gather(
     }
     if matches!(
         algo,
-        GatherAlgorithm::Tree | GatherAlgorithm::Binomial | GatherAlgorithm::Binary
+        GatherAlgorithm::Tree
+            | GatherAlgorithm::Binomial
+            | GatherAlgorithm::Binary
+            | GatherAlgorithm::Delegate
     ) {
         let t = match algo {
             GatherAlgorithm::Tree => distance_tree(cx, root),
             GatherAlgorithm::Binary => binary_tree(&from_root(cx.size(), root)),
+            GatherAlgorithm::Delegate => delegate_tree(&from_root(cx.size(), root)),
             _ => binomial_tree(cx.size(), root),
         };
         let r = cx.rank();
@@ -800,6 +828,9 @@ pub async fn scatter(
         GatherAlgorithm::Binary => {
             scatter_rooted(cx, table, root, part, Some(ScatterShape::Binary)).await
         }
+        GatherAlgorithm::Delegate => {
+            scatter_rooted(cx, table, root, part, Some(ScatterShape::Delegate)).await
+        }
         // Auto resolves to direct without a model: the root then picks the shape by size.
         GatherAlgorithm::Auto | GatherAlgorithm::Direct => {
             let shape = (algo != GatherAlgorithm::Auto).then_some(ScatterShape::Direct);
@@ -827,7 +858,10 @@ pub async fn scatter(
 ///   and at most two messages from any worker (the root's two packets a call, against
 ///   ⌈log2 p⌉, are what back-to-back small scatters pace at). When the root's link is the
 ///   bound its second child forwards a quarter of the table after the root is done, which the
-///   binomial tree avoids; measured up to 64 KiB the binary tree was never the slower.
+///   binomial tree avoids; measured up to 64 KiB the binary tree was never the slower;
+/// * delegate (3): the root sends all but its own share to relative rank 1, which heads the
+///   binary tree over the ranks 1..p ([`delegate_tree`]): one message from the root, so a small
+///   call costs the root's link one packet's headers (1 + ⌊log2 (p−1)⌋ levels).
 ///
 /// A receiver waits for the first frame from the root or one of its possible parents and
 /// follows the announced shape; a frame from the wrong one, or a partition that is not whole or
@@ -843,7 +877,7 @@ async fn scatter_rooted(
     let v = (r + p - root) % p;
     let tag = tags::MAIN.tag();
     let (shape, end) = if v == 0 {
-        let shape = shape.unwrap_or_else(|| choose::scatter(table.bytes()));
+        let shape = shape.unwrap_or_else(|| choose::scatter(table.bytes(), p));
         (shape, p)
     } else {
         table.clear();
@@ -851,8 +885,9 @@ async fn scatter_rooted(
             ScatterShape::Direct,
             ScatterShape::Binomial,
             ScatterShape::Binary,
+            ScatterShape::Delegate,
         ];
-        let mut from: Vec<usize> = Vec::with_capacity(3);
+        let mut from: Vec<usize> = Vec::with_capacity(shapes.len());
         for s in shapes {
             let q = (shape_place(s, v, p).0 + root) % p;
             if !from.contains(&q) {
@@ -917,7 +952,12 @@ fn shape_place(shape: ScatterShape, v: usize, p: usize) -> (usize, usize) {
         ScatterShape::Direct => (0, v + 1),
         ScatterShape::Binomial => (v & (v - 1), (v + (v & v.wrapping_neg())).min(p)),
         ScatterShape::Binary => {
-            let (parent, end) = binary_place(v, p);
+            let (parent, end) = binary_place(0, v, p);
+            (parent.expect("a non-root has a parent"), end)
+        }
+        ScatterShape::Delegate if v == 1 => (0, p),
+        ScatterShape::Delegate => {
+            let (parent, end) = binary_place(1, v, p);
             (parent.expect("a non-root has a parent"), end)
         }
     }
@@ -942,6 +982,8 @@ fn shape_children(shape: ScatterShape, v: usize, end: usize, p: usize) -> Vec<(u
                 .collect()
         }
         ScatterShape::Binary => binary_children(v, end).collect(),
+        ScatterShape::Delegate if v == 0 => (p > 1).then_some((1, p)).into_iter().collect(),
+        ScatterShape::Delegate => binary_children(v, end).collect(),
     }
 }
 
@@ -1100,10 +1142,12 @@ mod tests {
         for p in 1..=40usize {
             let binomial = binomial_tree(p, 0);
             let binary = binary_tree(&(0..p).collect::<Vec<_>>());
+            let delegate = delegate_tree(&(0..p).collect::<Vec<_>>());
             for shape in [
                 ScatterShape::Direct,
                 ScatterShape::Binomial,
                 ScatterShape::Binary,
+                ScatterShape::Delegate,
             ] {
                 let mut seen = vec![0usize; p];
                 seen[0] = 1;
@@ -1131,6 +1175,7 @@ mod tests {
                         ScatterShape::Direct => continue,
                         ScatterShape::Binomial => &binomial,
                         ScatterShape::Binary => &binary,
+                        ScatterShape::Delegate => &delegate,
                     };
                     let mut got: Vec<usize> = kids.iter().map(|k| k.0).collect();
                     let mut want = tree.children[v].clone();
@@ -1151,7 +1196,7 @@ mod tests {
         for p in 1..=70usize {
             let t = binary_tree(&(0..p).collect::<Vec<_>>());
             for v in 0..p {
-                let (parent, end) = binary_place(v, p);
+                let (parent, end) = binary_place(0, v, p);
                 assert_eq!(parent, t.parent[v], "p={p} v={v}");
                 let mut sub = t.subtree(v);
                 sub.sort();
@@ -1165,8 +1210,37 @@ mod tests {
                     "p={p} v={v}"
                 );
                 for (c, e) in kids {
-                    assert_eq!(binary_place(c, p), (Some(v), e), "p={p} c={c}");
+                    assert_eq!(binary_place(0, c, p), (Some(v), e), "p={p} c={c}");
                 }
+            }
+        }
+    }
+
+    /// The delegate tree: the root's one child is the next rank, under it the binary tree of
+    /// the others; every rank reached once, as deep as the binary tree when p is a power of two
+    /// and one level deeper otherwise.
+    #[test]
+    fn the_delegate_tree_hands_everything_to_the_next_rank() {
+        for p in 1..=40usize {
+            for root in [0, p / 2, p - 1] {
+                let order = from_root(p, root);
+                let t = delegate_tree(&order);
+                assert_eq!(t.parent[root], None, "p={p}");
+                let want: Vec<usize> = order.get(1).copied().into_iter().collect();
+                assert_eq!(t.children[root], want, "p={p} root={root}");
+                let mut depth = vec![0usize; p];
+                for &r in &order[1..] {
+                    let q = t.parent[r].expect("a parent");
+                    depth[r] = depth[q] + 1;
+                    assert!(t.children[q].contains(&r) && t.children[q].len() <= 2);
+                }
+                let deepest = depth.iter().max().copied().unwrap();
+                let binary = p.ilog2() as usize;
+                let extra = usize::from(!p.is_power_of_two());
+                assert_eq!(deepest, binary + extra, "p={p} root={root}");
+                let mut all = t.subtree(root);
+                all.sort();
+                assert_eq!(all, (0..p).collect::<Vec<_>>(), "p={p}");
             }
         }
     }
