@@ -28,7 +28,7 @@
 //! followed by a 16-byte tag, not counted in `len` (see `transport::integrity`).
 //!
 //! A `Batch` frame carries a set of *pieces* (byte ranges of partitions):
-//! `[u32 meta_len][piece list][bytes of the inline pieces]` (the piece list:
+//! `[meta_len][piece list][bytes of the inline pieces]` (the piece list:
 //! [`encode_batch_meta`]). Small pieces travel inline;
 //! every other piece follows as its own `Data` frame, in order, written straight from the
 //! partition's buffer (no staging), and may be forwarded as it arrives (pipelining). Control messages (`Ctrl`) are bincode-encoded values.
@@ -50,7 +50,8 @@ pub const MAGIC: u32 = 0x4841_5250;
 ///    56), and piece flags for "the next pid" and "the previous total" (1 byte for a small
 ///    whole piece that follows one of the same size).
 ///
-/// 8–11: docs/wire-protocol.md. 12: the scatter's delegate shape (`aux` 3).
+/// 8–11: docs/wire-protocol.md. 12: the scatter's delegate shape (`aux` 3); a batch's metadata
+///    length as a varint, and runs of like pieces (1 byte for a run of small whole pieces).
 pub const WIRE_VERSION: u16 = 12;
 /// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
@@ -432,8 +433,19 @@ const PIECE_STEP: u8 = 8;
 const PIECE_NEXT: u8 = 16;
 /// The partition has the previous piece's `total`; no total follows.
 const PIECE_SAME_TOTAL: u8 = 32;
-const PIECE_FLAGS: u8 =
-    PIECE_INLINE | PIECE_WHOLE | PIECE_LAYOUT | PIECE_STEP | PIECE_NEXT | PIECE_SAME_TOTAL;
+/// A varint `k` follows the piece's fields: `k` more pieces like it come next, each in the
+/// next partition (pid + 1) with its layout and total, whole and inline. Only on a whole,
+/// inline, non-empty piece, so that every piece of a run has its own bytes in the frame.
+const PIECE_RUN: u8 = 64;
+const PIECE_FLAGS: u8 = PIECE_INLINE
+    | PIECE_WHOLE
+    | PIECE_LAYOUT
+    | PIECE_STEP
+    | PIECE_NEXT
+    | PIECE_SAME_TOTAL
+    | PIECE_RUN;
+/// Senders start a run only when it saves bytes: at least this many pieces after the first.
+const RUN_MIN: usize = 2;
 
 /// `v` as an unsigned LEB128 varint: the bytes and how many of them are used.
 fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
@@ -474,17 +486,21 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<u64, &'static
     Err("a number over 64 bits")
 }
 
-/// Appends `[u32 meta_len][piece list]`, the head of a `Batch` payload listing `pieces`, to
-/// `out`. The piece list is the piece count, then per piece a flags byte (`PIECE_*`), the pid
-/// (or its step from the previous piece's), the layout if it changed (bincode), `total`, and
-/// `offset` and `len` unless the piece is whole; every number an unsigned LEB128 varint
+/// Appends `[meta_len][piece list]`, the head of a `Batch` payload listing `pieces`, to `out`.
+/// `meta_len` is the list's length in bytes as a varint. The piece list is the piece count,
+/// then per piece a flags byte (`PIECE_*`), the pid (or its step from the previous piece's),
+/// the layout if it changed (bincode), `total`, `offset` and `len` unless the piece is whole,
+/// and the length of the run it starts if it does; every number an unsigned LEB128 varint
 /// (docs/wire-protocol.md, "Batches").
 pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
     let at = out.len();
-    out.extend_from_slice(&[0; 4]);
+    // Room for a one-byte length, the common case; a longer one is made room for below.
+    out.push(0);
     put_varint(out, pieces.len() as u64);
     let mut prev: Option<&PieceMeta> = None;
-    for m in pieces {
+    let mut i = 0;
+    while let Some(m) = pieces.get(i) {
+        let run = run_after(pieces, i);
         let step = prev.and_then(|q| m.pid.checked_sub(q.pid));
         let layout = prev.is_none_or(|q| q.layout != m.layout);
         let same_total = prev.is_some_and(|q| q.total == m.total);
@@ -497,7 +513,8 @@ pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
                 Some(_) => PIECE_STEP,
                 None => 0,
             }
-            | flag(same_total, PIECE_SAME_TOTAL);
+            | flag(same_total, PIECE_SAME_TOTAL)
+            | flag(run > 0, PIECE_RUN);
         out.push(flags);
         if step != Some(1) {
             put_varint(out, u64::from(step.unwrap_or(m.pid)));
@@ -513,24 +530,56 @@ pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
             put_varint(out, m.offset);
             put_varint(out, m.len);
         }
-        prev = Some(m);
+        if run > 0 {
+            put_varint(out, run as u64);
+        }
+        i += 1 + run;
+        prev = Some(&pieces[i - 1]);
     }
-    let len = (out.len() - at - 4) as u32;
-    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    let (len, n) = varint_bytes((out.len() - at - 1) as u64);
+    out.splice(at..at + 1, len[..n].iter().copied());
+}
+
+/// How many pieces after `pieces[i]` a run started there covers ([`PIECE_RUN`]): 0 unless it
+/// is whole, inline, non-empty and followed by at least [`RUN_MIN`] like it in the next
+/// partitions.
+fn run_after(pieces: &[PieceMeta], i: usize) -> usize {
+    let m = &pieces[i];
+    if !(m.whole() && m.inline && m.total > 0) {
+        return 0;
+    }
+    let k = pieces[i + 1..]
+        .iter()
+        .zip(&pieces[i..])
+        .take_while(|(n, q)| {
+            q.pid.checked_add(1) == Some(n.pid)
+                && n.layout == m.layout
+                && n.total == m.total
+                && n.whole()
+                && n.inline
+        })
+        .count();
+    if k >= RUN_MIN {
+        k
+    } else {
+        0
+    }
 }
 
 /// Reads a piece list ([`encode_batch_meta`], without the length before it) that must fill
 /// `bytes` exactly. Malformed input is a protocol error; the list is allocated by the bytes
 /// present, never by the count it claims.
-pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
+pub fn decode_pieces(bytes: &[u8], inline_bytes: u64) -> Result<Vec<PieceMeta>> {
     let bad = |what: &str| Error::Protocol(format!("malformed piece list: {what}"));
+    // Inline bytes the runs claim so far: no more than follow the list.
+    let mut claimed = 0u64;
     let mut at = 0usize;
     let varint = |at: &mut usize| get_varint(bytes, at).map_err(bad);
     let count = varint(&mut at)?;
     // A piece takes at least 1 byte; the list grows past the first 4096 as pieces decode.
     let mut pieces = Vec::with_capacity((count as usize).min(bytes.len()).min(4096));
     let mut prev: Option<PieceMeta> = None;
-    for _ in 0..count {
+    while (pieces.len() as u64) < count {
         let flags = *bytes.get(at).ok_or_else(|| bad("truncated"))?;
         at += 1;
         if flags & !PIECE_FLAGS != 0 {
@@ -584,8 +633,42 @@ pub fn decode_pieces(bytes: &[u8]) -> Result<Vec<PieceMeta>> {
                 "piece of partition {pid} is flagged whole wrongly"
             )));
         }
-        pieces.push(m);
-        prev = Some(m);
+        let run = if flags & PIECE_RUN != 0 {
+            if !(m.whole() && m.inline && m.total > 0) {
+                return Err(bad(&format!(
+                    "a run from partition {pid}, which is not whole, inline and non-empty"
+                )));
+            }
+            let k = varint(&mut at)?;
+            let left = count - pieces.len() as u64 - 1;
+            if k > left {
+                return Err(bad(&format!(
+                    "a run of {k} more pieces from partition {pid}, {left} left in the list"
+                )));
+            }
+            if u64::from(pid) + k > u64::from(u32::MAX) {
+                return Err(bad("a pid over 32 bits"));
+            }
+            claimed = (k + 1)
+                .checked_mul(m.total)
+                .and_then(|b| b.checked_add(claimed))
+                .filter(|&c| c <= inline_bytes)
+                .ok_or_else(|| {
+                    bad(&format!(
+                        "a run of {} pieces of {} bytes from partition {pid}, more than the \
+                         {inline_bytes} inline bytes that follow",
+                        k + 1,
+                        m.total
+                    ))
+                })?;
+            k as u32
+        } else {
+            0
+        };
+        for j in 0..=run {
+            pieces.push(PieceMeta { pid: pid + j, ..m });
+        }
+        prev = pieces.last().copied();
     }
     if at != bytes.len() {
         return Err(bad(&format!(
@@ -606,26 +689,24 @@ pub struct BatchLayout {
     pub inline_at: usize,
 }
 
-/// Decodes and validates a `Batch` payload `[u32 meta_len][piece list][inline bytes]`.
+/// Decodes and validates a `Batch` payload `[meta_len][piece list][inline bytes]`.
 /// Any inconsistency is a protocol error; nothing is allocated beyond the metadata itself.
 pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
-    let Some(mlen) = body.get(..4) else {
-        return Err(Error::Protocol(format!(
-            "batch of {} bytes is shorter than its 4-byte metadata length",
-            body.len()
-        )));
-    };
-    let mlen = u32::from_le_bytes(mlen.try_into().expect("4 bytes")) as usize;
-    let inline_at = 4usize
-        .checked_add(mlen)
+    let mut at = 0;
+    let mlen = get_varint(body, &mut at)
+        .map_err(|e| Error::Protocol(format!("batch metadata length: {e}")))?;
+    let inline_at = usize::try_from(mlen)
+        .ok()
+        .and_then(|m| at.checked_add(m))
         .filter(|&end| end <= body.len())
         .ok_or_else(|| {
             Error::Protocol(format!(
                 "truncated batch: {mlen} metadata bytes announced, {} present",
-                body.len() - 4
+                body.len() - at
             ))
         })?;
-    let pieces = decode_pieces(&body[4..inline_at])?;
+    let rest = (body.len() - inline_at) as u64;
+    let pieces = decode_pieces(&body[at..inline_at], rest)?;
     let mut inline: u64 = 0;
     for p in &pieces {
         if p.total > MAX_PARTITION {
@@ -646,7 +727,6 @@ pub fn decode_batch(body: &[u8], max_frame: u64) -> Result<BatchLayout> {
             )));
         }
     }
-    let rest = (body.len() - inline_at) as u64;
     if inline != rest {
         return Err(Error::Protocol(format!(
             "batch has a wrong length: its inline pieces add up to {inline} bytes, {rest} follow \
@@ -874,7 +954,7 @@ mod tests {
         assert!(e.to_string().contains("add up to 5 bytes, 4 follow"), "{e}");
         let e = decode_batch(&body(vec![piece(MAX_PARTITION + 1, false)], 0), u64::MAX);
         assert!(e.unwrap_err().to_string().contains("claims a partition"));
-        for short in [&[][..], &[1, 0], &[9, 0, 0, 0, 1]] {
+        for short in [&[][..], &[0x80], &[2, 1], &[9, 0, 0, 0, 1]] {
             assert_eq!(decode_batch(short, 9).unwrap_err().kind(), "protocol");
         }
     }
@@ -908,29 +988,59 @@ mod tests {
                 piece(7, Layout::Edges { weighted: true }, 48, 24, 24, false),
             ],
         ];
-        for pieces in lists {
+        let inline_of = |pieces: &[PieceMeta]| -> u64 {
+            pieces.iter().filter(|p| p.inline).map(|p| p.len).sum()
+        };
+        // A run of ten small whole pieces among others, and one that ends the list.
+        let mut runs: Vec<PieceMeta> = (20..30).map(|i| piece(i, f64s, 32, 0, 32, true)).collect();
+        runs.push(piece(31, f64s, 32, 0, 32, true));
+        runs.extend((32..35).map(|i| piece(i, f64s, 8, 0, 8, true)));
+        runs.push(piece(35, f64s, 8, 0, 8, false));
+        runs.extend((40..43).map(|i| piece(i, kv, 5, 0, 5, true)));
+        // Long enough for a two-byte metadata length.
+        let long: Vec<PieceMeta> = (0..200)
+            .map(|i| piece(2 * i, f64s, 8, 0, 8, true))
+            .collect();
+        for pieces in lists.into_iter().chain([runs, long]) {
             let mut head = vec![7];
             encode_batch_meta(&pieces, &mut head);
             assert_eq!(head[0], 7);
-            assert_eq!(head[1..5], ((head.len() - 5) as u32).to_le_bytes());
-            assert_eq!(decode_pieces(&head[5..]).unwrap(), pieces);
+            let mut at = 1;
+            let len = get_varint(&head, &mut at).unwrap() as usize;
+            assert_eq!(len, head.len() - at);
+            let budget = inline_of(&pieces);
+            assert_eq!(decode_pieces(&head[at..], budget).unwrap(), pieces);
             // Every cut short list, and any list with a byte more, is refused.
-            for cut in 5..head.len() {
+            for cut in at..head.len() {
                 assert!(
-                    decode_pieces(&head[5..cut]).is_err(),
+                    decode_pieces(&head[at..cut], budget).is_err(),
                     "{pieces:?} cut at {cut}"
                 );
             }
-            let mut longer = head[5..].to_vec();
+            let mut longer = head[at..].to_vec();
             longer.push(0);
-            assert!(decode_pieces(&longer).is_err());
+            assert!(decode_pieces(&longer, budget).is_err());
         }
         // A small whole piece that follows one of the same size in the next partition costs
-        // 1 byte (its flags), another size 2 (flags, total), a gap in the pids 3.
+        // 1 byte (its flags), another size 2 (flags, total), a gap in the pids 3; sixteen in a
+        // row are one run: the first piece and the run's length.
         let run: Vec<PieceMeta> = (0..16).map(|i| piece(i, f64s, 32, 0, 32, true)).collect();
         let mut head = vec![];
         encode_batch_meta(&run, &mut head);
-        assert_eq!(head.len(), 4 + 1 + 5 + 15);
+        assert_eq!(head.len(), 1 + 1 + 5 + 1);
+        assert_eq!(decode_pieces(&head[1..], 16 * 32).unwrap(), run);
+        // The run's pieces must have their bytes in the frame.
+        let e = decode_pieces(&head[1..], 16 * 32 - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the 511 inline bytes"), "{e}");
+        // Two like pieces after the first make a run, one does not.
+        for n in 2..=4 {
+            let mut head = vec![];
+            encode_batch_meta(&run[..n], &mut head);
+            assert_eq!(head[2] & PIECE_RUN != 0, n > 2, "{n}");
+            assert_eq!(decode_pieces(&head[1..], 1024).unwrap(), run[..n], "{n}");
+        }
         let sizes = [
             piece(0, f64s, 8, 0, 8, true),
             piece(1, f64s, 16, 0, 16, true),
@@ -942,14 +1052,36 @@ mod tests {
         for (list, second) in [(&sizes, 2), (&gap, 3)] {
             let mut head = vec![];
             encode_batch_meta(list, &mut head);
-            assert_eq!(head.len(), 4 + 1 + 5 + second);
-            assert_eq!(decode_pieces(&head[4..]).unwrap(), list);
+            assert_eq!(head.len(), 1 + 1 + 5 + second);
+            assert_eq!(decode_pieces(&head[1..], 24).unwrap(), list);
         }
         let bad = |bytes: &[u8], why: &str| {
-            let e = decode_pieces(bytes).unwrap_err().to_string();
+            let e = decode_pieces(bytes, 1 << 20).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         };
-        bad(&[1, 0x40, 0, 0, 0, 32], "unknown piece flags 0x40");
+        // A run on a piece that is not inline, not whole or empty; a run past the count.
+        let (w, l, r) = (PIECE_WHOLE, PIECE_LAYOUT, PIECE_RUN);
+        bad(
+            &[3, w | l | r, 0, 0, 0, 8, 2],
+            "not whole, inline and non-empty",
+        );
+        bad(
+            &[3, l | r | 1, 0, 0, 0, 8, 0, 4, 2],
+            "not whole, inline and non-empty",
+        );
+        bad(
+            &[3, w | l | r | 1, 0, 0, 0, 0, 2],
+            "not whole, inline and non-empty",
+        );
+        bad(
+            &[3, w | l | r | 1, 0, 0, 0, 8, 3],
+            "run of 3 more pieces from partition 0, 2 left",
+        );
+        bad(
+            &[2, w | l | r | 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 8, 1],
+            "over 32 bits",
+        );
+        bad(&[1, 0x80, 0, 0, 0, 32], "unknown piece flags 0x80");
         bad(
             &[1, PIECE_STEP | PIECE_LAYOUT, 0, 0, 0, 32],
             "first piece's pid is relative",

@@ -452,7 +452,7 @@ fn randomized_control_messages_fail_cleanly() {
         LARGEST.with(|c| c.set(0));
         let r = std::panic::catch_unwind(|| {
             let a = wire::decode::<(u32, Vec<u64>, String)>(&b).is_err();
-            let m = wire::decode_pieces(&b).is_err();
+            let m = wire::decode_pieces(&b, b.len() as u64).is_err();
             let l = wire::decode::<Layout>(&b).is_err();
             a || m || l
         });
