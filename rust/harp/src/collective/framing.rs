@@ -74,6 +74,9 @@ pub fn table_pieces(t: &Table) -> Vec<Out<'_>> {
 
 /// Batches of at most this many pieces keep their piece and part lists on the stack.
 const FEW: usize = 16;
+/// Inline pieces that add up to at most this many bytes are copied behind the batch's head and
+/// written as one buffer.
+const COPY_MAX: usize = 8 * 1024;
 
 /// Marks which pieces travel inline and encodes the batch frame's head.
 fn batch_head(pieces: &mut [PieceMeta], inline_max: u64) -> Vec<u8> {
@@ -161,15 +164,25 @@ pub async fn send_batch_inline(
             &mut many_metas
         }
     };
-    let head = batch_head(metas, inline_max);
+    let mut head = batch_head(metas, inline_max);
     check_frames(&head, metas)?;
     let inline = pieces
         .iter()
         .zip(metas.iter())
         .filter(|(_, m)| m.inline)
         .map(|(p, _)| p.bytes);
+    let inline_bytes: usize = inline.clone().map(<[u8]>::len).sum();
     let (mut few_parts, mut many_parts);
-    let parts: &[&[u8]] = if pieces.len() <= FEW {
+    let parts: &[&[u8]] = if inline_bytes <= COPY_MAX {
+        // Small pieces are copied after the head: one buffer for the kernel, not one per piece.
+        head.reserve(inline_bytes);
+        for b in inline {
+            head.extend_from_slice(b);
+        }
+        few_parts = [&[][..]; FEW + 1];
+        few_parts[0] = &head;
+        &few_parts[..1]
+    } else if pieces.len() <= FEW {
         few_parts = [&[][..]; FEW + 1];
         few_parts[0] = &head;
         let mut n = 1;
