@@ -172,16 +172,17 @@ pub async fn send_batch_inline(
         .filter(|(_, m)| m.inline)
         .map(|(p, _)| p.bytes);
     let inline_bytes: usize = inline.clone().map(<[u8]>::len).sum();
-    let (mut few_parts, mut many_parts);
-    let parts: &[&[u8]] = if inline_bytes <= COPY_MAX {
+    if inline_bytes <= COPY_MAX {
         // Small pieces are copied after the head: one buffer for the kernel, not one per piece.
         head.reserve(inline_bytes);
-        for b in inline {
+        for b in inline.clone() {
             head.extend_from_slice(b);
         }
-        few_parts = [&[][..]; FEW + 1];
-        few_parts[0] = &head;
-        &few_parts[..1]
+    }
+    let (one, mut few_parts, mut many_parts);
+    let parts: &[&[u8]] = if inline_bytes <= COPY_MAX {
+        one = [&head[..]];
+        &one
     } else if pieces.len() <= FEW {
         few_parts = [&[][..]; FEW + 1];
         few_parts[0] = &head;
