@@ -447,6 +447,12 @@ const PIECE_FLAGS: u8 = PIECE_INLINE
 /// Senders start a run only when it saves bytes: at least this many pieces after the first.
 const RUN_MIN: usize = 2;
 
+/// Whether `m` may be in a run ([`PIECE_RUN`]): whole, inline and non-empty, so that it has
+/// its own bytes in the frame.
+fn may_run(m: &PieceMeta) -> bool {
+    m.whole() && m.inline && m.total > 0
+}
+
 /// `v` as an unsigned LEB128 varint: the bytes and how many of them are used.
 fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
     let (mut b, mut n) = ([0u8; 10], 0);
@@ -545,7 +551,7 @@ pub fn encode_batch_meta(pieces: &[PieceMeta], out: &mut Vec<u8>) {
 /// partitions.
 fn run_after(pieces: &[PieceMeta], i: usize) -> usize {
     let m = &pieces[i];
-    if !(m.whole() && m.inline && m.total > 0) {
+    if !may_run(m) {
         return 0;
     }
     let k = pieces[i + 1..]
@@ -555,8 +561,7 @@ fn run_after(pieces: &[PieceMeta], i: usize) -> usize {
             q.pid.checked_add(1) == Some(n.pid)
                 && n.layout == m.layout
                 && n.total == m.total
-                && n.whole()
-                && n.inline
+                && may_run(n)
         })
         .count();
     if k >= RUN_MIN {
@@ -634,7 +639,7 @@ pub fn decode_pieces(bytes: &[u8], inline_bytes: u64) -> Result<Vec<PieceMeta>> 
             )));
         }
         let run = if flags & PIECE_RUN != 0 {
-            if !(m.whole() && m.inline && m.total > 0) {
+            if !may_run(&m) {
                 return Err(bad(&format!(
                     "a run from partition {pid}, which is not whole, inline and non-empty"
                 )));

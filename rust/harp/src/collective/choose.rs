@@ -721,6 +721,14 @@ pub enum ScatterShape {
 }
 
 impl ScatterShape {
+    /// Every shape (a receiver learns which one from the first frame's `aux`).
+    pub const ALL: [ScatterShape; 4] = [
+        ScatterShape::Direct,
+        ScatterShape::Binomial,
+        ScatterShape::Binary,
+        ScatterShape::Delegate,
+    ];
+
     /// The code in the frames' `aux`.
     pub fn code(self) -> u32 {
         match self {

@@ -172,15 +172,13 @@ pub async fn send_batch_inline(
         .filter(|(_, m)| m.inline)
         .map(|(p, _)| p.bytes);
     let inline_bytes: usize = inline.clone().map(<[u8]>::len).sum();
-    if inline_bytes <= COPY_MAX {
-        // Small pieces are copied after the head: one buffer for the kernel, not one per piece.
-        head.reserve(inline_bytes);
-        for b in inline.clone() {
-            head.extend_from_slice(b);
-        }
-    }
     let (one, mut few_parts, mut many_parts);
     let parts: &[&[u8]] = if inline_bytes <= COPY_MAX {
+        // Small pieces are copied after the head: one buffer for the kernel, not one per piece.
+        head.reserve(inline_bytes);
+        for b in inline {
+            head.extend_from_slice(b);
+        }
         one = [&head[..]];
         &one
     } else if pieces.len() <= FEW {

@@ -881,12 +881,7 @@ async fn scatter_rooted(
         (shape, p)
     } else {
         table.clear();
-        let shapes = [
-            ScatterShape::Direct,
-            ScatterShape::Binomial,
-            ScatterShape::Binary,
-            ScatterShape::Delegate,
-        ];
+        let shapes = ScatterShape::ALL;
         let mut from: Vec<usize> = Vec::with_capacity(shapes.len());
         for s in shapes {
             let q = (shape_place(s, v, p).0 + root) % p;
@@ -1143,12 +1138,7 @@ mod tests {
             let binomial = binomial_tree(p, 0);
             let binary = binary_tree(&(0..p).collect::<Vec<_>>());
             let delegate = delegate_tree(&(0..p).collect::<Vec<_>>());
-            for shape in [
-                ScatterShape::Direct,
-                ScatterShape::Binomial,
-                ScatterShape::Binary,
-                ScatterShape::Delegate,
-            ] {
+            for shape in ScatterShape::ALL {
                 let mut seen = vec![0usize; p];
                 seen[0] = 1;
                 let mut todo = vec![(0usize, p)];
