@@ -26,7 +26,7 @@ cargo build --release -q -p harp-cli
 HARP=$CARGO_TARGET_DIR/release/harp
 HJ=$(scripts/setup.sh | tail -n 1)
 rm -rf "$D/classes" && mkdir -p "$D/classes"
-javac --release 17 -d "$D/classes" -cp "$HJ/hadoop-client-api-3.5.0.jar" scripts/bench/WordCount.java
+javac --release 8 -nowarn -d "$D/classes" -cp "$HJ/hadoop-3.3.4/hadoop-client-api-3.3.4.jar" scripts/bench/WordCount.java
 jar --create --file "$D/wordcount.jar" -C "$D/classes" .
 
 now() { date +%s.%N; }

@@ -65,14 +65,5 @@ echo "workers per host: $(tr -s ' \t\n' ' ' <"$WORK/hosts" | sed 's/^ //; s/ $//
 "$HADOOP" fs -get "$HARP_HDFS_DIR/out/centroids.txt" "$WORK/java.txt" || die "no centroids in $HARP_HDFS_DIR/out"
 
 echo "== compare"
-python3 - "$WORK/rust/centroids.txt" "$WORK/java.txt" <<'EOF' || die "centroids differ from harp kmeans"
-import sys
-want = [float(x) for x in open(sys.argv[1]).read().split()]
-got = [float(x) for x in open(sys.argv[2]).read().split()]
-if len(want) != len(got) or not want:
-    sys.exit(f"{len(got)} values from the job, {len(want)} from harp kmeans")
-worst = max(abs(g - w) / max(abs(w), 1e-300) for g, w in zip(got, want))
-print(f"{len(want)} values, largest relative difference {worst:.3g}")
-sys.exit(0 if worst <= 1e-9 else 1)
-EOF
+scripts/same-values.py "$WORK/rust/centroids.txt" "$WORK/java.txt" || die "centroids differ from harp kmeans"
 echo "yarn-e2e: OK"

@@ -47,7 +47,7 @@ public class Bench extends Configured implements Tool {
     conf.setIfUnset("mapreduce.client.completion.pollinterval", "50");
     conf.setInt("mapreduce.map.maxattempts", 1);
     java.nio.file.Path in = Files.createTempDirectory("harp-bench-in");
-    Files.writeString(in.resolve("x.txt"), "x\n");
+    Files.write(in.resolve("x.txt"), "x\n".getBytes(java.nio.charset.StandardCharsets.UTF_8));
     Job job = Job.getInstance(conf, "harp-bench");
     job.setJarByClass(Bench.class);
     job.setInputFormatClass(WorkerInputFormat.class);

@@ -28,7 +28,8 @@ public class EngineJob extends Configured implements Tool {
   /** The job's name ({@code pagerank}, …) and its arguments, one per line. */
   public static final String JOB = "harp.example.job";
   public static final String ARGS = "harp.example.args";
-  static final Set<String> PATHS = Set.of("--input", "--output", "--weights", "--init");
+  static final Set<String> PATHS = java.util.Collections.unmodifiableSet(
+      new java.util.HashSet<>(java.util.Arrays.asList("--input", "--output", "--weights", "--init")));
 
   private final String name;
   private Job job;

@@ -419,9 +419,7 @@ public final class KeyValueTable implements AutoCloseable {
       if (keyType != KeyType.STR) {
         fail("integer");
       }
-      byte[] b = new byte[keyLen];
-      part.get(keyAt, b);
-      return b;
+      return copy(keyAt, keyLen);
     }
 
     /** The key as UTF-8 text (str keys). */
@@ -497,8 +495,15 @@ public final class KeyValueTable implements AutoCloseable {
       if (!valueType.isBytes()) {
         throw new IllegalStateException("the table holds " + valueType + " values, not bytes");
       }
-      byte[] b = new byte[valueLen];
-      part.get(valueAt, b);
+      return copy(valueAt, valueLen);
+    }
+
+    /** {@code len} bytes of the partition from {@code at} (its position stays). */
+    private byte[] copy(int at, int len) {
+      byte[] b = new byte[len];
+      ByteBuffer d = part.duplicate();
+      d.position(at);
+      d.get(b);
       return b;
     }
 

@@ -43,17 +43,19 @@ public interface KvCombiner {
 
   /** A combiner of f64 scalar values. */
   static KvCombiner ofDoubles(String name, DoubleBinaryOperator f) {
-    return named(name, (key, acc, other) -> ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
-        .putDouble(0, f.applyAsDouble(le(acc).getDouble(0), le(other).getDouble(0))).array());
+    return named(name, (key, acc, other) -> {
+      double a = ByteBuffer.wrap(acc).order(ByteOrder.LITTLE_ENDIAN).getDouble(0);
+      double b = ByteBuffer.wrap(other).order(ByteOrder.LITTLE_ENDIAN).getDouble(0);
+      return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putDouble(0, f.applyAsDouble(a, b)).array();
+    });
   }
 
   /** A combiner of i64 scalar values. */
   static KvCombiner ofLongs(String name, LongBinaryOperator f) {
-    return named(name, (key, acc, other) -> ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
-        .putLong(0, f.applyAsLong(le(acc).getLong(0), le(other).getLong(0))).array());
-  }
-
-  private static ByteBuffer le(byte[] b) {
-    return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+    return named(name, (key, acc, other) -> {
+      long a = ByteBuffer.wrap(acc).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+      long b = ByteBuffer.wrap(other).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+      return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, f.applyAsLong(a, b)).array();
+    });
   }
 }

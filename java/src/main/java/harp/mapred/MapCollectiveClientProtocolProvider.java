@@ -76,9 +76,9 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
       }
       try {
         Object out = method.invoke(local, args);
-        if (method.getName().equals("getJobStatus") && out instanceof org.apache.hadoop.mapreduce.JobStatus st
-            && st.isJobComplete()) {
-          JobSecret.forgetLocal(st.getJobID().toString());
+        if (method.getName().equals("getJobStatus") && out instanceof org.apache.hadoop.mapreduce.JobStatus
+            && ((org.apache.hadoop.mapreduce.JobStatus) out).isJobComplete()) {
+          JobSecret.forgetLocal(((org.apache.hadoop.mapreduce.JobStatus) out).getJobID().toString());
         }
         return out;
       } catch (InvocationTargetException e) {
@@ -129,8 +129,8 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
 
   @Override
   public void close(ClientProtocol clientProtocol) throws IOException {
-    if (clientProtocol instanceof java.io.Closeable c) {
-      c.close();
+    if (clientProtocol instanceof java.io.Closeable) {
+      ((java.io.Closeable) clientProtocol).close();
     }
   }
 }

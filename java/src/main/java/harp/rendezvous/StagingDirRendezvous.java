@@ -7,6 +7,7 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.io.IOUtils;
 
 /**
  * Meeting through a directory every worker can see (local mode: the job's staging directory):
@@ -76,7 +77,7 @@ public final class StagingDirRendezvous implements Rendezvous {
         Thread.sleep(20);
       }
       try (FSDataInputStream in = fs.open(p)) {
-        hosts.append(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim()).append('\n');
+        hosts.append(new String(IOUtils.readFullyToByteArray(in), StandardCharsets.UTF_8).trim()).append('\n');
       }
     }
     return hosts.toString();

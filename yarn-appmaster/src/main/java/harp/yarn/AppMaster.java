@@ -297,12 +297,15 @@ public final class AppMaster {
     StatusServer.Job view = new StatusServer.Job() {
       @Override
       public org.apache.hadoop.mapreduce.v2.api.records.JobState state() {
-        return switch (master.state()) {
-          case SUCCEEDED -> org.apache.hadoop.mapreduce.v2.api.records.JobState.SUCCEEDED;
-          case FAILED -> master.killed() ? org.apache.hadoop.mapreduce.v2.api.records.JobState.KILLED
-              : org.apache.hadoop.mapreduce.v2.api.records.JobState.FAILED;
-          default -> org.apache.hadoop.mapreduce.v2.api.records.JobState.RUNNING;
-        };
+        switch (master.state()) {
+          case SUCCEEDED:
+            return org.apache.hadoop.mapreduce.v2.api.records.JobState.SUCCEEDED;
+          case FAILED:
+            return master.killed() ? org.apache.hadoop.mapreduce.v2.api.records.JobState.KILLED
+                : org.apache.hadoop.mapreduce.v2.api.records.JobState.FAILED;
+          default:
+            return org.apache.hadoop.mapreduce.v2.api.records.JobState.RUNNING;
+        }
       }
 
       @Override
@@ -389,7 +392,7 @@ public final class AppMaster {
   static List<String> readNodes(FileSystem fs, Path p, Map<String, String> racks) throws IOException {
     List<String> nodes = new ArrayList<>();
     try (FSDataInputStream in = fs.open(p)) {
-      for (String l : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+      for (String l : new String(org.apache.hadoop.io.IOUtils.readFullyToByteArray(in), StandardCharsets.UTF_8).split("\n")) {
         String[] f = l.trim().split("\\s+");
         if (!f[0].isEmpty() && !nodes.contains(f[0])) {
           nodes.add(f[0]);

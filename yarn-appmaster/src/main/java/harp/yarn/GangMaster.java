@@ -61,13 +61,91 @@ public final class GangMaster {
     void cleanupStaging();
   }
 
-  public record Container(String id, String node) {}
+  public static final class Container extends Value {
+    private final String id;
+    private final String node;
+
+    public Container(String id, String node) {
+      this.id = id;
+      this.node = node;
+    }
+
+    public String id() {
+      return id;
+    }
+
+    public String node() {
+      return node;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {id, node};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"id", "node"};
+    }
+  }
 
   /** The roster handed to every worker once all have registered: "host:port rack" in rank order. */
-  public record Roster(List<String> hosts) {}
+  public static final class Roster extends Value {
+    private final List<String> hosts;
+
+    public Roster(List<String> hosts) {
+      this.hosts = hosts;
+    }
+
+    public List<String> hosts() {
+      return hosts;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {hosts};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"hosts"};
+    }
+  }
 
   /** A worker's failed ending as the master saw it, in order of arrival. */
-  private record Failure(int rank, int exitStatus, String why) {}
+  private static final class Failure extends Value {
+    private final int rank;
+    private final int exitStatus;
+    private final String why;
+
+    Failure(int rank, int exitStatus, String why) {
+      this.rank = rank;
+      this.exitStatus = exitStatus;
+      this.why = why;
+    }
+
+    public int rank() {
+      return rank;
+    }
+
+    public int exitStatus() {
+      return exitStatus;
+    }
+
+    public String why() {
+      return why;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {rank, exitStatus, why};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"rank", "exitStatus", "why"};
+    }
+  }
 
   enum State { PLACING, STARTING, RUNNING, SUCCEEDED, FAILED }
 
@@ -120,21 +198,33 @@ public final class GangMaster {
     if (n == 0) {
       return 0f;
     }
-    float p = switch (state) {
-      case PLACING -> 0.05f * held.size() / n;
-      case STARTING -> 0.05f + 0.05f * registered.size() / n;
-      case RUNNING -> {
+    float p;
+    switch (state) {
+      case PLACING:
+        p = 0.05f * held.size() / n;
+        break;
+      case STARTING:
+        p = 0.05f + 0.05f * registered.size() / n;
+        break;
+      case RUNNING: {
         double sum = 0;
         for (int r = 0; r < n; r++) {
           long[] dt = progressOf.get(r);
           sum += finished.getOrDefault(r, false) ? 1.0
               : dt == null || dt[1] <= 0 ? 0.0 : Math.min(1.0, Math.max(0.0, (double) dt[0] / dt[1]));
         }
-        yield (float) (0.1 + 0.9 * sum / n);
+        p = (float) (0.1 + 0.9 * sum / n);
+        break;
       }
-      case SUCCEEDED -> 1f;
-      case FAILED -> lastProgress;
-    };
+      case SUCCEEDED:
+        p = 1f;
+        break;
+      case FAILED:
+        p = lastProgress;
+        break;
+      default:
+        throw new IllegalStateException("unknown state " + state);
+    }
     lastProgress = p;
     return p;
   }
@@ -159,7 +249,7 @@ public final class GangMaster {
 
   /** Starts placing {@code groups.size()} workers on {@code usableNodes} at time {@code now}. */
   public synchronized void start(long now, List<String> usableNodes, List<SplitGrouper.Group> groups) {
-    start(now, usableNodes, Map.of(), groups);
+    start(now, usableNodes, java.util.Collections.<String, String>emptyMap(), groups);
   }
 
   /**
@@ -368,7 +458,7 @@ public final class GangMaster {
     if (reports.containsKey(rank)) {
       d.append(": ").append(reports.get(rank));
     }
-    if (mine != null && mine.why() != null && !mine.why().isBlank()) {
+    if (mine != null && mine.why() != null && !strip(mine.why()).isEmpty()) {
       d.append(reports.containsKey(rank) ? "\nits container: " : ": ").append(tail(mine.why(), 20));
     }
     List<Integer> others = new ArrayList<>();
@@ -424,24 +514,49 @@ public final class GangMaster {
 
   /** What an exit status means, for the diagnostics (YARN's special codes and signals). */
   static String describe(int exitStatus) {
-    return switch (exitStatus) {
-      case 137 -> " (killed: SIGKILL)";
-      case 143 -> " (killed: SIGTERM)";
-      case -100 -> " (container released)";
-      case -101 -> " (disks failed)";
-      case -102, -103 -> " (preempted)";
-      case -104 -> " (exceeded its physical memory limit)";
-      case -105 -> " (killed by the application master)";
-      case -106 -> " (killed by the ResourceManager)";
-      case -107 -> " (killed: application finished)";
-      case -1 -> " (could not be launched or lost)";
-      default -> "";
-    };
+    switch (exitStatus) {
+      case 137:
+        return " (killed: SIGKILL)";
+      case 143:
+        return " (killed: SIGTERM)";
+      case -100:
+        return " (container released)";
+      case -101:
+        return " (disks failed)";
+      case -102:
+      case -103:
+        return " (preempted)";
+      case -104:
+        return " (exceeded its physical memory limit)";
+      case -105:
+        return " (killed by the application master)";
+      case -106:
+        return " (killed by the ResourceManager)";
+      case -107:
+        return " (killed: application finished)";
+      case -1:
+        return " (could not be launched or lost)";
+      default:
+        return "";
+    }
+  }
+
+  /** {@code s} without leading and trailing white space ({@link Character#isWhitespace}), as Java 11's {@code strip}. */
+  static String strip(String s) {
+    int from = 0;
+    int to = s.length();
+    while (from < to && Character.isWhitespace(s.codePointAt(from))) {
+      from += Character.charCount(s.codePointAt(from));
+    }
+    while (to > from && Character.isWhitespace(s.codePointBefore(to))) {
+      to -= Character.charCount(s.codePointBefore(to));
+    }
+    return s.substring(from, to);
   }
 
   /** The last {@code lines} lines of {@code text}, at most 4000 characters. */
   static String tail(String text, int lines) {
-    String t = text.strip();
+    String t = strip(text);
     int at = t.length();
     for (int i = 0; i < lines && at > 0; i++) {
       at = t.lastIndexOf('\n', at - 1);

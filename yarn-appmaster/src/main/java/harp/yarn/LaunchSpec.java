@@ -21,8 +21,9 @@ import org.apache.hadoop.yarn.api.records.URL;
 
 /**
  * What the master's and the workers' containers get: the files YARN localizes for them (the job
- * jar, job.xml and split file from the job's staging directory; our jar and the native library,
- * which the client put there under {@code _harp/}), their environment (the cluster's own Hadoop
+ * jar, job.xml and split file from the job's staging directory; our jar, which the client put
+ * there under {@code _harp/} and which carries the native library of every platform, and the
+ * library the client named with {@code -Dharp.native.lib}, if it named one), their environment (the cluster's own Hadoop
  * classpath through {@link MRApps#setClasspath}, never Hadoop classes of ours) and their command.
  * Nothing is copied onto nodes by hand.
  */
@@ -33,7 +34,7 @@ public final class LaunchSpec {
   public static final String JOB_SPLIT = "job.split";
   public static final String HARP_JAR = "harp-rs.jar";
   public static final String NATIVE_LIB = "libharp_jni.so";
-  /** Where the client puts our jar, the native library and the usable node list. */
+  /** Where the client puts our jar, a library named by harp.native.lib and the usable node list. */
   public static final String HARP_DIR = "_harp";
   public static final String NODES_FILE = "nodes";
   /** Environment of the containers. */
@@ -93,7 +94,12 @@ public final class LaunchSpec {
     r.put(JOB_XML, resource(fs, new Path(jobDir, JOB_XML), LocalResourceType.FILE, null));
     r.put(JOB_SPLIT, resource(fs, new Path(jobDir, JOB_SPLIT), LocalResourceType.FILE, null));
     r.put(HARP_JAR, resource(fs, new Path(new Path(jobDir, HARP_DIR), HARP_JAR), LocalResourceType.FILE, null));
-    r.put(NATIVE_LIB, resource(fs, new Path(new Path(jobDir, HARP_DIR), NATIVE_LIB), LocalResourceType.FILE, null));
+    // Only when the client named a library (harp.native.lib); otherwise our jar's own copy for the
+    // container's platform is loaded.
+    Path lib = new Path(new Path(jobDir, HARP_DIR), NATIVE_LIB);
+    if (fs.exists(lib)) {
+      r.put(NATIVE_LIB, resource(fs, lib, LocalResourceType.FILE, null));
+    }
     return r;
   }
 
@@ -138,7 +144,7 @@ public final class LaunchSpec {
     }
     c.append(" 1>").append(ApplicationConstants.LOG_DIR_EXPANSION_VAR).append("/stdout")
         .append(" 2>").append(ApplicationConstants.LOG_DIR_EXPANSION_VAR).append("/stderr");
-    return List.of(c.toString());
+    return java.util.Collections.singletonList(c.toString());
   }
 
   /** The application master's container (tokens: the job's credentials, serialized). */
@@ -147,7 +153,7 @@ public final class LaunchSpec {
     env.put(ENV_JOB_DIR, jobDir.toString());
     int mb = conf.getInt(AM_MEMORY_MB, 1024);
     return ContainerLaunchContext.newInstance(resources(conf, jobDir), env,
-        command(heap(mb), AppMaster.class.getName(), List.of()), null, tokens, null);
+        command(heap(mb), AppMaster.class.getName(), java.util.Collections.<String>emptyList()), null, tokens, null);
   }
 
   /**
@@ -169,7 +175,7 @@ public final class LaunchSpec {
     }
     String opts = conf.get(WORKER_JAVA_OPTS, heap(memoryMb));
     return ContainerLaunchContext.newInstance(new HashMap<>(resources), env,
-        command(opts, WorkerMain.class.getName(), List.of(JOB_XML, Integer.toString(rank), JOB_SPLIT,
+        command(opts, WorkerMain.class.getName(), java.util.Arrays.asList(JOB_XML, Integer.toString(rank), JOB_SPLIT,
             String.join(",", offs))), null, tokens == null ? null : tokens.duplicate(), null);
   }
 }

@@ -98,24 +98,27 @@ public final class Registry implements AutoCloseable {
         return;
       }
       switch (f[0]) {
-        case RegistryClient.REGISTER -> register(s, rank, f.length == 3 ? f[2] : "");
-        case RegistryClient.PROGRESS -> {
+        case RegistryClient.REGISTER:
+          register(s, rank, f.length == 3 ? f[2] : "");
+          break;
+        case RegistryClient.PROGRESS: {
           String[] v = f.length == 3 ? f[2].split(" ") : new String[0];
           if (v.length == 2) {
             master.onProgress(rank, Long.parseLong(v[0]), Long.parseLong(v[1]));
           }
           reply(s, "OK\n");
           s.close();
+          break;
         }
-        case RegistryClient.FAILED -> {
+        case RegistryClient.FAILED:
           master.onFailureReport(rank, f.length == 3 ? f[2] : "");
           reply(s, "OK\n");
           s.close();
-        }
-        default -> {
+          break;
+        default:
           reply(s, "FAIL request refused\n");
           s.close();
-        }
+          break;
       }
     } catch (IOException | RuntimeException e) {
       try {

@@ -15,7 +15,45 @@ public final class SplitGrouper {
   private SplitGrouper() {}
 
   /** A worker's share of the input. */
-  public record Group(int worker, String preferredNode, List<Split> splits, long bytes) {}
+  public static final class Group extends Value {
+    private final int worker;
+    private final String preferredNode;
+    private final List<Split> splits;
+    private final long bytes;
+
+    public Group(int worker, String preferredNode, List<Split> splits, long bytes) {
+      this.worker = worker;
+      this.preferredNode = preferredNode;
+      this.splits = splits;
+      this.bytes = bytes;
+    }
+
+    public int worker() {
+      return worker;
+    }
+
+    public String preferredNode() {
+      return preferredNode;
+    }
+
+    public List<Split> splits() {
+      return splits;
+    }
+
+    public long bytes() {
+      return bytes;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {worker, preferredNode, splits, bytes};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"worker", "preferredNode", "splits", "bytes"};
+    }
+  }
 
   public static List<Group> group(List<Split> splits, int workers) {
     if (workers <= 0) {

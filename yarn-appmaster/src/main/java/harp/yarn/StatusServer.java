@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.net.InetSocketAddress;
-import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
@@ -102,7 +101,7 @@ final class StatusServer implements AutoCloseable {
         r.setJobFile(jobFile);
         r.setDiagnostics(job.diagnostics());
         r.setIsUber(false);
-        r.setAMInfos(List.of());
+        r.setAMInfos(java.util.Collections.emptyList());
         GetJobReportResponse resp = records.newRecordInstance(GetJobReportResponse.class);
         resp.setJobReport(r);
         if (st == JobState.KILLED) {

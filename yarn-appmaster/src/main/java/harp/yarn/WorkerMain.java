@@ -121,7 +121,8 @@ public final class WorkerMain {
   /** One line saying what failed: the engine's operation and message, or the exception. */
   static String describe(Throwable t) {
     String s;
-    if (t instanceof harp.HarpException h) {
+    if (t instanceof harp.HarpException) {
+      harp.HarpException h = (harp.HarpException) t;
       s = (h.getOperation().isEmpty() ? "" : "in " + h.getOperation() + ": ") + h.getMessage();
     } else {
       s = t.toString();
@@ -135,7 +136,7 @@ public final class WorkerMain {
     String am = conf.get("harp.am.address");
     byte[] secret;
     try {
-      secret = harp.mapred.JobSecret.of(conf instanceof JobConf j ? j.getCredentials()
+      secret = harp.mapred.JobSecret.of(conf instanceof JobConf ? ((JobConf) conf).getCredentials()
           : UserGroupInformation.getCurrentUser().getCredentials());
     } catch (IOException e) {
       return null;
@@ -185,10 +186,10 @@ public final class WorkerMain {
     }
     List<org.apache.hadoop.mapreduce.lib.input.FileSplit> files = new ArrayList<>();
     for (InputSplit s : splits) {
-      if (s instanceof harp.io.WorkerInputFormat.GroupSplit g) {
-        files.addAll(g.fileSplits());
-      } else if (s instanceof org.apache.hadoop.mapreduce.lib.input.FileSplit f) {
-        files.add(f);
+      if (s instanceof harp.io.WorkerInputFormat.GroupSplit) {
+        files.addAll(((harp.io.WorkerInputFormat.GroupSplit) s).fileSplits());
+      } else if (s instanceof org.apache.hadoop.mapreduce.lib.input.FileSplit) {
+        files.add((org.apache.hadoop.mapreduce.lib.input.FileSplit) s);
       } else {
         return splits.get(0); // not file splits: the reader still reads them all
       }

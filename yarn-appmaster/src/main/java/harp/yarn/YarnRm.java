@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.api.records.ApplicationReport;
@@ -55,7 +54,7 @@ final class YarnRm implements YarnSubmitter.Rm {
   public List<YarnSubmitter.App> applications() throws IOException {
     try {
       List<YarnSubmitter.App> apps = new ArrayList<>();
-      for (ApplicationReport r : client.getApplications(Set.of(YarnSubmitter.APPLICATION_TYPE))) {
+      for (ApplicationReport r : client.getApplications(java.util.Collections.singleton(YarnSubmitter.APPLICATION_TYPE))) {
         apps.add(new YarnSubmitter.App(r.getApplicationId(), r.getName(), r.getUser(), r.getQueue(), state(r)));
       }
       return apps;

@@ -72,14 +72,139 @@ public final class YarnSubmitter implements InvocationHandler {
   }
 
   /** A usable node and its rack as YARN names it ("/default-rack" unless the cluster maps racks). */
-  public record Node(String host, String rack) {}
+  public static final class Node extends Value {
+    private final String host;
+    private final String rack;
+
+    public Node(String host, String rack) {
+      this.host = host;
+      this.rack = rack;
+    }
+
+    public String host() {
+      return host;
+    }
+
+    public String rack() {
+      return rack;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {host, rack};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"host", "rack"};
+    }
+  }
 
   /** An application as {@code mapred job -list} shows it. */
-  public record App(ApplicationId id, String name, String user, String queue, AppState state) {}
+  public static final class App extends Value {
+    private final ApplicationId id;
+    private final String name;
+    private final String user;
+    private final String queue;
+    private final AppState state;
+
+    public App(ApplicationId id, String name, String user, String queue, AppState state) {
+      this.id = id;
+      this.name = name;
+      this.user = user;
+      this.queue = queue;
+      this.state = state;
+    }
+
+    public ApplicationId id() {
+      return id;
+    }
+
+    public String name() {
+      return name;
+    }
+
+    public String user() {
+      return user;
+    }
+
+    public String queue() {
+      return queue;
+    }
+
+    public AppState state() {
+      return state;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {id, name, user, queue, state};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"id", "name", "user", "queue", "state"};
+    }
+  }
 
   /** An application's state as the client reports it. */
-  public record AppState(YarnApplicationState state, FinalApplicationStatus finalStatus, float progress,
-      String diagnostics, String trackingUrl, long startTime, long finishTime) {}
+  public static final class AppState extends Value {
+    private final YarnApplicationState state;
+    private final FinalApplicationStatus finalStatus;
+    private final float progress;
+    private final String diagnostics;
+    private final String trackingUrl;
+    private final long startTime;
+    private final long finishTime;
+
+    public AppState(YarnApplicationState state, FinalApplicationStatus finalStatus, float progress, String diagnostics, String trackingUrl, long startTime, long finishTime) {
+      this.state = state;
+      this.finalStatus = finalStatus;
+      this.progress = progress;
+      this.diagnostics = diagnostics;
+      this.trackingUrl = trackingUrl;
+      this.startTime = startTime;
+      this.finishTime = finishTime;
+    }
+
+    public YarnApplicationState state() {
+      return state;
+    }
+
+    public FinalApplicationStatus finalStatus() {
+      return finalStatus;
+    }
+
+    public float progress() {
+      return progress;
+    }
+
+    public String diagnostics() {
+      return diagnostics;
+    }
+
+    public String trackingUrl() {
+      return trackingUrl;
+    }
+
+    public long startTime() {
+      return startTime;
+    }
+
+    public long finishTime() {
+      return finishTime;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {state, finalStatus, progress, diagnostics, trackingUrl, startTime, finishTime};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"state", "finalStatus", "progress", "diagnostics", "trackingUrl", "startTime", "finishTime"};
+    }
+  }
 
   private final Configuration conf;
   private final Rm rm;
@@ -202,8 +327,14 @@ public final class YarnSubmitter implements InvocationHandler {
     Path harp = new Path(jobDir, LaunchSpec.HARP_DIR);
     fs.mkdirs(harp);
     fs.copyFromLocalFile(false, true, new Path(ourJar().toURI()), new Path(harp, LaunchSpec.HARP_JAR));
-    try (InputStream lib = nativeLibrary(); FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NATIVE_LIB), true)) {
-      IOUtils.copyBytes(lib, out, 1 << 16);
+    // Every container loads the library of its own platform from our jar, unless the client
+    // names one (-Dharp.native.lib): then that file goes to every container instead.
+    try (InputStream lib = chosenNativeLibrary()) {
+      if (lib != null) {
+        try (FSDataOutputStream out = fs.create(new Path(harp, LaunchSpec.NATIVE_LIB), true)) {
+          IOUtils.copyBytes(lib, out, 1 << 16);
+        }
+      }
     }
     StringBuilder nodes = new StringBuilder();
     java.util.Set<String> seen = new java.util.HashSet<>();
@@ -267,18 +398,48 @@ public final class YarnSubmitter implements InvocationHandler {
         + "harp-rs-examples.jar or a jar that contains them");
   }
 
-  /** The native library: {@code harp.native.lib} if set, else the copy inside our jar. */
-  static InputStream nativeLibrary() throws IOException {
+  /**
+   * The native library the client names for the cluster ({@code -Dharp.native.lib=FILE}), or null:
+   * then each container loads its own platform's copy from our jar (linux-x86_64, linux-aarch64).
+   */
+  static InputStream chosenNativeLibrary() throws IOException {
     String explicit = System.getProperty("harp.native.lib");
-    if (explicit != null) {
+    if (explicit == null || explicit.isEmpty()) {
+      return null;
+    }
+    try {
       return new java.io.FileInputStream(explicit);
+    } catch (java.io.FileNotFoundException e) {
+      throw new IOException("cannot read the native library named by harp.native.lib: " + explicit, e);
     }
-    InputStream in = AppMaster.class.getResourceAsStream("/native/" + LaunchSpec.NATIVE_LIB);
-    if (in == null) {
-      throw new IOException("the Harp-RS native library is neither set (harp.native.lib) nor inside the jar "
-          + "(/native/" + LaunchSpec.NATIVE_LIB + ")");
+  }
+
+  /** The job's state for an application's YARN state and final status. */
+  static JobStatus.State jobState(AppState s) {
+    switch (s.state()) {
+      case NEW:
+      case NEW_SAVING:
+      case SUBMITTED:
+      case ACCEPTED:
+        return JobStatus.State.PREP;
+      case RUNNING:
+        return JobStatus.State.RUNNING;
+      case FAILED:
+        return JobStatus.State.FAILED;
+      case KILLED:
+        return JobStatus.State.KILLED;
+      case FINISHED:
+        switch (s.finalStatus()) {
+          case SUCCEEDED:
+            return JobStatus.State.SUCCEEDED;
+          case KILLED:
+            return JobStatus.State.KILLED;
+          default:
+            return JobStatus.State.FAILED;
+        }
+      default:
+        throw new IllegalStateException("unknown YARN application state " + s.state());
     }
-    return in;
   }
 
   private JobStatus status(JobID job) throws IOException {
@@ -286,17 +447,7 @@ public final class YarnSubmitter implements InvocationHandler {
   }
 
   private Status status(JobID job, AppState s, String user, String name) throws IOException {
-    JobStatus.State state = switch (s.state()) {
-      case NEW, NEW_SAVING, SUBMITTED, ACCEPTED -> JobStatus.State.PREP;
-      case RUNNING -> JobStatus.State.RUNNING;
-      case FAILED -> JobStatus.State.FAILED;
-      case KILLED -> JobStatus.State.KILLED;
-      case FINISHED -> switch (s.finalStatus()) {
-        case SUCCEEDED -> JobStatus.State.SUCCEEDED;
-        case KILLED -> JobStatus.State.KILLED;
-        default -> JobStatus.State.FAILED;
-      };
-    };
+    JobStatus.State state = jobState(s);
     boolean done = state == JobStatus.State.SUCCEEDED;
     boolean ended = done || state == JobStatus.State.FAILED || state == JobStatus.State.KILLED;
     // A map-only job: map progress is the master's (kept as it was when the job failed or was

@@ -234,7 +234,7 @@ class GangMasterTest {
     Fake g = new Fake();
     GangMaster two = new GangMaster(cfg(1), g, g, g);
     two.start(0, List.of("node0", "node1", "node1"), groups(2));
-    assertEquals(List.of("0@node0:1024/2", "1@node1:1024/2"), g.requests.stream().sorted().toList());
+    assertEquals(List.of("0@node0:1024/2", "1@node1:1024/2"), g.requests.stream().sorted().collect(java.util.stream.Collectors.toList()));
   }
 
   /** Workers 0 and 2 fail in a collective reporting rank 1 gone, and their containers end. */

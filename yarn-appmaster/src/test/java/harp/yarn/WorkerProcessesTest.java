@@ -64,7 +64,51 @@ class WorkerProcessesTest {
 
   static final int N = 3;
 
-  record Setup(Path jobXml, Path splitFile, List<Long> offsets, Path out, Configuration conf) {}
+  static final class Setup extends Value {
+    private final Path jobXml;
+    private final Path splitFile;
+    private final List<Long> offsets;
+    private final Path out;
+    private final Configuration conf;
+
+    Setup(Path jobXml, Path splitFile, List<Long> offsets, Path out, Configuration conf) {
+      this.jobXml = jobXml;
+      this.splitFile = splitFile;
+      this.offsets = offsets;
+      this.out = out;
+      this.conf = conf;
+    }
+
+    public Path jobXml() {
+      return jobXml;
+    }
+
+    public Path splitFile() {
+      return splitFile;
+    }
+
+    public List<Long> offsets() {
+      return offsets;
+    }
+
+    public Path out() {
+      return out;
+    }
+
+    public Configuration conf() {
+      return conf;
+    }
+
+    @Override
+    Object[] fields() {
+      return new Object[] {jobXml, splitFile, offsets, out, conf};
+    }
+
+    @Override
+    String[] names() {
+      return new String[] {"jobXml", "splitFile", "offsets", "out", "conf"};
+    }
+  }
 
   static Setup prepare(Path tmp, String amAddress) throws Exception {
     Path in = Files.createDirectories(tmp.resolve("in"));
@@ -179,7 +223,7 @@ class WorkerProcessesTest {
       assertTrue(Files.exists(s.out().resolve("_SUCCESS")));
       List<String> lines = new ArrayList<>();
       try (var files = Files.list(s.out())) {
-        for (Path p : files.filter(p -> p.getFileName().toString().startsWith("part-m-")).sorted().toList()) {
+        for (Path p : files.filter(p -> p.getFileName().toString().startsWith("part-m-")).sorted().collect(java.util.stream.Collectors.toList())) {
           lines.addAll(Files.readAllLines(p));
         }
       }
