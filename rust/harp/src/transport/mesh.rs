@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -152,6 +153,24 @@ struct TcpMesh {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// Waits until the peer has acknowledged every byte written to `w` (Linux's `SIOCOUTQ` reads 0).
+/// Closing a socket that still has unread input resets the connection, and a reset throws away
+/// what the send queue still holds: without this wait, the end of the last operation's data
+/// could be lost to a peer still reading it. The caller bounds the wait.
+async fn acknowledged(w: &OwnedWriteHalf) {
+    let fd = w.as_ref().as_raw_fd();
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int through the pointer; `fd` is the open
+        // socket of `w`, which outlives this call.
+        let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
+        if r != 0 || queued <= 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// The error of a write to a connection this worker has closed.
 fn closed() -> std::io::Error {
     std::io::Error::new(
@@ -226,6 +245,7 @@ impl Link for TcpMesh {
                         let _ = c.write_frame(&last, &[body]).await;
                         let _ = c.wr.flush().await;
                         let _ = c.wr.shutdown().await;
+                        acknowledged(c.wr.get_ref()).await;
                     }
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(2), fut).await;

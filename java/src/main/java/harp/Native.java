@@ -79,7 +79,7 @@ public final class Native {
     String explicit = System.getProperty("harp.native.lib");
     if (explicit != null && !explicit.isEmpty()) {
       System.load(explicit);
-      return "harp.native.lib=" + explicit;
+      return "-Dharp.native.lib=" + explicit;
     }
     try {
       System.loadLibrary("harp_jni");

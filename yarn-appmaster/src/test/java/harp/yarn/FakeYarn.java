@@ -67,6 +67,11 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   private volatile String diagnostics = "";
   private volatile Thread master;
   volatile Throwable masterError;
+  /**
+   * Killed by a client: as with a ResourceManager, the application then stays KILLED whatever its
+   * master does or reports afterwards (a master that had not started yet is told at once).
+   */
+  private volatile boolean killedByClient;
 
   /** When set, the next client gets the last instance (a second client of the same cluster). */
   static volatile boolean reuse;
@@ -125,7 +130,11 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
         Path dir = Files.createDirectories(root.resolve("am"));
         link(ctx.getAMContainerSpec().getLocalResources(), dir);
         JobConf conf = new JobConf(new org.apache.hadoop.fs.Path(dir.resolve(LaunchSpec.JOB_XML).toUri()));
-        state = YarnApplicationState.RUNNING;
+        synchronized (FakeYarn.this) {
+          if (!killedByClient) {
+            state = YarnApplicationState.RUNNING;
+          }
+        }
         boolean ok = AppMaster.run(conf, new org.apache.hadoop.fs.Path(jobDir), this,
             withAmrmToken(ctx.getAMContainerSpec().getTokens()));
         if (!ok && finalStatus == FinalApplicationStatus.UNDEFINED) {
@@ -148,11 +157,15 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
 
   @Override
   public void kill(ApplicationId id) {
-    if (events != null) {
-      events.failed("killed by the user");
+    synchronized (this) {
+      killedByClient = true;
+      state = YarnApplicationState.KILLED;
+      finalStatus = FinalApplicationStatus.KILLED;
     }
-    state = YarnApplicationState.KILLED;
-    finalStatus = FinalApplicationStatus.KILLED;
+    AppMaster.Events ev = events;
+    if (ev != null) {
+      ev.failed("killed by the user");
+    }
   }
 
   /** Waits (at most 60 s) until the master of the last application has returned. */
@@ -183,11 +196,17 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
     this.events = ev;
     this.amHost = host;
     this.amRpcPort = rpcPort;
+    if (killedByClient) {
+      ev.failed("killed by the user");
+    }
   }
 
   @Override
   public synchronized void finishKilled(String diag) {
     diagnostics = diag;
+    if (killedByClient) {
+      return;
+    }
     finalStatus = FinalApplicationStatus.KILLED;
     state = YarnApplicationState.FINISHED;
   }
@@ -293,6 +312,9 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   @Override
   public synchronized void finish(boolean succeeded, String diag) {
     diagnostics = diag;
+    if (killedByClient) {
+      return;
+    }
     finalStatus = succeeded ? FinalApplicationStatus.SUCCEEDED : FinalApplicationStatus.FAILED;
     state = YarnApplicationState.FINISHED;
   }
