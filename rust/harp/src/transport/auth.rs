@@ -181,6 +181,7 @@ async fn read_msg<T: serde::de::DeserializeOwned>(
 /// Acceptor side of the authentication; returns the authenticated dialer. A dialer that proves
 /// the secret with the other `frame_mac` setting is an [`Error::Startup`] (the job is
 /// misconfigured); any other error means the connection is dropped.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn accept_auth(
     s: &mut TcpStream,
     rank: usize,
@@ -188,6 +189,7 @@ pub(super) async fn accept_auth(
     job: u64,
     secret: &[u8],
     frame_mac: bool,
+    hello_seen: &std::sync::atomic::AtomicBool,
 ) -> Result<Authed> {
     let (_, hello): (_, Hello) = read_msg(s, Kind::Hello, job).await?;
     let d = hello.rank as usize;
@@ -196,6 +198,9 @@ pub(super) async fn accept_auth(
             "unexpected rank {d} dialed rank {rank}"
         )));
     }
+    // A well-formed hello of this job from a rank that dials us: the connection is making
+    // progress, and the accept loop will not push it out for a newer one.
+    hello_seen.store(true, std::sync::atomic::Ordering::Release);
     let pair = Pair {
         secret,
         job,

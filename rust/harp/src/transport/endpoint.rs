@@ -604,7 +604,14 @@ impl Endpoint<'_> {
                 self.ctx, f.hdr.kind
             )));
         }
-        wire::decode(&f.body)
+        wire::decode(&f.body).map_err(|e| match e {
+            Error::Protocol(m) => Error::Protocol(format!(
+                "{}: rank {} sent a control message that does not decode: {m}",
+                self.ctx,
+                self.world_rank(src)
+            )),
+            e => e,
+        })
     }
 }
 
@@ -669,6 +676,32 @@ mod tests {
             let e = e.to_string();
             assert!(
                 e.ends_with("rank 2 is gone: it failed: rank 2: disk full"),
+                "{e}"
+            );
+        });
+    }
+
+    /// A control message that does not decode (here a u64 where a u32 belongs) names the
+    /// operation and its sender, not only the decoder's words.
+    #[test]
+    fn a_malformed_control_message_names_its_sender_and_the_operation() {
+        rt().block_on(async {
+            let pools = [crate::pool::Pool::default(), crate::pool::Pool::default()];
+            let ts = Transport::in_process(1, Duration::from_secs(5), &pools);
+            let from = ts[1].endpoint(Op::Allreduce, 0, 7, "sums");
+            let u64_in_varint = [0xfd, 1, 2, 3, 4, 5, 6, 7, 8];
+            from.send_frame(0, Kind::Ctrl, 3, 0, &[&u64_in_varint])
+                .await
+                .unwrap();
+            let at = ts[0].endpoint(Op::Allreduce, 0, 7, "sums");
+            let e = at.recv_ctrl::<u32>(1, 3).await.unwrap_err();
+            assert_eq!(e.kind(), "protocol", "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains(
+                    "rank 0: allreduce #7 'sums': rank 1 sent a control message that does \
+                     not decode: malformed message:"
+                ),
                 "{e}"
             );
         });

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -270,7 +271,7 @@ pub(super) struct Accepted {
     /// Why start-up must fail: an authenticated peer uses another `frame_mac` setting.
     pub fatal: Option<Error>,
     /// Connections dropped without being authenticated (failed, timed out, or pushed out as
-    /// the oldest beyond `Limits::max_pending`).
+    /// the oldest without a hello beyond `Limits::max_pending`).
     pub dropped: u64,
     /// Errors of `accept` itself (e.g. EMFILE), each followed by a back-off.
     pub accept_errors: u64,
@@ -289,10 +290,13 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
 
 /// Accepts and authenticates the `size − rank − 1` ranks above `rank`. A connection that fails
 /// to authenticate within `limits.auth_timeout` is dropped; the real peer can still connect.
-/// At most `limits.max_pending` connections authenticate at once (the oldest is dropped for a
-/// new one), accept errors back off (doubling, and dropping the oldest pending connection when
+/// At most `limits.max_pending` connections authenticate at once: for a new one, the oldest
+/// that has sent no valid hello is dropped, never one past its hello (when all are past it,
+/// accepting waits for one to finish, and the dialers wait in the listen backlog). Accept
+/// errors back off (doubling, and dropping the oldest pending connection without a hello when
 /// out of descriptors), and warnings are rate-limited, so idle strangers can neither keep the
-/// real peers out nor make the worker spin or flood its log. A peer that proves the secret with
+/// real peers out nor make the worker spin or flood its log, and hundreds of real peers
+/// dialing at once all get in. A peer that proves the secret with
 /// the other `frame_mac` setting ends the loop with [`Accepted::fatal`]. Each rank that has
 /// joined is added to `joined` as it does (for the start-up timeout's message).
 #[allow(clippy::too_many_arguments)]
@@ -310,36 +314,51 @@ pub(super) async fn accept_all(
     let mut out = Accepted::default();
     let mut warn = Warn::new(limits.warn_every);
     let mut pending = tokio::task::JoinSet::new();
-    let mut order: VecDeque<tokio::task::AbortHandle> = VecDeque::new();
+    // The pending connections, oldest first, each with its "sent a valid hello" flag.
+    let mut order: VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
+    let max = limits.max_pending.max(1);
+    let idle = |order: &VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)>| {
+        order
+            .iter()
+            .position(|(_, seen)| !seen.load(Ordering::Acquire))
+    };
     let mut backoff = limits.accept_backoff_min;
     let mut paused: Option<tokio::time::Instant> = None;
     let secret: Arc<[u8]> = secret.into();
     while out.peers.len() < expected {
         tokio::select! {
-            acc = listener.accept(), if paused.is_none() => match acc {
+            // Full of connections that all sent their hello: wait for one to finish.
+            acc = listener.accept(), if paused.is_none() && (order.len() < max || idle(&order).is_some()) => match acc {
                 Ok((mut s, from)) => {
                     backoff = limits.accept_backoff_min;
-                    while order.len() >= limits.max_pending.max(1) {
-                        let oldest = order.pop_front().expect("non-empty");
+                    while order.len() >= max {
+                        // The oldest that has not sent a hello; if all have (since the check
+                        // above), the new connection waits its turn beside them.
+                        let Some(at) = idle(&order) else { break };
+                        let (oldest, _) = order.remove(at).expect("in range");
                         oldest.abort();
                         out.dropped += 1;
                         warn.warn(Instant::now(), || format!(
-                            "rank {rank}: dropped the oldest unauthenticated connection (more \
-                             than {} pending)", limits.max_pending
+                            "rank {rank}: dropped the oldest connection that sent no hello (more \
+                             than {max} pending)"
                         ));
                     }
                     let secret = secret.clone();
                     let timeout = limits.auth_timeout;
-                    order.push_back(pending.spawn(async move {
-                        let auth = accept_auth(&mut s, rank, size, job, &secret, frame_mac);
+                    let seen = Arc::new(AtomicBool::new(false));
+                    let flag = seen.clone();
+                    let task = pending.spawn(async move {
+                        let auth = accept_auth(&mut s, rank, size, job, &secret, frame_mac, &flag);
                         let r = tokio::time::timeout(timeout, auth).await;
                         (from, r, s)
-                    }));
+                    });
+                    order.push_back((task, seen));
                 }
                 Err(e) => {
                     out.accept_errors += 1;
                     if out_of_descriptors(&e) {
-                        if let Some(oldest) = order.pop_front() {
+                        if let Some(at) = idle(&order) {
+                            let (oldest, _) = order.remove(at).expect("in range");
                             oldest.abort();
                             out.dropped += 1;
                         }
@@ -360,11 +379,11 @@ pub(super) async fn accept_all(
                     Ok(d) => d,
                     Err(e) => {
                         // Aborted (pushed out) or panicked: already counted or nothing to keep.
-                        order.retain(|h| h.id() != e.id());
+                        order.retain(|(h, _)| h.id() != e.id());
                         continue;
                     }
                 };
-                order.retain(|h| h.id() != id);
+                order.retain(|(h, _)| h.id() != id);
                 let why = match r {
                     Ok(Ok(Authed { peer: d, key })) if out.peers.iter().all(|(g, ..)| *g != d) => {
                         joined.lock().unwrap_or_else(|e| e.into_inner()).push(d);
@@ -424,23 +443,32 @@ impl Transport {
             joined.clone(),
         ));
         for (peer, addr) in hosts.iter().enumerate().take(rank) {
-            let mut s = dial(*addr, cfg, deadline)
-                .await
-                .map_err(|e| fail(format!("rank {peer}: {e}")))?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            let auth = dial_auth(&mut s, rank, peer, job, secret, cfg.frame_mac);
-            match tokio::time::timeout(left, auth).await {
-                Ok(Ok(key)) => streams[peer] = Some((s, key)),
-                Ok(Err(e @ Error::Startup { .. })) => return Err(e),
-                Ok(Err(e)) => {
-                    return Err(fail(format!("connection to rank {peer} at {addr}: {e}")))
+            // A handshake cut short (the peer's accept loop was busy, or it restarted) is
+            // dialed again with backoff until the connect timeout.
+            let mut backoff = Duration::from_millis(20);
+            let (s, key) = loop {
+                let mut s = dial(*addr, cfg, deadline)
+                    .await
+                    .map_err(|e| fail(format!("rank {peer}: {e}")))?;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let auth = dial_auth(&mut s, rank, peer, job, secret, cfg.frame_mac);
+                let why = match tokio::time::timeout(left, auth).await {
+                    Ok(Ok(key)) => break (s, key),
+                    Ok(Err(e @ Error::Startup { .. })) => return Err(e),
+                    Ok(Err(e)) => format!("connection to rank {peer} at {addr}: {e}"),
+                    Err(_) => format!("rank {peer} at {addr} did not answer the handshake"),
+                };
+                if Instant::now() + backoff >= deadline {
+                    return Err(fail(why));
                 }
-                Err(_) => {
-                    return Err(fail(format!(
-                        "rank {peer} at {addr} did not answer the handshake"
-                    )))
-                }
-            }
+                tracing::debug!(
+                    "rank {rank}: {why}; dialing again in {} ms",
+                    backoff.as_millis()
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            };
+            streams[peer] = Some((s, key));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let accepted = match tokio::time::timeout(left, &mut acceptor).await {

@@ -21,8 +21,12 @@ pub struct Limits {
     /// Frame payloads up to this size are allocated when their header arrives; larger ones
     /// grow (doubling) as their bytes arrive, so memory follows the bytes actually received.
     pub eager_alloc: usize,
-    /// At most this many accepted connections may be authenticating at once; beyond it the
-    /// oldest is dropped (a stranger cannot keep the real peers out by opening many).
+    /// At most this many accepted connections may be authenticating at once. Beyond it the
+    /// oldest that has not yet sent a valid hello is dropped; a connection past its hello is
+    /// never dropped for a newer one (when every pending connection is past it, accepting
+    /// waits until one finishes, at most `auth_timeout`). So a stranger who opens many
+    /// connections cannot push out the real peers, nor can many real peers at once push out
+    /// each other.
     pub max_pending: usize,
     /// An accepted connection must finish authenticating within this time.
     pub auth_timeout: Duration,

@@ -1085,12 +1085,15 @@ mod tests {
             ..crate::Config::default()
         };
         let workers = Worker::in_process(2, cfg).unwrap();
+        // Every worker's options before any starts: making them may write files the workers
+        // read (a second write while the first worker reads would race).
+        let opts: Vec<Options> = workers.iter().map(|_| o(&d)).collect();
         let t0 = Instant::now();
         let errs: Vec<String> = std::thread::scope(|s| {
             let hs: Vec<_> = workers
                 .into_iter()
-                .map(|w| {
-                    let o = o(&d);
+                .zip(opts)
+                .map(|(w, o)| {
                     s.spawn(move || {
                         let e = run(&w, &o, |_| {}).unwrap_err().to_string();
                         w.close();
