@@ -210,6 +210,20 @@ impl Drop for Kill {
     }
 }
 
+/// Whether process `pid` is stopped (state `T` or `t` in `/proc/PID/stat`: SIGSTOP, a
+/// tracer). False when it cannot be told.
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        // The state follows the command name, which is in parentheses and may hold any byte.
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|at| s[at + 1..].trim_start().chars().next())
+        })
+        .flatten()
+        .is_some_and(|c| c == 'T' || c == 't')
+}
+
 /// Sends SIGTERM to every worker still running, gives them 2 s, then kills the rest.
 fn stop_workers(kids: &mut [Child]) {
     for c in kids.iter_mut() {
@@ -351,6 +365,26 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
             return Err(Error::config(format!(
                 "stopped by signal {sig}: the workers were stopped too"
             )));
+        }
+        // Once the job has failed, a worker that is stopped (SIGSTOP, a debugger) will never
+        // fail by itself: when only such workers are left, nobody has a cause left to report,
+        // so they are killed at once instead of after the grace period.
+        if failed_at.is_some()
+            && kids
+                .0
+                .iter()
+                .enumerate()
+                .all(|(r, c)| status[r].is_some() || is_stopped(c.id()))
+        {
+            for (r, c) in kids.0.iter_mut().enumerate() {
+                if status[r].is_none() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    status[r] = Some(format!(
+                        "worker {r} was stopped (not running) and was killed when the job failed"
+                    ));
+                }
+            }
         }
         if failed_at.is_some_and(|t| t.elapsed() > grace) {
             for (r, c) in kids.0.iter_mut().enumerate() {
