@@ -213,15 +213,14 @@ impl Drop for Kill {
 /// Whether process `pid` is stopped (state `T` or `t` in `/proc/PID/stat`: SIGSTOP, a
 /// tracer). False when it cannot be told.
 fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        // The state follows the command name, which is in parentheses and may hold any byte.
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|at| s[at + 1..].trim_start().chars().next())
-        })
-        .flatten()
-        .is_some_and(|c| c == 'T' || c == 't')
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rfind(')')
+        .and_then(|at| stat[at + 1..].trim_start().chars().next());
+    matches!(state, Some('T' | 't'))
 }
 
 /// Sends SIGTERM to every worker still running, gives them 2 s, then kills the rest.
@@ -369,32 +368,28 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
         // Once the job has failed, a worker that is stopped (SIGSTOP, a debugger) will never
         // fail by itself: when only such workers are left, nobody has a cause left to report,
         // so they are killed at once instead of after the grace period.
-        if failed_at.is_some()
+        let only_stopped = failed_at.is_some()
             && kids
                 .0
                 .iter()
                 .enumerate()
-                .all(|(r, c)| status[r].is_some() || is_stopped(c.id()))
-        {
+                .all(|(r, c)| status[r].is_some() || is_stopped(c.id()));
+        if only_stopped || failed_at.is_some_and(|t| t.elapsed() > grace) {
             for (r, c) in kids.0.iter_mut().enumerate() {
                 if status[r].is_none() {
                     let _ = c.kill();
                     let _ = c.wait();
-                    status[r] = Some(format!(
-                        "worker {r} was stopped (not running) and was killed when the job failed"
-                    ));
-                }
-            }
-        }
-        if failed_at.is_some_and(|t| t.elapsed() > grace) {
-            for (r, c) in kids.0.iter_mut().enumerate() {
-                if status[r].is_none() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    status[r] = Some(format!(
-                        "worker {r} killed {:.0} s after the job failed",
-                        grace.as_secs_f64()
-                    ));
+                    status[r] = Some(if only_stopped {
+                        format!(
+                            "worker {r} was stopped (not running) and was killed when the job \
+                             failed"
+                        )
+                    } else {
+                        format!(
+                            "worker {r} killed {:.0} s after the job failed",
+                            grace.as_secs_f64()
+                        )
+                    });
                 }
             }
         }

@@ -288,6 +288,29 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     )
 }
 
+/// The connections the accept loop is authenticating, oldest first, each with its "sent a
+/// valid hello" flag (set by [`accept_auth`]).
+type Pending = VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)>;
+
+/// Whether a pending connection has sent no hello yet.
+fn has_idle(order: &Pending) -> bool {
+    order.iter().any(|(_, seen)| !seen.load(Ordering::Acquire))
+}
+
+/// Aborts and forgets the oldest pending connection that has sent no hello; false when every
+/// one has.
+fn drop_oldest_idle(order: &mut Pending) -> bool {
+    let Some(at) = order
+        .iter()
+        .position(|(_, seen)| !seen.load(Ordering::Acquire))
+    else {
+        return false;
+    };
+    let (oldest, _) = order.remove(at).expect("in range");
+    oldest.abort();
+    true
+}
+
 /// Accepts and authenticates the `size − rank − 1` ranks above `rank`. A connection that fails
 /// to authenticate within `limits.auth_timeout` is dropped; the real peer can still connect.
 /// At most `limits.max_pending` connections authenticate at once: for a new one, the oldest
@@ -314,29 +337,20 @@ pub(super) async fn accept_all(
     let mut out = Accepted::default();
     let mut warn = Warn::new(limits.warn_every);
     let mut pending = tokio::task::JoinSet::new();
-    // The pending connections, oldest first, each with its "sent a valid hello" flag.
-    let mut order: VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
+    let mut order = Pending::new();
     let max = limits.max_pending.max(1);
-    let idle = |order: &VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)>| {
-        order
-            .iter()
-            .position(|(_, seen)| !seen.load(Ordering::Acquire))
-    };
     let mut backoff = limits.accept_backoff_min;
     let mut paused: Option<tokio::time::Instant> = None;
     let secret: Arc<[u8]> = secret.into();
     while out.peers.len() < expected {
         tokio::select! {
             // Full of connections that all sent their hello: wait for one to finish.
-            acc = listener.accept(), if paused.is_none() && (order.len() < max || idle(&order).is_some()) => match acc {
+            acc = listener.accept(), if paused.is_none() && (order.len() < max || has_idle(&order)) => match acc {
                 Ok((mut s, from)) => {
                     backoff = limits.accept_backoff_min;
-                    while order.len() >= max {
-                        // The oldest that has not sent a hello; if all have (since the check
-                        // above), the new connection waits its turn beside them.
-                        let Some(at) = idle(&order) else { break };
-                        let (oldest, _) = order.remove(at).expect("in range");
-                        oldest.abort();
+                    // The oldest without a hello; if all have sent one (since the check above),
+                    // the new connection waits its turn beside them.
+                    while order.len() >= max && drop_oldest_idle(&mut order) {
                         out.dropped += 1;
                         warn.warn(Instant::now(), || format!(
                             "rank {rank}: dropped the oldest connection that sent no hello (more \
@@ -356,12 +370,8 @@ pub(super) async fn accept_all(
                 }
                 Err(e) => {
                     out.accept_errors += 1;
-                    if out_of_descriptors(&e) {
-                        if let Some(at) = idle(&order) {
-                            let (oldest, _) = order.remove(at).expect("in range");
-                            oldest.abort();
-                            out.dropped += 1;
-                        }
+                    if out_of_descriptors(&e) && drop_oldest_idle(&mut order) {
+                        out.dropped += 1;
                     }
                     warn.warn(Instant::now(), || format!(
                         "rank {rank}: accept failed: {e}; retrying in {} ms",

@@ -26,7 +26,10 @@ public final class Native {
   static final String[] PLATFORMS = {"linux-x86_64", "linux-aarch64"};
 
   /** The file name of the library on every platform. */
-  static final String LIBRARY_FILE = "libharp_jni.so";
+  public static final String LIBRARY_FILE = "libharp_jni.so";
+
+  /** The system property naming a library file to load instead of the jar's. */
+  public static final String LIBRARY_PROPERTY = "harp.native.lib";
 
   /** Where the library was loaded from (a path, or the jar resource), for diagnostics. */
   static final String LOADED_FROM;
@@ -72,14 +75,14 @@ public final class Native {
   static String unsupported(String osName, String osArch) {
     return "Harp-RS has no native library for this platform: os.name=" + osName + ", os.arch=" + osArch
         + "; the jar carries " + String.join(", ", PLATFORMS) + " (glibc 2.17 or newer)"
-        + "; set -Dharp.native.lib=/path/to/" + LIBRARY_FILE + " to use a library built for it";
+        + "; set -D" + LIBRARY_PROPERTY + "=/path/to/" + LIBRARY_FILE + " to use a library built for it";
   }
 
   private static String load() {
-    String explicit = System.getProperty("harp.native.lib");
+    String explicit = System.getProperty(LIBRARY_PROPERTY);
     if (explicit != null && !explicit.isEmpty()) {
       System.load(explicit);
-      return "-Dharp.native.lib=" + explicit;
+      return "-D" + LIBRARY_PROPERTY + "=" + explicit;
     }
     try {
       System.loadLibrary("harp_jni");
@@ -96,7 +99,7 @@ public final class Native {
     String resource = resource(platform);
     try (InputStream in = Native.class.getResourceAsStream(resource)) {
       if (in == null) {
-        throw new UnsatisfiedLinkError("Harp-RS native library not found: looked for harp.native.lib (unset), "
+        throw new UnsatisfiedLinkError("Harp-RS native library not found: looked for " + LIBRARY_PROPERTY + " (unset), "
             + LIBRARY_FILE + " in java.library.path=" + System.getProperty("java.library.path")
             + ", and " + resource + " inside the jar");
       }

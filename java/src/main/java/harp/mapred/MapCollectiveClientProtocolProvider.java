@@ -76,9 +76,11 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
       }
       try {
         Object out = method.invoke(local, args);
-        if (method.getName().equals("getJobStatus") && out instanceof org.apache.hadoop.mapreduce.JobStatus
-            && ((org.apache.hadoop.mapreduce.JobStatus) out).isJobComplete()) {
-          JobSecret.forgetLocal(((org.apache.hadoop.mapreduce.JobStatus) out).getJobID().toString());
+        if (method.getName().equals("getJobStatus") && out instanceof org.apache.hadoop.mapreduce.JobStatus) {
+          org.apache.hadoop.mapreduce.JobStatus st = (org.apache.hadoop.mapreduce.JobStatus) out;
+          if (st.isJobComplete()) {
+            JobSecret.forgetLocal(st.getJobID().toString());
+          }
         }
         return out;
       } catch (InvocationTargetException e) {

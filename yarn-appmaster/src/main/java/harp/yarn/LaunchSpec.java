@@ -23,7 +23,8 @@ import org.apache.hadoop.yarn.api.records.URL;
  * What the master's and the workers' containers get: the files YARN localizes for them (the job
  * jar, job.xml and split file from the job's staging directory; our jar, which the client put
  * there under {@code _harp/} and which carries the native library of every platform, and the
- * library the client named with {@code -Dharp.native.lib}, if it named one), their environment (the cluster's own Hadoop
+ * library the client named with {@code -Dharp.native.lib}, if it named one), their
+ * environment (the cluster's own Hadoop
  * classpath through {@link MRApps#setClasspath}, never Hadoop classes of ours) and their command.
  * Nothing is copied onto nodes by hand.
  */
@@ -33,7 +34,7 @@ public final class LaunchSpec {
   public static final String JOB_XML = "job.xml";
   public static final String JOB_SPLIT = "job.split";
   public static final String HARP_JAR = "harp-rs.jar";
-  public static final String NATIVE_LIB = "libharp_jni.so";
+  public static final String NATIVE_LIB = harp.Native.LIBRARY_FILE;
   /** Where the client puts our jar, a library named by harp.native.lib and the usable node list. */
   public static final String HARP_DIR = "_harp";
   public static final String NODES_FILE = "nodes";

@@ -403,14 +403,15 @@ public final class YarnSubmitter implements InvocationHandler {
    * then each container loads its own platform's copy from our jar (linux-x86_64, linux-aarch64).
    */
   static InputStream chosenNativeLibrary() throws IOException {
-    String explicit = System.getProperty("harp.native.lib");
+    String explicit = System.getProperty(harp.Native.LIBRARY_PROPERTY);
     if (explicit == null || explicit.isEmpty()) {
       return null;
     }
     try {
       return new java.io.FileInputStream(explicit);
     } catch (java.io.FileNotFoundException e) {
-      throw new IOException("cannot read the native library named by harp.native.lib: " + explicit, e);
+      throw new IOException("cannot read the native library named by " + harp.Native.LIBRARY_PROPERTY + ": "
+          + explicit, e);
     }
   }
 
