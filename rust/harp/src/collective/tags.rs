@@ -84,30 +84,33 @@ pub fn check_workers(p: usize) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// Every phase of this file; `all_lists_every_phase_of_this_file` checks none is missing.
+    const ALL: [Phase; 19] = [
+        MAIN,
+        ROUND,
+        RING_REDUCE,
+        RING_GATHER,
+        FOLD_IN,
+        FOLD_OUT,
+        TO_ROOT,
+        PLAN_STATS,
+        PLAN,
+        PULL_REPLY,
+        CAL_PING,
+        CAL_PONG,
+        CAL_GO,
+        CAL_DATA,
+        CAL_ROW,
+        CAL_MODEL,
+        CAL_PLAN,
+        CAL_ACK,
+        AGREE,
+    ];
+
     #[test]
     fn ranges_are_disjoint_for_every_supported_size() {
-        let phases = [
-            MAIN,
-            ROUND,
-            RING_REDUCE,
-            RING_GATHER,
-            FOLD_IN,
-            FOLD_OUT,
-            TO_ROOT,
-            PLAN_STATS,
-            PLAN,
-            PULL_REPLY,
-            CAL_PING,
-            CAL_PONG,
-            CAL_GO,
-            CAL_DATA,
-            CAL_ROW,
-            CAL_MODEL,
-            CAL_PLAN,
-            CAL_ACK,
-        ];
         let p = MAX_WORKERS;
-        let mut spans: Vec<(u32, u32)> = phases.iter().map(|f| (f.at(0), f.at(p - 1))).collect();
+        let mut spans: Vec<(u32, u32)> = ALL.iter().map(|f| (f.at(0), f.at(p - 1))).collect();
         spans.sort();
         for w in spans.windows(2) {
             assert!(w[0].1 < w[1].0, "{w:?} overlap");
@@ -117,5 +120,21 @@ mod tests {
         assert!(check_workers(MAX_WORKERS).is_ok());
         let e = check_workers(MAX_WORKERS + 1).unwrap_err().to_string();
         assert!(e.contains("at most 16777216"), "{e}");
+    }
+
+    #[test]
+    fn all_lists_every_phase_of_this_file() {
+        // The constants declared here, read from the source: a new phase missing from `ALL`
+        // would escape the disjointness test above.
+        let src = include_str!("tags.rs");
+        let declared = src
+            .lines()
+            .filter(|l| l.starts_with("pub const ") && l.contains(": Phase = Phase("))
+            .count();
+        assert_eq!(declared, ALL.len(), "a Phase constant is missing from ALL");
+        let mut ids: Vec<u32> = ALL.iter().map(|f| f.0).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), ALL.len(), "two phases share a number");
     }
 }
