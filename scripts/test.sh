@@ -7,7 +7,8 @@
 # (java/build.sh installs what they need: scripts/setup.sh). Then what we ship: the jars' bytecode
 # and native libraries (scripts/check-dist.sh), the aarch64 build run under qemu
 # (scripts/check-aarch64.sh) and the jar through scripts/hadoop on Java 11, 21 and 25 (scripts/check-jvms.sh). Exits non-zero
-# if anything fails or does not build.
+# if anything fails or does not build. The source gates (scripts/check-source.sh: rustfmt, clippy
+# -D warnings) run after the Rust tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,13 +41,21 @@ junit() {
   local CP
   CP="$(cat "target/java/classpath-$client"):target/java/test-classes:/usr/share/java/junit-platform-console-standalone.jar"
   mkdir -p target/java/tmp
-  "$java" -Djava.io.tmpdir="$PWD/target/java/tmp" -Dharp.bin="$PWD/target/release/harp" -cp "$CP" \
+  # -Xcheck:jni: the JVM checks every JNI call of the native library and reports misuse as
+  # "WARNING/FATAL ERROR in native method"; any such line fails the run.
+  "$java" -Xcheck:jni -Djava.io.tmpdir="$PWD/target/java/tmp" -Dharp.bin="$PWD/target/release/harp" -cp "$CP" \
     org.junit.platform.console.ConsoleLauncher --scan-classpath target/java/test-classes \
     --disable-banner --disable-ansi-colors --details=tree 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]} jp jf
   jp=$(sed -n 's/^\[ *\([0-9]*\) tests successful *\]$/\1/p' "$log" | tail -n 1)
   jf=$(sed -n 's/^\[ *\([0-9]*\) tests failed *\]$/\1/p' "$log" | tail -n 1)
   passed=$((passed + ${jp:-0})); failed=$((failed + ${jf:-0}))
+  local jni
+  jni=$(grep -c 'in native method' "$log")
+  if [ "$jni" -ne 0 ]; then
+    echo "FAIL -Xcheck:jni on $label: $jni JNI warnings or errors (lines 'in native method' above)"
+    status=1; failed=$((failed + 1))
+  fi
   if [ "$rc" -ne 0 ]; then
     status=1
     if [ "${jf:-0}" -eq 0 ]; then failed=$((failed + 1)); fi
@@ -67,6 +76,8 @@ checks() {
     if [ "$f" -eq 0 ]; then failed=$((failed + 1)); fi
   fi
 }
+
+checks "Source gates: formatting and lints" scripts/check-source.sh
 
 echo
 echo "== Java build (jars for Java 8+, native libraries for linux-x86_64 and linux-aarch64, glibc 2.17) =="
