@@ -157,26 +157,16 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     }
 }
 
-fn random_hex(n: usize) -> String {
+/// `n` bytes from the operating system's random source, as hex. There is no fallback: a job
+/// secret guessed from the time and the process id would not be a secret.
+fn random_hex(n: usize) -> Result<String> {
     let mut b = vec![0u8; n];
-    getrandom_fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn getrandom_fill(b: &mut [u8]) {
-    // /dev/urandom is always there on Linux; fall back to time-based bytes elsewhere.
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(b).is_ok() {
-            return;
-        }
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = (t >> ((i % 16) * 8)) as u8 ^ (std::process::id() as u8);
-    }
+    getrandom::getrandom(&mut b).map_err(|e| {
+        Error::config(format!(
+            "cannot draw the job secret from the OS random source: {e}"
+        ))
+    })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// The signal (SIGTERM or SIGINT) the launcher received, 0 if none.
@@ -271,8 +261,8 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
             rest.push(a.clone());
         }
     }
-    let secret = random_hex(32);
-    let jobname = format!("local-{}-{}", std::process::id(), random_hex(4));
+    let secret = random_hex(32)?;
+    let jobname = format!("local-{}-{}", std::process::id(), random_hex(4)?);
     catch_stop_signals();
     let mut kids = Kill(Vec::new());
     for r in 0..workers {
