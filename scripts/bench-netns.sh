@@ -51,7 +51,7 @@
 #                          topology   broadcast chain|chain-random x 16m 64m
 #                          uneven     7 main op/algorithms x 16m 64m
 #   --cells-file FILE    add cells from FILE (one per line, # comments)
-#   --out FILE           JSONL to append to                       [docs/results/netns.jsonl]
+#   --out FILE           JSONL to append to                       [bench/netns/netns.jsonl]
 #   --label TEXT         free text stored in every record (e.g. "chunk sweep")
 #   --iperf-only         only measure the TCP payload rate B (no harp cells)
 #   --no-iperf           skip the iperf3 measurement (bounds then use 0.956 x nominal rate)
@@ -112,7 +112,7 @@ NC="$ROOT/scripts/netns-cluster.sh"
 # shellcheck source=bench-lib.sh
 . "$ROOT/scripts/bench-lib.sh"   # PROG, die, log, usage, bytes, default_reps, default_warmup
 
-PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' HOST_RATE='' DELAY='' OUT="$ROOT/docs/results/netns.jsonl"
+PS_LIST="2 4 8" RATE=200mbit RACKS='' UPLINK='' UNEVEN='' HOST_RATE='' DELAY='' OUT="$ROOT/bench/netns/netns.jsonl"
 LABEL='' IPERF=1 IPERF_ONLY=0 WARMUP='' REPS_OVERRIDE='' WTIMEOUT=120 CELL_TIMEOUT='' TOP=0
 PREFIX=hbench CC='' TCP_CC='' BURST='' NO_OFFLOAD=0 GSO_MAX='' INNER=1 PEERS=''
 CELLS=() EXTRA=() NET_MODEL='' NET_MODEL_FILE=''

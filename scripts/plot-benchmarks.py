@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Plot the emulated-cluster benchmarks (scripts/bench-netns.sh) as hand-written SVG.
 
-    scripts/plot-benchmarks.py [--results docs/results] [--out docs/plots]
+    scripts/plot-benchmarks.py [--results bench/netns] [--out docs/plots]
 
-Reads every docs/results/*.jsonl (records with "kind": "bench"; "iperf" and "error" records
+Reads every bench/netns/*.jsonl (records with "kind": "bench"; "iperf" and "error" records
 are skipped) and writes to docs/plots/:
 
     time-vs-p-16m.svg, time-vs-p-64m.svg      median time vs p per operation and algorithm,
@@ -17,13 +17,15 @@ are skipped) and writes to docs/plots/:
                                               time vs size (log-log) per p
     uneven-vs-flat.svg                        ratio to the flat bound, flat vs uneven links
 
-With --netaware it prints the tables of docs/results/netaware-*.jsonl (network-aware
+With --netaware it prints the tables of bench/netns/*netaware-*.jsonl (network-aware
 algorithms with a network model vs today's, and Open MPI, per network shape) and writes
 netaware-<size>.svg (time relative to today's best algorithm).  With --tables it also prints
 Markdown tables (flat results per TCP congestion control,
 best algorithm per size and p, topology and uneven cells) to stdout.  With --peers it prints
-the tables of harp next to Open MPI and gloo from docs/results/peers-*.jsonl (runs of
-bench-netns.sh with peer cells); those files are left out of everything else.
+the tables of harp next to Open MPI and gloo from bench/netns/*peers-*.jsonl (runs of
+bench-netns.sh with peer cells); those files are left out of everything else.  A file's kind
+is its name after the commit prefix (bench/netns/<commit>-<name>.jsonl, bench/README.md):
+3ff3c42-netaware-200mbit.jsonl is a "netaware-" file.
 
 Only records without passthrough arguments ("extra" empty) and whose label does not start
 with "investigate" are used; when a cell was measured more than once the most recent record
@@ -39,6 +41,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 from collections import OrderedDict
 from xml.sax.saxutils import escape
@@ -53,10 +56,22 @@ def variant(r):
     return "strict" if r.get("offload") is False else "default"
 
 
+def kind_name(path):
+    """A results file's name without its commit prefix: 3ff3c42-netaware-200mbit.jsonl ->
+    netaware-200mbit.jsonl (files named without a prefix are taken as they are)."""
+    return re.sub(r"^[0-9a-f]{7,40}-", "", os.path.basename(path))
+
+
+def results_files(results_dir, prefix=""):
+    """The *.jsonl files of results_dir whose name after the commit prefix starts with prefix."""
+    return [p for p in sorted(glob.glob(os.path.join(results_dir, "*.jsonl")))
+            if kind_name(p).startswith(prefix)]
+
+
 def load(results_dir):
     rows = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
-        if os.path.basename(path).startswith(("peers-", "netaware-")):
+    for path in results_files(results_dir):
+        if kind_name(path).startswith(("peers-", "netaware-")):
             continue  # harp next to other libraries: --peers; network-aware runs: --netaware
         with open(path) as f:
             for ln, line in enumerate(f, 1):
@@ -673,10 +688,10 @@ def tables(recs):
 
 
 def peer_tables(results_dir):
-    """Markdown tables of docs/results/peers-*.jsonl: harp next to Open MPI and gloo."""
+    """Markdown tables of the peers-*.jsonl results: harp next to Open MPI and gloo."""
     recs = OrderedDict()
     rows = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "peers-*.jsonl"))):
+    for path in results_files(results_dir, "peers-"):
         with open(path) as f:
             rows += [json.loads(ln) for ln in f if ln.strip()]
     rows = [r for r in rows if r.get("kind") == "bench"]
@@ -753,7 +768,7 @@ NA_NEW = {"broadcast": ["net-chain", "net-hierarchy", "auto"], "reduce": ["net-r
 
 def netaware(results_dir, out):
     rows = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "netaware-*.jsonl"))):
+    for path in results_files(results_dir, "netaware-"):
         with open(path) as f:
             rows += [json.loads(ln) for ln in f if ln.strip()]
     cells = OrderedDict()
@@ -764,7 +779,7 @@ def netaware(results_dir, out):
         cells.pop(key, None)
         cells[key] = r
     if not cells:
-        sys.exit(f"no bench records in {results_dir}/netaware-*.jsonl")
+        sys.exit(f"no bench records in {results_dir}/*netaware-*.jsonl")
     shapes = sorted({k[0] for k in cells}, key=lambda s: (s == "flat", s))
     sizes = sorted({k[3] for k in cells})
 
@@ -822,7 +837,7 @@ def netaware(results_dir, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--results", default=os.path.join(root, "docs", "results"))
+    ap.add_argument("--results", default=os.path.join(root, "bench", "netns"))
     ap.add_argument("--out", default=os.path.join(root, "docs", "plots"))
     ap.add_argument("--tables", action="store_true", help="print Markdown tables instead of plotting")
     ap.add_argument("--peers", action="store_true",
