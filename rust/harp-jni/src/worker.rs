@@ -278,7 +278,8 @@ pub extern "system" fn Java_harp_Worker_barrier<'l>(
     })
 }
 
-/// `algorithm`: `auto`, `chain`, `binomial`, `one-by-one`.
+/// `algorithm`: a name `BroadcastAlgorithm::parse` accepts (the Java `Algorithm` broadcast
+/// constants; docs/algorithms.md lists them with their costs).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Worker_broadcast<'l>(
     env: EnvUnowned<'l>,
@@ -297,7 +298,8 @@ pub extern "system" fn Java_harp_Worker_broadcast<'l>(
     })
 }
 
-/// `algorithm`: `binomial`, `scatter-gather`.
+/// `algorithm`: a name `ReduceAlgorithm::parse` accepts (the Java `Algorithm` reduce
+/// constants; docs/algorithms.md lists them with their costs).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_harp_Worker_reduce<'l>(
     env: EnvUnowned<'l>,

@@ -56,7 +56,7 @@ pub async fn allgather(cx: &Ctx<'_>, table: &mut Table, algo: AllgatherAlgorithm
 /// The automatic allgather: recursive doubling that agrees on the way whether any worker's
 /// table reaches `Config::allreduce_crossover` (exactly as the automatic allreduce does, see
 /// [`choose`]), then the ring if one does. At 64 MiB, p = 8 the ring holds the bound where
-/// recursive doubling takes 1.39× it (docs/benchmarks-netns.md, Part 0).
+/// recursive doubling takes 1.39× it (bench/history-netns.md, Part 0).
 pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
     let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
     if super::allreduce::doubling(cx, table, Some(large)).await? {

@@ -26,7 +26,7 @@
 //!   of the ring's p−1; when any table is large, the ring runs after the flag rounds. The
 //!   log-step algorithms are not used for large tables: at 64 MiB, p = 8, recursive doubling
 //!   allgather took 1.39× the bound and recursive halving 1.23×, the rings 1.00–1.02×
-//!   (docs/benchmarks-netns.md, Part 0).
+//!   (bench/history-netns.md, Part 0).
 //! * **Scatter** ([`scatter`]): only the root knows the size; it decides between the binomial
 //!   tree and the direct scatter and every frame carries the choice in `aux` (a receiver
 //!   takes the first frame from the root or its tree parent).
@@ -561,7 +561,7 @@ fn moved(t: &Tree, w: usize, j: usize) -> Tree {
 /// as the direct gather's, in ⌈log2 p⌉ messages instead of p − 1, and its workers forward
 /// whole subtrees early enough to keep the root's link busy; the binary tree's root takes two
 /// messages, faster at 1 KiB, but its second child forwards after the first is done, which
-/// costs about (p/4)/(p−1) of the bound more for large tables, docs/benchmarks-netns.md,
+/// costs about (p/4)/(p−1) of the bound more for large tables, bench/history-netns.md, Part 0,
 /// item q; a size-dependent choice would
 /// need the workers to agree on the sizes, which only the root sees); with one, the faster of
 /// the distance-ordered tree and the relay tree when the model predicts it at least 10% faster
@@ -699,7 +699,7 @@ pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
 /// three (37.5–40.3 µs against 43.2–45.5, Open MPI 41.7–43.7). Up to 64 KiB the binary tree
 /// was never slower than the binomial one (single 64 KiB calls 1.42–1.44 ms against
 /// 1.94–1.96, direct 1.95–1.98; back-to-back 16 and 64 KiB calls equal, at the bound;
-/// docs/benchmarks-netns.md, item q). At 16 MiB the binomial tree took 1.25× the direct
+/// bench/history-netns.md, Part 0, item q). At 16 MiB the binomial tree took 1.25× the direct
 /// scatter's time (each level stores and forwards). The break-even was not measured; 64 KiB
 /// keeps the tree where a message is latency-bound (64 KiB is 2.7 ms at 200 Mbit/s against
 /// ~0.05 ms per message).
@@ -757,7 +757,7 @@ impl ScatterShape {
 /// call where the binary root pays two. Back-to-back 1 KiB calls, p = 8, on the emulated
 /// 200 Mbit/s hosts (paced at the root's link): 37.3–40.1 µs against the binary tree's
 /// 37.5–42.1 in the same five runs (Open MPI 40.8–41.3); at p = 4 33.9–35.4 against 36.5–36.6;
-/// at 2 KiB (two segments either way) 77.7–79.5 against 76.7–77.2 (docs/benchmarks-netns.md,
+/// at 2 KiB (two segments either way) 77.7–79.5 against 76.7–77.2 (bench/history-netns.md, Part 0,
 /// item r). With p a power of two the delegate tree is as deep as the binary tree; otherwise it
 /// is one level deeper, which a single call would pay.
 pub const SCATTER_DELEGATE_MAX: u64 = 1024;

@@ -26,7 +26,7 @@ pub enum ReduceAlgorithm {
     /// two streams (the binomial root receives ⌈log2 p⌉ whole tables). Small tables: back-to-back
     /// reduces pace at two messages per call instead of ⌈log2 p⌉, and one call takes about one
     /// message longer than the binomial tree (depth ⌊log2 p⌋, two inputs per level); Open MPI's default for small
-    /// messages (docs/benchmarks-netns.md, Part 0). Large tables stream in chunks through every
+    /// messages (bench/history-netns.md, Part 0). Large tables stream in chunks through every
     /// level at once: about 2nβ (two children into one link) plus one chunk per level, against
     /// the binomial tree's ⌈log2 p⌉ nβ.
     Binary,
@@ -71,7 +71,7 @@ pub enum GatherAlgorithm {
     /// when p is a power of two (⌊log2 p⌋), but at most two messages from (or into) any worker,
     /// the root included, against the binomial root's ⌈log2 p⌉: back-to-back small scatters
     /// pace at the root's link, and two packets a call cost less of it than three
-    /// (docs/benchmarks-netns.md, Part 0, item q). For large tables the root's second child
+    /// (bench/history-netns.md, Part 0, item q). For large tables the root's second child
     /// forwards its subtree's share after the root is done with it (a gather: before the root
     /// can take it), so they take longer than down the binomial tree (gather, 16 MiB, p = 8:
     /// 1.29× the bound against 1.00). The automatic scatter without a network model up to
