@@ -26,6 +26,11 @@ import java.util.TreeMap;
  *       other worker is stopped and the job fails with the blamed rank, host, exit status, its
  *       report or stderr tail, and what the others reported; success of all commits the output
  *       and cleans up.
+ *   <li>the workers' own signed reports count: a worker that reported its result (DONE) is done,
+ *       whatever YARN later says of its container (its NodeManager may have died while the
+ *       container ran on); a worker whose NodeManager cannot be reached and that has not reported
+ *       its result within the node-loss timeout is failed, without waiting for YARN's lost-node
+ *       expiry (10 minutes by default).
  * </ul>
  */
 public final class GangMaster {
@@ -167,6 +172,10 @@ public final class GangMaster {
   /** Failed endings in order of arrival, and the workers' own failure reports in order of arrival. */
   private final List<Failure> failures = new ArrayList<>();
   private final Map<Integer, String> reports = new java.util.LinkedHashMap<>();
+  /** Workers whose NodeManager could not be reached: when they are failed unless they report. */
+  private final Map<Integer, Long> unreachableUntil = new TreeMap<>();
+  /** Exit status of a failure that has none (the worker's node was lost). */
+  static final int NO_EXIT_STATUS = Integer.MIN_VALUE;
   private long lastTick;
   /** When the blame is decided (set by the first failure); 0 while nothing failed. */
   private long decideAt;
@@ -244,6 +253,42 @@ public final class GangMaster {
     reports.put(rank, message);
     if (decideAt == 0) {
       decideAt = lastTick + cfg.failureGraceMs;
+    }
+  }
+
+  /**
+   * Worker {@code rank} says it has finished: its task output is committed and its counters are
+   * written. It counts as ended successfully, whatever its container does afterwards.
+   */
+  public synchronized void onDoneReport(int rank) {
+    if (rank < 0 || rank >= n || state != State.RUNNING || finished.containsKey(rank)) {
+      return;
+    }
+    unreachableUntil.remove(rank);
+    ended(rank);
+  }
+
+  /**
+   * The NodeManager of {@code node} could not be reached at {@code now}: its workers that have not
+   * reported their result are failed if they have not done so {@link AmConfig#nodeLostMs} later.
+   */
+  public synchronized void onNodeUnreachable(String node, long now) {
+    if (state != State.RUNNING && state != State.STARTING) {
+      return;
+    }
+    for (Map.Entry<Integer, Container> e : held.entrySet()) {
+      if (e.getValue().node().equals(node) && !finished.containsKey(e.getKey())) {
+        unreachableUntil.putIfAbsent(e.getKey(), now + cfg.nodeLostMs);
+      }
+    }
+  }
+
+  /** The NodeManager of {@code node} answered again: its workers are no longer suspected. */
+  public synchronized void onNodeReachable(String node) {
+    for (Map.Entry<Integer, Container> e : held.entrySet()) {
+      if (e.getValue().node().equals(node)) {
+        unreachableUntil.remove(e.getKey());
+      }
     }
   }
 
@@ -329,6 +374,14 @@ public final class GangMaster {
   /** Time passes: the gang deadline (placement and registration) and a pending blame are checked. */
   public synchronized void onTick(long now) {
     lastTick = now;
+    for (Map.Entry<Integer, Long> e : new ArrayList<>(unreachableUntil.entrySet())) {
+      int rank = e.getKey();
+      if (now >= e.getValue() && !finished.containsKey(rank) && state != State.SUCCEEDED && state != State.FAILED) {
+        unreachableUntil.remove(rank);
+        onCompleted(held.get(rank).id(), NO_EXIT_STATUS, "its NodeManager on " + held.get(rank).node()
+            + " has been unreachable for " + cfg.nodeLostMs / 1000 + " s and it has not reported its result");
+      }
+    }
     if (decideAt != 0 && now >= decideAt && state != State.SUCCEEDED && state != State.FAILED) {
       blame();
       return;
@@ -372,6 +425,10 @@ public final class GangMaster {
     if (rank == null || state == State.SUCCEEDED || state == State.FAILED) {
       return;
     }
+    if (Boolean.TRUE.equals(finished.get(rank))) {
+      return; // it reported its result: how its container ends does not change it
+    }
+    unreachableUntil.remove(rank);
     if (exitStatus != 0) {
       finished.put(rank, false); // already gone: nothing to stop
       failures.add(new Failure(rank, exitStatus, why));
@@ -383,14 +440,18 @@ public final class GangMaster {
       }
       return;
     }
+    ended(rank);
+  }
+
+  /** Worker {@code rank} ended successfully (its container exited 0, or it reported DONE). */
+  private void ended(int rank) {
+    finished.put(rank, true);
     if (decideAt != 0) {
-      finished.put(rank, true);
       if (finished.size() == n) {
         blame();
       }
       return;
     }
-    finished.put(rank, true);
     if (state != State.RUNNING) {
       fail("worker " + rank + " exited before the job started (before every worker had registered)");
       return;
@@ -413,7 +474,8 @@ public final class GangMaster {
    * ending arrived without a failure report of its own (it was killed or crashed: its peers then
    * fail reporting it gone, and their endings may arrive first); else the first ended by a signal
    * or by YARN (its shutdown may still have produced a report); else the one the reports name as
-   * gone or silent; else the first to report.
+   * gone or silent; else the one they name as the worker whose failure they share ("worker 0
+   * failed: …", the engine's words for an error every worker agreed on); else the first to report.
    */
   private void blame() {
     Failure silent = null;
@@ -432,12 +494,15 @@ public final class GangMaster {
     }
     int rank;
     int accused = accused();
+    int origin = origin();
     if (silent != null) {
       rank = silent.rank();
     } else if (signalled != null) {
       rank = signalled.rank();
     } else if (accused >= 0) {
       rank = accused;
+    } else if (origin >= 0) {
+      rank = origin;
     } else if (!reports.isEmpty()) {
       rank = reports.keySet().iterator().next();
     } else {
@@ -454,7 +519,8 @@ public final class GangMaster {
     if (c != null) {
       d.append(" (container ").append(c.id()).append(" on ").append(c.node()).append(')');
     }
-    d.append(mine == null ? " failed" : " failed with exit status " + mine.exitStatus() + describe(mine.exitStatus()));
+    d.append(mine == null || mine.exitStatus() == NO_EXIT_STATUS ? " failed"
+        : " failed with exit status " + mine.exitStatus() + describe(mine.exitStatus()));
     if (reports.containsKey(rank)) {
       d.append(": ").append(reports.get(rank));
     }
@@ -481,6 +547,26 @@ public final class GangMaster {
 
   private static final java.util.regex.Pattern GONE =
       java.util.regex.Pattern.compile("rank (\\d+) (?:is gone|has been silent)");
+
+  private static final java.util.regex.Pattern ORIGIN =
+      java.util.regex.Pattern.compile("^(?:in [^:]*: )?worker (\\d+) failed\\b");
+
+  /**
+   * The worker whose failure the others report as theirs ("worker 0 failed: cannot read …"), when
+   * its own report says something else (it does not name another worker), or -1.
+   */
+  private int origin() {
+    for (Map.Entry<Integer, String> e : reports.entrySet()) {
+      java.util.regex.Matcher m = ORIGIN.matcher(e.getValue());
+      if (m.find()) {
+        int x = Integer.parseInt(m.group(1));
+        if (x >= 0 && x < n && x != e.getKey() && !ORIGIN.matcher(reports.getOrDefault(x, "")).find()) {
+          return x;
+        }
+      }
+    }
+    return -1;
+  }
 
   /** The rank the failure reports name most often as gone or silent (not itself a reporter), or -1. */
   private int accused() {
