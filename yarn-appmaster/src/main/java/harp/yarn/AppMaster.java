@@ -95,6 +95,9 @@ public final class AppMaster {
     /** The NodeManager of {@code node} answered a container status request. */
     default void nodeReachable(String node) {}
 
+    /** The ResourceManager reports {@code node} lost, unhealthy or decommissioned. */
+    default void nodeUnusable(String node) {}
+
     float progress();
   }
 
@@ -366,6 +369,11 @@ public final class AppMaster {
         @Override
         public void nodeReachable(String node) {
           master.onNodeReachable(node);
+        }
+
+        @Override
+        public void nodeUnusable(String node) {
+          master.onNodeUnusable(node);
         }
 
         @Override

@@ -160,6 +160,8 @@ public final class GangMaster {
   private final Committer committer;
   private int n;
   private int usable;
+  /** The usable nodes while the gang is placed (a node the ResourceManager reports lost leaves). */
+  private List<String> usableNodes = new ArrayList<>();
   private long deadline;
   private State state = State.PLACING;
   private final Map<Integer, String> wanted = new HashMap<>();
@@ -306,6 +308,7 @@ public final class GangMaster {
       List<SplitGrouper.Group> groups) {
     usableNodes = new ArrayList<>(new java.util.LinkedHashSet<>(usableNodes));
     usableNodes.removeIf(x -> x == null || x.isEmpty());
+    this.usableNodes = usableNodes;
     rackOf.putAll(racks);
     n = groups.size();
     usable = usableNodes.size();
@@ -316,9 +319,7 @@ public final class GangMaster {
       return;
     }
     if ((long) usable * cfg.workersPerNode < n) {
-      fail(n + " workers need " + ((n + cfg.workersPerNode - 1) / cfg.workersPerNode) + " nodes at "
-          + cfg.workersPerNode + " worker(s) per node, but the cluster has " + usable + " usable nodes"
-          + (cfg.workersPerNode == 1 ? " (" + AmConfig.WORKERS_PER_NODE + " allows more per node)" : ""));
+      fail(tooFewNodes() + (cfg.workersPerNode == 1 ? " (" + AmConfig.WORKERS_PER_NODE + " allows more per node)" : ""));
       return;
     }
     Map<String, Integer> targeted = new HashMap<>();
@@ -342,6 +343,47 @@ public final class GangMaster {
       wanted.put(g.worker(), node);
       rm.request(g.worker(), node, cfg.memoryMb, cfg.vcores);
     }
+  }
+
+  /**
+   * The ResourceManager reports {@code node} unusable (lost, unhealthy, decommissioned) while the
+   * gang is placed: workers still waiting for a container there are asked for on another usable
+   * node (the fewest workers first); if none is left, the job fails with the gang diagnostic.
+   */
+  public synchronized void onNodeUnusable(String node) {
+    if (state != State.PLACING || !usableNodes.remove(node)) {
+      return;
+    }
+    usable = usableNodes.size();
+    Map<String, Integer> targeted = new HashMap<>();
+    for (String t : wanted.values()) {
+      targeted.merge(t, 1, Integer::sum);
+    }
+    for (Map.Entry<Integer, String> e : new TreeMap<>(wanted).entrySet()) {
+      if (!e.getValue().equals(node) || held.containsKey(e.getKey())) {
+        continue;
+      }
+      String to = null;
+      for (String u : usableNodes) {
+        if (targeted.getOrDefault(u, 0) < cfg.workersPerNode
+            && (to == null || targeted.getOrDefault(u, 0) < targeted.getOrDefault(to, 0))) {
+          to = u;
+        }
+      }
+      if (to == null) {
+        fail(tooFewNodes() + " (" + node + " was lost while the workers were placed)");
+        return;
+      }
+      targeted.merge(to, 1, Integer::sum);
+      wanted.put(e.getKey(), to);
+      rm.request(e.getKey(), to, cfg.memoryMb, cfg.vcores);
+    }
+  }
+
+  /** The gang diagnostic: "N workers need M nodes at K worker(s) per node, but the cluster has U usable nodes". */
+  private String tooFewNodes() {
+    return n + " workers need " + ((n + cfg.workersPerNode - 1) / cfg.workersPerNode) + " nodes at "
+        + cfg.workersPerNode + " worker(s) per node, but the cluster has " + usable + " usable nodes";
   }
 
   /** A container was granted. */

@@ -80,7 +80,13 @@ final class YarnPort implements AppMaster.Port {
       }
 
       @Override
-      public void onNodesUpdated(List<NodeReport> list) {}
+      public void onNodesUpdated(List<NodeReport> list) {
+        for (NodeReport r : list) {
+          if (r.getNodeState() != null && r.getNodeState().isUnusable() && r.getNodeId() != null) {
+            events.nodeUnusable(r.getNodeId().getHost());
+          }
+        }
+      }
 
       @Override
       public float getProgress() {
@@ -179,6 +185,10 @@ final class YarnPort implements AppMaster.Port {
 
   @Override
   public void request(int worker, String node, int memoryMb, int vcores) {
+    // A worker asked for again (its node was lost) no longer waits on the old node.
+    for (ContainerRequest old : new java.util.ArrayList<>(amrm.getMatchingRequests(worker))) {
+      amrm.removeContainerRequest(old);
+    }
     amrm.addContainerRequest(new ContainerRequest(Resource.newInstance(memoryMb, vcores), new String[] {node}, null,
         Priority.newInstance(1), worker, false, null));
   }

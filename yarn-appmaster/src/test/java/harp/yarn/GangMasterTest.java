@@ -407,4 +407,28 @@ class GangMasterTest {
     assertTrue(f.diagnostics.startsWith("worker 0 (container c0 on " + nodeOf(f, 0)
         + ") failed with exit status 1: in kmeans: cannot read hdfs://nn/no-such-init.txt"), f.diagnostics);
   }
+
+  @Test
+  void aNodeLostWhileTheGangIsPlacedIsReplacedByAnotherOrFailsTheJob() {
+    Fake f = new Fake();
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
+    m.start(0, nodes(3), groups(2));
+    String lost = nodeOf(f, 0);
+    m.onAllocated(new GangMaster.Container("c1", nodeOf(f, 1)));
+    m.onNodeUnusable(lost);
+    assertEquals(3, f.requests.size(), "worker 0 is asked for again: " + f.requests);
+    String moved = f.requests.get(2);
+    assertTrue(moved.startsWith("0@") && !moved.contains(lost) && !moved.contains(nodeOf(f, 1) + ":"), moved);
+    m.onAllocated(new GangMaster.Container("c0", moved.substring(2, moved.indexOf(':'))));
+    assertEquals(GangMaster.State.STARTING, m.state());
+    assertEquals(2, f.launched.size());
+    // No node left to move to: the gang diagnostic, naming the lost node.
+    Fake g = new Fake();
+    GangMaster two = new GangMaster(cfg(1), g, g, g);
+    two.start(0, nodes(2), groups(2));
+    two.onNodeUnusable(nodeOf(g, 1));
+    assertEquals(false, g.succeeded);
+    assertTrue(g.diagnostics.contains("2 workers need 2 nodes") && g.diagnostics.contains("1 usable nodes (")
+        && g.diagnostics.contains(" was lost while the workers were placed)"), g.diagnostics);
+  }
 }
