@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Failure and control scenarios of map-collective jobs on a REAL YARN + HDFS cluster whose
 # NodeManagers run on this machine (one host, or hosts in network namespaces: the scenarios find
-# worker and master processes with pgrep and kill them).
-#   HADOOP_CONF_DIR=… scripts/yarn-scenarios.sh [SCENARIO…]      (default: all of them)
+# the worker and master JVMs of the job they started by the CONTAINER_ID in each process's
+# environment, and kill those PIDs only; no other process is touched).
+#   HADOOP_CONF_DIR=… scripts/yarn-scenarios.sh [SCENARIO…]      (default: all but restarted-nm, kill-nm, kill-nm-silent and master-node-lost, which need commands that act on a node)
 # Scenarios:
 #   kmeans2 kmeans3  K-means with 2 / 3 workers, hdfs:// in and out, equal to harp kmeans (1e-9),
 #                    at most one worker per host (scripts/yarn-e2e.sh)
@@ -18,7 +19,20 @@
 #                    5 s, nothing committed, staging directory removed
 #   yarn-kill        `yarn application -kill`: the same
 #   bad-input        an input path that does not exist: a clear error naming it
-#   bad-init         a centroids file that does not exist: a clear error naming it
+#   bad-init         a centroids file that does not exist: a clear error naming it, blaming worker 0
+#   subdir-input     an input directory holding a subdirectory: refused by the client before any
+#                    application is submitted, naming the subdirectory
+#   rerun-killed     `yarn application -kill` of a K-means job, then the same command again: it
+#                    runs (the killed job left neither _temporary nor its output directory)
+#   kill-nm          kill -9 of the NodeManager process of worker 1's node ($NM_KILL_CMD HOST);
+#                    its containers run on: the job must end SUCCEEDED when the workers report
+#                    their results, not after YARN's lost-node expiry; $NM_START_CMD HOST restarts it
+#   kill-nm-silent   the same, and worker 1 stopped (SIGSTOP) so that it never reports: FAILED
+#                    naming worker 1 within the collective timeout ($NM_SILENT_TIMEOUT_MS, 20000)
+#   master-node-lost every process of the application master's node killed ($NODE_KILL_CMD HOST:
+#                    NodeManager and containers) under a 2-worker K-means job with checkpoints:
+#                    YARN starts attempt 2 once it notices (its AM expiry), which must place its
+#                    workers on the nodes running then and succeed; $NODE_START_CMD HOST restores
 #   restarted-nm     runs $RESTART_NM_CMD (a command that restarts one NodeManager on a new port
 #                    without a clean shutdown, so the ResourceManager lists its host twice as
 #                    RUNNING until the old NodeId expires), then a job with one worker per listed
@@ -45,7 +59,8 @@ HARP_HDFS_DIR=${HARP_HDFS_DIR:-/tmp/harp-scenarios-${USER:-harp}}
 WORK=$(mktemp -d)
 JAR=target/java/harp-rs-examples.jar
 H=target/release/harp
-trap 'pkill -f "harp-scenario-client" 2>/dev/null; rm -rf "$WORK"' EXIT
+CLIENTS=()
+trap 'for c in "${CLIENTS[@]}"; do kill "$c" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 results=()
 failed=0
 
@@ -58,6 +73,18 @@ record() { # name ok(0/1) seconds detail
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 nodes() { "$YARN" node -list 2>/dev/null | awk '/RUNNING/{print $1}' | sed 's/:.*//' | sort -u | wc -l; }
+# The PIDs of application $1's container processes whose command line matches $2: found by the
+# CONTAINER_ID (container_[eN_]CLUSTERTS_APPSEQ_…) in each candidate's environment.
+app_pids() {
+  local want=${1#application_} p
+  for p in $(pgrep -f "$2"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qE "^CONTAINER_ID=container_(e[0-9]+_)?${want}_" && echo "$p"
+  done
+}
+# The NodeManager host of process $1 (NM_HOST in its environment).
+host_of_pid() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^NM_HOST=//p'; }
+# The JVM (not its shell) of worker $2 of application $1.
+worker_pid() { app_pids "$1" "^[^ ]*java .*harp.yarn.WorkerMain job.xml $2 " | head -n 1; }
 app_of() { sed -n 's/.*Submitted application \(application_[0-9_]*\).*/\1/p' "$1" | head -n 1; }
 RM_WEB=${RM_WEB:-$(python3 -c '
 import sys, xml.etree.ElementTree as ET
@@ -94,11 +121,12 @@ start_long() { # workers output [iterations [-D options…]]
   (exec -a harp-scenario-client "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective \
     ${EXTRA_D:-} "$@" "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/$out" "$iters" "$w" >"$JOBLOG" 2>&1) &
   CLIENT=$!
+  CLIENTS+=("$CLIENT")
   APP=""
   for _ in $(seq 1 600); do
     APP=$(app_of "$JOBLOG")
     # Every worker has registered (the master's progress passes 10 %) and iterates.
-    if [[ -n $APP ]] && [[ $(pgrep -fc 'harp.yarn.WorkerMain') -ge $w ]] \
+    if [[ -n $APP ]] && [[ $(app_pids "$APP" 'harp.yarn.WorkerMain' | wc -l) -ge $w ]] \
       && app_json "$APP" | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["app"]["progress"] < 10)' 2>/dev/null; then
       sleep 2
       return 0
@@ -141,7 +169,7 @@ scenario_gang() {
 scenario_kill_worker() {
   start_long 3 killw || { record kill-worker 1 0 "the job did not start"; return; }
   local pid t0 st why
-  pid=$(pgrep -f '^[^ ]*java .*harp.yarn.WorkerMain job.xml 1 ' | head -n 1) # the JVM, not its shell
+  pid=$(worker_pid "$APP" 1)
   t0=$(now); kill -9 "$pid"
   st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
   wait "$CLIENT" 2>/dev/null
@@ -153,10 +181,10 @@ scenario_kill_worker() {
 scenario_kill_master() {
   start_long 3 killm 1000000 -Dharp.yarn.am.max.attempts=1 || { record kill-master 1 0 "the job did not start"; return; }
   local t0 st left=1
-  t0=$(now); pkill -9 -f 'harp.yarn.AppMaster'
+  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
   st=$(wait_final "$APP")
   for _ in $(seq 1 100); do
-    left=$(pgrep -fc 'harp.yarn.WorkerMain'); [[ $left -eq 0 ]] && break; sleep 0.1
+    left=$(app_pids "$APP" 'harp.yarn.WorkerMain' | wc -l); [[ $left -eq 0 ]] && break; sleep 0.1
   done
   local secs; secs=$(since "$t0")
   wait "$CLIENT" 2>/dev/null
@@ -180,7 +208,7 @@ scenario_am_restart() {
     sleep 0.2
   done
   [[ -n $first ]] || { record am-restart 1 0 "no checkpoint appeared under $dir"; return; }
-  t0=$(now); pkill -9 -f 'harp.yarn.AppMaster'
+  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
   st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
   wait "$CLIENT" 2>/dev/null
   attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
@@ -213,13 +241,13 @@ mapred_noop() { "$MAPRED" job -list; }
 yarn_kill() { "$YARN" application -kill "$2"; }
 yarn_noop() { "$YARN" application -list; }
 
-scenario_bad() { # name input init expected-text
+scenario_bad() { # name input init expected-text [text the same line must hold too]
   local t0 rc; t0=$(now)
   # shellcheck disable=SC2086
   "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$2" "$3" \
     "$HARP_HDFS_DIR/$1" 3 2 >"$WORK/$1.log" 2>&1
   rc=$?
-  local line; line=$(grep -m 1 -F "$4" "$WORK/$1.log" | sed 's/.*due to: //; s/.*Exception: //')
+  local line; line=$(grep -F "$4" "$WORK/$1.log" | grep -m 1 -F "${5:-$4}" | sed 's/.*due to: //; s/.*Exception: //')
   [[ $rc -ne 0 && -n $line ]]; record "$1" $? "$(since "$t0")" "${line:0:300}"
 }
 
@@ -248,8 +276,89 @@ scenario_restarted_nm() {
   fi
 }
 
+scenario_subdir_input() {
+  local t0 rc; t0=$(now)
+  "$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR/subdir-in/more" && "$HADOOP" fs -cp "$HARP_HDFS_DIR/points/*" "$HARP_HDFS_DIR/subdir-in/" \
+    || { record subdir-input 1 0 "cannot prepare the input"; return; }
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$HARP_HDFS_DIR/subdir-in" \
+    "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/subdir-out" 3 2 >"$WORK/subdir.log" 2>&1
+  rc=$?
+  local line; line=$(grep -m 1 -F "holds a subdirectory" "$WORK/subdir.log")
+  [[ $rc -ne 0 && -n $line ]] && ! grep -q 'Submitted application' "$WORK/subdir.log"
+  record subdir-input $? "$(since "$t0")" "${line:0:300}"
+}
+
+scenario_rerun_killed() {
+  start_long 3 rerun 1000000 || { record rerun-killed 1 0 "the job did not start"; return; }
+  "$YARN" application -kill "$APP" >"$WORK/rerun-kill.log" 2>&1
+  wait_final "$APP" >/dev/null
+  wait "$CLIENT" 2>/dev/null
+  local left="no"; "$HADOOP" fs -test -e "$HARP_HDFS_DIR/rerun" 2>/dev/null && left="yes"
+  local t0 rc; t0=$(now)
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" kmeans -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$HARP_HDFS_DIR/points" \
+    "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/rerun" 3 3 >"$WORK/rerun2.log" 2>&1
+  rc=$?
+  [[ $rc -eq 0 && $left == no ]]
+  record rerun-killed $? "$(since "$t0")" "output directory left by the killed job: $left; the same command again: exit $rc $(grep -m 1 -o 'already exists' "$WORK/rerun2.log")"
+}
+
+scenario_kill_nm() { # name stop-worker(0/1)
+  local name=$1 silent=$2 limit
+  [[ -n ${NM_KILL_CMD:-} && -n ${NM_START_CMD:-} ]] || { record "$name" 1 0 "NM_KILL_CMD or NM_START_CMD is not set"; return; }
+  local iters=${KILL_NM_ITERATIONS:-3000} timeout=${NM_SILENT_TIMEOUT_MS:-20000}
+  if [[ $silent == 1 ]]; then
+    start_long 3 "$name" 1000000 -Dharp.collective.timeout.ms="$timeout" || { record "$name" 1 0 "the job did not start"; return; }
+  else
+    start_long 3 "$name" "$iters" || { record "$name" 1 0 "the job did not start"; return; }
+  fi
+  local pid host t0 st secs why
+  pid=$(worker_pid "$APP" 1); host=$(host_of_pid "$pid")
+  [[ -n $host ]] || { record "$name" 1 0 "cannot find worker 1's node"; return; }
+  t0=$(now)
+  bash -c "$NM_KILL_CMD" nm-kill "$host" >"$WORK/$name-nm.log" 2>&1
+  [[ $silent == 1 ]] && kill -STOP "$pid"
+  st=$(wait_final "$APP"); secs=$(since "$t0")
+  why=$(diag_of "$APP")
+  [[ $silent == 1 ]] && kill -9 "$pid" 2>/dev/null
+  wait "$CLIENT" 2>/dev/null
+  bash -c "$NM_START_CMD" nm-start "$host" >>"$WORK/$name-nm.log" 2>&1
+  if [[ $silent == 1 ]]; then
+    limit=$((timeout / 1000 + 15))
+    [[ $st == */FAILED && $why == "worker 1 "* ]] && awk -v s="$secs" -v l="$limit" 'BEGIN{exit !(s <= l)}'
+  else
+    [[ $st == FINISHED/SUCCEEDED ]] && ! no_success "$name" && awk -v s="$secs" 'BEGIN{exit !(s <= 120)}'
+  fi
+  record "$name" $? "$secs" "NodeManager of $host (worker 1) killed$([[ $silent == 1 ]] && echo ", worker 1 stopped"); $st ${why:0:400}"
+}
+
+scenario_master_node_lost() {
+  [[ -n ${NODE_KILL_CMD:-} && -n ${NODE_START_CMD:-} ]] || { record master-node-lost 1 0 "NODE_KILL_CMD or NODE_START_CMD is not set"; return; }
+  local iters=${AM_RESTART_ITERATIONS:-4000} every=${AM_RESTART_EVERY:-500}
+  start_long 2 mnl "$iters" -Dharp.checkpoint.every="$every" || { record master-node-lost 1 0 "the job did not start"; return; }
+  local am host t0 st secs attempts
+  am=$(app_pids "$APP" 'harp.yarn.AppMaster' | head -n 1); host=$(host_of_pid "$am")
+  [[ -n $host ]] || { record master-node-lost 1 0 "cannot find the master's node"; return; }
+  t0=$(now)
+  bash -c "$NODE_KILL_CMD" node-kill "$host" >"$WORK/mnl-node.log" 2>&1
+  for _ in $(seq 1 9000); do # attempt 2 may come after YARN's expiry (10 minutes by default)
+    st=$(state_of "$APP")
+    case $st in FINISHED/*|FAILED/*|KILLED/*) break ;; esac
+    sleep 0.2
+  done
+  secs=$(since "$t0")
+  wait "$CLIENT" 2>/dev/null
+  attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
+    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+  local why; why=$(diag_of "$APP")
+  bash -c "$NODE_START_CMD" node-start "$host" >>"$WORK/mnl-node.log" 2>&1
+  [[ $st == FINISHED/SUCCEEDED && $attempts == 2 ]] && ! no_success mnl
+  record master-node-lost $? "$secs" "all of $host killed (the master's node); $st after $attempts attempts ${why:0:300}"
+}
+
 list=("$@")
-[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart mapred-kill yarn-kill bad-input bad-init)
+[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart mapred-kill yarn-kill bad-input bad-init subdir-input rerun-killed)
 for s in "${list[@]}"; do
   case $s in
     kmeans2) scenario_kmeans 2 ;;
@@ -262,7 +371,12 @@ for s in "${list[@]}"; do
     yarn-kill) scenario_kill yarn-kill yarn_noop yarn_kill ;;
     bad-input) scenario_bad bad-input "$HARP_HDFS_DIR/no-such-points" "$HARP_HDFS_DIR/init.txt" "no-such-points" ;;
     restarted-nm) scenario_restarted_nm ;;
-    bad-init) scenario_bad bad-init "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/no-such-init.txt" "no-such-init.txt" ;;
+    bad-init) scenario_bad bad-init "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/no-such-init.txt" "no-such-init.txt" "worker 0 (container" ;;
+    subdir-input) scenario_subdir_input ;;
+    rerun-killed) scenario_rerun_killed ;;
+    kill-nm) scenario_kill_nm kill-nm 0 ;;
+    kill-nm-silent) scenario_kill_nm kill-nm-silent 1 ;;
+    master-node-lost) scenario_master_node_lost ;;
     *) die "unknown scenario $s" ;;
   esac
 done

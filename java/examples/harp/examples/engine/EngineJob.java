@@ -22,7 +22,9 @@ import org.apache.hadoop.util.Tool;
  * paths. Each of the W map tasks runs one worker ({@link harp.HarpJob}); the engine reads that
  * worker's share of the input and the workers commit the output with {@code _SUCCESS}, so a
  * failed job leaves no result; the client removes {@code <output>/_temporary} when the job fails
- * or is killed (a killed worker cannot).
+ * or is killed (a killed worker cannot). An existing output directory is refused, as by every
+ * example, unless {@code -Dharp.overwrite=true} (it is removed first) or the arguments hold
+ * {@code --overwrite} or {@code --resume} (the engine's own options, passed on to it).
  */
 public class EngineJob extends Configured implements Tool {
   /** The job's name ({@code pagerank}, …) and its arguments, one per line. */
@@ -80,6 +82,14 @@ public class EngineJob extends Configured implements Tool {
           }
         }
       }
+    }
+    String refused = input == null ? null : MapCollectiveJobs.checkInput(conf, input, name);
+    if (refused == null && output != null) {
+      refused = MapCollectiveJobs.checkOutput(conf, output, name, rest.contains("--overwrite") || rest.contains("--resume"));
+    }
+    if (refused != null) {
+      System.err.println(refused);
+      return 2;
     }
     conf.set(JOB, name);
     conf.set(ARGS, String.join("\n", rest));

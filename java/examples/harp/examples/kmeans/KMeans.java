@@ -24,7 +24,9 @@ import org.apache.hadoop.util.ToolRunner;
  * <p>Recovery: {@code -Dharp.checkpoint.every=N} saves a checkpoint every N iterations (under
  * {@code <output-dir>/_checkpoints} unless {@code -Dharp.checkpoint.dir} says otherwise); {@code
  * -Dharp.resume=true} continues from the newest complete one (the output directory may then
- * exist). An input without a single point fails the job, as {@code harp kmeans} does.
+ * exist); otherwise an existing output directory is refused unless {@code -Dharp.overwrite=true}
+ * ({@link MapCollectiveJobs#checkOutput}). A failed or killed job leaves no {@code _temporary}
+ * behind, nor the output directory it created. An input without a single point fails the job, as {@code harp kmeans} does.
  */
 public class KMeans extends Configured implements Tool {
   public static final String INIT = "kmeans.init";
@@ -63,17 +65,22 @@ public class KMeans extends Configured implements Tool {
     Path out = new Path(args[2]);
     FileSystem fs = out.getFileSystem(conf);
     boolean resume = conf.getBoolean(harp.KMeans.RESUME, false);
-    if (fs.exists(out) && !resume) {
-      System.err.println("kmeans: output directory " + out + " already exists (-D" + harp.KMeans.RESUME
-          + "=true continues the run that wrote it from its last checkpoint)");
-      return 2;
-    }
     if ((resume || conf.getInt(harp.KMeans.CHECKPOINT_EVERY, 0) > 0) && conf.get(harp.KMeans.CHECKPOINT_DIR) == null) {
       conf.set(harp.KMeans.CHECKPOINT_DIR, new Path(out, "_checkpoints").toString());
     }
     Path input = new Path(args[0]);
+    String badInput = MapCollectiveJobs.checkInput(conf, input, "kmeans");
+    if (badInput != null) {
+      System.err.println(badInput);
+      return 2;
+    }
     if (!hasPoints(input.getFileSystem(conf), input)) {
       System.err.println("kmeans: no points in " + input + " (no input file, or only empty ones)");
+      return 2;
+    }
+    String refused = MapCollectiveJobs.checkOutput(conf, out, "kmeans", resume);
+    if (refused != null) {
+      System.err.println(refused);
       return 2;
     }
     // The output must be usable before any iteration runs (the result goes there at the end).
@@ -85,7 +92,7 @@ public class KMeans extends Configured implements Tool {
     conf.set(OUTPUT, out.toString());
     conf.setInt(ITERATIONS, iterations);
     job = MapCollectiveJobs.create(conf, "harp-kmeans", KMeans.class, workers, new Path(args[0]), KMeansMapper.class);
-    return job.waitForCompletion(true) ? 0 : 1;
+    return MapCollectiveJobs.runToEnd(job, out);
   }
 
   /**

@@ -57,8 +57,12 @@ public class WordCount extends Configured implements Tool {
     }
     Path out = new Path(args[1]);
     FileSystem fs = out.getFileSystem(conf);
-    if (fs.exists(out)) {
-      System.err.println("wordcount: output directory " + out + " already exists");
+    String refused = MapCollectiveJobs.checkInput(conf, input, "wordcount");
+    if (refused == null) {
+      refused = MapCollectiveJobs.checkOutput(conf, out, "wordcount", false);
+    }
+    if (refused != null) {
+      System.err.println(refused);
       return 2;
     }
     if (!fs.mkdirs(new Path(out, "_temporary"))) {

@@ -61,9 +61,11 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
       rank = worker.rank();
       workers = worker.size();
       keeper = progressKeeper(context);
+      long[] io = threadIo();
       setup(context);
       mapCollective(new KeyValReader<>(context), context);
       cleanup(context);
+      countIo(context, io);
     } catch (Throwable t) {
       failure = t;
       // The task's stderr (the console in local mode, the container log on YARN).
@@ -83,6 +85,39 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
           w.abort("user code failed: " + failure);
         }
       }
+    }
+  }
+
+  /**
+   * Bytes this thread has read and written through Hadoop's file systems so far (the mapper's
+   * input records and the files it writes itself; the engine's own reads and writes are not seen).
+   */
+  @SuppressWarnings("deprecation")
+  static long[] threadIo() {
+    long read = 0;
+    long written = 0;
+    for (org.apache.hadoop.fs.FileSystem.Statistics s : org.apache.hadoop.fs.FileSystem.getAllStatistics()) {
+      org.apache.hadoop.fs.FileSystem.Statistics.StatisticsData d = s.getThreadStatistics();
+      read += d.getBytesRead();
+      written += d.getBytesWritten();
+    }
+    return new long[] {read, written};
+  }
+
+  /**
+   * Adds what this worker read and wrote since {@code before} ({@link #threadIo}) to the job's
+   * "Bytes Read" and "Bytes Written" counters: Hadoop's map task counts neither, since the
+   * worker's split is not a FileSplit and it writes its output itself.
+   */
+  private void countIo(Context context, long[] before) {
+    long[] now = threadIo();
+    if (now[0] > before[0]) {
+      context.getCounter(org.apache.hadoop.mapreduce.lib.input.FileInputFormatCounter.BYTES_READ)
+          .increment(now[0] - before[0]);
+    }
+    if (now[1] > before[1]) {
+      context.getCounter(org.apache.hadoop.mapreduce.lib.output.FileOutputFormatCounter.BYTES_WRITTEN)
+          .increment(now[1] - before[1]);
     }
   }
 

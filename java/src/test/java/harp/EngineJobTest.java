@@ -148,4 +148,19 @@ class EngineJobTest {
         "--output", out.toUri().toString()));
     assertEquals(2, example(tmp, "pagerank", "--input", in.toUri().toString()));
   }
+
+  @Test
+  @Timeout(180)
+  void anExistingOutputIsRefusedAsByEveryExample(@TempDir Path tmp) throws Exception {
+    Path in = edges(tmp.resolve("edges"), 50, 100, 3);
+    for (String app : new String[] {"pagerank", "components"}) {
+      Path out = Files.createDirectories(tmp.resolve(app + "-out"));
+      Files.writeString(out.resolve("keep.txt"), "an earlier result\n");
+      Object[] r = KMeansJobTest.runCapturingErr(new EngineJob(app), JobTestSupport.localConf(tmp, 3), "--workers", "2",
+          "--input", in.toUri().toString(), "--output", out.toUri().toString());
+      assertEquals(2, r[0], app + ": " + r[1]);
+      assertTrue(((String) r[1]).contains("already exists"), (String) r[1]);
+      assertTrue(Files.exists(out.resolve("keep.txt")) && Files.notExists(out.resolve("_SUCCESS")), app);
+    }
+  }
 }

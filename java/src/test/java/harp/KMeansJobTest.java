@@ -77,12 +77,18 @@ public class KMeansJobTest {
     javaAgreesWithHarp(tmp, JobTestSupport.localConf(tmp, 4), 4000, 6, 7, 5, 3, 4, 1e-9);
   }
 
+  /** tmp/in/p.txt holding {@code points} and tmp/init.txt holding {@code init}; returns tmp/in. */
+  static Path smallInput(Path tmp, String points, String init) throws IOException {
+    Path in = Files.createDirectories(tmp.resolve("in"));
+    Files.writeString(in.resolve("p.txt"), points);
+    Files.writeString(tmp.resolve("init.txt"), init);
+    return in;
+  }
+
   @Test
   @Timeout(120)
   void malformedPointsNameTheFileAndLine(@TempDir Path tmp) throws Exception {
-    Path in = Files.createDirectories(tmp.resolve("in"));
-    Files.writeString(in.resolve("p.txt"), "1 2\n3 4\n5 oops\n7 8\n");
-    Files.writeString(tmp.resolve("init.txt"), "0 0\n1 1\n");
+    Path in = smallInput(tmp, "1 2\n3 4\n5 oops\n7 8\n", "0 0\n1 1\n");
     Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 1), in.toString(),
         tmp.resolve("init.txt").toString(), tmp.resolve("out").toString(), "2", "1");
     assertNotEquals(0, r[0]);
@@ -91,7 +97,7 @@ public class KMeansJobTest {
   }
 
   /** Runs the example with stderr captured; returns {exit code, stderr}. */
-  static Object[] runCapturingErr(KMeans tool, Configuration conf, String... args) throws Exception {
+  static Object[] runCapturingErr(org.apache.hadoop.util.Tool tool, Configuration conf, String... args) throws Exception {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     PrintStream old = System.err;
     int rc;
@@ -154,6 +160,51 @@ public class KMeansJobTest {
     String log = (String) r[1];
     assertTrue(log.contains("HarpException") && log.contains(init), log);
     assertTrue(Files.notExists(tmp.resolve("out").resolve("centroids.txt")));
+    // The failed job leaves neither _temporary nor the output directory it created: the same
+    // command runs again (and fails for the same reason, not for an existing output).
+    assertTrue(Files.notExists(tmp.resolve("out")), "the failed job left its output directory behind");
+    r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), in.toString(), init,
+        tmp.resolve("out").toString(), "2", "2");
+    assertNotEquals(0, r[0]);
+    assertTrue(((String) r[1]).contains(init) && !((String) r[1]).contains("already exists"), (String) r[1]);
+  }
+
+  @Test
+  @Timeout(120)
+  void anInputWithASubdirectoryIsRefusedBeforeTheJobStarts(@TempDir Path tmp) throws Exception {
+    Path in = smallInput(tmp, "1 2\n3 4\n5 6\n7 8\n", "0 0\n1 1\n");
+    Files.writeString(Files.createDirectories(in.resolve("more")).resolve("q.txt"), "9 9\n");
+    Files.createDirectories(in.resolve("_hidden"));
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), in.toString(),
+        tmp.resolve("init.txt").toString(), tmp.resolve("out").toString(), "2", "2");
+    assertEquals(2, r[0], (String) r[1]);
+    assertTrue(((String) r[1]).contains("holds a subdirectory") && ((String) r[1]).contains("/in/more"), (String) r[1]);
+    assertTrue(Files.notExists(tmp.resolve("out")));
+    // Any map-collective job: its input format refuses it at submission, in the client.
+    org.apache.hadoop.mapreduce.Job job = org.apache.hadoop.mapreduce.Job.getInstance(JobTestSupport.localConf(tmp, 2));
+    job.getConfiguration().setInt(harp.io.WorkerInputFormat.WORKERS, 2);
+    org.apache.hadoop.mapreduce.lib.input.FileInputFormat.addInputPath(job, new org.apache.hadoop.fs.Path(in.toUri()));
+    java.io.IOException e = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+        () -> new harp.io.WorkerInputFormat().getSplits(job));
+    assertTrue(e.getMessage().contains("holds a subdirectory") && e.getMessage().contains("/in/more"), e.getMessage());
+  }
+
+  @Test
+  @Timeout(120)
+  void anExistingOutputIsRefusedUnlessOverwriteIsAsked(@TempDir Path tmp) throws Exception {
+    Path in = smallInput(tmp, "1 2\n3 4\n5 6\n7 8\n", "0 0\n9 9\n");
+    Path out = Files.createDirectories(tmp.resolve("out"));
+    Files.writeString(out.resolve("old.txt"), "an earlier result\n");
+    String[] args = {in.toString(), tmp.resolve("init.txt").toString(), out.toString(), "2", "2"};
+    Object[] r = runCapturingErr(new KMeans(), JobTestSupport.localConf(tmp, 2), args);
+    assertEquals(2, r[0]);
+    assertTrue(((String) r[1]).contains("already exists") && ((String) r[1]).contains("-Dharp.overwrite=true"), (String) r[1]);
+    assertTrue(Files.exists(out.resolve("old.txt")));
+    Configuration conf = JobTestSupport.localConf(tmp, 2);
+    conf.setBoolean(harp.examples.MapCollectiveJobs.OVERWRITE, true);
+    assertEquals(0, ToolRunner.run(conf, new KMeans(), args));
+    assertTrue(Files.exists(out.resolve("_SUCCESS")) && Files.exists(out.resolve("centroids.txt")));
+    assertTrue(Files.notExists(out.resolve("old.txt")), "the old result was replaced");
   }
 
   @Test

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import harp.examples.wordcount.WordCount;
 import java.nio.charset.StandardCharsets;
@@ -58,12 +59,28 @@ class WordCountJobTest {
       }
     }
     Path out = tmp.resolve("out");
-    int rc = ToolRunner.run(JobTestSupport.localConf(tmp, 3), new WordCount(),
+    WordCount tool = new WordCount();
+    int rc = ToolRunner.run(JobTestSupport.localConf(tmp, 3), tool,
         new String[] {in.toUri().toString(), out.toUri().toString(), "3"});
     assertEquals(0, rc);
     assertEquals(want, readParts(out, 3));
     assertEquals(0, Files.size(out.resolve("_SUCCESS")));
     assertFalse(Files.exists(out.resolve("_temporary")));
+    // The job's counters hold the bytes the workers read and wrote (Hadoop's map task counts
+    // neither for a worker): at least the input's and the parts' sizes (the readers read on to
+    // the end of a line, and a local file system writes checksums too).
+    long inBytes = text.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    long partBytes = 0;
+    for (int i = 0; i < 3; i++) {
+      partBytes += Files.size(out.resolve(String.format("part-%05d", i)));
+    }
+    org.apache.hadoop.mapreduce.Counters counters = tool.job().getCounters();
+    long read = counters.findCounter(org.apache.hadoop.mapreduce.lib.input.FileInputFormatCounter.BYTES_READ).getValue();
+    long written = counters.findCounter(org.apache.hadoop.mapreduce.lib.output.FileOutputFormatCounter.BYTES_WRITTEN)
+        .getValue();
+    assertTrue(read >= inBytes && read < 2 * inBytes, "Bytes Read " + read + " for " + inBytes + " bytes of input");
+    assertTrue(written >= partBytes && written < 1.1 * partBytes + 1024, "Bytes Written " + written + " for "
+        + partBytes + " bytes of output");
   }
 
   @Test

@@ -35,6 +35,11 @@ public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
     // Small enough splits that the groups balance.
     long total = 0;
     for (org.apache.hadoop.fs.FileStatus st : listStatus(job)) {
+      if (st.isDirectory()) {
+        // FileInputFormat lists a subdirectory as a file of no bytes; a worker would fail on it late.
+        throw new IOException("input holds a subdirectory, " + st.getPath() + ": not a file (-D"
+            + INPUT_DIR_RECURSIVE + "=true reads the files under it too)");
+      }
       total += st.getLen();
     }
     conf.setLong("mapreduce.input.fileinputformat.split.maxsize", Math.max(1, total / (4L * workers) + 1));

@@ -21,6 +21,8 @@ import java.nio.charset.StandardCharsets;
  *       or {@code FAIL <reason>}.
  *   <li>{@code PROGRESS <rank> <done> <total>}: answered {@code OK}.
  *   <li>{@code FAILED <rank> <what failed>}: answered {@code OK}.
+ *   <li>{@code DONE <rank>}: the worker's result is committed (answered {@code OK}); the master
+ *       counts it as finished whatever then happens to its container.
  * </ul>
  * A line that is unsigned, wrongly signed or malformed is answered {@code FAIL request refused}.
  */
@@ -30,6 +32,7 @@ public final class RegistryClient {
   public static final String REGISTER = "REGISTER";
   public static final String PROGRESS = "PROGRESS";
   public static final String FAILED = "FAILED";
+  public static final String DONE = "DONE";
 
   private final String address;
   private final byte[] secret;
@@ -82,6 +85,11 @@ public final class RegistryClient {
   /** Tells the master what failed in worker {@code rank}; false (never throws) if it could not. */
   public boolean failed(int rank, String what) {
     return tell(FAILED + " " + rank + " " + what.replace('\r', ' ').replace('\n', ' '));
+  }
+
+  /** Tells the master that worker {@code rank} has committed its result; false (never throws) if it could not. */
+  public boolean done(int rank) {
+    return tell(DONE + " " + rank);
   }
 
   private boolean tell(String text) {

@@ -68,6 +68,14 @@ public final class AppMaster {
     /** Unregisters as KILLED (a client killed the job through the master's status service). */
     void finishKilled(String diagnostics);
 
+    /**
+     * The NodeManagers that can run containers now, as the ResourceManager lists them (a host
+     * listed twice counts once); null if the master cannot ask.
+     */
+    default List<YarnSubmitter.Node> runningNodes() throws Exception {
+      return null;
+    }
+
     @Override
     void close();
   }
@@ -80,6 +88,15 @@ public final class AppMaster {
 
     /** The ResourceManager wants the master gone, or the connection to it broke. */
     void failed(String why);
+
+    /** The NodeManager of {@code node} did not answer a container status request. */
+    default void nodeUnreachable(String node) {}
+
+    /** The NodeManager of {@code node} answered a container status request. */
+    default void nodeReachable(String node) {}
+
+    /** The ResourceManager reports {@code node} lost, unhealthy or decommissioned. */
+    default void nodeUnusable(String node) {}
 
     float progress();
   }
@@ -345,6 +362,21 @@ public final class AppMaster {
         }
 
         @Override
+        public void nodeUnreachable(String node) {
+          master.onNodeUnreachable(node, System.currentTimeMillis());
+        }
+
+        @Override
+        public void nodeReachable(String node) {
+          master.onNodeReachable(node);
+        }
+
+        @Override
+        public void nodeUnusable(String node) {
+          master.onNodeUnusable(node);
+        }
+
+        @Override
         public float progress() {
           return master.progress();
         }
@@ -354,7 +386,8 @@ public final class AppMaster {
             + " splits (every worker needs at least one)");
       } else {
         h.groups = SplitGrouper.group(splits, workers);
-        master.start(System.currentTimeMillis(), nodes, racks, h.groups);
+        List<String> now = currentNodes(port, racks);
+        master.start(System.currentTimeMillis(), now == null ? nodes : now, racks, h.groups);
       }
       while (master.state() != GangMaster.State.SUCCEEDED && master.state() != GangMaster.State.FAILED) {
         Thread.sleep(200);
@@ -386,6 +419,35 @@ public final class AppMaster {
     volatile GangMaster master;
     volatile List<SplitGrouper.Group> groups;
     volatile String registryAddress;
+  }
+
+  /**
+   * The usable nodes as the ResourceManager lists them now, their racks into {@code racks}: a
+   * restarted master (attempt 2 or later) may run long after the submission, when nodes have
+   * died or joined. Null, and a warning, if the ResourceManager cannot be asked (then the list
+   * the client wrote at submission is used).
+   */
+  static List<String> currentNodes(Port port, Map<String, String> racks) {
+    try {
+      List<YarnSubmitter.Node> listed = port.runningNodes();
+      if (listed == null) {
+        return null;
+      }
+      List<String> nodes = new ArrayList<>();
+      for (YarnSubmitter.Node node : listed) {
+        if (node.host() != null && !node.host().isEmpty() && !nodes.contains(node.host())) {
+          nodes.add(node.host());
+          if (node.rack() != null && !node.rack().isEmpty()) {
+            racks.put(node.host(), node.rack());
+          }
+        }
+      }
+      return nodes;
+    } catch (Exception e) {
+      System.err.println("harp master: cannot ask the ResourceManager for its nodes (" + e
+          + "); using the " + LaunchSpec.NODES_FILE + " the client wrote at submission");
+      return null;
+    }
   }
 
   /** The usable nodes the client wrote ("host rack" lines), their racks into {@code racks}. */

@@ -26,6 +26,11 @@ import java.util.TreeMap;
  *       other worker is stopped and the job fails with the blamed rank, host, exit status, its
  *       report or stderr tail, and what the others reported; success of all commits the output
  *       and cleans up.
+ *   <li>the workers' own signed reports count: a worker that reported its result (DONE) is done,
+ *       whatever YARN later says of its container (its NodeManager may have died while the
+ *       container ran on); a worker whose NodeManager cannot be reached and that has not reported
+ *       its result within the node-loss timeout is failed, without waiting for YARN's lost-node
+ *       expiry (10 minutes by default).
  * </ul>
  */
 public final class GangMaster {
@@ -155,6 +160,8 @@ public final class GangMaster {
   private final Committer committer;
   private int n;
   private int usable;
+  /** The usable nodes while the gang is placed (a node the ResourceManager reports lost leaves). */
+  private List<String> usableNodes = new ArrayList<>();
   private long deadline;
   private State state = State.PLACING;
   private final Map<Integer, String> wanted = new HashMap<>();
@@ -167,6 +174,10 @@ public final class GangMaster {
   /** Failed endings in order of arrival, and the workers' own failure reports in order of arrival. */
   private final List<Failure> failures = new ArrayList<>();
   private final Map<Integer, String> reports = new java.util.LinkedHashMap<>();
+  /** Workers whose NodeManager could not be reached: when they are failed unless they report. */
+  private final Map<Integer, Long> unreachableUntil = new TreeMap<>();
+  /** Exit status of a failure that has none (the worker's node was lost). */
+  static final int NO_EXIT_STATUS = Integer.MIN_VALUE;
   private long lastTick;
   /** When the blame is decided (set by the first failure); 0 while nothing failed. */
   private long decideAt;
@@ -247,6 +258,42 @@ public final class GangMaster {
     }
   }
 
+  /**
+   * Worker {@code rank} says it has finished: its task output is committed and its counters are
+   * written. It counts as ended successfully, whatever its container does afterwards.
+   */
+  public synchronized void onDoneReport(int rank) {
+    if (rank < 0 || rank >= n || state != State.RUNNING || finished.containsKey(rank)) {
+      return;
+    }
+    unreachableUntil.remove(rank);
+    ended(rank);
+  }
+
+  /**
+   * The NodeManager of {@code node} could not be reached at {@code now}: its workers that have not
+   * reported their result are failed if they have not done so {@link AmConfig#nodeLostMs} later.
+   */
+  public synchronized void onNodeUnreachable(String node, long now) {
+    if (state != State.RUNNING && state != State.STARTING) {
+      return;
+    }
+    for (Map.Entry<Integer, Container> e : held.entrySet()) {
+      if (e.getValue().node().equals(node) && !finished.containsKey(e.getKey())) {
+        unreachableUntil.putIfAbsent(e.getKey(), now + cfg.nodeLostMs);
+      }
+    }
+  }
+
+  /** The NodeManager of {@code node} answered again: its workers are no longer suspected. */
+  public synchronized void onNodeReachable(String node) {
+    for (Map.Entry<Integer, Container> e : held.entrySet()) {
+      if (e.getValue().node().equals(node)) {
+        unreachableUntil.remove(e.getKey());
+      }
+    }
+  }
+
   /** Starts placing {@code groups.size()} workers on {@code usableNodes} at time {@code now}. */
   public synchronized void start(long now, List<String> usableNodes, List<SplitGrouper.Group> groups) {
     start(now, usableNodes, java.util.Collections.<String, String>emptyMap(), groups);
@@ -261,6 +308,7 @@ public final class GangMaster {
       List<SplitGrouper.Group> groups) {
     usableNodes = new ArrayList<>(new java.util.LinkedHashSet<>(usableNodes));
     usableNodes.removeIf(x -> x == null || x.isEmpty());
+    this.usableNodes = usableNodes;
     rackOf.putAll(racks);
     n = groups.size();
     usable = usableNodes.size();
@@ -271,9 +319,7 @@ public final class GangMaster {
       return;
     }
     if ((long) usable * cfg.workersPerNode < n) {
-      fail(n + " workers need " + ((n + cfg.workersPerNode - 1) / cfg.workersPerNode) + " nodes at "
-          + cfg.workersPerNode + " worker(s) per node, but the cluster has " + usable + " usable nodes"
-          + (cfg.workersPerNode == 1 ? " (" + AmConfig.WORKERS_PER_NODE + " allows more per node)" : ""));
+      fail(tooFewNodes() + (cfg.workersPerNode == 1 ? " (" + AmConfig.WORKERS_PER_NODE + " allows more per node)" : ""));
       return;
     }
     Map<String, Integer> targeted = new HashMap<>();
@@ -297,6 +343,47 @@ public final class GangMaster {
       wanted.put(g.worker(), node);
       rm.request(g.worker(), node, cfg.memoryMb, cfg.vcores);
     }
+  }
+
+  /**
+   * The ResourceManager reports {@code node} unusable (lost, unhealthy, decommissioned) while the
+   * gang is placed: workers still waiting for a container there are asked for on another usable
+   * node (the fewest workers first); if none is left, the job fails with the gang diagnostic.
+   */
+  public synchronized void onNodeUnusable(String node) {
+    if (state != State.PLACING || !usableNodes.remove(node)) {
+      return;
+    }
+    usable = usableNodes.size();
+    Map<String, Integer> targeted = new HashMap<>();
+    for (String t : wanted.values()) {
+      targeted.merge(t, 1, Integer::sum);
+    }
+    for (Map.Entry<Integer, String> e : new TreeMap<>(wanted).entrySet()) {
+      if (!e.getValue().equals(node) || held.containsKey(e.getKey())) {
+        continue;
+      }
+      String to = null;
+      for (String u : usableNodes) {
+        if (targeted.getOrDefault(u, 0) < cfg.workersPerNode
+            && (to == null || targeted.getOrDefault(u, 0) < targeted.getOrDefault(to, 0))) {
+          to = u;
+        }
+      }
+      if (to == null) {
+        fail(tooFewNodes() + " (" + node + " was lost while the workers were placed)");
+        return;
+      }
+      targeted.merge(to, 1, Integer::sum);
+      wanted.put(e.getKey(), to);
+      rm.request(e.getKey(), to, cfg.memoryMb, cfg.vcores);
+    }
+  }
+
+  /** The gang diagnostic: "N workers need M nodes at K worker(s) per node, but the cluster has U usable nodes". */
+  private String tooFewNodes() {
+    return n + " workers need " + ((n + cfg.workersPerNode - 1) / cfg.workersPerNode) + " nodes at "
+        + cfg.workersPerNode + " worker(s) per node, but the cluster has " + usable + " usable nodes";
   }
 
   /** A container was granted. */
@@ -329,6 +416,14 @@ public final class GangMaster {
   /** Time passes: the gang deadline (placement and registration) and a pending blame are checked. */
   public synchronized void onTick(long now) {
     lastTick = now;
+    for (Map.Entry<Integer, Long> e : new ArrayList<>(unreachableUntil.entrySet())) {
+      int rank = e.getKey();
+      if (now >= e.getValue() && !finished.containsKey(rank) && state != State.SUCCEEDED && state != State.FAILED) {
+        unreachableUntil.remove(rank);
+        onCompleted(held.get(rank).id(), NO_EXIT_STATUS, "its NodeManager on " + held.get(rank).node()
+            + " has been unreachable for " + cfg.nodeLostMs / 1000 + " s and it has not reported its result");
+      }
+    }
     if (decideAt != 0 && now >= decideAt && state != State.SUCCEEDED && state != State.FAILED) {
       blame();
       return;
@@ -372,6 +467,10 @@ public final class GangMaster {
     if (rank == null || state == State.SUCCEEDED || state == State.FAILED) {
       return;
     }
+    if (Boolean.TRUE.equals(finished.get(rank))) {
+      return; // it reported its result: how its container ends does not change it
+    }
+    unreachableUntil.remove(rank);
     if (exitStatus != 0) {
       finished.put(rank, false); // already gone: nothing to stop
       failures.add(new Failure(rank, exitStatus, why));
@@ -383,14 +482,18 @@ public final class GangMaster {
       }
       return;
     }
+    ended(rank);
+  }
+
+  /** Worker {@code rank} ended successfully (its container exited 0, or it reported DONE). */
+  private void ended(int rank) {
+    finished.put(rank, true);
     if (decideAt != 0) {
-      finished.put(rank, true);
       if (finished.size() == n) {
         blame();
       }
       return;
     }
-    finished.put(rank, true);
     if (state != State.RUNNING) {
       fail("worker " + rank + " exited before the job started (before every worker had registered)");
       return;
@@ -413,7 +516,8 @@ public final class GangMaster {
    * ending arrived without a failure report of its own (it was killed or crashed: its peers then
    * fail reporting it gone, and their endings may arrive first); else the first ended by a signal
    * or by YARN (its shutdown may still have produced a report); else the one the reports name as
-   * gone or silent; else the first to report.
+   * gone or silent; else the one they name as the worker whose failure they share ("worker 0
+   * failed: …", the engine's words for an error every worker agreed on); else the first to report.
    */
   private void blame() {
     Failure silent = null;
@@ -432,12 +536,15 @@ public final class GangMaster {
     }
     int rank;
     int accused = accused();
+    int origin = origin();
     if (silent != null) {
       rank = silent.rank();
     } else if (signalled != null) {
       rank = signalled.rank();
     } else if (accused >= 0) {
       rank = accused;
+    } else if (origin >= 0) {
+      rank = origin;
     } else if (!reports.isEmpty()) {
       rank = reports.keySet().iterator().next();
     } else {
@@ -454,7 +561,8 @@ public final class GangMaster {
     if (c != null) {
       d.append(" (container ").append(c.id()).append(" on ").append(c.node()).append(')');
     }
-    d.append(mine == null ? " failed" : " failed with exit status " + mine.exitStatus() + describe(mine.exitStatus()));
+    d.append(mine == null || mine.exitStatus() == NO_EXIT_STATUS ? " failed"
+        : " failed with exit status " + mine.exitStatus() + describe(mine.exitStatus()));
     if (reports.containsKey(rank)) {
       d.append(": ").append(reports.get(rank));
     }
@@ -481,6 +589,26 @@ public final class GangMaster {
 
   private static final java.util.regex.Pattern GONE =
       java.util.regex.Pattern.compile("rank (\\d+) (?:is gone|has been silent)");
+
+  private static final java.util.regex.Pattern ORIGIN =
+      java.util.regex.Pattern.compile("^(?:in [^:]*: )?worker (\\d+) failed\\b");
+
+  /**
+   * The worker whose failure the others report as theirs ("worker 0 failed: cannot read …"), when
+   * its own report says something else (it does not name another worker), or -1.
+   */
+  private int origin() {
+    for (Map.Entry<Integer, String> e : reports.entrySet()) {
+      java.util.regex.Matcher m = ORIGIN.matcher(e.getValue());
+      if (m.find()) {
+        int x = Integer.parseInt(m.group(1));
+        if (x >= 0 && x < n && x != e.getKey() && !ORIGIN.matcher(reports.getOrDefault(x, "")).find()) {
+          return x;
+        }
+      }
+    }
+    return -1;
+  }
 
   /** The rank the failure reports name most often as gone or silent (not itself a reporter), or -1. */
   private int accused() {

@@ -29,6 +29,8 @@ import java.util.Optional;
  *   <li>{@code FAILED <rank> <message>}: the worker is about to exit with this error (answer
  *       {@code OK}); the master uses it to blame the right worker and to tell the user the
  *       operation it was in.
+ *   <li>{@code DONE <rank>}: the worker has committed its result (answer {@code OK}); it counts as
+ *       finished even if its container's ending never reaches the master (a dead NodeManager).
  * </ul>
  */
 public final class Registry implements AutoCloseable {
@@ -112,6 +114,11 @@ public final class Registry implements AutoCloseable {
         }
         case RegistryClient.FAILED:
           master.onFailureReport(rank, f.length == 3 ? f[2] : "");
+          reply(s, "OK\n");
+          s.close();
+          break;
+        case RegistryClient.DONE:
+          master.onDoneReport(rank);
           reply(s, "OK\n");
           s.close();
           break;

@@ -104,6 +104,12 @@ public final class WorkerMain {
             + System.getenv(LaunchSpec.ENV_AM_ATTEMPT) + "): resuming from the last complete checkpoint");
       }
       run(conf, Integer.parseInt(args[1]), localFile(args[2]), offsets);
+      // The result is committed: the master counts this worker as done even if its container's
+      // ending never reaches it (the NodeManager died while the container ran on).
+      RegistryClient master = master(conf);
+      if (master != null && !master.done(Integer.parseInt(args[1]))) {
+        System.err.println("harp worker " + args[1] + ": could not tell the master it is done (its container's exit will)");
+      }
       System.exit(0);
     } catch (Throwable t) {
       System.err.println("harp worker " + args[1] + " failed: " + t);

@@ -22,7 +22,10 @@ import org.apache.hadoop.yarn.client.api.async.NMClientAsync;
 /**
  * {@link AppMaster.Port} over YARN's asynchronous clients: container requests pinned to one node
  * (no relaxed locality; the allocation request id is the worker's rank), launches and stops
- * through the NodeManagers, and the final status when the master unregisters.
+ * through the NodeManagers, and the final status when the master unregisters. Every
+ * {@link #STATUS_EVERY_MS} the NodeManager of each running container is asked for its status: one
+ * that does not answer within {@link #NM_WAIT_MS} (its process died, its node is cut off) is
+ * reported unreachable long before the ResourceManager declares the node lost.
  */
 final class YarnPort implements AppMaster.Port {
   private final Configuration conf;
@@ -30,6 +33,15 @@ final class YarnPort implements AppMaster.Port {
   private AMRMClientAsync<ContainerRequest> amrm;
   private NMClientAsync nm;
   private volatile AppMaster.Events events;
+  /** Containers started and not yet completed, and those with a status request outstanding. */
+  private final java.util.Set<String> live = ConcurrentHashMap.newKeySet();
+  private final java.util.Set<String> asking = ConcurrentHashMap.newKeySet();
+  private java.util.concurrent.ScheduledExecutorService poller;
+
+  /** How often the NodeManagers of running containers are asked for their status. */
+  static final long STATUS_EVERY_MS = 5_000;
+  /** How long the NodeManager client tries to reach a NodeManager (YARN's default: 3 minutes). */
+  static final long NM_WAIT_MS = 10_000;
 
   YarnPort(Configuration conf) {
     this.conf = conf;
@@ -54,6 +66,7 @@ final class YarnPort implements AppMaster.Port {
       @Override
       public void onContainersCompleted(List<ContainerStatus> list) {
         for (ContainerStatus s : list) {
+          live.remove(s.getContainerId().toString());
           events.completed(s.getContainerId().toString(), s.getExitStatus(), s.getDiagnostics());
         }
       }
@@ -67,7 +80,13 @@ final class YarnPort implements AppMaster.Port {
       }
 
       @Override
-      public void onNodesUpdated(List<NodeReport> list) {}
+      public void onNodesUpdated(List<NodeReport> list) {
+        for (NodeReport r : list) {
+          if (r.getNodeState() != null && r.getNodeState().isUnusable() && r.getNodeId() != null) {
+            events.nodeUnusable(r.getNodeId().getHost());
+          }
+        }
+      }
 
       @Override
       public float getProgress() {
@@ -82,19 +101,51 @@ final class YarnPort implements AppMaster.Port {
     amrm.init(conf);
     amrm.start();
     nm = NMClientAsync.createNMClientAsync(new NmHandler());
-    nm.init(conf);
+    Configuration nmConf = new Configuration(conf);
+    nmConf.setLong("yarn.client.nodemanager-connect.max-wait-ms", NM_WAIT_MS);
+    nmConf.setLong("yarn.client.nodemanager-connect.retry-interval-ms", 2_000);
+    nm.init(nmConf);
     nm.start();
     amrm.registerApplicationMaster(host, rpcPort, "");
+    poller = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "harp-am-nm-status");
+      t.setDaemon(true);
+      return t;
+    });
+    poller.scheduleWithFixedDelay(this::askStatus, STATUS_EVERY_MS, STATUS_EVERY_MS,
+        java.util.concurrent.TimeUnit.MILLISECONDS);
+  }
+
+  private void askStatus() {
+    for (String id : live) {
+      Container c = containers.get(id);
+      if (c != null && asking.add(id)) {
+        nm.getContainerStatusAsync(c.getId(), c.getNodeId());
+      }
+    }
+  }
+
+  private String nodeOf(ContainerId id) {
+    Container c = containers.get(id.toString());
+    return c == null ? null : c.getNodeId().getHost();
   }
 
   /** Only a failed start matters: it fails the worker (and so the job). */
   @SuppressWarnings("deprecation")
   private final class NmHandler extends NMClientAsync.AbstractCallbackHandler {
     @Override
-    public void onContainerStarted(ContainerId id, Map<String, ByteBuffer> data) {}
+    public void onContainerStarted(ContainerId id, Map<String, ByteBuffer> data) {
+      live.add(id.toString());
+    }
 
     @Override
-    public void onContainerStatusReceived(ContainerId id, ContainerStatus status) {}
+    public void onContainerStatusReceived(ContainerId id, ContainerStatus status) {
+      asking.remove(id.toString());
+      String node = nodeOf(id);
+      if (node != null) {
+        events.nodeReachable(node);
+      }
+    }
 
     @Override
     public void onContainerStopped(ContainerId id) {}
@@ -111,7 +162,14 @@ final class YarnPort implements AppMaster.Port {
     public void onContainerResourceUpdated(ContainerId id, Resource r) {}
 
     @Override
-    public void onGetContainerStatusError(ContainerId id, Throwable t) {}
+    public void onGetContainerStatusError(ContainerId id, Throwable t) {
+      asking.remove(id.toString());
+      String node = nodeOf(id);
+      if (node != null && live.contains(id.toString())) {
+        System.err.println("harp master: the NodeManager on " + node + " did not answer for " + id + ": " + t);
+        events.nodeUnreachable(node);
+      }
+    }
 
     @Override
     public void onIncreaseContainerResourceError(ContainerId id, Throwable t) {}
@@ -127,6 +185,10 @@ final class YarnPort implements AppMaster.Port {
 
   @Override
   public void request(int worker, String node, int memoryMb, int vcores) {
+    // A worker asked for again (its node was lost) no longer waits on the old node.
+    for (ContainerRequest old : new java.util.ArrayList<>(amrm.getMatchingRequests(worker))) {
+      amrm.removeContainerRequest(old);
+    }
     amrm.addContainerRequest(new ContainerRequest(Resource.newInstance(memoryMb, vcores), new String[] {node}, null,
         Priority.newInstance(1), worker, false, null));
   }
@@ -169,7 +231,17 @@ final class YarnPort implements AppMaster.Port {
   }
 
   @Override
+  public List<YarnSubmitter.Node> runningNodes() throws Exception {
+    try (YarnRm rm = new YarnRm(conf)) {
+      return rm.runningNodes();
+    }
+  }
+
+  @Override
   public void close() {
+    if (poller != null) {
+      poller.shutdownNow();
+    }
     if (nm != null) {
       nm.stop();
     }

@@ -35,6 +35,8 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   static volatile Path root;
   /** The last instance created (tests inspect it). */
   static volatile FakeYarn last;
+  /** When set, the cluster's nodes become these once a job is submitted (before its master starts). */
+  static volatile List<String> nodesAfterSubmit;
   /** Requests for this node are recorded but never granted. */
   static volatile String withheld = "";
   /** When set, the container of this rank exits with status 3 before doing anything. */
@@ -117,6 +119,9 @@ public final class FakeYarn implements YarnSubmitter.Rm, AppMaster.Port {
   public synchronized void submit(ApplicationSubmissionContext ctx) {
     submitted.add(ctx);
     state = YarnApplicationState.ACCEPTED;
+    if (nodesAfterSubmit != null) {
+      nodes = nodesAfterSubmit;
+    }
     String jobDir = ctx.getAMContainerSpec().getEnvironment().get(LaunchSpec.ENV_JOB_DIR);
     try {
       stagedJobXml = Files.readString(Path.of(ctx.getAMContainerSpec().getLocalResources().get(LaunchSpec.JOB_XML)

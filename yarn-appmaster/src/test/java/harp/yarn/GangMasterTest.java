@@ -333,4 +333,102 @@ class GangMasterTest {
       assertEquals("h" + w + ":1 " + rack.get(node), hosts.get(w));
     }
   }
+
+  /** The node the container of worker {@code rank} runs on ({@link #running}). */
+  private static String nodeOf(Fake f, int rank) {
+    for (String r : f.requests) {
+      if (r.startsWith(rank + "@")) {
+        return r.substring(r.indexOf('@') + 1, r.indexOf(':'));
+      }
+    }
+    throw new AssertionError("no request for worker " + rank);
+  }
+
+  @Test
+  void workersThatReportedTheirResultAreDoneWhateverYarnLaterSaysOfTheirContainers() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 3);
+    // The NodeManager of worker 0's node died; its container ran on, finished and reported.
+    m.onDoneReport(0);
+    m.onCompleted("c1", 0, "");
+    assertEquals(null, f.succeeded, "worker 2 has not finished");
+    m.onDoneReport(2);
+    assertEquals(List.of("commit", "cleanup", "finish:true"), f.events,
+        "every worker reported its result: the job succeeds without waiting for YARN's lost-node expiry");
+    // Ten minutes later YARN releases the containers of the lost node: nothing changes.
+    m.onCompleted("c0", -100, "Container released on a *lost* node");
+    assertEquals(GangMaster.State.SUCCEEDED, m.state());
+    assertEquals(List.of(), f.stopped);
+  }
+
+  @Test
+  void aWorkerOnAnUnreachableNodeThatDoesNotReportIsFailedWithinTheCollectiveTimeout() {
+    Fake f = new Fake();
+    GangMaster m = new GangMaster(new AmConfig(0, 1024, 2, 120_000, 1, 2_000, 30_000), f, f, f);
+    m.start(0, nodes(3), groups(3));
+    for (int i = 0; i < 3; i++) {
+      m.onAllocated(new GangMaster.Container("c" + i, nodeOf(f, i)));
+    }
+    for (int i = 0; i < 3; i++) {
+      m.onRegistered(i, "h" + i + ":1");
+    }
+    m.onDoneReport(0);
+    m.onDoneReport(2);
+    m.onNodeUnreachable(nodeOf(f, 1), 10_000);
+    m.onNodeUnreachable(nodeOf(f, 0), 10_000); // worker 0 reported: not suspected
+    m.onTick(39_999);
+    assertEquals(null, f.succeeded, "the collective timeout has not passed");
+    m.onTick(40_000);
+    assertEquals(false, f.succeeded);
+    assertTrue(f.diagnostics.startsWith("worker 1 (container c1 on " + nodeOf(f, 1) + ") failed: its NodeManager on "
+        + nodeOf(f, 1) + " has been unreachable for 30 s and it has not reported its result"), f.diagnostics);
+    assertEquals(List.of("abort", "cleanup", "finish:false"), f.events);
+    // A NodeManager that answers again clears the suspicion.
+    Fake g = new Fake();
+    GangMaster again = running(g, 2);
+    again.onNodeUnreachable(nodeOf(g, 1), 0);
+    again.onNodeReachable(nodeOf(g, 1));
+    again.onTick(1_000_000);
+    assertEquals(GangMaster.State.RUNNING, again.state());
+  }
+
+  @Test
+  void theWorkerWhoseFailureTheOthersShareIsBlamedNotTheFirstToReport() {
+    Fake f = new Fake();
+    GangMaster m = running(f, 3);
+    // Worker 0 cannot read the centroids; the engine tells every worker, which all fail with it.
+    m.onFailureReport(1, "in kmeans: worker 0 failed: cannot read hdfs://nn/no-such-init.txt: file not found");
+    m.onFailureReport(2, "in kmeans: worker 0 failed: cannot read hdfs://nn/no-such-init.txt: file not found");
+    m.onFailureReport(0, "in kmeans: cannot read hdfs://nn/no-such-init.txt: file not found");
+    m.onCompleted("c1", 1, "harp worker 1 failed");
+    m.onCompleted("c2", 1, "harp worker 2 failed");
+    m.onCompleted("c0", 1, "harp worker 0 failed");
+    assertEquals(false, f.succeeded);
+    assertTrue(f.diagnostics.startsWith("worker 0 (container c0 on " + nodeOf(f, 0)
+        + ") failed with exit status 1: in kmeans: cannot read hdfs://nn/no-such-init.txt"), f.diagnostics);
+  }
+
+  @Test
+  void aNodeLostWhileTheGangIsPlacedIsReplacedByAnotherOrFailsTheJob() {
+    Fake f = new Fake();
+    GangMaster m = new GangMaster(cfg(1), f, f, f);
+    m.start(0, nodes(3), groups(2));
+    String lost = nodeOf(f, 0);
+    m.onAllocated(new GangMaster.Container("c1", nodeOf(f, 1)));
+    m.onNodeUnusable(lost);
+    assertEquals(3, f.requests.size(), "worker 0 is asked for again: " + f.requests);
+    String moved = f.requests.get(2);
+    assertTrue(moved.startsWith("0@") && !moved.contains(lost) && !moved.contains(nodeOf(f, 1) + ":"), moved);
+    m.onAllocated(new GangMaster.Container("c0", moved.substring(2, moved.indexOf(':'))));
+    assertEquals(GangMaster.State.STARTING, m.state());
+    assertEquals(2, f.launched.size());
+    // No node left to move to: the gang diagnostic, naming the lost node.
+    Fake g = new Fake();
+    GangMaster two = new GangMaster(cfg(1), g, g, g);
+    two.start(0, nodes(2), groups(2));
+    two.onNodeUnusable(nodeOf(g, 1));
+    assertEquals(false, g.succeeded);
+    assertTrue(g.diagnostics.contains("2 workers need 2 nodes") && g.diagnostics.contains("1 usable nodes (")
+        && g.diagnostics.contains(" was lost while the workers were placed)"), g.diagnostics);
+  }
 }

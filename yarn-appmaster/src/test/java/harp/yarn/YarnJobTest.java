@@ -49,6 +49,8 @@ class YarnJobTest {
     FakeYarn.killRank = -1;
     FakeYarn.withheld = "";
     FakeYarn.reuse = false;
+    FakeYarn.nodes = List.of("n0", "n1", "n2");
+    FakeYarn.nodesAfterSubmit = null;
   }
 
   /**
@@ -226,6 +228,18 @@ class YarnJobTest {
       assertFalse(p.isAlive());
     }
     assertFalse(Files.exists(tmp.resolve("out").resolve("_SUCCESS")));
+  }
+
+  @Test
+  @Timeout(180)
+  void theMasterAsksTheResourceManagerForItsNodesNotTheListSeenAtSubmission(@TempDir Path tmp) throws Exception {
+    // A node dies between the submission (or a first attempt) and the master's start.
+    FakeYarn.nodesAfterSubmit = List.of("n0", "n1");
+    Job job = job(tmp, "sum on yarn, a node gone after the submission");
+    assertFalse(job.waitForCompletion(false));
+    String why = job.getStatus().getFailureInfo();
+    assertTrue(why.contains("3 workers need 3 nodes") && why.contains("the cluster has 2 usable nodes"), why);
+    assertEquals(List.of(), FakeYarn.last.requests, "a container was asked for on a node that is gone");
   }
 
   @Test
