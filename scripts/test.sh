@@ -78,6 +78,7 @@ checks() {
 }
 
 checks "Source gates: formatting and lints" scripts/check-source.sh
+checks "Docs: every relative link and repository path resolves" scripts/check-links.sh
 
 echo
 echo "== Java build (jars for Java 8+, native libraries for linux-x86_64 and linux-aarch64, glibc 2.17) =="

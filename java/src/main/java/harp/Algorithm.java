@@ -41,7 +41,7 @@ public final class Algorithm {
 
   /** Allreduce algorithms. */
   public enum Allreduce {
-    /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}; tables of equal size on all workers). */
+    /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}): bidirectional exchange while every worker's table is below it, regroup-allgather as soon as any worker's is not; the workers agree on this, so tables may differ in size. */
     AUTO("auto"),
     /** Recursive doubling. */
     BIDIRECTIONAL_EXCHANGE("bidirectional-exchange"),
