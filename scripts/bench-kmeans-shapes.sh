@@ -7,7 +7,7 @@ H=${HARP:-target/release/harp}
 D=${DATA:-/tmp/kmb}
 run() { # name precision args...
   local name=$1 p=$2; shift 2
-  $H kmeans --workers 1 --threads 2 --iterations 10 --precision $p --output $D/out-$name-$p "$@" > /dev/null
+  $H kmeans --workers 1 --threads 2 --iterations 10 --precision $p --output $D/out-$name-$p --overwrite "$@" > /dev/null
   python3 -c "
 import json;s=json.load(open('$D/out-$name-$p/summary.json'));it=s['iterations']
 tot=sum(i['compute_s']+i['comm_s'] for i in it)

@@ -51,7 +51,7 @@ PYEOF
           W=${run:1:1}; T=${run:2:1}
           OUT=$B/harp$N-$W-$T
           $HARP mds --workers "$W" --threads "$T" --input "$D" --format f64 --dim 2 \
-            --iterations "$IT" --init "$B/init$N.txt" --output "$OUT" > /dev/null
+            --iterations "$IT" --init "$B/init$N.txt" --output "$OUT" --overwrite > /dev/null
           CD=$($PY compare "$OUT/coords.txt" "$B/sk$N-1.coords")
           $VENV/bin/python - "$OUT/summary.json" "$B/sk$N-1.json" "$N" "$W" "$T" "$CD" >> "$RES" <<'PYEOF'
 import json, sys

@@ -23,12 +23,12 @@ G=$D/graph-$M-$N.txt
 echo "graph: $G ($(du -h $G | cut -f1)), $IT iterations, harp with $W workers x 1 thread"
 uptime
 t0=$(date +%s.%N)
-$H pagerank --workers $W --threads 1 --input $G --iterations $IT --output $D/out > $D/harp.log
+$H pagerank --workers $W --threads 1 --input $G --iterations $IT --output $D/out --overwrite > $D/harp.log
 t1=$(date +%s.%N)
 tail -2 $D/harp.log
 wall=$(echo "$t1 - $t0" | bc)
 # The same run with key-value messages every iteration (keys encoded, sorted and merged).
-$H pagerank --workers $W --threads 1 --input $G --iterations $IT --messages kv --output $D/out-kv > $D/harp-kv.log
+$H pagerank --workers $W --threads 1 --input $G --iterations $IT --messages kv --output $D/out-kv --overwrite > $D/harp-kv.log
 tail -2 $D/harp-kv.log | head -1
 cmp -s <(cat $D/out/part-*) <(cat $D/out-kv/part-*) && echo "compiled and kv ranks: identical" || { echo "compiled and kv ranks differ"; exit 1; }
 $PY $here/bench_pagerank.py scipy $G $IT 0.85 $D/out > $D/scipy.json

@@ -33,7 +33,7 @@ now() { date +%s.%N; }
 
 rm -rf "$D/out-harp"
 t0=$(now)
-"$HARP" wordcount --workers "$W" --threads "$T" --input "$IN" --output "$D/out-harp"
+"$HARP" wordcount --workers "$W" --threads "$T" --input "$IN" --output "$D/out-harp" --overwrite
 t1=$(now)
 
 rm -rf "$D/out-hadoop"

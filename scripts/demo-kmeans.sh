@@ -10,5 +10,5 @@ DATA=${DATA:-target/demo-data}
 rm -rf "$DATA" target/demo-out
 $H gen points --n "$N" --dim "$D" --seed 42 --init "$K" --files 4 --output "$DATA"
 $H kmeans --workers "$W" --threads 1 --input "$DATA/points" --init "$DATA/init.txt" \
-  --iterations "$I" --output target/demo-out
+  --iterations "$I" --output target/demo-out --overwrite
 echo "first centroid: $(head -c 120 target/demo-out/centroids.txt)…"

@@ -611,3 +611,100 @@ fn bench_times_back_to_back_calls() {
     );
     assert!(min > 0.0 && min <= med, "{j}");
 }
+
+/// The pids of the launcher `launcher`'s worker processes whose command line holds `--rank R`.
+fn worker_pid(launcher: u32, rank: usize) -> Option<i32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        let rank_arg = args
+            .windows(2)
+            .any(|w| w[0] == b"--rank" && w[1] == rank.to_string().as_bytes());
+        if ppid == Some(launcher) && rank_arg {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// A local PageRank job that runs until stopped, writing into `out`: the launcher's child.
+/// `extra` flags are passed on.
+fn long_job(dir: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    let edges = dir.join("edges.txt");
+    let text: String = (0..200)
+        .map(|i| format!("{i} {}\n", (i * 7 + 1) % 200))
+        .collect();
+    std::fs::write(&edges, text).unwrap();
+    let child = harp()
+        .args(["pagerank", "--workers", "3", "--iterations", "100000000"])
+        .args(["--input", edges.to_str().unwrap(), "--output"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the staging directory is there (the job is writing into the output).
+    let until = Instant::now() + Duration::from_secs(30);
+    while !out.join("_temporary").exists() {
+        assert!(Instant::now() < until, "no staging after 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+/// The launcher's SIGTERM and SIGINT are a clean stop, and a master killed with SIGKILL is
+/// cleaned up after by the launcher: either way the job fails and leaves no staging
+/// (`_temporary`), no `_SUCCESS` and no output directory it created.
+#[test]
+fn a_stopped_launcher_or_a_killed_master_leaves_no_staging() {
+    let dir = tmpdir("staging");
+    for how in ["SIGTERM", "SIGINT", "master SIGKILL"] {
+        let out = dir.join(format!("out-{}", how.replace(' ', "-")));
+        let child = long_job(&dir, &out, &[]);
+        let (pid, sig) = match how {
+            "SIGTERM" => (child.id() as i32, libc::SIGTERM),
+            "SIGINT" => (child.id() as i32, libc::SIGINT),
+            _ => (
+                worker_pid(child.id(), 0).expect("rank 0's process"),
+                libc::SIGKILL,
+            ),
+        };
+        // SAFETY: kill(2) on our child or on its worker process.
+        unsafe { libc::kill(pid, sig) };
+        let o = child.wait_with_output().unwrap();
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "{how}: {err}");
+        assert!(!err.contains("panicked"), "{how}: {err}");
+        assert!(
+            !out.exists(),
+            "{how}: left {:?}",
+            std::fs::read_dir(&out).map(|d| d.count())
+        );
+    }
+    // Over an existing result (--overwrite): it stays, without the stopped run's staging.
+    let out = dir.join("out-kept");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("part-00000"), "earlier\n").unwrap();
+    std::fs::write(out.join("_SUCCESS"), "").unwrap();
+    let child = long_job(&dir, &out, &["--overwrite"]);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(!child.wait_with_output().unwrap().status.success());
+    let mut left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["_SUCCESS", "part-00000"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

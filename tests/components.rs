@@ -128,6 +128,7 @@ fn components(input: &Path, out: &Path, workers: usize) -> Output {
         &s(input),
         "--output",
         &s(out),
+        "--overwrite",
     ])
 }
 

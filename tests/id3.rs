@@ -148,6 +148,7 @@ fn id3(input: &str, out: &Path, workers: usize) -> std::process::Output {
         input,
         "--output",
         &s(out),
+        "--overwrite",
     ])
 }
 

@@ -64,6 +64,7 @@ fn kmeans(dir: &Path, workers: &str, input: &str, init: &str, extra: &[&str]) ->
         init,
         "--output",
         &out,
+        "--overwrite",
     ];
     args.extend_from_slice(extra);
     harp(&args)
@@ -455,6 +456,7 @@ fn failed_runs_leave_the_output_as_it_was() {
     for (app, extra) in apps {
         let run = |out: &str| {
             let mut args = vec![app, "--workers", "2", "--input", &missing, "--output", out];
+            args.push("--overwrite");
             args.extend(extra);
             harp(&args)
         };

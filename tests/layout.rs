@@ -135,7 +135,16 @@ fn bad_edges_name_file_line_and_token() {
         let p = dir.join(format!("e{k}.txt"));
         std::fs::write(&p, text.clone() + bad + "\n" + "1 2\n").unwrap();
         let (ps, os) = (s(&p), s(&out));
-        let r = harp(&["layout", "--workers", "3", "--input", &ps, "--output", &os]);
+        let r = harp(&[
+            "layout",
+            "--workers",
+            "3",
+            "--input",
+            &ps,
+            "--output",
+            &os,
+            "--overwrite",
+        ]);
         let err = String::from_utf8_lossy(&r.stderr);
         assert!(!r.status.success() && !err.contains("panicked"), "{err}");
         assert!(
@@ -144,7 +153,16 @@ fn bad_edges_name_file_line_and_token() {
         );
     }
     let (m, os) = (s(&dir.join("missing")), s(&out));
-    let r = harp(&["layout", "--workers", "2", "--input", &m, "--output", &os]);
+    let r = harp(&[
+        "layout",
+        "--workers",
+        "2",
+        "--input",
+        &m,
+        "--output",
+        &os,
+        "--overwrite",
+    ]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success() && err.contains(&m), "{err}");
     assert_eq!(

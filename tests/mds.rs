@@ -219,6 +219,7 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
             &ps,
             "--output",
             &os,
+            "--overwrite",
         ];
         args.extend_from_slice(extra);
         harp(&args)
@@ -301,6 +302,7 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
         &s(&d),
         "--output",
         &s(&out),
+        "--overwrite",
     ]);
     fails(
         &o,
@@ -337,6 +339,7 @@ fn bad_input_names_file_and_line_and_leaves_the_output_alone() {
         &missing,
         "--output",
         &os,
+        "--overwrite",
     ]);
     fails(&o, &["missing.txt"]);
     assert_eq!(

@@ -322,6 +322,7 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
                 &s(&input),
                 "--output",
                 &s(&out),
+                "--overwrite",
             ]));
             assert!(err.contains(&want), "{workers} workers: {err}\nwant {want}");
             let names: Vec<String> = std::fs::read_dir(&out)
@@ -343,6 +344,7 @@ fn bad_input_names_file_line_and_token_and_writes_nothing() {
         &s(&dir.join("missing")),
         "--output",
         &s(&out),
+        "--overwrite",
     ]));
     assert!(err.contains("missing"), "{err}");
     let err = failed(harp(&[

@@ -342,7 +342,7 @@ fn a_failed_run_leaves_the_previous_result_untouched() {
         read(&out.join("centroids.txt")),
         read(&out.join("summary.json")),
     );
-    let args = kmeans(&data, "2", &out, &["--iterations", "6"]);
+    let args = kmeans(&data, "2", &out, &["--iterations", "6", "--overwrite"]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     failed(harp_env(&argv, &[("HARP_KMEANS_FAIL_AFTER", "2:0")]));
     // Exactly what it held before: the failed run's staging directory is gone too.
@@ -355,7 +355,12 @@ fn a_failed_run_leaves_the_previous_result_untouched() {
         (c, sm)
     );
     // The next complete run replaces the result and cleans up.
-    run(&kmeans(&data, "2", &out, &["--iterations", "4"]));
+    run(&kmeans(
+        &data,
+        "2",
+        &out,
+        &["--iterations", "4", "--overwrite"],
+    ));
     assert_eq!(names(&out), ["_SUCCESS", "centroids.txt", "summary.json"]);
     assert_eq!(inertias(&summary(&out)).len(), 4);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -423,6 +428,127 @@ fn labels_of_a_new_run_replace_the_old_ones_with_a_success_marker() {
             .map(|r| read(&labels.join(format!("part-{r:05}"))).lines().count())
             .sum();
         assert_eq!(n, 6000);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A small edge list for the graph applications: `dir/edges.txt`.
+fn edges(dir: &Path) -> String {
+    let p = dir.join("edges.txt");
+    let text: String = (0..40)
+        .map(|i| format!("{i} {}\n", (i * 7 + 3) % 40))
+        .collect();
+    std::fs::write(&p, text).unwrap();
+    s(&p)
+}
+
+/// Every file and directory name under `dir`, recursively, relative to it and sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            v.push(s(p.strip_prefix(dir).unwrap()));
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// One rule for every application: an output directory that holds anything is refused before
+/// any work unless `--overwrite` (or `--resume` for K-means) is given; a missing or empty one
+/// is fine; one holding only `_temporary` is named as a killed run's staging.
+#[test]
+fn every_application_refuses_an_existing_result_unless_told_to_overwrite() {
+    let dir = tmpdir("existing");
+    let data = dataset(&dir);
+    let graph = edges(&dir);
+    let words = dir.join("words.txt");
+    std::fs::write(&words, "a b c a\nb a\n").unwrap();
+    let words = s(&words);
+    let (points, init) = (&data.0, &data.1);
+    let apps: [(&str, &[&str]); 4] = [
+        ("pagerank", &["--input", &graph, "--iterations", "2"]),
+        ("components", &["--input", &graph]),
+        ("wordcount", &["--input", &words]),
+        (
+            "kmeans",
+            &["--input", points, "--init", init, "--iterations", "2"],
+        ),
+    ];
+    for (app, args) in apps {
+        let out = dir.join(format!("out-{app}"));
+        let o = s(&out);
+        let argv = |extra: &[&str]| -> Vec<String> {
+            [&[app, "--workers", "2", "--output", &o][..], args, extra]
+                .concat()
+                .iter()
+                .map(|a| a.to_string())
+                .collect()
+        };
+        // An empty directory is used as it is.
+        std::fs::create_dir_all(&out).unwrap();
+        run(&argv(&[]));
+        assert!(out.join("_SUCCESS").exists(), "{app}");
+        // A result is there now: refused, and left as it was.
+        let before = tree(&out);
+        let e = failed(harp(
+            &argv(&[]).iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        assert!(
+            e.contains("already exists") && e.contains("--overwrite") && e.contains(&o),
+            "{app}: {e}"
+        );
+        assert_eq!(tree(&out), before, "{app}");
+        // Told to overwrite: replaced.
+        run(&argv(&["--overwrite"]));
+        assert!(out.join("_SUCCESS").exists(), "{app}");
+        // Only a killed run's staging: named as such.
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::create_dir_all(out.join("_temporary/local-1-0")).unwrap();
+        let e = failed(harp(
+            &argv(&[]).iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        assert!(e.contains("killed before its commit"), "{app}: {e}");
+        run(&argv(&["--overwrite"]));
+        assert!(out.join("_SUCCESS").exists(), "{app}");
+        assert!(!out.join("_temporary").exists(), "{app}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The commit is the final agreement: a worker that fails after every part is written and
+/// agreed on (`HARP_FAIL_BEFORE_COMMIT`, as one failing on the last frame of the agreement)
+/// fails the job, and the master commits nothing: no `_SUCCESS`, no parts, no staging, and an
+/// earlier result stays as it was.
+#[test]
+fn a_worker_failing_after_its_part_is_written_stops_the_commit() {
+    let dir = tmpdir("final-agreement");
+    let graph = edges(&dir);
+    let data = dataset(&dir);
+    for (app, rank) in [("pagerank", "2"), ("components", "1"), ("kmeans", "1")] {
+        let out = dir.join(format!("out-{app}"));
+        let o = s(&out);
+        let input: &[&str] = match app {
+            "kmeans" => &["--input", &data.0, "--init", &data.1, "--iterations", "2"],
+            _ => &["--input", &graph],
+        };
+        let argv = [&[app, "--workers", "3", "--output", &o][..], input].concat();
+        let e = failed(harp_env(&argv, &[("HARP_FAIL_BEFORE_COMMIT", rank)]));
+        assert!(e.contains("before the final agreement"), "{app}: {e}");
+        assert!(!out.exists(), "{app}: {:?}", tree(&out));
+        // Over an earlier result (--overwrite): it stays as it was.
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("part-00000"), "earlier\n").unwrap();
+        std::fs::write(out.join("_SUCCESS"), "").unwrap();
+        let argv = [&argv[..], &["--overwrite"]].concat();
+        failed(harp_env(&argv, &[("HARP_FAIL_BEFORE_COMMIT", rank)]));
+        assert_eq!(tree(&out), vec!["_SUCCESS", "part-00000"], "{app}");
+        assert_eq!(read(&out.join("part-00000")), "earlier\n", "{app}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

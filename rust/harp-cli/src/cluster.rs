@@ -39,6 +39,15 @@ pub struct WorkerArgs {
     run: Job<InWorker>,
 }
 
+/// The options of every job that writes an output directory, besides `--output`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct OutputOpts {
+    /// Replace the result of an existing output directory; without it, an output directory
+    /// that holds anything is refused (the result is committed only when the run succeeds).
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
 // `check.rs` (and the jobs) name the cluster options by this path.
 pub use crate::options::ClusterOpts;
 
@@ -263,14 +272,78 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
     }
     let secret = random_hex(32)?;
     let jobname = format!("local-{}-{}", std::process::id(), random_hex(4)?);
+    let staged = Staged::of(job, &jobname);
     catch_stop_signals();
+    let done = run_workers(workers, timeout, &exe, name, &rest, &secret, &jobname);
+    // A failed or stopped job leaves no staging and no result (its workers are gone: a master
+    // killed before its own clean-up, say).
+    if done.is_err() {
+        staged.remove();
+    }
+    done
+}
+
+/// The staging directories `DIR/_temporary/JOB` of a job's outputs, and whether each `DIR`
+/// existed before the job started.
+struct Staged(Vec<(String, bool)>, String);
+
+impl Staged {
+    fn of(job: &Job<Local>, jobname: &str) -> Staged {
+        let dirs = job
+            .outputs()
+            .into_iter()
+            .map(|d| d.trim_end_matches('/').to_string())
+            .filter(|d| !d.is_empty())
+            .map(|d| {
+                let existed = harp::storage::for_path(&d).and_then(|st| st.exists(&d));
+                (d, !matches!(existed, Ok(false)))
+            })
+            .collect();
+        Staged(dirs, jobname.to_string())
+    }
+
+    /// Removes each staging directory, `DIR/_temporary` when nothing else is left in it, and
+    /// `DIR` when the job created it and it is empty (best effort: the job's own error is what
+    /// the user sees).
+    fn remove(&self) {
+        for (dir, existed) in &self.0 {
+            let Ok(st) = harp::storage::for_path(dir) else {
+                continue;
+            };
+            let empty = |d: &str| {
+                st.list(d).is_ok_and(|f| f.is_empty())
+                    && st.list_dirs(d).is_ok_and(|d| d.is_empty())
+                    && !st.exists(&format!("{d}/_SUCCESS")).unwrap_or(true)
+            };
+            let temporary = format!("{dir}/_temporary");
+            let _ = st.remove_all(&format!("{temporary}/{}", self.1));
+            if empty(&temporary) {
+                let _ = st.remove_all(&temporary);
+            }
+            if !existed && empty(dir) {
+                let _ = st.remove_all(dir);
+            }
+        }
+    }
+}
+
+/// Starts the worker processes and waits for them (see [`launch`]).
+fn run_workers(
+    workers: usize,
+    timeout: Duration,
+    exe: &std::path::Path,
+    name: &str,
+    rest: &[String],
+    secret: &str,
+    jobname: &str,
+) -> Result<()> {
     let mut kids = Kill(Vec::new());
     for r in 0..workers {
-        let child = Command::new(&exe)
+        let child = Command::new(exe)
             .args(["worker", "--rendezvous", "--rank", &r.to_string(), name])
-            .args(&rest)
-            .env("HARP_SECRET", &secret)
-            .env("HARP_JOB", &jobname)
+            .args(rest)
+            .env("HARP_SECRET", secret)
+            .env("HARP_JOB", jobname)
             .env(LAUNCHER_PID, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -405,22 +478,32 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
     }
 }
 
-/// Runs `body` writing into the output directory `dir` (prepared under `label`; it must be
-/// apart from the job's `inputs`, [`harp::apps::output::check_apart`]); if it fails,
-/// the master removes the staging, so the directory stays as it was.
+/// Runs `body` writing into `out` ([`prepare_output`]); if it fails, the master removes the
+/// staging, so the directory stays as it was.
 pub fn into_output(
     w: &harp::Worker,
-    dir: &str,
-    inputs: &[&str],
-    label: &str,
+    out: harp::apps::output::Output,
     body: impl FnOnce(&harp::apps::output::Output) -> harp::Result<()>,
 ) -> harp::Result<()> {
-    let out = harp::apps::output::Output::prepare(w, dir, inputs, &job_name(), label)?;
     let done = body(&out);
     if done.is_err() && w.is_master() {
         out.abort();
     }
     done
+}
+
+/// [`harp::apps::output::Output::prepare`] for this job ([`job_name`]) with the output options:
+/// the output directory `dir` must be apart from the job's `inputs`
+/// ([`harp::apps::output::check_apart`]) and hold no result unless `opts.overwrite`; `label`
+/// names the step.
+pub fn prepare_output(
+    w: &harp::Worker,
+    dir: &str,
+    inputs: &[&str],
+    opts: &OutputOpts,
+    label: &str,
+) -> harp::Result<harp::apps::output::Output> {
+    harp::apps::output::Output::prepare(w, dir, inputs, &job_name(), label, opts.overwrite)
 }
 
 /// The job's name, as the launcher set it for its workers (HARP_JOB), or "harp": names the

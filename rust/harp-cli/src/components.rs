@@ -19,14 +19,16 @@ pub struct ComponentsArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, &[&a.input], "components-output", |out| {
-        run_into(w, a, out)
-    })
+    let out =
+        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "components-output")?;
+    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {

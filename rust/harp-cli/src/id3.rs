@@ -19,13 +19,14 @@ pub struct Id3Args {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
-    crate::cluster::into_output(w, &a.output, &[&a.input], "id3-output", |out| {
-        run_into(w, a, out)
-    })
+    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "id3-output")?;
+    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {

@@ -69,6 +69,24 @@ impl<X: Args> Job<X> {
         self.parts().0
     }
 
+    /// The directories the job commits a result into (`--output`, K-means' `--labels`): their
+    /// staging directories are removed when the job fails.
+    pub fn outputs(&self) -> Vec<&str> {
+        let (one, labels) = match self {
+            Job::Kmeans(a) => (&a.job.output, a.job.labels.as_deref()),
+            Job::Pagerank(a) => (&a.job.output, None),
+            Job::Wordcount(a) => (&a.job.output, None),
+            Job::Mds(a) => (&a.job.output, None),
+            Job::Layout(a) => (&a.job.output, None),
+            Job::Components(a) => (&a.job.output, None),
+            Job::Id3(a) => (&a.job.output, None),
+            Job::Bench(_) | Job::Check(_) | Job::EventsCheck(_) | Job::Netmap(_) => {
+                return Vec::new()
+            }
+        };
+        std::iter::once(one.as_str()).chain(labels).collect()
+    }
+
     /// The arguments of the mode it was started in ([`Local`] or [`InWorker`]).
     pub fn extra(&self) -> &X {
         self.parts().1

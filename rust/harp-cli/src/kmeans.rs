@@ -73,6 +73,8 @@ pub struct KmeansArgs {
     #[arg(long)]
     pub labels: Option<String>,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -258,7 +260,15 @@ pub fn run(w: &Worker, a: &KmeansArgs) -> Result<()> {
     let opts = options(a)?;
     // The output must be usable before any iteration runs (an earlier run's result stays
     // untouched, and a failed run leaves the output as it was).
-    let out = Output::prepare(w, &a.output, &[&a.input], &opts.job, "kmeans-output")?;
+    // --resume continues the run whose result and checkpoints the output directory holds.
+    let out = Output::prepare(
+        w,
+        &a.output,
+        &[&a.input],
+        &opts.job,
+        "kmeans-output",
+        a.out.overwrite || a.resume,
+    )?;
     let done = run_into(w, a, &opts, &out);
     if done.is_err() && w.is_master() {
         out.abort();
@@ -277,6 +287,8 @@ fn run_into(w: &Worker, a: &KmeansArgs, opts: &driver::Options, dest: &Output) -
             );
         }
     })?;
+    // The commit waits until every worker has finished its last collective without error.
+    dest.finish(w, "kmeans-commit")?;
     if !master {
         return Ok(());
     }

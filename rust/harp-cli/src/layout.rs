@@ -26,6 +26,8 @@ pub struct LayoutArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -37,9 +39,8 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         threads: a.threads,
     };
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, &[&a.input], "layout-output", |out| {
-        run_into(w, &o, out)
-    })
+    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
+    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {

@@ -50,6 +50,8 @@ pub struct MdsArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -79,9 +81,8 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    crate::cluster::into_output(w, &a.output, &[&a.input], "mds-output", |out| {
-        run_into(w, &o, out)
-    })
+    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
+    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
@@ -104,6 +105,9 @@ fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
             );
         }
     })?;
+    // The commit waits until every worker has finished without error (the final agreement);
+    // a failure of the commit itself is the master's.
+    out.finish(w, "mds-commit")?;
     let written = if master {
         (|| {
             out.write(
@@ -155,7 +159,7 @@ fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
     } else {
         Ok(())
     };
-    harp::checkpoint::agree(w, "mds-commit", written)?;
+    written?;
     if master {
         println!(
             "final stress {:.9e} (normalized {:.6e}); wrote {}/coords.txt, stress.txt, summary.json \

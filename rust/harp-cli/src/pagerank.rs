@@ -1,7 +1,6 @@
 //! `harp pagerank`.
 
 use clap::Args;
-use harp::apps::output::Output;
 use harp::apps::pagerank::{self, Messages, Options};
 use harp::{Error, Result, Worker};
 
@@ -31,6 +30,8 @@ pub struct PagerankArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -48,8 +49,7 @@ fn options(a: &PagerankArgs) -> Result<Options> {
 
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
-    let job = crate::cluster::job_name();
-    let out = Output::prepare(w, &a.output, &[&a.input], &job, "pagerank-output")?;
+    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {
         let res = pagerank::run(w, &opts, |it, secs| {

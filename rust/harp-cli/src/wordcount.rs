@@ -1,7 +1,6 @@
 //! `harp wordcount`: Hadoop's WordCount example on a key-value table (harp::apps::wordcount).
 
 use clap::Args;
-use harp::apps::output::Output;
 use harp::apps::wordcount::{self, Options};
 use harp::{storage, Result, Worker};
 
@@ -24,6 +23,8 @@ pub struct WordcountArgs {
     #[arg(long)]
     pub partitions: Option<u32>,
     #[command(flatten)]
+    pub out: crate::cluster::OutputOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -41,7 +42,6 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             "--threads and --partitions must be at least 1",
         ));
     }
-    let job = crate::cluster::job_name();
     // Before anything is written: the output is not a file and the input can be listed (every
     // worker fails at once with the cause otherwise).
     let st = storage::for_path_on(&a.input, Some(w.runtime().clone()));
@@ -56,7 +56,8 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
     harp::checkpoint::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
-    let out = Output::prepare(w, &a.output, &[&a.input], &job, "wordcount-output")?;
+    let out =
+        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;
     let counted = (|| {
         let counts = wordcount::run(w, &*st, &opts)?;
         let part = wordcount::format_counts(&counts.table)?;

@@ -464,14 +464,48 @@ impl Checkpoints {
         Ok(Some(m))
     }
 
-    /// The newest complete checkpoint, if any (torn ones are skipped with a warning).
+    /// The newest complete checkpoint whose every part matches its manifest's size and SHA-256,
+    /// if any. Torn ones and those with a corrupt part are skipped, each with a warning that
+    /// names it and why, in favour of the previous complete, verified one.
     pub fn latest(&self) -> Result<Option<Manifest>> {
         for (i, name) in self.listed()? {
-            if let Some(m) = self.complete(i, &name)? {
-                return Ok(Some(m));
+            let Some(m) = self.complete(i, &name)? else {
+                continue;
+            };
+            match self.verify(&m) {
+                Ok(()) => return Ok(Some(m)),
+                Err(e) => tracing::warn!(
+                    "ignoring checkpoint {}/{name}: {e}; falling back to the previous complete one",
+                    self.dir
+                ),
             }
         }
         Ok(None)
+    }
+
+    /// Reads every part of checkpoint `m` and checks its size and SHA-256.
+    fn verify(&self, m: &Manifest) -> Result<()> {
+        for info in &m.parts {
+            self.read_part(m, info)?;
+        }
+        Ok(())
+    }
+
+    /// The bytes of part `info` of checkpoint `m`, checked against its size and SHA-256.
+    fn read_part(&self, m: &Manifest, info: &PartInfo) -> Result<(String, Vec<u8>)> {
+        let path = format!("{}/{}", self.path(m.iteration), info.file);
+        let bytes = self.storage.read_all(&path)?;
+        let digest = hex(&Sha256::digest(&bytes));
+        if bytes.len() as u64 != info.bytes || digest != info.sha256 {
+            return Err(Error::data(format!(
+                "checkpoint part {path} is corrupt: {} bytes with SHA-256 {digest}, the manifest \
+                 says {} bytes with {}",
+                bytes.len(),
+                info.bytes,
+                info.sha256
+            )));
+        }
+        Ok((path, bytes))
     }
 
     /// Reads part `rank` of checkpoint `m`, checking its size and SHA-256.
@@ -487,18 +521,7 @@ impl Checkpoints {
                 m.iteration, m.workers
             ))
         })?;
-        let path = format!("{}/{}", self.path(m.iteration), info.file);
-        let bytes = self.storage.read_all(&path)?;
-        let digest = hex(&Sha256::digest(&bytes));
-        if bytes.len() as u64 != info.bytes || digest != info.sha256 {
-            return Err(Error::data(format!(
-                "checkpoint part {path} is corrupt: {} bytes with SHA-256 {digest}, the manifest \
-                 says {} bytes with {}",
-                bytes.len(),
-                info.bytes,
-                info.sha256
-            )));
-        }
+        let (path, bytes) = self.read_part(m, info)?;
         let tables = decode_part(&bytes, pool, &path)?;
         let names: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
         if names != m.tables.iter().map(String::as_str).collect::<Vec<_>>() {
@@ -730,6 +753,41 @@ mod tests {
         let e = ck.load_part(&m, 0, &pool).unwrap_err().to_string();
         assert!(e.contains("corrupt") && e.contains("part-00000"), "{e}");
         ck.clear().unwrap();
+        assert_eq!(ck.latest().unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_with_any_corrupt_part_is_passed_over_for_the_previous_one() {
+        let dir = tmpdir("verify");
+        let d = dir.clone();
+        on_workers(3, move |w| {
+            let ck = Checkpoints::new(&d, None).unwrap();
+            for it in [3u64, 5] {
+                let t = table_of(w.pool(), w.rank(), it);
+                ck.save(w, "j", it, &[("t", &t)], &serde_json::Value::Null, 2)
+                    .unwrap();
+            }
+        });
+        let ck = Checkpoints::new(&dir, None).unwrap();
+        assert_eq!(ck.latest().unwrap().unwrap().iteration, 5);
+        let flip = |it: u64, part: &str| {
+            let path = format!("{dir}/{}/{part}", dir_name(it));
+            let mut b = std::fs::read(&path).unwrap();
+            let last = b.len() - 1;
+            b[last] ^= 1; // same size: only the digest tells
+            std::fs::write(&path, &b).unwrap();
+        };
+        // A part other than the master's: the newest is rejected, the previous one used.
+        flip(5, "part-00002");
+        let m = ck.latest().unwrap().unwrap();
+        assert_eq!(m.iteration, 3);
+        let pool = Pool::new(Default::default());
+        for r in 0..3 {
+            assert!(ck.load_part(&m, r, &pool).is_ok());
+        }
+        // The previous one corrupt too (its first part): none is left to resume from.
+        flip(3, "part-00000");
         assert_eq!(ck.latest().unwrap(), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -31,6 +31,46 @@ pub fn check_not_a_file(st: &dyn Storage, dir: &str) -> Result<bool> {
     Ok(true)
 }
 
+/// Fails when `dir` already holds something (files, `_SUCCESS` or subdirectories) and
+/// `overwrite` is false: every application refuses an existing result unless told to replace it
+/// (`--overwrite`) or to continue the run that wrote it (`--resume`, which passes `overwrite`).
+/// A missing or empty directory is fine. A directory that holds nothing but `_temporary` is the
+/// staging of a run that was killed before its commit (or of one still running): the error says
+/// so and how to clear it.
+pub fn check_new(st: &dyn Storage, dir: &str, overwrite: bool) -> Result<()> {
+    let dir = dir.trim_end_matches('/');
+    if overwrite || !st.exists(dir)? {
+        return Ok(());
+    }
+    let mut held: Vec<String> = st
+        .list(dir)?
+        .iter()
+        .map(|f| f.path.rsplit('/').next().unwrap_or("").to_string())
+        .collect();
+    if st.exists(&format!("{dir}/_SUCCESS"))? {
+        held.push("_SUCCESS".into());
+    }
+    held.extend(st.list_dirs(dir)?.into_iter().map(|d| format!("{d}/")));
+    if held.is_empty() {
+        return Ok(());
+    }
+    if held == ["_temporary/"] {
+        return Err(Error::config(format!(
+            "output '{dir}' holds only '{dir}/_temporary', the staging of a run that was killed \
+             before its commit (or of one still writing there): if no job is running into it, \
+             remove '{dir}', or pass --overwrite"
+        )));
+    }
+    held.sort();
+    let shown: Vec<&str> = held.iter().take(5).map(String::as_str).collect();
+    let more = if held.len() > 5 { ", …" } else { "" };
+    Err(Error::config(format!(
+        "output '{dir}' already exists and holds {}{more}: pass --overwrite to replace its \
+         result, or name another directory",
+        shown.join(", ")
+    )))
+}
+
 /// Fails when the output directory `dir` cannot be told apart from the job's `inputs`: an
 /// empty path (or `/`), the input itself, a directory inside it (a later run would read this
 /// run's result as input) or one that holds it (the commit could replace the input's files).
@@ -117,8 +157,9 @@ impl Place {
 impl Output {
     /// Checks, before any work, that the result can be written: every worker names the same
     /// directory, the output is not the input ([`check_apart`]; `inputs` are the job's input
-    /// paths), the master checks that `dir` is
-    /// not a file, creates the staging directory `dir/_temporary/JOB/` and writes a probe there;
+    /// paths), the master checks that `dir` is not a file and holds no result unless
+    /// `overwrite` ([`check_new`]), creates the staging directory `dir/_temporary/JOB/` and
+    /// writes a probe there;
     /// every worker fails at once with the first cause if that fails (`label` names the step
     /// in errors), and the master then removes what it created. Collective.
     pub fn prepare(
@@ -127,6 +168,7 @@ impl Output {
         inputs: &[&str],
         job: &str,
         label: &str,
+        overwrite: bool,
     ) -> Result<Output> {
         let apart = check_apart(dir, inputs);
         let dir = dir.trim_end_matches('/').to_string();
@@ -143,6 +185,7 @@ impl Output {
             (Ok(_), _) if !w.is_master() => Ok(()),
             (Ok(st), _) => (|| {
                 created = !check_not_a_file(&**st, &dir)?;
+                check_new(&**st, &dir, overwrite)?;
                 let probe = format!("{staging}/.probe");
                 st.remove_all(&staging)?;
                 staged = true;
@@ -190,10 +233,12 @@ impl Output {
         format!("part-{rank:05}")
     }
 
-    /// Collective: every worker writes `bytes` as its part file `part-RRRRR`; when every worker
-    /// has succeeded, the master commits the parts plus `extra` files it wrote with
-    /// [`Output::write`], replacing an earlier run's `part-*` files and `extra` files. Every
-    /// worker fails with the first failing worker's cause if any write fails.
+    /// Collective: every worker writes `bytes` as its part file `part-RRRRR`; every worker
+    /// fails with the first failing worker's cause if any write fails. Then the final
+    /// agreement ([`Output::finish`]): once every worker has come through without error, the
+    /// master commits the parts plus `extra` files it wrote with [`Output::write`], replacing
+    /// an earlier run's `part-*` files and `extra` files. The other workers are done once they
+    /// have reported; a failure of the commit itself is the master's.
     pub fn commit_parts(
         &self,
         w: &Worker,
@@ -203,16 +248,52 @@ impl Output {
     ) -> Result<()> {
         let wrote = self.write(&Self::part_name(w.rank()), bytes);
         crate::checkpoint::agree(w, label, wrote)?;
+        self.finish(w, label)?;
+        if !w.is_master() {
+            return Ok(());
+        }
         let mut files: Vec<String> = (0..w.size()).map(Self::part_name).collect();
         files.extend(extra.iter().map(|s| s.to_string()));
-        let committed = if w.is_master() {
-            self.commit(&files, |name| {
-                name.starts_with("part-") || extra.contains(&name)
-            })
-        } else {
-            Ok(())
-        };
-        crate::checkpoint::agree(w, label, committed)
+        self.commit(&files, |name| {
+            name.starts_with("part-") || extra.contains(&name)
+        })
+    }
+
+    /// Collective, the last one of a job that writes this output: the final agreement before
+    /// the commit. Every worker reports to the master that it has finished without error (a
+    /// reduce of one flag toward rank 0); the master returns `Ok` only when every report has
+    /// arrived, so that it commits after the last collective has succeeded on every worker,
+    /// not merely on itself (a worker may still fail on the last frame of an allreduce that
+    /// the master has already left). A worker that failed reports nothing, and the master's
+    /// reduce fails with its cause or as a dead peer. The others return once they have sent
+    /// their report: after it they must not fail the job.
+    pub fn finish(&self, w: &Worker, label: &str) -> Result<()> {
+        if let Some(rank) = injected_failure()? {
+            if rank == w.rank() {
+                return Err(Error::config(format!(
+                    "{FAIL_BEFORE_COMMIT}: worker {rank} fails before the final agreement"
+                )));
+            }
+        }
+        let mut t = crate::data::Table::new(crate::data::Combiner::Sum);
+        t.put(0, crate::data::Array::from_slice(w.pool(), &[1i64]));
+        w.reduce(
+            &format!("{label}-finish"),
+            &mut t,
+            0,
+            crate::collective::ReduceAlgorithm::Binomial,
+        )?;
+        if !w.is_master() {
+            return Ok(());
+        }
+        let reported = t.get(0).map(|a| a.as_slice::<i64>()).transpose()?;
+        match reported {
+            Some(&[n]) if n == w.size() as i64 => Ok(()),
+            got => Err(Error::Protocol(format!(
+                "{label}: the final agreement counted {got:?} reports for {} workers",
+                w.size()
+            ))),
+        }
     }
 
     /// Master only, after a failed run: removes the staging directory, `dir/_temporary` when
@@ -239,6 +320,20 @@ impl Output {
     /// [`commit_files`]).
     pub fn commit(&self, files: &[String], stale: impl Fn(&str) -> bool) -> Result<()> {
         commit_files(&*self.st, &self.staging, &self.dir, files, stale)
+    }
+}
+
+/// Fault injection for tests: `HARP_FAIL_BEFORE_COMMIT=R` makes worker `R` fail in
+/// [`Output::finish`], after every part is written and agreed on, before its report (as a
+/// worker that fails on the last frame of the agreement).
+pub const FAIL_BEFORE_COMMIT: &str = "HARP_FAIL_BEFORE_COMMIT";
+
+fn injected_failure() -> Result<Option<usize>> {
+    match std::env::var(FAIL_BEFORE_COMMIT) {
+        Err(_) => Ok(None),
+        Ok(v) => v.parse().map(Some).map_err(|_| {
+            Error::config(format!("{FAIL_BEFORE_COMMIT}: expected a rank, got '{v}'"))
+        }),
     }
 }
 
