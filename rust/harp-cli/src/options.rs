@@ -192,7 +192,7 @@ fn table() -> String {
     for o in OPTIONS {
         let unit = match o.unit {
             Unit::Millis => "flag: s, keys: ms (1 ms to 365 days)",
-            Unit::Bytes => "bytes (an integer, or with k, m, g, t: 64k, 16m)",
+            Unit::Bytes => "bytes (an integer, or with k, m, g, t: 64k, 16m; at most 4g)",
             u => u.name(),
         };
         s.push_str(&format!(
