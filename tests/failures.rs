@@ -49,39 +49,54 @@ fn points(dir: &Path, last: &str) -> PathBuf {
     pts
 }
 
-/// The root cannot read its --init file: every worker fails at once with the cause, agreed
-/// before the broadcast of the centroids (the same in Java, where nothing aborts the worker;
-/// before stop 31 the others learned it from rank 0's abort in the CLI and waited for the
-/// timeout in Java).
+/// The root cannot read its --init file. The local launcher sees it before starting any
+/// worker and says so in one line; workers started from a hosts file (and in Java) all fail
+/// at once with the cause, agreed before the broadcast of the centroids (before stop 31 the
+/// others learned it from rank 0's abort in the CLI and waited for the timeout in Java).
 #[test]
 fn a_missing_init_file_fails_every_worker_at_once_naming_rank_0() {
     let dir = tmpdir("init");
     let pts = points(&dir, "1 1\n");
     let missing = dir.join("no-such-init.txt");
-    let o = run(&[
+    let (pts, missing, out) = (s(&pts), s(&missing), s(&dir.join("out")));
+    let job = [
         "kmeans",
-        "--workers",
-        "4",
         "--input",
-        &s(&pts),
+        &pts,
         "--init",
-        &s(&missing),
+        &missing,
         "--output",
-        &s(&dir.join("out")),
+        &out,
         "--timeout",
         "300",
-    ]);
+    ];
+    let o = run(&[&job[..], &["--workers", "4"]].concat());
     let err = stderr(&o);
     assert!(!o.status.success(), "{err}");
-    // Rank 0 says what it could not read; the three others, that worker 0 failed and why.
-    let told = err
-        .lines()
-        .filter(|l| {
-            l.starts_with("harp: error: worker 0 failed: ") && l.contains("no-such-init.txt")
-        })
-        .count();
-    assert_eq!(told, 3, "{err}");
-    assert!(!err.contains("timed out"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line, no worker started: {err}");
+    assert!(err.starts_with("harp: error: --init: cannot read"), "{err}");
+    // Without the launcher: rank 0 says what it could not read; the others, that worker 0
+    // failed and why.
+    let hosts = hosts_file(&dir, &free_ports(3));
+    let mut kids = Vec::new();
+    for rank in ["0", "1", "2"] {
+        let mut c = harp();
+        c.args(["worker", "--hosts", &hosts, "--rank", rank])
+            .args(job);
+        c.env("HARP_SECRET", "s3cret-s3cret-s3cret");
+        kids.push(c.stderr(Stdio::piped()).spawn().unwrap());
+    }
+    let errs: Vec<String> = kids
+        .into_iter()
+        .map(|k| stderr(&k.wait_with_output().unwrap()))
+        .collect();
+    for err in &errs[1..] {
+        assert!(
+            err.contains("harp: error: worker 0 failed: ") && err.contains("no-such-init.txt"),
+            "{err}"
+        );
+        assert!(!err.contains("timed out"), "{err}");
+    }
 }
 
 /// A worker whose input is malformed fails outside any collective; the others name it and

@@ -364,7 +364,7 @@ fn option_counts_beyond_memory_or_reason_are_refused() {
         ),
         (
             vec!["bench", "regroup", "--bytes", "1k", "--partitions", big],
-            "--partitions 99999999999: the partitions of 1 tables",
+            "--partitions 99999999999: a table has from 1 to 65536 partitions",
         ),
         (
             vec!["check", "--rounds", "1", "--max-elems", big],
@@ -380,7 +380,7 @@ fn option_counts_beyond_memory_or_reason_are_refused() {
                 "--partitions",
                 "4294967295",
             ],
-            "a key-value table of 4294967295 partitions",
+            "--partitions 4294967295: a table has from 1 to 65536 partitions",
         ),
         (
             vec!["mds", "--input", &matrix, "--output", &out, "--dim", big],

@@ -248,6 +248,6 @@ fn mistakes_fail_clearly_and_leave_the_output_alone() {
     fails(&o, "contains the subdirectory");
     assert_eq!(listing(&out), before);
     let o = wordcount(1, &d.join("a.txt"), &out, &["--threads", "0"]);
-    fails(&o, "--threads and --partitions must be at least 1");
+    fails(&o, "invalid value '0' for '--threads <THREADS>'");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -214,9 +214,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         "reduce-scatter" | "regroup" | "scatter" | "push" | "pull" => 4 * p,
         _ => 1,
     });
-    if parts == 0 {
-        return Err(Error::config("--partitions must be at least 1"));
-    }
+    harp::config::check_partitions("--partitions", parts as u64, p)?;
     // Each partition holds a pooled buffer (at least 64 bytes) and a table entry.
     harp::io::memory::check_fits(
         &format!("--partitions {parts}: the partitions of {} tables", a.inner),

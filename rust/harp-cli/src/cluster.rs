@@ -97,9 +97,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let cfg = args.run.cluster().config()?;
     let rt = harp::worker::runtime(args.run.cluster().io_threads.into())?;
     let secret = match &args.secret_file {
-        Some(f) => {
-            std::fs::read(f).map_err(|e| Error::io(format!("cannot read secret file {f}"), e))?
-        }
+        Some(f) => crate::options::secret_file(f)?,
         None => std::env::var("HARP_SECRET")
             .map_err(|_| Error::config("no job secret: set HARP_SECRET or pass --secret-file"))?
             .into_bytes(),
@@ -142,6 +140,10 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         let listener = Listener::bind(rt.handle(), bind, &cfg)?;
         (topo, listener)
     };
+    harp::io::memory::set_workers_on_host(match topo.addrs() {
+        Ok(addrs) => crate::jobs::workers_on_host(&addrs, args.rank),
+        Err(_) => 1,
+    });
     let w = Worker::start(
         rt.handle().clone(),
         cfg,
@@ -253,6 +255,9 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
             "--workers must be between 1 and 256, got {workers}"
         )));
     }
+    // Every worker needs its own memory on this host; arguments checked once, here.
+    harp::io::memory::set_workers_on_host(workers);
+    job.precheck()?;
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find the harp executable", e))?;
     // Everything after the job's name is passed on, minus --workers/-w N.

@@ -45,6 +45,26 @@ pub struct EventsCheckArgs {
     pub cluster: ClusterOpts,
 }
 
+/// Fails unless `--flood BYTES` (0: no flood check) can run with an event window of
+/// `window` bytes: at least one event, and a window that holds one.
+pub fn check_flood(window: u64, flood: u64) -> Result<()> {
+    if flood == 0 {
+        return Ok(());
+    }
+    if window < FLOOD_EVENT as u64 {
+        return Err(Error::config(format!(
+            "events-check --flood needs --event-window of at least {FLOOD_EVENT} bytes, not \
+             {window}"
+        )));
+    }
+    if flood < FLOOD_EVENT as u64 {
+        return Err(Error::config(format!(
+            "events-check --flood {flood}: at least one event of {FLOOD_EVENT} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// The events of [`flood`].
 const FLOOD_EVENT: usize = 4096;
 
@@ -63,18 +83,7 @@ const FLOOD_EVENT: usize = 4096;
 pub fn flood(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
     let (r, p) = (w.rank(), w.size());
     let window = w.config().event_window;
-    if window < FLOOD_EVENT as u64 {
-        return Err(Error::config(format!(
-            "events-check --flood needs --event-window of at least {FLOOD_EVENT} bytes, not \
-             {window}"
-        )));
-    }
-    if a.flood < FLOOD_EVENT as u64 {
-        return Err(Error::config(format!(
-            "events-check --flood {}: at least one event of {FLOOD_EVENT} bytes",
-            a.flood
-        )));
-    }
+    check_flood(window, a.flood)?;
     let total = a.flood / FLOOD_EVENT as u64;
     let first = (window / FLOOD_EVENT as u64).min(total);
     let event = |i: u64| {

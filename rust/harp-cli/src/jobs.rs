@@ -93,6 +93,39 @@ impl<X: Args> Job<X> {
     }
 }
 
+impl Job<Local> {
+    /// The checks of the job's arguments that need no worker, made by the launcher before it
+    /// starts any (after [`harp::io::memory::set_workers_on_host`]): a bad value is then one
+    /// error line, not one per worker. The workers make the same checks again (a job inside
+    /// Java or `harp worker` has no launcher).
+    pub fn precheck(&self) -> Result<()> {
+        let workers = self.extra().workers;
+        match self {
+            Job::Kmeans(a) => kmeans::precheck(&a.job),
+            Job::Wordcount(a) => match a.job.partitions {
+                Some(n) => harp::config::check_partitions("--partitions", n.into(), workers),
+                None => Ok(()),
+            },
+            Job::Bench(a) => match a.job.partitions {
+                Some(n) => harp::config::check_partitions("--partitions", n as u64, workers),
+                None => Ok(()),
+            },
+            Job::EventsCheck(a) => {
+                events_check::check_flood(a.job.cluster.config()?.event_window, a.job.flood)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How many of the workers at `addrs` run on the same host as rank `rank` (the same IP
+/// address), itself included: they share its memory ([`harp::io::memory::check_fits`]).
+pub fn workers_on_host(addrs: &[std::net::SocketAddr], rank: usize) -> usize {
+    addrs
+        .get(rank)
+        .map_or(1, |me| addrs.iter().filter(|a| a.ip() == me.ip()).count())
+}
+
 /// A job's arguments plus those of the mode it runs in.
 #[derive(Args, Clone, Debug)]
 pub struct With<J: Args, X: Args> {
@@ -117,6 +150,21 @@ pub struct InWorker {}
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+
+    #[test]
+    fn workers_sharing_a_host_are_counted_by_address() {
+        let a = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        let addrs = [
+            a("10.0.0.1:7000"),
+            a("10.0.0.2:7000"),
+            a("10.0.0.1:7001"),
+            a("10.0.0.1:7002"),
+        ];
+        assert_eq!(super::workers_on_host(&addrs, 0), 3);
+        assert_eq!(super::workers_on_host(&addrs, 1), 1);
+        assert_eq!(super::workers_on_host(&addrs, 3), 3);
+        assert_eq!(super::workers_on_host(&addrs, 9), 1);
+    }
 
     #[test]
     fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {

@@ -253,6 +253,22 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
     Ok(o)
 }
 
+/// The checks [`run`] starts with that need no worker, for the local launcher to make once
+/// before it starts any: the options (the memory of all the workers on this host included,
+/// [`harp::io::memory::check_fits`]) and, for a local path, that the `--init` file exists.
+pub fn precheck(a: &KmeansArgs) -> Result<()> {
+    options(a)?;
+    match &a.init {
+        Some(p) if !p.contains("://") => std::fs::metadata(p).map(|_| ()).map_err(|e| {
+            Error::io(
+                format!("--init: cannot read {}", harp::io::quote(p.as_bytes())),
+                e,
+            )
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The files of a result, in the order they are moved into the output directory.
 const RESULT_FILES: [&str; 2] = ["centroids.txt", "summary.json"];
 

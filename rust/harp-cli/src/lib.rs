@@ -65,7 +65,7 @@ enum GenCmd {
 /// The `harp` command line.
 pub fn main() -> ExitCode {
     init_logging();
-    let matches = Cli::command().get_matches();
+    let matches = options::whole_numbers(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let res = match cli.cmd {
         Cmd::Gen {
@@ -113,7 +113,9 @@ struct JobOnly {
 /// clap's message; the job's own options that set up workers (timeouts, sockets) are those `w`
 /// was started with.
 pub fn run_job(w: &Worker, args: &[String]) -> harp::Result<()> {
-    let parsed = JobOnly::try_parse_from(args)
+    let parsed = options::whole_numbers(JobOnly::command())
+        .try_get_matches_from(args)
+        .and_then(|m| JobOnly::from_arg_matches(&m))
         .map_err(|e| harp::Error::config(e.render().to_string().trim_end().to_string()))?;
     if let Some(flag) = process_fault(&parsed.job) {
         return Err(harp::Error::config(format!(
@@ -193,6 +195,23 @@ mod run_job_tests {
                 "{e}"
             );
         }
+        // A job inside Java parses whole numbers as the command line does.
+        let args: Vec<String> = [
+            "pagerank",
+            "--input",
+            "i",
+            "--output",
+            "o",
+            "--iterations",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec();
+        let e = run_job(&w, &args).unwrap_err().to_string();
+        assert!(
+            e.contains("invalid value '0' for '--iterations <ITERATIONS>'"),
+            "{e}"
+        );
         // Without the flags the check runs.
         let args: Vec<String> = ["check", "--rounds", "1"].map(String::from).to_vec();
         run_job(&w, &args).unwrap();

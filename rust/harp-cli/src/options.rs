@@ -93,6 +93,86 @@ impl FromArgMatches for EngineFlags {
     }
 }
 
+/// The whole-number options that count things a job cannot do without: wherever one of these
+/// names appears (any job, `harp gen`), 0 is refused as a usage error, the same for every job.
+pub const AT_LEAST_ONE: &[&str] = &[
+    "iterations",
+    "threads",
+    "inner",
+    "reps",
+    "partitions",
+    "k",
+    "n",
+    "dim",
+    "files",
+    "clusters",
+];
+
+/// `cmd` and its subcommands with one rule for whole-number options (those of type `usize` or
+/// `u32`): a negative value is a usage error naming the option and the smallest value allowed
+/// (1 for the names in [`AT_LEAST_ONE`], else 0), not "unexpected argument '-1'"; every option
+/// taking a value accepts a leading `-` digit as that value. The `harp` command line, worker
+/// mode and the jobs run inside Java ([`crate::run_job`]) are all parsed through it.
+pub fn whole_numbers(cmd: Command) -> Command {
+    let cmd = cmd.mut_args(|a| {
+        if !a.get_action().takes_values() {
+            return a;
+        }
+        let min = match a.get_long() {
+            Some(l) if AT_LEAST_ONE.contains(&l) => 1,
+            _ => 0,
+        };
+        let t = a.get_value_parser().type_id();
+        let a = a.allow_negative_numbers(true);
+        if t == std::any::TypeId::of::<usize>() {
+            a.value_parser(move |v: &str| whole::<usize>(v, min))
+        } else if t == std::any::TypeId::of::<u32>() {
+            a.value_parser(move |v: &str| whole::<u32>(v, min))
+        } else {
+            a
+        }
+    });
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    subs.into_iter()
+        .fold(cmd, |cmd, name| cmd.mut_subcommand(name, whole_numbers))
+}
+
+/// A whole number of type `T`, at least `min`; the error says what is allowed.
+fn whole<T: TryFrom<u64>>(v: &str, min: u64) -> std::result::Result<T, String> {
+    let max = u64::MAX >> (64 - 8 * std::mem::size_of::<T>().min(8));
+    let range = match max {
+        u64::MAX => format!("a whole number, at least {min}"),
+        max => format!("a whole number from {min} to {max}"),
+    };
+    let t = v.trim();
+    match t.parse::<u64>() {
+        Ok(n) if n >= min => T::try_from(n).map_err(|_| format!("expected {range}")),
+        Ok(_) => Err(format!("expected {range}")),
+        Err(_) if t.starts_with('-') && t[1..].parse::<f64>().is_ok() => Err(format!(
+            "negative numbers are not allowed: expected {range}"
+        )),
+        Err(_) => Err(format!("expected {range}")),
+    }
+}
+
+/// The job secret held in file `path` (`harp worker --secret-file`): its bytes without
+/// trailing whitespace (spaces, tabs, `\r`, `\n`), so that a file written by an editor or
+/// `echo` (which end it with a newline) holds the same secret as `HARP_SECRET`.
+pub fn secret_file(path: &str) -> Result<Vec<u8>> {
+    let mut b = std::fs::read(path)
+        .map_err(|e| harp::Error::io(format!("cannot read secret file {path}"), e))?;
+    let keep = b.len()
+        - b.iter()
+            .rev()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
+    b.truncate(keep);
+    Ok(b)
+}
+
 #[derive(Args)]
 pub struct OptionsArgs {
     /// Print `KEY.java` and `KEY.default` lines (the Java build's copy of the table) instead.
@@ -112,7 +192,7 @@ fn table() -> String {
     for o in OPTIONS {
         let unit = match o.unit {
             Unit::Millis => "flag: s, keys: ms (1 ms to 365 days)",
-            Unit::Bytes => "bytes (an integer, or with k, m, g, t: 64k, 16m)",
+            Unit::Bytes => "bytes (an integer, or with k, m, g, t: 64k, 16m; at most 4g)",
             u => u.name(),
         };
         s.push_str(&format!(
@@ -196,6 +276,108 @@ mod tests {
             h.contains("(seconds, 0.001 to 31536000) [default: 120]"),
             "{h}"
         );
+    }
+
+    /// One rule for whole numbers in every job, through the same parser the binary and
+    /// `run_job` use: negatives name the option and the range; a count in AT_LEAST_ONE
+    /// refuses 0 whichever job has it.
+    #[test]
+    fn whole_number_options_refuse_negatives_and_zero_counts() {
+        use clap::{CommandFactory, FromArgMatches};
+        let parse = |args: &[&str]| {
+            whole_numbers(crate::Cli::command())
+                .try_get_matches_from(args)
+                .and_then(|m| crate::Cli::from_arg_matches(&m))
+                .map(|_| ())
+        };
+        let io = ["--input", "i", "--output", "o"];
+        for job in ["kmeans", "pagerank", "mds", "layout"] {
+            for (v, want) in [
+                ("0", "expected a whole number, at least 1"),
+                ("-1", "negative numbers are not allowed"),
+                ("x", "expected a whole number, at least 1"),
+            ] {
+                let args = [&["harp", job][..], &io, &["--iterations", v]].concat();
+                let e = parse(&args).unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!("invalid value '{v}' for '--iterations"))
+                        && e.contains(want),
+                    "{job} {v}: {e}"
+                );
+            }
+            parse(&[&["harp", job][..], &io, &["--iterations", "3"]].concat()).unwrap();
+        }
+        let e = parse(&["harp", "worker", "--rank", "-1", "check"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected a whole number, at least 0"), "{e}");
+        // Signed and fractional options still take negative values (checked by their jobs).
+        parse(&[
+            "harp",
+            "kmeans",
+            "--input",
+            "i",
+            "--output",
+            "o",
+            "--tolerance",
+            "-1",
+        ])
+        .unwrap();
+        parse(&[
+            "harp",
+            "pagerank",
+            "--input",
+            "i",
+            "--output",
+            "o",
+            "--damping",
+            "-2",
+        ])
+        .unwrap();
+        assert_eq!(
+            whole::<u32>("4294967296", 0),
+            Err("expected a whole number from 0 to 4294967295".into())
+        );
+        assert_eq!(whole::<usize>(" 7 ", 1), Ok(7));
+    }
+
+    #[test]
+    fn byte_flags_share_one_limit() {
+        for flag in [
+            "--chunk",
+            "--event-window",
+            "--socket-buffer",
+            "--net-measure-bytes",
+        ] {
+            let e = T::try_parse_from(["t", flag, "100t"]).err().unwrap();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(
+                e.to_string().contains("more than 4294967296 bytes (4g)"),
+                "{e}"
+            );
+            T::try_parse_from(["t", flag, "4g"]).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_secret_file_loses_its_trailing_whitespace_only() {
+        let d = std::env::temp_dir().join(format!("harp-secret-{}", std::process::id()));
+        for (text, want) in [
+            ("abc\n", "abc"),
+            ("abc\r\n", "abc"),
+            (" a b \t\n\n", " a b"),
+            ("abc", "abc"),
+        ] {
+            std::fs::write(&d, text).unwrap();
+            assert_eq!(
+                secret_file(d.to_str().unwrap()).unwrap(),
+                want.as_bytes(),
+                "{text:?}"
+            );
+        }
+        std::fs::remove_file(&d).unwrap();
+        let e = secret_file(d.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("cannot read secret file"), "{e}");
     }
 
     #[test]

@@ -37,11 +37,10 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             .partitions
             .unwrap_or((w.size() * 8).min(u32::MAX as usize) as u32),
     };
-    if opts.threads == 0 || opts.partitions == 0 {
-        return Err(harp::Error::config(
-            "--threads and --partitions must be at least 1",
-        ));
+    if opts.threads == 0 {
+        return Err(harp::Error::config("--threads must be at least 1"));
     }
+    harp::config::check_partitions("--partitions", opts.partitions.into(), w.size())?;
     // Before anything is written: the output is not a file and the input can be listed (every
     // worker fails at once with the cause otherwise).
     let st = storage::for_path_on(&a.input, Some(w.runtime().clone()));

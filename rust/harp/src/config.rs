@@ -194,6 +194,31 @@ impl TcpCongestion {
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The shortest duration any option accepts.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
+/// The largest value any byte option ([`Unit::Bytes`]) accepts: 4 GiB. Buffers, chunks and
+/// windows beyond it cannot help (a socket buffer is capped by the kernel far below), and a
+/// crossover of 4 GiB already means "always the small-message algorithm".
+pub const MAX_BYTES: u64 = 4 << 30;
+
+/// The most partitions a table of a job of `workers` workers may have (the `--partitions` of
+/// the applications and of `harp bench`): 65,536, or 8 per worker when there are more than
+/// 8,192 workers. Every partition costs memory and a header on every message whether it holds
+/// data or not, so more partitions than that only cost memory and time.
+pub fn max_partitions(workers: usize) -> u64 {
+    (1u64 << 16).max(8 * workers as u64)
+}
+
+/// Fails unless `partitions` (a value of option `flag`) is from 1 to [`max_partitions`] for a
+/// job of `workers` workers.
+pub fn check_partitions(flag: &str, partitions: u64, workers: usize) -> Result<()> {
+    let max = max_partitions(workers);
+    if partitions == 0 || partitions > max {
+        return Err(Error::config(format!(
+            "{flag} {partitions}: a table has from 1 to {max} partitions with {workers} \
+             worker(s) (65536, or 8 per worker beyond 8192 workers)"
+        )));
+    }
+    Ok(())
+}
 
 /// How an option's value is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,8 +227,9 @@ pub enum Unit {
     /// for the CLI flag; from 1 ms to [`MAX_DURATION`] (365 days) in both. Anything else, `inf`
     /// and `NaN` included, is an error naming the option and the allowed range.
     Millis,
-    /// A number of bytes: an integer, at least 0, optionally followed by `k`, `m`, `g` or `t`
-    /// (KiB, MiB, GiB, TiB) as [`parse_bytes`] reads it.
+    /// A number of bytes: an integer from 0 to [`MAX_BYTES`] (4 GiB), optionally followed by
+    /// `k`, `m`, `g` or `t` (KiB, MiB, GiB, TiB) as [`parse_bytes`] reads it. One rule for every
+    /// byte option: a larger value is an error naming the option and the limit.
     Bytes,
     /// A name (letters, digits and `_`, shorter than 16); empty means unset.
     Name,
@@ -296,12 +322,11 @@ pub static OPTIONS: &[EngineOption] = &[
         help: "Socket send and receive buffers of every connection (0: the OS's autotuning).",
         get: |c| Value::Bytes(c.send_buffer.unwrap_or(0).into()),
         put: |c, v| {
-            let n = v.bytes();
-            let n = match n {
+            // MAX_BYTES is 4 GiB, one more than a u32 holds: the kernel caps the buffers at
+            // net.core.wmem_max / rmem_max (a few MiB) anyway.
+            let n = match v.bytes() {
                 0 => None,
-                n => Some(u32::try_from(n).map_err(|_| {
-                    Error::config(format!("socket buffer: {n} bytes is too large"))
-                })?),
+                n => Some(u32::try_from(n).unwrap_or(u32::MAX)),
             };
             c.send_buffer = n;
             c.recv_buffer = n;
@@ -597,7 +622,15 @@ impl EngineOption {
         let v = match self.unit {
             Unit::Millis => Value::Time(millis(key, value)?),
             Unit::Bytes => Value::Bytes(
-                parse_bytes(value).map_err(|e| Error::config(format!("option {key}: {e}")))?,
+                parse_bytes(value)
+                    .and_then(|n| match n {
+                        n if n > MAX_BYTES => Err(format!(
+                            "{} is more than {MAX_BYTES} bytes (4g), the most a byte option takes",
+                            quote(value)
+                        )),
+                        n => Ok(n),
+                    })
+                    .map_err(|e| Error::config(format!("option {key}: {e}")))?,
             ),
             Unit::Name => name(key, value)?,
             Unit::Switch => Value::Switch(switch(key, value)?),
@@ -815,7 +848,7 @@ mod tests {
             "{e}"
         );
         let e = c.apply("socket_buffer=8g").unwrap_err().to_string();
-        assert!(e.contains("too large"), "{e}");
+        assert!(e.contains("more than 4294967296 bytes (4g)"), "{e}");
         let e = c.apply("x=1").unwrap_err().to_string();
         assert!(e.contains("unknown option 'x'"), "{e}");
         let e = c.apply("ok\nnot a pair").unwrap_err().to_string();
@@ -953,6 +986,54 @@ mod tests {
         }
     }
 
+    /// One rule for every byte option, in every layer: 0 to 4 GiB, a larger value refused
+    /// naming the option (`--chunk 100t` and `--event-window 100t` were accepted where
+    /// `--socket-buffer 100t` was refused).
+    #[test]
+    fn every_byte_option_takes_up_to_4_gib() {
+        let bytes: Vec<_> = OPTIONS.iter().filter(|o| o.unit == Unit::Bytes).collect();
+        assert!(bytes.len() >= 6);
+        for o in bytes {
+            let mut c = Config::default();
+            for bad in ["100t", "4294967297", "5g"] {
+                for e in [
+                    o.set_flag(&mut c, bad).unwrap_err().to_string(),
+                    c.set(o.java, bad).unwrap_err().to_string(),
+                ] {
+                    assert!(
+                        e.contains("more than 4294967296 bytes (4g)") && e.contains(bad),
+                        "{}: {e}",
+                        o.key
+                    );
+                }
+            }
+            o.set_flag(&mut c, "4g").unwrap();
+            assert!(
+                matches!((o.get)(&c), Value::Bytes(n) if n >= u32::MAX as u64),
+                "{}",
+                o.key
+            );
+        }
+    }
+
+    #[test]
+    fn partitions_are_bounded_by_one_rule() {
+        assert_eq!(max_partitions(1), 65536);
+        assert_eq!(max_partitions(8192), 65536);
+        assert_eq!(max_partitions(10_000), 80_000);
+        check_partitions("--partitions", 65536, 2).unwrap();
+        check_partitions("--partitions", 1, 1).unwrap();
+        for bad in [0, 65537, 100_000_000] {
+            let e = check_partitions("--partitions", bad, 2)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("--partitions {bad}: a table has from 1 to 65536")),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn flags_take_seconds_and_engine_keys_milliseconds() {
         let t = EngineOption::by_flag("timeout").unwrap();
@@ -969,7 +1050,7 @@ mod tests {
         s.set_flag(&mut c, "1024").unwrap();
         assert_eq!(c.recv_buffer, Some(1024));
         let e = s.set_flag(&mut c, "8589934592").unwrap_err().to_string();
-        assert!(e.contains("too large"), "{e}");
+        assert!(e.contains("more than 4294967296 bytes"), "{e}");
         assert_eq!(
             EngineOption::by_flag("tcp-congestion")
                 .unwrap()

@@ -111,8 +111,7 @@ impl Graph {
 /// used.
 fn parse_edges(buf: &[u8], out: &mut Vec<(i64, i64)>) -> std::result::Result<(), LineError> {
     for_each_line(buf, |line, line_start| {
-        let edge =
-            parse_edge_line(line, i64::MAX as u64).map_err(|msg| LineError { line_start, msg })?;
+        let edge = parse_edge_line(line).map_err(|msg| LineError { line_start, msg })?;
         // Both ids are at most i64::MAX.
         if let Some((a, b, _)) = edge {
             out.push((a as i64, b as i64));

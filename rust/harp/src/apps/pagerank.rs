@@ -121,8 +121,7 @@ pub struct Outcome {
 /// into `out`; the first line with a weight makes `out` weighted (the edges before it weigh 1).
 fn parse_edges(buf: &[u8], out: &mut EdgeBuilder) -> Result<(), LineError> {
     crate::io::lines::for_each_line(buf, |line, line_start| {
-        let edge =
-            parse_edge_line(line, i64::MAX as u64).map_err(|msg| LineError { line_start, msg })?;
+        let edge = parse_edge_line(line).map_err(|msg| LineError { line_start, msg })?;
         if let Some((src, dst, weight)) = edge {
             if weight.is_some() {
                 out.make_weighted();

@@ -133,12 +133,19 @@ fn push_fixed6(out: &mut Vec<u8>, v: f64) -> f64 {
     q as f64 / 1e6
 }
 
-/// The blob centres for `seed`: `clusters × dim`, uniform in [-10, 10].
-fn centres(seed: u64, clusters: usize, dim: usize) -> Vec<f64> {
+/// The blob centres for `seed`: `clusters × dim`, uniform in [-10, 10]; an error, not an
+/// abort, when their memory cannot be had.
+fn centres(seed: u64, clusters: usize, dim: usize) -> Result<Vec<f64>> {
+    let n = clusters.checked_mul(dim).ok_or_else(|| {
+        Error::config(format!(
+            "{clusters} blob centres of dimension {dim}: too many values"
+        ))
+    })?;
     let mut rng = Rng::new(derive(seed, TAG_CENTRES, 0));
-    (0..clusters * dim)
-        .map(|_| rng.uniform(-BOX, BOX))
-        .collect()
+    let mut c =
+        memory::try_with_capacity(&format!("{clusters} blob centres of dimension {dim}"), n)?;
+    c.extend((0..n).map(|_| rng.uniform(-BOX, BOX)));
+    Ok(c)
 }
 
 /// Generates points `[from, to)` of the global sequence, all inside chunk `from / GEN_CHUNK`,
@@ -151,11 +158,12 @@ fn gen_piece(
     to: usize,
     format: Format,
     out: &mut Vec<u8>,
-) {
+) -> Result<()> {
     let chunk = from / GEN_CHUNK;
     let mut rng = Rng::new(derive(seed, TAG_POINTS, chunk as u64));
     let clusters = centres.len() / dim;
-    let mut row = vec![0.0; dim];
+    let mut row = memory::try_with_capacity(&format!("a point of dimension {dim}"), dim)?;
+    row.resize(dim, 0.0);
     for i in chunk * GEN_CHUNK..to {
         let c = rng.below(clusters);
         for (j, v) in row.iter_mut().enumerate() {
@@ -181,6 +189,7 @@ fn gen_piece(
             }
         }
     }
+    Ok(())
 }
 
 /// The most bytes one generated value takes: text `-dd.dddddd` and a separator, or an f32.
@@ -264,7 +273,7 @@ pub fn generate_points(
         )));
     }
     check_points_memory(n, dim, files, clusters, format)?;
-    let centres = centres(seed, clusters, dim);
+    let centres = centres(seed, clusters, dim)?;
     let dir = format!("{}/points", out_dir.trim_end_matches('/'));
     storage.create_dir_all(&dir)?;
     for f in 0..files {
@@ -278,18 +287,30 @@ pub fn generate_points(
             c += GEN_CHUNK;
         }
         cuts.push(to);
+        // Every buffer is allocated fallibly: a size that passed the memory check can still
+        // fail to be allocated when other processes took the memory meanwhile.
+        let what = |bytes: usize| format!("{bytes} bytes of points for file {f}");
         let pieces: Vec<Vec<u8>> = cuts
             .par_windows(2)
             .map(|w| {
-                let mut out =
-                    Vec::with_capacity((w[1] - w[0]) * dim * value_bytes(format) as usize);
+                let len = (w[1] - w[0])
+                    .checked_mul(dim)
+                    .and_then(|v| v.checked_mul(value_bytes(format) as usize))
+                    .ok_or_else(|| {
+                        Error::config(format!("points {}..{}: too large", w[0], w[1]))
+                    })?;
+                let mut out = memory::try_with_capacity(&what(len), len)?;
                 if w[0] < w[1] {
-                    gen_piece(seed, &centres, dim, w[0], w[1], format, &mut out);
+                    gen_piece(seed, &centres, dim, w[0], w[1], format, &mut out)?;
                 }
-                out
+                Ok(out)
             })
-            .collect();
-        let bytes = pieces.concat();
+            .collect::<Result<_>>()?;
+        let total = pieces.iter().map(Vec::len).sum();
+        let mut bytes = memory::try_with_capacity(&what(total), total)?;
+        for p in pieces {
+            bytes.extend_from_slice(&p);
+        }
         storage.write_all(&format!("{dir}/part-{f:05}.{}", format.extension()), &bytes)?;
     }
     Ok(())
@@ -311,14 +332,20 @@ pub fn generate_init(
     }
     check_init_memory(k, dim)?;
     let mut rng = Rng::new(derive(seed, TAG_INIT, 0));
-    let data = (0..k * dim).map(|_| rng.uniform(-BOX, BOX)).collect();
+    let n = k
+        .checked_mul(dim)
+        .ok_or_else(|| Error::config(format!("{k} centroids of dimension {dim}: too many")))?;
+    let mut data =
+        memory::try_with_capacity(&format!("{k} initial centroids of dimension {dim}"), n)?;
+    data.extend((0..n).map(|_| rng.uniform(-BOX, BOX)));
     let c = Points { n: k, dim, data };
     storage.write_all(out_path, format_centroids(&c).as_bytes())
 }
 
 /// `n` points of the same blob mixture as [`generate_points`], in memory and unrounded.
 pub fn blobs_in_memory(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f64> {
-    let centres = centres(seed, clusters.max(1), dim);
+    // A benchmark's own sizes (`bench_kernel`), not input: an allocation that fails aborts.
+    let centres = centres(seed, clusters.max(1), dim).expect("the blob centres fit in memory");
     let chunks: Vec<usize> = (0..n.div_ceil(GEN_CHUNK)).collect();
     let parts: Vec<Vec<f64>> = chunks
         .par_iter()
