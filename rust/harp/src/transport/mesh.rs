@@ -24,7 +24,7 @@ use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
-use crate::wire::{Header, COMPACT_MAX};
+use crate::wire::{Header, Kind, COMPACT_MAX};
 
 /// The write half of one connection; `None` once closed.
 pub(super) type Writer = tokio::sync::Mutex<Option<Conn>>;
@@ -770,37 +770,52 @@ impl Transport {
         } else {
             deadline
         };
-        match tokio::time::timeout_at(wait_until.into(), peers.open_all(&need, dial)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                peers.stop_tasks();
-                return Err(e);
-            }
+        // Heartbeats from the start: the workers connected to rank 0 wait for its handshake
+        // while it waits for the others, and must not take it for silent.
+        let every = heartbeat_interval(cfg.op_timeout.min(cfg.connect_timeout));
+        peers.spawn(heartbeats(peers.writers.clone(), rank, job, every));
+        let waited = tokio::time::timeout_at(wait_until.into(), peers.open_all(&need, dial)).await;
+        let failed = match waited {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
             Err(_) => {
-                peers.stop_tasks();
                 let st = peers.stages();
                 let missing: Vec<String> = need
                     .iter()
                     .filter(|&&r| st[r] != Stage::Open)
                     .map(|&r| format!("rank {r} ({})", hosts[r]))
                     .collect();
-                return Err(Error::Startup {
+                Some(Error::Startup {
                     rank,
                     msg: format!(
                         "{} did not connect within {} s",
                         missing.join(", "),
                         cfg.connect_timeout.as_secs_f64()
                     ),
-                });
+                })
             }
-        }
-        peers.started.store(true, Ordering::Release);
-        let every = heartbeat_interval(cfg.op_timeout);
-        peers.spawn(heartbeats(peers.writers.clone(), rank, job, every));
+        };
         let link = TcpMesh { peers };
+        if let Some(e) = failed {
+            // The workers already connected (to rank 0) learn why at once.
+            let why = e.to_string();
+            let h = Header::control(Kind::Abort, rank, job, why.len());
+            link.close(h, why.as_bytes()).await;
+            return Err(e);
+        }
+        link.peers.started.store(true, Ordering::Release);
         let t = Transport::new(rank, size, job, cfg.op_timeout, mailbox, Box::new(link));
         t.set_event_window(cfg.event_window);
-        handshake::run(&t, cfg.connect_timeout).await?;
+        handshake::run(&t, cfg.connect_timeout)
+            .await
+            .map_err(|e| match e {
+                // Rank 0 failed its start-up (it names the rank that did not connect).
+                Error::PeerLost { peer, reason, .. } => Error::Startup {
+                    rank,
+                    msg: format!("rank {peer} is gone: {reason}"),
+                },
+                e => e,
+            })?;
         Ok(t)
     }
 }
@@ -808,7 +823,6 @@ impl Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Kind;
     use tokio::io::AsyncReadExt;
 
     /// Two workers that dial each other at the same moment, many times over, end with one
