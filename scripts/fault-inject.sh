@@ -10,9 +10,15 @@
 #     launcher after timeout + 5 s; that wait is not counted as a survivor's time to fail).
 # For a launcher fault every worker must be gone within 5 s.
 #
+# Then two start-up cases (SCALE=0 skips them):
+#   * SCALE workers (default 160) start and run a barrier (`harp bench barrier --json`): wall
+#     time and the connections rank 0 and the others hold (they open on first use);
+#   * a stranger floods rank 0's port with idle and closed connections (python3) while a
+#     4-worker job starts from a hosts file: every worker must succeed.
+#
 # Usage: scripts/fault-inject.sh [TRIALS=40] [WORKERS=4] [TIMEOUT=10]
 # Environment: HARP (the harp binary, default target/release/harp), SEED (for $RANDOM),
-# KEEP=1 keeps the per-trial logs in $OUT (default a fresh temporary directory).
+# KEEP=1 keeps the per-trial logs in $OUT (default a fresh temporary directory), SCALE.
 set -u
 TRIALS=${1:-40}
 W=${2:-4}
@@ -112,5 +118,56 @@ echo "faults: $(for k in "${!by_fault[@]}"; do printf '%s=%s ' "$k" "${by_fault[
 echo "worker faults: $worker_trials; every survivor failed: $all_failed; every survivor named the victim: $named; slowest last survivor: ${max_fail}s (timeout ${T}s)"
 echo "launcher faults: $launcher_trials; all workers gone within 5 s: $launcher_ok; slowest: ${max_launcher}s"
 echo "leftover processes: $leftovers"
+
+SCALE=${SCALE:-160}
+if [ "$SCALE" -gt 0 ]; then
+    t0=$(now)
+    j=$("$HARP" bench barrier --workers "$SCALE" --reps 1 --json --timeout 60 2>"$OUT/scale.log" | tail -1)
+    dt=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.2f", b - a}')
+    if [ -n "$j" ]; then
+        echo "start-up of $SCALE workers and a barrier: ${dt}s; connections $(echo "$j" |
+            sed 's/.*"connections_max_others":\([0-9.]*\).*"connections_mean":\([0-9.]*\).*"connections_rank0":\([0-9.]*\).*/rank 0 \3, others at most \1, mean \2/')"
+    else
+        echo "start-up of $SCALE workers FAILED after ${dt}s:"; sed 's/^/    /' "$OUT/scale.log" | cut -c1-300 | head -20
+    fi
+    if command -v python3 >/dev/null; then
+        base=$((20000 + RANDOM % 30000))
+        hosts=$OUT/flood-hosts
+        for r in 0 1 2 3; do echo "127.0.0.1:$((base + r))"; done > "$hosts"
+        # The stranger: idle connections (up to 1000 kept) and as many closed at once.
+        python3 - "$base" <<'PY' &
+import socket, sys, time, collections
+port, idle, until = int(sys.argv[1]), collections.deque(), time.time() + 120
+while time.time() < until:
+    for keep in (True, False):
+        try:
+            c = socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            time.sleep(0.001)
+            continue
+        if keep:
+            idle.append(c)
+            if len(idle) > 1000:
+                idle.popleft().close()
+        else:
+            c.close()
+PY
+        F=$!
+        pids=()
+        for r in 0 1 2 3; do
+            HARP_SECRET=flood-test-secret-0123456789 HARP_LOG=error "$HARP" worker --hosts "$hosts" \
+                --rank $r --job flood bench allreduce --bytes 1k --reps 3 --timeout 60 \
+                >/dev/null 2>"$OUT/flood-$r.log" &
+            pids+=($!)
+            [ $r = 0 ] && sleep 1
+        done
+        t0=$(now) okc=0
+        for p in "${pids[@]}"; do wait "$p" && okc=$((okc + 1)); done
+        dt=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.2f", b - a}')
+        kill "$F" 2>/dev/null; wait "$F" 2>/dev/null
+        echo "4-worker job beside a connection flood on rank 0: $okc of 4 workers succeeded in ${dt}s"
+        [ "$okc" = 4 ] || cat "$OUT"/flood-*.log | cut -c1-300 | head -20
+    fi
+fi
 echo "logs: $OUT"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$OUT"

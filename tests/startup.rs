@@ -14,26 +14,32 @@ use std::time::{Duration, Instant};
 
 use common::{harp, ok, s, tmpdir};
 
-/// 200 local worker processes: a barrier and a 1 KiB allreduce. Every worker dials every
-/// lower rank at start, so rank 0 takes 199 connections at once, three times the pending cap.
+/// `harp bench OP --workers P --bytes 1k --reps 2 --json --timeout 60`, which must succeed.
+fn bench_json(op: &str, p: usize) -> serde_json::Value {
+    let p = p.to_string();
+    let out = ok(harp(&[
+        "bench",
+        op,
+        "--workers",
+        &p,
+        "--bytes",
+        "1k",
+        "--reps",
+        "2",
+        "--json",
+        "--timeout",
+        "60",
+    ]));
+    serde_json::from_str(out.trim()).expect("one JSON object")
+}
+
+/// 200 local worker processes: a barrier and a 1 KiB allreduce. Every worker dials rank 0 at
+/// start, so rank 0 takes 199 connections at once, three times the pending cap.
 #[test]
 fn two_hundred_workers_start_and_run_a_barrier_and_an_allreduce() {
     for op in ["barrier", "allreduce"] {
         let t0 = Instant::now();
-        let out = ok(harp(&[
-            "bench",
-            op,
-            "--workers",
-            "200",
-            "--bytes",
-            "1k",
-            "--reps",
-            "2",
-            "--json",
-            "--timeout",
-            "60",
-        ]));
-        let j: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+        let j = bench_json(op, 200);
         assert_eq!(j["op"], op, "{j}");
         assert_eq!(j["workers"], 200, "{j}");
         eprintln!(
@@ -41,6 +47,26 @@ fn two_hundred_workers_start_and_run_a_barrier_and_an_allreduce() {
             t0.elapsed().as_secs_f64()
         );
     }
+}
+
+/// Connections open on first use: in a ring job (a rotate, with the dissemination barrier
+/// before each repetition) a worker other than rank 0 holds its connection to rank 0 and
+/// those to its ring and barrier partners, 2 log2 p + 1 at most, not p - 1.
+#[test]
+fn a_ring_job_opens_connections_only_to_the_peers_it_talks_to() {
+    let p = 32;
+    let j = bench_json("rotate", p);
+    assert_eq!(j["workers"], p, "{j}");
+    // Every worker connects to rank 0 at start-up.
+    assert_eq!(j["connections_rank0"], (p - 1) as f64, "{j}");
+    let others = j["connections_max_others"].as_f64().expect("a count");
+    let mean = j["connections_mean"].as_f64().expect("a count");
+    // Rank 0, and rank ± 2^k for k < 5 (the ring's neighbours are the first of them).
+    assert!(
+        (3.0..=11.0).contains(&others),
+        "a worker other than rank 0 holds {others} connections: {j}"
+    );
+    assert!(mean < 12.0, "{j}");
 }
 
 /// A stranger connects to rank 0's port as fast as it can, leaving each connection idle or

@@ -5,6 +5,9 @@
 //! messages (many calls in a row, no barrier between them), so figures compare exactly.
 //! The CPU a call costs is reported too: each worker process's user and system time over the
 //! timed calls only (not the tables' set-up), divided by the calls, averaged over the workers.
+//! So are the connections the workers have opened by the end of the timed calls (they open on
+//! first use): rank 0's (every worker connects to it at start-up), the most of any other
+//! worker's, and the mean.
 
 use std::time::Instant;
 
@@ -243,12 +246,15 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             cpu[1] += c1[1] - c0[1];
         }
     }
+    // Connections opened by the timed calls and everything before them (they open on first
+    // use): rank 0's, the largest of the other workers' and their mean.
+    let conns = w.connections().unwrap_or(p - 1) as f64;
     // CPU per call, averaged over the workers.
     let calls = (a.reps * a.inner) as f64;
     let mut ct = Table::new(Combiner::Sum);
     ct.add(
         0,
-        Array::from_slice(w.pool(), &[cpu[0] / calls, cpu[1] / calls]),
+        Array::from_slice(w.pool(), &[cpu[0] / calls, cpu[1] / calls, conns]),
     )?;
     w.allreduce(
         "bench-cpu",
@@ -260,10 +266,13 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         .expect("cpu")
         .as_slice::<f64>()?
         .iter()
-        .map(|x| x / p as f64 * 1e6)
+        .map(|x| x / p as f64)
         .collect();
-    // The time of a repetition is its slowest worker's.
+    let (cpu, conns_mean) = ([cpu[0] * 1e6, cpu[1] * 1e6], cpu[2]);
+    // The time of a repetition is its slowest worker's; the last entry is the most
+    // connections of a worker other than rank 0.
     let mut tt = Table::new(Combiner::Max);
+    times.push(if w.rank() == 0 { 0.0 } else { conns });
     tt.add(0, Array::from_slice(w.pool(), &times))?;
     w.allreduce(
         "bench-times",
@@ -274,6 +283,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         return Ok(());
     }
     let mut all = tt.get(0).expect("times").as_slice::<f64>()?.to_vec();
+    let conns_others = all.pop().unwrap_or(0.0);
     all.sort_by(f64::total_cmp);
     let median = if all.len() % 2 == 1 {
         all[all.len() / 2]
@@ -288,11 +298,13 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             "op": op, "algorithm": algo_name, "workers": p, "bytes": bytes, "partitions": parts,
             "reps": a.reps, "inner": a.inner, "median_s": median, "min_s": all[0], "max_s": all[all.len() - 1],
             "throughput_mb_s": mbps, "cpu_user_us_per_call": cpu[0], "cpu_sys_us_per_call": cpu[1],
+            "connections_rank0": conns, "connections_max_others": conns_others,
+            "connections_mean": conns_mean,
         });
         println!("{j}");
     } else {
         println!(
-            "{op} ({algo_name}) workers={p} bytes={} reps={} inner={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s; CPU per call and worker: user {:.2} µs, system {:.2} µs",
+            "{op} ({algo_name}) workers={p} bytes={} reps={} inner={}: median {:.6} s, min {:.6} s, max {:.6} s, {:.1} MB/s; CPU per call and worker: user {:.2} µs, system {:.2} µs; connections: rank 0 {conns}, others at most {conns_others} ({conns_mean:.1} on average)",
             bytes,
             a.reps,
             a.inner,

@@ -615,6 +615,13 @@ impl Worker {
         &self.transport
     }
 
+    /// How many connections this worker has opened to its peers so far: connections open on
+    /// first use, so a job whose workers talk to few peers holds few (`None` for the workers
+    /// of [`Worker::in_process`], which have none).
+    pub fn connections(&self) -> Option<usize> {
+        self.transport.connections()
+    }
+
     /// Fails if an earlier operation failed (the worker is poisoned).
     pub(crate) fn check_usable(&self) -> Result<()> {
         match self

@@ -193,7 +193,7 @@ pub(super) async fn accept_auth(
 ) -> Result<Authed> {
     let (_, hello): (_, Hello) = read_msg(s, Kind::Hello, job).await?;
     let d = hello.rank as usize;
-    if d <= rank || d >= size {
+    if d == rank || d >= size {
         return Err(Error::Protocol(format!(
             "unexpected rank {d} dialed rank {rank}"
         )));
@@ -230,6 +230,29 @@ pub(super) async fn accept_auth(
         peer: d,
         key: pair.session(frame_mac, &hello.nonce, &my_nonce),
     })
+}
+
+/// The acceptor's answer to an authenticated dial, before any frame: whether it keeps the
+/// connection (`false`: it has one to the dialer already, or dials it from the higher rank).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Verdict {
+    welcome: bool,
+}
+
+/// Acceptor side: tells the dialer whether this connection is kept.
+pub(super) async fn write_verdict(
+    s: &mut TcpStream,
+    rank: usize,
+    job: u64,
+    welcome: bool,
+) -> std::io::Result<()> {
+    write_msg(s, Kind::Ctrl, rank, job, &Verdict { welcome }).await
+}
+
+/// Dialer side: whether the acceptor keeps this connection.
+pub(super) async fn read_verdict(s: &mut TcpStream, job: u64) -> Result<bool> {
+    let (_, v): (_, Verdict) = read_msg(s, Kind::Ctrl, job).await?;
+    Ok(v.welcome)
 }
 
 /// Dialer side of the authentication. An acceptor that proves the secret with the other

@@ -114,6 +114,11 @@ impl Transport {
         self.link.close(h, reason.as_bytes()).await;
     }
 
+    /// How many connections this worker has opened to its peers so far (`None` in process).
+    pub fn connections(&self) -> Option<usize> {
+        self.link.connections()
+    }
+
     /// Orderly shutdown: `Bye` to every peer, then close.
     pub async fn close(&self) {
         let h = Header::control(Kind::Bye, self.rank, self.job, 0);
@@ -323,6 +328,18 @@ impl Endpoint<'_> {
         }
     }
 
+    /// After a wait has slept a heartbeat interval: a peer this worker does not wait for has
+    /// failed (its connection broke, or it sent `Abort`), so the job cannot finish. Workers
+    /// are not all connected to each other (connections open on first use), so a failure
+    /// spreads from those that see it to every worker they are connected to, and each waiting
+    /// worker ends within a heartbeat interval of hearing it, not at its timeout.
+    fn failed_elsewhere(&self) -> Result<()> {
+        match self.t.mailbox.first_failure() {
+            Some((peer, why)) => Err(self.lost(peer, why)),
+            None => Ok(()),
+        }
+    }
+
     fn timed_out(&self, peer: usize) -> Error {
         Error::Timeout {
             ctx: self.ctx.clone(),
@@ -499,6 +516,7 @@ impl Endpoint<'_> {
         let mut live: Vec<usize> = from.to_vec();
         let mut all: Vec<usize> = from.to_vec();
         all.extend(watch.iter().filter(|w| !from.contains(w)));
+        all.iter().for_each(|&p| self.t.link.expect(p));
         let waiter = mb.watch_op(self.group_id(), self.seq, &all);
         let mut told = false;
         loop {
@@ -541,6 +559,7 @@ impl Endpoint<'_> {
                         return Err(self.silent(p, quiet));
                     }
                 }
+                self.failed_elsewhere()?;
                 if tokio::time::Instant::now() >= deadline {
                     return Err(self.timed_out(live[0]));
                 }
@@ -559,6 +578,7 @@ impl Endpoint<'_> {
             return r;
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
+        self.t.link.expect(src);
         if let Some(r) = self.spin(&[src], take).await {
             return r;
         }
@@ -580,6 +600,7 @@ impl Endpoint<'_> {
                 if quiet >= self.timeout / 2 {
                     return Err(self.silent(src, quiet));
                 }
+                self.failed_elsewhere()?;
                 if tokio::time::Instant::now() >= deadline {
                     return Err(self.timed_out(src));
                 }

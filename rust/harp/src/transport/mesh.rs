@@ -1,13 +1,13 @@
-//! The TCP implementation of [`Link`]: one authenticated connection per pair of workers (rank r
-//! dials every rank below it and accepts every rank above it), a read loop per connection and
-//! timed, locked writers.
+//! The TCP implementation of [`Link`]: one authenticated connection per pair of workers that
+//! talk, opened when it is first needed (every rank connects to rank 0 at start-up), a read
+//! loop per connection and timed, locked writers.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, BufWriter};
@@ -24,7 +24,7 @@ use super::{futures_join_all, handshake, heartbeat_interval, Io, Link, Transport
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
-use crate::wire::{Header, COMPACT_MAX};
+use crate::wire::{Header, Kind, COMPACT_MAX};
 
 /// The write half of one connection; `None` once closed.
 pub(super) type Writer = tokio::sync::Mutex<Option<Conn>>;
@@ -145,13 +145,361 @@ impl Conn {
     }
 }
 
-/// The connections of one worker to all its peers.
-struct TcpMesh {
+/// Where the connection to one peer stands. Connections are made on first use: the first
+/// send to a peer dials it, and a receive that waits for a peer that has not connected dials
+/// it after one heartbeat interval. When both ends dial at once, the connection dialed by the
+/// higher rank is kept: the acceptor answers every authenticated dial with a verdict
+/// ([`auth::write_verdict`]) before either side sends a frame on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stage {
+    /// Not connected and not wanted yet.
+    Idle,
+    /// A receive waits for the peer: it is dialed after one heartbeat interval unless it
+    /// connects first.
+    Expecting,
+    /// This worker is dialing the peer.
+    Dialing,
+    /// The peer refused this worker's dial because its own dial to this worker wins the tie;
+    /// that connection is on its way.
+    Refused,
+    /// An authenticated connection from the peer is being taken.
+    Accepting,
+    Open,
+    /// Dialing failed for this reason (the peer is marked gone once the job has started).
+    Failed(String),
+    /// This worker has closed its connections.
+    Closed,
+}
+
+/// A worker's connections to its peers, opened as they are first needed.
+struct Peers {
+    rank: usize,
+    size: usize,
+    job: u64,
+    hosts: Vec<SocketAddr>,
+    secret: Arc<[u8]>,
+    cfg: Config,
+    limits: Limits,
+    mailbox: Arc<Mailbox>,
+    pool: Pool,
+    stages: Mutex<Vec<Stage>>,
+    /// Woken whenever a stage changes (or a start-up error is recorded).
+    changed: tokio::sync::Notify,
+    /// The write half of each connection (`None` inside until it is open; the outer `None`
+    /// is this worker itself).
     writers: Arc<Vec<Option<Writer>>>,
-    /// The receiving side of each connection (`None` for this worker itself).
-    inbound: Vec<Option<Arc<Inbound>>>,
-    /// The read loops and the heartbeat task.
+    /// The receiving side of each open connection.
+    inbound: Vec<OnceLock<Arc<Inbound>>>,
+    /// The accept loop, the dialers, the read loops and the heartbeat task.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// A start-up error found while authenticating (a peer with the other `frame_mac`
+    /// setting).
+    fatal: Mutex<Option<Error>>,
+    /// Start-up is over: every worker listens, so a refused dial means the peer is gone.
+    started: AtomicBool,
+    /// Connections opened so far.
+    opened: AtomicUsize,
+}
+
+impl Peers {
+    fn new(
+        cfg: &Config,
+        hosts: &[SocketAddr],
+        rank: usize,
+        job: u64,
+        secret: &[u8],
+        mailbox: Arc<Mailbox>,
+        pool: Pool,
+    ) -> Arc<Peers> {
+        let size = hosts.len();
+        Arc::new(Peers {
+            rank,
+            size,
+            job,
+            hosts: hosts.to_vec(),
+            secret: secret.into(),
+            cfg: cfg.clone(),
+            limits: Limits::from_config(cfg),
+            mailbox,
+            pool,
+            stages: Mutex::new(vec![Stage::Idle; size]),
+            changed: tokio::sync::Notify::new(),
+            writers: Arc::new(
+                (0..size)
+                    .map(|p| (p != rank).then(|| tokio::sync::Mutex::new(None)))
+                    .collect(),
+            ),
+            inbound: (0..size).map(|_| OnceLock::new()).collect(),
+            tasks: Mutex::new(Vec::new()),
+            fatal: Mutex::new(None),
+            started: AtomicBool::new(false),
+            opened: AtomicUsize::new(0),
+        })
+    }
+
+    fn stages(&self) -> std::sync::MutexGuard<'_, Vec<Stage>> {
+        self.stages.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        let t = tokio::spawn(f);
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    }
+
+    /// Sets `peer`'s stage when it is one of `from`; whether it was.
+    fn shift(&self, peer: usize, from: &[Stage], to: Stage) -> bool {
+        let moved = {
+            let mut st = self.stages();
+            let moved = from.contains(&st[peer]);
+            if moved {
+                st[peer] = to;
+            }
+            moved
+        };
+        if moved {
+            self.changed.notify_waiters();
+        }
+        moved
+    }
+
+    /// Starts dialing `peer` unless it is connected or being connected.
+    fn want(self: &Arc<Self>, peer: usize) {
+        if peer == self.rank || !self.shift(peer, &[Stage::Idle, Stage::Expecting], Stage::Dialing)
+        {
+            return;
+        }
+        // Its silence counts from now, not from start-up.
+        self.mailbox.seen(peer);
+        let me = self.clone();
+        self.spawn(async move { me.dial(peer).await });
+    }
+
+    /// A receive waits for `peer`: unless it connects within one heartbeat interval (it usually
+    /// does, as the sender dials), this worker dials it.
+    fn expect(self: &Arc<Self>, peer: usize) {
+        if peer == self.rank || !self.shift(peer, &[Stage::Idle], Stage::Expecting) {
+            return;
+        }
+        self.mailbox.seen(peer);
+        let me = self.clone();
+        self.spawn(async move {
+            tokio::time::sleep(heartbeat_interval(me.cfg.op_timeout)).await;
+            if me.shift(peer, &[Stage::Expecting], Stage::Idle) {
+                me.want(peer);
+            }
+        });
+    }
+
+    /// Waits until the connection to `peer` is open, dialing it if nobody is.
+    async fn ready(self: &Arc<Self>, peer: usize) -> std::io::Result<()> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match &self.stages()[peer] {
+                Stage::Open => return Ok(()),
+                Stage::Closed => return Err(closed()),
+                Stage::Failed(why) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        why.clone(),
+                    ))
+                }
+                _ => {}
+            }
+            self.want(peer);
+            changed.await;
+        }
+    }
+
+    /// Dials `peer`, authenticates and waits for its verdict; a handshake cut short (the
+    /// peer's accept loop was busy) is dialed again with backoff until the connect timeout.
+    async fn dial(self: Arc<Self>, peer: usize) {
+        let addr = self.hosts[peer];
+        let deadline = Instant::now() + self.cfg.connect_timeout;
+        // Before start-up is over the peer may not listen yet.
+        let retry = !self.started.load(Ordering::Acquire);
+        let mut backoff = Duration::from_millis(20);
+        let (rank, job, mac) = (self.rank, self.job, self.cfg.frame_mac);
+        let why = loop {
+            let mut s = match dial(addr, &self.cfg, deadline, retry).await {
+                Ok(s) => s,
+                Err(e) => break format!("rank {peer}: {e}"),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let auth = async {
+                let key = dial_auth(&mut s, rank, peer, job, &self.secret, mac).await?;
+                let welcome = auth::read_verdict(&mut s, job).await?;
+                Ok::<_, Error>((key, welcome))
+            };
+            let why = match tokio::time::timeout(left, auth).await {
+                Ok(Ok((key, true))) => return self.install(peer, s, key, true).await,
+                Ok(Ok((_, false))) => {
+                    // The peer's own dial to this worker wins the tie.
+                    self.shift(peer, &[Stage::Dialing], Stage::Refused);
+                    return;
+                }
+                Ok(Err(e @ Error::Startup { .. })) => {
+                    let why = e.to_string();
+                    self.fatal
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                    break why;
+                }
+                Ok(Err(e)) => format!("connection to rank {peer} at {addr}: {e}"),
+                Err(_) => format!("rank {peer} at {addr} did not answer the handshake"),
+            };
+            if Instant::now() + backoff >= deadline {
+                break why;
+            }
+            tracing::debug!(
+                "rank {rank}: {why}; dialing again in {} ms",
+                backoff.as_millis()
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        };
+        self.shift(
+            peer,
+            &[Stage::Dialing, Stage::Refused],
+            Stage::Failed(why.clone()),
+        );
+        if self.started.load(Ordering::Acquire) {
+            self.mailbox
+                .mark_gone(peer, format!("could not connect: {why}"));
+        }
+    }
+
+    /// Whether an authenticated connection from `peer` is taken: yes unless this worker is
+    /// connected to it already, or is dialing it from the higher rank (that dial wins).
+    fn admit(&self, peer: usize) -> bool {
+        let take = {
+            let mut st = self.stages();
+            let take = match st[peer] {
+                Stage::Idle | Stage::Expecting | Stage::Refused => true,
+                Stage::Dialing => peer > self.rank,
+                _ => false,
+            };
+            if take {
+                st[peer] = Stage::Accepting;
+            }
+            take
+        };
+        if take {
+            self.changed.notify_waiters();
+        }
+        take
+    }
+
+    /// Answers an authenticated connection from `peer` and, when it is taken, opens it.
+    async fn answer(self: Arc<Self>, peer: usize, mut s: TcpStream, key: Option<SessionKey>) {
+        let take = self.admit(peer);
+        let told = tokio::time::timeout(
+            self.limits.auth_timeout,
+            auth::write_verdict(&mut s, self.rank, self.job, take),
+        )
+        .await;
+        if !take {
+            return;
+        }
+        match told {
+            Ok(Ok(())) => self.install(peer, s, key, false).await,
+            _ => {
+                // The dialer will try again, or this worker dials when it needs the peer.
+                self.shift(peer, &[Stage::Accepting], Stage::Idle);
+            }
+        }
+    }
+
+    /// Opens the connection `s` to `peer` (dialed by this worker when `dialer`): its writer,
+    /// its reader task, and the stage.
+    async fn install(&self, peer: usize, s: TcpStream, key: Option<SessionKey>, dialer: bool) {
+        if self.stages()[peer] == Stage::Closed {
+            return;
+        }
+        if let Err(e) = s.set_nodelay(true) {
+            tracing::debug!("rank {}: TCP_NODELAY to rank {peer}: {e}", self.rank);
+        }
+        let (rd, wr) = s.into_split();
+        let seal = key.as_ref().map(|k| k.direction(dialer));
+        let open = key.as_ref().map(|k| k.direction(!dialer));
+        *self.writer(peer).lock().await = Some(Conn::new(wr, seal));
+        let inb = Arc::new(Inbound::new(
+            peer,
+            self.job,
+            rd,
+            open,
+            self.mailbox.clone(),
+            self.pool.clone(),
+            self.limits.clone(),
+        ));
+        let _ = self.inbound[peer].set(inb.clone());
+        self.spawn(read_loop(inb));
+        self.mailbox.seen(peer);
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        let open_now = [
+            Stage::Idle,
+            Stage::Expecting,
+            Stage::Dialing,
+            Stage::Refused,
+            Stage::Accepting,
+        ];
+        self.shift(peer, &open_now, Stage::Open);
+    }
+
+    /// Waits until the connections to every one of `need` are open (start-up).
+    async fn open_all(self: &Arc<Self>, need: &[usize], dial: bool) -> Result<()> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(e) = self.fatal.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return Err(e);
+            }
+            let mut all = true;
+            for &p in need {
+                let st = self.stages()[p].clone();
+                match st {
+                    Stage::Open => continue,
+                    Stage::Failed(why) => {
+                        return Err(Error::Startup {
+                            rank: self.rank,
+                            msg: why,
+                        })
+                    }
+                    _ if dial => self.want(p),
+                    _ => {}
+                }
+                all = false;
+            }
+            if all {
+                return Ok(());
+            }
+            changed.await;
+        }
+    }
+
+    /// The writer of the connection to `dst`.
+    fn writer(&self, dst: usize) -> &Writer {
+        self.writers[dst].as_ref().expect("no connection to self")
+    }
+
+    fn stop_tasks(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+/// The connections of one worker to its peers.
+struct TcpMesh {
+    peers: Arc<Peers>,
 }
 
 /// Waits until the peer has acknowledged every byte written to `w` (Linux's `SIOCOUTQ` reads 0).
@@ -180,24 +528,6 @@ fn closed() -> std::io::Error {
     )
 }
 
-impl TcpMesh {
-    /// The writer of the connection to `dst`.
-    fn writer(&self, dst: usize) -> &Writer {
-        self.writers[dst].as_ref().expect("no connection to self")
-    }
-
-    fn stop_tasks(&self) {
-        for t in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            t.abort();
-        }
-    }
-}
-
 impl Link for TcpMesh {
     fn send<'a>(
         &'a self,
@@ -206,7 +536,8 @@ impl Link for TcpMesh {
         parts: &'a [&'a [u8]],
     ) -> Io<'a, std::io::Result<()>> {
         Box::pin(async move {
-            let mut g = self.writer(dst).lock().await;
+            self.peers.ready(dst).await?;
+            let mut g = self.peers.writer(dst).lock().await;
             let wr = g.as_mut().ok_or_else(closed)?;
             wr.write_frame(&hdr, parts).await?;
             wr.flush().await
@@ -214,32 +545,47 @@ impl Link for TcpMesh {
     }
 
     fn try_send(&self, dst: usize, hdr: Header, parts: &[&[u8]]) -> TrySend {
-        let Ok(mut g) = self.writer(dst).try_lock() else {
+        let Ok(mut g) = self.peers.writer(dst).try_lock() else {
             return TrySend::NotNow;
         };
         match g.as_mut() {
             Some(c) => c.try_frame(&hdr, parts),
-            None => TrySend::Failed(closed()),
+            // Not open yet, or closed: the waiting path tells which.
+            None => TrySend::NotNow,
         }
     }
 
     fn pull(&self, peer: usize) -> bool {
-        self.inbound
+        self.peers
+            .inbound
             .get(peer)
-            .and_then(Option::as_ref)
+            .and_then(OnceLock::get)
             .is_some_and(|i| i.pull())
+    }
+
+    fn expect(&self, peer: usize) {
+        self.peers.expect(peer);
+    }
+
+    fn connections(&self) -> Option<usize> {
+        Some(self.peers.opened.load(Ordering::Relaxed))
     }
 
     fn drain<'a>(&'a self, dst: usize) -> Io<'a, std::io::Result<()>> {
         Box::pin(async move {
-            let mut g = self.writer(dst).lock().await;
+            let mut g = self.peers.writer(dst).lock().await;
             g.as_mut().ok_or_else(closed)?.flush().await
         })
     }
 
     fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()> {
         Box::pin(async move {
-            let sends = self.writers.iter().flatten().map(|w| async move {
+            {
+                let mut st = self.peers.stages();
+                st.iter_mut().for_each(|s| *s = Stage::Closed);
+            }
+            self.peers.changed.notify_waiters();
+            let sends = self.peers.writers.iter().flatten().map(|w| async move {
                 let fut = async {
                     let mut g = w.lock().await;
                     if let Some(mut c) = g.take() {
@@ -252,31 +598,15 @@ impl Link for TcpMesh {
                 let _ = tokio::time::timeout(Duration::from_secs(2), fut).await;
             });
             futures_join_all(sends).await;
-            self.stop_tasks();
+            self.peers.stop_tasks();
         })
     }
 }
 
 impl Drop for TcpMesh {
     fn drop(&mut self) {
-        self.stop_tasks();
+        self.peers.stop_tasks();
     }
-}
-
-/// What the accept loop did, for the caller's log and the tests.
-#[derive(Debug, Default)]
-pub(super) struct Accepted {
-    /// The authenticated higher ranks, their connections and session keys.
-    pub peers: Vec<(usize, TcpStream, Option<SessionKey>)>,
-    /// Why start-up must fail: an authenticated peer uses another `frame_mac` setting.
-    pub fatal: Option<Error>,
-    /// Connections dropped without being authenticated (failed, timed out, or pushed out as
-    /// the oldest without a hello beyond `Limits::max_pending`).
-    pub dropped: u64,
-    /// Errors of `accept` itself (e.g. EMFILE), each followed by a back-off.
-    pub accept_errors: u64,
-    /// Warning lines written.
-    pub warnings: u64,
 }
 
 /// Whether an accept error means this process is out of descriptors (or kernel memory):
@@ -311,38 +641,27 @@ fn drop_oldest_idle(order: &mut Pending) -> bool {
     true
 }
 
-/// Accepts and authenticates the `size − rank − 1` ranks above `rank`. A connection that fails
-/// to authenticate within `limits.auth_timeout` is dropped; the real peer can still connect.
+/// Accepts and authenticates the peers that dial this worker, for as long as it runs, and
+/// hands each authenticated connection to [`Peers::answer`]. A connection that fails to
+/// authenticate within `limits.auth_timeout` is dropped; the real peer can still connect.
 /// At most `limits.max_pending` connections authenticate at once: for a new one, the oldest
 /// that has sent no valid hello is dropped, never one past its hello (when all are past it,
 /// accepting waits for one to finish, and the dialers wait in the listen backlog). Accept
 /// errors back off (doubling, and dropping the oldest pending connection without a hello when
 /// out of descriptors), and warnings are rate-limited, so idle strangers can neither keep the
 /// real peers out nor make the worker spin or flood its log, and hundreds of real peers
-/// dialing at once all get in. A peer that proves the secret with
-/// the other `frame_mac` setting ends the loop with [`Accepted::fatal`]. Each rank that has
-/// joined is added to `joined` as it does (for the start-up timeout's message).
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn accept_all(
-    listener: TcpListener,
-    rank: usize,
-    size: usize,
-    job: u64,
-    secret: Vec<u8>,
-    frame_mac: bool,
-    limits: Limits,
-    joined: Arc<std::sync::Mutex<Vec<usize>>>,
-) -> Accepted {
-    let expected = size - rank - 1;
-    let mut out = Accepted::default();
+/// dialing at once all get in. A peer that proves the secret with the other `frame_mac`
+/// setting is recorded as the start-up error ([`Peers::fatal`]).
+async fn accept_loop(listener: TcpListener, peers: Arc<Peers>) {
+    let (rank, size, job, frame_mac) = (peers.rank, peers.size, peers.job, peers.cfg.frame_mac);
+    let limits = peers.limits.clone();
     let mut warn = Warn::new(limits.warn_every);
     let mut pending = tokio::task::JoinSet::new();
     let mut order = Pending::new();
     let max = limits.max_pending.max(1);
     let mut backoff = limits.accept_backoff_min;
     let mut paused: Option<tokio::time::Instant> = None;
-    let secret: Arc<[u8]> = secret.into();
-    while out.peers.len() < expected {
+    loop {
         tokio::select! {
             // Full of connections that all sent their hello: wait for one to finish.
             acc = listener.accept(), if paused.is_none() && (order.len() < max || has_idle(&order)) => match acc {
@@ -351,13 +670,12 @@ pub(super) async fn accept_all(
                     // The oldest without a hello; if all have sent one (since the check above),
                     // the new connection waits its turn beside them.
                     while order.len() >= max && drop_oldest_idle(&mut order) {
-                        out.dropped += 1;
                         warn.warn(Instant::now(), || format!(
                             "rank {rank}: dropped the oldest connection that sent no hello (more \
                              than {max} pending)"
                         ));
                     }
-                    let secret = secret.clone();
+                    let secret = peers.secret.clone();
                     let timeout = limits.auth_timeout;
                     let seen = Arc::new(AtomicBool::new(false));
                     let flag = seen.clone();
@@ -369,9 +687,8 @@ pub(super) async fn accept_all(
                     order.push_back((task, seen));
                 }
                 Err(e) => {
-                    out.accept_errors += 1;
-                    if out_of_descriptors(&e) && drop_oldest_idle(&mut order) {
-                        out.dropped += 1;
+                    if out_of_descriptors(&e) {
+                        drop_oldest_idle(&mut order);
                     }
                     warn.warn(Instant::now(), || format!(
                         "rank {rank}: accept failed: {e}; retrying in {} ms",
@@ -388,38 +705,38 @@ pub(super) async fn accept_all(
                 let (id, (from, r, s)) = match done {
                     Ok(d) => d,
                     Err(e) => {
-                        // Aborted (pushed out) or panicked: already counted or nothing to keep.
+                        // Aborted (pushed out) or panicked: nothing to keep.
                         order.retain(|(h, _)| h.id() != e.id());
                         continue;
                     }
                 };
                 order.retain(|(h, _)| h.id() != id);
                 let why = match r {
-                    Ok(Ok(Authed { peer: d, key })) if out.peers.iter().all(|(g, ..)| *g != d) => {
-                        joined.lock().unwrap_or_else(|e| e.into_inner()).push(d);
-                        out.peers.push((d, s, key));
+                    Ok(Ok(Authed { peer, key })) => {
+                        let p = peers.clone();
+                        peers.spawn(p.answer(peer, s, key));
                         continue;
                     }
-                    Ok(Ok(a)) => format!("a second connection claiming rank {}", a.peer),
                     Ok(Err(e @ Error::Startup { .. })) => {
-                        out.fatal = Some(e);
-                        break;
+                        let why = e.to_string();
+                        peers.fatal.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                        peers.changed.notify_waiters();
+                        why
                     }
                     Ok(Err(e)) => e.to_string(),
                     Err(_) => "authentication timed out".to_string(),
                 };
-                out.dropped += 1;
                 warn.warn(Instant::now(), || format!("rank {rank}: dropped connection from {from}: {why}"));
             }
         }
     }
-    out.warnings = warn.emitted;
-    out
 }
 
 impl Transport {
-    /// Connects to every peer, authenticates each connection and runs the three-step handshake.
-    /// Must run inside the tokio runtime. `hosts[r]` is rank r's address.
+    /// Starts the worker's connections: its accept loop, then (ranks above 0) a connection to
+    /// rank 0, or (rank 0) the connections of every other rank, and the three-step handshake.
+    /// Every other connection is opened when it is first needed. Must run inside the tokio
+    /// runtime. `hosts[r]` is rank r's address.
     pub async fn connect(
         cfg: &Config,
         hosts: &[SocketAddr],
@@ -431,119 +748,74 @@ impl Transport {
     ) -> Result<Transport> {
         auth::check_secret(secret)?;
         let size = hosts.len();
-        let fail = |msg: String| Error::Startup { rank, msg };
         if rank >= size {
-            return Err(fail(format!("rank {rank} is outside the {size} hosts")));
+            return Err(Error::Startup {
+                rank,
+                msg: format!("rank {rank} is outside the {size} hosts"),
+            });
         }
         let deadline = Instant::now() + cfg.connect_timeout;
-        let limits = Limits::from_config(cfg);
-        let mut streams: Vec<Option<(TcpStream, Option<SessionKey>)>> =
-            (0..size).map(|_| None).collect();
-
-        // Accept the higher ranks in the background while dialing the lower ones.
-        let joined = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut acceptor = tokio::spawn(accept_all(
-            listener,
-            rank,
-            size,
-            job,
-            secret.to_vec(),
-            cfg.frame_mac,
-            limits.clone(),
-            joined.clone(),
-        ));
-        for (peer, addr) in hosts.iter().enumerate().take(rank) {
-            // A handshake cut short (the peer's accept loop was busy, or it restarted) is
-            // dialed again with backoff until the connect timeout.
-            let mut backoff = Duration::from_millis(20);
-            let (s, key) = loop {
-                let mut s = dial(*addr, cfg, deadline)
-                    .await
-                    .map_err(|e| fail(format!("rank {peer}: {e}")))?;
-                let left = deadline.saturating_duration_since(Instant::now());
-                let auth = dial_auth(&mut s, rank, peer, job, secret, cfg.frame_mac);
-                let why = match tokio::time::timeout(left, auth).await {
-                    Ok(Ok(key)) => break (s, key),
-                    Ok(Err(e @ Error::Startup { .. })) => return Err(e),
-                    Ok(Err(e)) => format!("connection to rank {peer} at {addr}: {e}"),
-                    Err(_) => format!("rank {peer} at {addr} did not answer the handshake"),
-                };
-                if Instant::now() + backoff >= deadline {
-                    return Err(fail(why));
-                }
-                tracing::debug!(
-                    "rank {rank}: {why}; dialing again in {} ms",
-                    backoff.as_millis()
-                );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            };
-            streams[peer] = Some((s, key));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let accepted = match tokio::time::timeout(left, &mut acceptor).await {
-            Ok(Ok(Accepted { fatal: Some(e), .. })) => return Err(e),
-            Ok(Ok(got)) => got.peers,
-            Ok(Err(e)) => return Err(fail(format!("accept task failed: {e}"))),
+        let mailbox = Arc::new(Mailbox::new(size));
+        let peers = Peers::new(cfg, hosts, rank, job, secret, mailbox.clone(), pool);
+        peers.spawn(accept_loop(listener, peers.clone()));
+        // Rank 0 waits for every other rank; each other rank dials rank 0 (its own dial
+        // ends at the connect timeout with the reason, a moment before this wait does).
+        let (need, dial): (Vec<usize>, bool) = if rank == 0 {
+            ((1..size).collect(), false)
+        } else {
+            (vec![0], true)
+        };
+        let wait_until = if dial {
+            deadline + Duration::from_secs(2)
+        } else {
+            deadline
+        };
+        // Heartbeats from the start: the workers connected to rank 0 wait for its handshake
+        // while it waits for the others, and must not take it for silent.
+        let every = heartbeat_interval(cfg.op_timeout.min(cfg.connect_timeout));
+        peers.spawn(heartbeats(peers.writers.clone(), rank, job, every));
+        let waited = tokio::time::timeout_at(wait_until.into(), peers.open_all(&need, dial)).await;
+        let failed = match waited {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
             Err(_) => {
-                acceptor.abort();
-                let joined = joined.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let missing: Vec<String> = (rank + 1..size)
-                    .filter(|r| !joined.contains(r))
-                    .map(|r| format!("rank {r} ({})", hosts[r]))
+                let st = peers.stages();
+                let missing: Vec<String> = need
+                    .iter()
+                    .filter(|&&r| st[r] != Stage::Open)
+                    .map(|&r| format!("rank {r} ({})", hosts[r]))
                     .collect();
-                return Err(fail(format!(
-                    "{} did not connect within {} s",
-                    missing.join(", "),
-                    cfg.connect_timeout.as_secs_f64()
-                )));
+                Some(Error::Startup {
+                    rank,
+                    msg: format!(
+                        "{} did not connect within {} s",
+                        missing.join(", "),
+                        cfg.connect_timeout.as_secs_f64()
+                    ),
+                })
             }
         };
-        for (d, s, key) in accepted {
-            streams[d] = Some((s, key));
+        let link = TcpMesh { peers };
+        if let Some(e) = failed {
+            // The workers already connected (to rank 0) learn why at once.
+            let why = e.to_string();
+            let h = Header::control(Kind::Abort, rank, job, why.len());
+            link.close(h, why.as_bytes()).await;
+            return Err(e);
         }
-
-        let mailbox = Arc::new(Mailbox::new(size));
-        let mut writers = Vec::with_capacity(size);
-        let mut inbound = Vec::with_capacity(size);
-        let mut tasks = Vec::new();
-        for (peer, s) in streams.into_iter().enumerate() {
-            let Some((s, key)) = s else {
-                writers.push(None);
-                inbound.push(None);
-                continue;
-            };
-            s.set_nodelay(true)
-                .map_err(|e| Error::io("TCP_NODELAY", e))?;
-            let (rd, wr) = s.into_split();
-            // Rank r dialed every lower rank: it is the dialer on those connections.
-            let dialer = rank > peer;
-            let seal = key.as_ref().map(|k| k.direction(dialer));
-            writers.push(Some(tokio::sync::Mutex::new(Some(Conn::new(wr, seal)))));
-            let open = key.as_ref().map(|k| k.direction(!dialer));
-            let inb = Arc::new(Inbound::new(
-                peer,
-                job,
-                rd,
-                open,
-                mailbox.clone(),
-                pool.clone(),
-                limits.clone(),
-            ));
-            tasks.push(tokio::spawn(read_loop(inb.clone())));
-            inbound.push(Some(inb));
-        }
-        let writers = Arc::new(writers);
-        let every = heartbeat_interval(cfg.op_timeout);
-        tasks.push(tokio::spawn(heartbeats(writers.clone(), rank, job, every)));
-        let link = TcpMesh {
-            writers,
-            inbound,
-            tasks: Mutex::new(tasks),
-        };
+        link.peers.started.store(true, Ordering::Release);
         let t = Transport::new(rank, size, job, cfg.op_timeout, mailbox, Box::new(link));
         t.set_event_window(cfg.event_window);
-        handshake::run(&t, cfg.connect_timeout).await?;
+        handshake::run(&t, cfg.connect_timeout)
+            .await
+            .map_err(|e| match e {
+                // Rank 0 failed its start-up (it names the rank that did not connect).
+                Error::PeerLost { peer, reason, .. } => Error::Startup {
+                    rank,
+                    msg: format!("rank {peer} is gone: {reason}"),
+                },
+                e => e,
+            })?;
         Ok(t)
     }
 }
@@ -551,8 +823,64 @@ impl Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Kind;
     use tokio::io::AsyncReadExt;
+
+    /// Two workers that dial each other at the same moment, many times over, end with one
+    /// connection each (the one the higher rank dialed), and a frame crosses it both ways.
+    #[test]
+    fn workers_dialing_each_other_at_once_keep_one_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for round in 0..20 {
+                let ls = [
+                    TcpListener::bind("127.0.0.1:0").await.unwrap(),
+                    TcpListener::bind("127.0.0.1:0").await.unwrap(),
+                ];
+                let hosts: Vec<SocketAddr> = ls.iter().map(|l| l.local_addr().unwrap()).collect();
+                let cfg = Config::default();
+                let secret = b"both-dial-secret-0123456789";
+                let peers: Vec<Arc<Peers>> = (0..2)
+                    .map(|r| {
+                        let mb = Arc::new(Mailbox::new(2));
+                        Peers::new(&cfg, &hosts, r, 7, secret, mb, Pool::default())
+                    })
+                    .collect();
+                for (p, l) in peers.iter().zip(ls) {
+                    p.spawn(accept_loop(l, p.clone()));
+                    p.started.store(true, Ordering::Release);
+                }
+                // Both want the other at once.
+                peers[0].want(1);
+                peers[1].want(0);
+                let (a, b) = tokio::join!(peers[0].ready(1), peers[1].ready(0));
+                a.unwrap();
+                b.unwrap();
+                // Let a losing dial finish: it must not open a second connection.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                for p in &peers {
+                    assert_eq!(p.opened.load(Ordering::Relaxed), 1, "round {round}");
+                }
+                let links: Vec<TcpMesh> =
+                    peers.into_iter().map(|peers| TcpMesh { peers }).collect();
+                for (from, to) in [(0usize, 1usize), (1, 0)] {
+                    let h = Header::control(Kind::Heartbeat, from, 7, 0);
+                    links[from].send(to, h, &[]).await.unwrap();
+                }
+                for (r, l) in links.iter().enumerate() {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while l.peers.mailbox.silence(1 - r) > Duration::from_millis(5) {
+                        assert!(Instant::now() < deadline, "rank {r} heard nothing");
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let gone = l.peers.mailbox.gone(1 - r);
+                    assert!(gone.is_none(), "round {round}: {gone:?}");
+                }
+            }
+        });
+    }
 
     /// A frame that `try_frame` can write only in part leaves its tail queued; nothing else
     /// passes it (the next `try_frame` waits), and a flush writes it out, so the peer reads

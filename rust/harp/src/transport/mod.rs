@@ -2,15 +2,20 @@
 //! them. The [`Endpoint`] (one operation's view) sends through a `Link` and receives from
 //! the worker's mailbox; two links exist:
 //!
-//! * `mesh` (TCP): one authenticated connection per pair of workers, a reader task per
-//!   connection, timed and locked writers, heartbeats on idle connections;
+//! * `mesh` (TCP): one authenticated connection per pair of workers that talk, opened on
+//!   first use, a reader task per connection, timed and locked writers, heartbeats on idle
+//!   connections;
 //! * `local` (in-process): the workers of one job as threads of one process
 //!   ([`Transport::in_process`], used by the tests), frames copied straight into the
 //!   receiver's mailbox.
 //!
 //! TCP start-up ([`Transport::connect`]):
-//! 1. Every worker listens (`socket`); rank r dials every rank below it and accepts every rank
-//!    above it.
+//! 1. Every worker listens (`socket`) and accepts for as long as it runs; at start-up every
+//!    rank above 0 dials rank 0. Any other connection is dialed when it is first needed: by
+//!    the first send to a peer, or by a receive that has waited one heartbeat interval for a
+//!    peer that has not connected. When two workers dial each other at once, the dial of the
+//!    higher rank is kept: the acceptor answers every authenticated dial with a verdict before
+//!    any frame.
 //! 2. Each new connection is authenticated with the job secret by a mutual HMAC-SHA256
 //!    challenge-response (`auth`: `Hello` → `Challenge` → `Proof`). A peer that cannot prove
 //!    the secret, names another job or a rank that is not expected is logged and dropped; the
@@ -107,6 +112,16 @@ pub(crate) trait Link: Send + Sync {
     /// default.
     fn pull(&self, _peer: usize) -> bool {
         false
+    }
+
+    /// A receive is about to wait for `peer`: a link that opens connections on first use
+    /// makes sure one will come ([`mesh`]); the others keep this default.
+    fn expect(&self, _peer: usize) {}
+
+    /// How many connections this worker has opened to its peers so far (`None`: a link
+    /// without connections, such as the in-process one).
+    fn connections(&self) -> Option<usize> {
+        None
     }
 
     /// Writes out what a [`TrySend::Rest`] left queued for `dst` (a link whose `try_send`

@@ -164,13 +164,19 @@ pub fn auto_congestion(default: &str, allowed: &str) -> Option<&'static str> {
     LOSS_BASED.iter().copied().find(|c| allowed.contains(c))
 }
 
-/// Connects to `addr`, retrying every 50 ms (the peer may not listen yet) until `deadline`.
-pub(super) async fn dial(addr: SocketAddr, cfg: &Config, deadline: Instant) -> Result<TcpStream> {
+/// Connects to `addr`, retrying every 50 ms (the peer may not listen yet) until `deadline`; with
+/// `retry` off (the job has started, so the peer listens), a refused connection fails at once.
+pub(super) async fn dial(
+    addr: SocketAddr,
+    cfg: &Config,
+    deadline: Instant,
+    retry: bool,
+) -> Result<TcpStream> {
     loop {
         let sock = new_socket(addr, cfg).map_err(|e| Error::io(format!("socket for {addr}"), e))?;
         match tokio::time::timeout_at(deadline.into(), sock.connect(addr)).await {
             Ok(Ok(s)) => return Ok(s),
-            Ok(Err(e)) if Instant::now() + Duration::from_millis(50) < deadline => {
+            Ok(Err(e)) if retry && Instant::now() + Duration::from_millis(50) < deadline => {
                 tracing::trace!("connect to {addr}: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -299,7 +305,7 @@ mod tests {
             let l = listen("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
             let addr = l.local_addr().unwrap();
             let deadline = Instant::now() + Duration::from_secs(5);
-            let (dialed, accepted) = tokio::join!(dial(addr, &cfg, deadline), l.accept());
+            let (dialed, accepted) = tokio::join!(dial(addr, &cfg, deadline, true), l.accept());
             let (dialed, (accepted, _)) = (dialed.unwrap(), accepted.unwrap());
             assert_eq!(congestion_of(&dialed).unwrap(), cc);
             assert_eq!(congestion_of(&accepted).unwrap(), cc);
@@ -359,7 +365,7 @@ mod tests {
                 let l = listen("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
                 let addr = l.local_addr().unwrap();
                 let deadline = Instant::now() + Duration::from_secs(5);
-                let (dialed, accepted) = tokio::join!(dial(addr, &cfg, deadline), l.accept());
+                let (dialed, accepted) = tokio::join!(dial(addr, &cfg, deadline, true), l.accept());
                 let (dialed, (accepted, _)) = (dialed.unwrap(), accepted.unwrap());
                 assert_eq!(congestion_of(&dialed).unwrap(), want, "{cfg:?}");
                 assert_eq!(congestion_of(&accepted).unwrap(), want, "{cfg:?}");
