@@ -104,67 +104,17 @@ enum At {
 }
 
 /// A payload while it arrives. One of at most `Limits::eager_alloc` bytes gets its buffer
-/// when its header comes; a larger one is received in pieces of [`PIECE`] bytes, each mapped
-/// when the bytes reach it, so the memory held follows the bytes received whatever length the
-/// header announced (a peer announcing 4 GiB and sending 520 MiB costs 520 MiB and a piece),
-/// and is copied into one buffer when its last byte has come, each piece unmapped once copied.
+/// when its header comes; a larger one is received in pooled pieces of [`PIECE`] bytes, each
+/// taken when the bytes reach it, so the memory held follows the bytes received whatever
+/// length the header announced (a peer announcing 4 GiB and sending 520 MiB costs 520 MiB and
+/// a piece), and is copied into one buffer when its last byte has come.
 enum Body {
     Whole(Buf),
-    Pieces(Vec<Piece>),
+    Pieces(Vec<Buf>),
 }
 
 /// Bytes of one piece of a large payload.
 const PIECE: usize = 4 << 20;
-
-/// [`PIECE`] bytes of memory of their own (an anonymous mapping: pages become resident when
-/// written, and go back to the system when the piece is dropped, not to an allocator's or the
-/// pool's free lists).
-struct Piece(std::ptr::NonNull<u8>);
-
-// SAFETY: a piece is an exclusively owned mapping; nothing else refers to it.
-unsafe impl Send for Piece {}
-
-impl Piece {
-    fn new() -> Result<Piece, End> {
-        // SAFETY: a fresh private anonymous mapping at an address the kernel chooses; the
-        // result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                PIECE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        match std::ptr::NonNull::new(p.cast::<u8>()) {
-            Some(p) if p.as_ptr().cast() != libc::MAP_FAILED => Ok(Piece(p)),
-            _ => Err(End::Gone(format!(
-                "connection lost{MID}: cannot map {PIECE} bytes for it: {}",
-                std::io::Error::last_os_error()
-            ))),
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping is PIECE bytes, readable, zero-filled or written, and lives as
-        // long as `self`.
-        unsafe { std::slice::from_raw_parts(self.0.as_ptr(), PIECE) }
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.0.as_ptr(), PIECE) }
-    }
-}
-
-impl Drop for Piece {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `Piece::new`, unmapped once, here.
-        unsafe { libc::munmap(self.0.as_ptr().cast(), PIECE) };
-    }
-}
 
 impl Body {
     /// The body of a `len`-byte payload, before its bytes come.
@@ -178,27 +128,18 @@ impl Body {
 
     /// Where the next bytes of a `len`-byte payload of which `got` came go: at most
     /// `len - got` bytes (fewer at the end of a piece), mapping a new piece when needed.
-    fn room(&mut self, got: usize, len: usize) -> Result<&mut [u8], End> {
+    fn room(&mut self, got: usize, len: usize, pool: &Pool) -> &mut [u8] {
         match self {
-            Body::Whole(b) => Ok(&mut b[got..len]),
+            Body::Whole(b) => &mut b[got..len],
             Body::Pieces(ps) => {
                 if got == ps.len() * PIECE {
-                    ps.push(Piece::new()?);
+                    ps.push(pool.get(PIECE));
                 }
                 let off = got % PIECE;
                 let end = PIECE.min(off + (len - got));
-                let last = ps.last_mut().expect("a piece was just ensured");
-                Ok(&mut last.bytes_mut()[off..end])
+                let last = ps.last_mut().expect("a piece was just taken");
+                &mut last[off..end]
             }
-        }
-    }
-
-    /// Memory held for the payload so far, in bytes.
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        match self {
-            Body::Whole(b) => b.capacity(),
-            Body::Pieces(ps) => ps.len() * PIECE,
         }
     }
 
@@ -211,7 +152,7 @@ impl Body {
                 for (i, p) in ps.into_iter().enumerate() {
                     let at = i * PIECE;
                     let n = PIECE.min(len - at);
-                    whole[at..at + n].copy_from_slice(&p.bytes()[..n]);
+                    whole[at..at + n].copy_from_slice(&p[..n]);
                 }
                 whole
             }
@@ -375,15 +316,6 @@ impl Parse {
         }
     }
 
-    /// Memory held for the payload arriving now, in bytes.
-    #[cfg(test)]
-    fn receiving(&self) -> usize {
-        match &self.at {
-            At::Body { body, .. } => body.held(),
-            _ => 0,
-        }
-    }
-
     /// Ends the stream: marks the peer gone (or in violation) with the reason, once.
     fn end(&mut self, sink: &Sink<'_>, end: End) {
         if matches!(self.at, At::Ended) {
@@ -453,7 +385,7 @@ impl Parse {
                 got,
                 mac,
             } => {
-                let room = body.room(*got, hdr.len as usize)?;
+                let room = body.room(*got, hdr.len as usize, sink.pool);
                 let n = if self.start < self.end {
                     let n = room.len().min(self.end - self.start);
                     room[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
@@ -907,8 +839,8 @@ mod tests {
         assert!(why.contains("a header of 201 bytes"), "{why}");
     }
 
-    /// A frame announcing 1 GiB of which 21 MiB arrive holds memory for the bytes received and
-    /// at most one piece more, pool included, at every step, and fails with the connection,
+    /// A frame announcing 1 GiB of which 21 MiB arrive holds pooled memory for the bytes
+    /// received and at most one piece more at every step, and fails with the connection,
     /// naming the middle of a frame; whole frames larger than a piece arrive intact, with and
     /// without frame MACs. (The buffer used to double as bytes came, each smaller step kept by
     /// the pool: 63 MiB held for 21 MiB received, 2 GB for 520 MiB.)
@@ -929,7 +861,7 @@ mod tests {
             w.limit = w.at + (256 << 10);
             let r = p.pump(&sink(&mb, &pool, &l), |b| w.read(b));
             let s = pool.stats();
-            let held = p.receiving() + (s.bytes_in_use + s.bytes_held) as usize;
+            let held = (s.bytes_in_use + s.bytes_held) as usize;
             let got = w.at.saturating_sub(head.len());
             assert!(
                 held <= got + PIECE,
@@ -944,7 +876,6 @@ mod tests {
         assert!(worst <= PIECE, "{worst}");
         let why = mb.gone(1).unwrap();
         assert!(why.contains("in the middle of a frame"), "{why}");
-        assert_eq!(p.receiving(), 0);
         assert_eq!(pool.stats().bytes_in_use, 0);
 
         for mac in [false, true] {
