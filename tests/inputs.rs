@@ -214,6 +214,71 @@ fn a_huge_bad_line_gives_a_short_error() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A line of 24 MiB that starts in one worker's share and ends in the next one's is read
+/// whole by the worker it starts in, once, and skipped by the others: the counts are right
+/// for every word, the long one included, well within the collective timeout (reading it was
+/// quadratic in its length: 100 MiB took 34 s and the other workers timed out).
+#[test]
+fn a_long_line_across_shares_is_counted_once() {
+    let dir = tmpdir("long-line");
+    let p = dir.join("text.txt");
+    let long = 24usize << 20;
+    let mut text = b"alpha beta\n".repeat(1000);
+    text.resize(text.len() + long, b'x');
+    text.extend_from_slice(&b"\ngamma alpha\n".repeat(1000));
+    std::fs::write(&p, &text).unwrap();
+    let (inp, out) = (s(&p), dir.join("out"));
+    let args = [
+        "wordcount",
+        "--workers",
+        "4",
+        "--timeout",
+        "60",
+        "--input",
+        &inp,
+    ];
+    let o = harp(&[&args[..], &["--output", &s(&out)]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut counts = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let e = e.unwrap();
+        if !e.file_name().to_string_lossy().starts_with("part-") {
+            continue;
+        }
+        for line in std::fs::read(e.path()).unwrap().split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let tab = line
+                .iter()
+                .position(|&b| b == b'\t')
+                .expect("word<TAB>count");
+            let word = &line[..tab];
+            let key = if word.len() > 64 {
+                assert!(word.iter().all(|&b| b == b'x'));
+                format!("x*{}", word.len())
+            } else {
+                String::from_utf8(word.to_vec()).unwrap()
+            };
+            let n: u64 = std::str::from_utf8(&line[tab + 1..])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(counts.insert(key, n).is_none(), "a word twice");
+        }
+    }
+    let want: std::collections::BTreeMap<String, u64> = [
+        ("alpha".to_string(), 2000),
+        ("beta".to_string(), 1000),
+        ("gamma".to_string(), 1000),
+        (format!("x*{long}"), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(counts, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A subdirectory of an input directory is an error naming it (Hadoop's default); hidden ones
 /// (`_temporary`, `.staging`) are skipped as before.
 #[test]

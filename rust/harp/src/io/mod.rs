@@ -7,6 +7,7 @@
 //! * [`lines`]: text. A byte range owns every line that *starts* inside it (the first range of a
 //!   file starts at 0), so the union over all ranges is every line once; lines are streamed in
 //!   blocks of whole lines, and a parse error is reported with the file and its absolute line.
+//!   A line running past the end of its range costs work linear in its length.
 //! * [`records`]: fixed-size binary records. Ranges count records, not bytes.
 //!
 //! * [`memory`]: how much memory this host has, to refuse an input or a size that cannot fit
