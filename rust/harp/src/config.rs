@@ -537,6 +537,7 @@ pub static JAVA_ONLY: &[(&str, Layer)] = &[
     ("harp.checkpoint.every", Layer::Java),
     ("harp.checkpoint.dir", Layer::Java),
     ("harp.resume", Layer::Java),
+    ("harp.overwrite", Layer::Java),
     ("harp.am.host", Layer::Yarn),
     ("harp.yarn.worker.memory.mb", Layer::Yarn),
     ("harp.yarn.worker.vcores", Layer::Yarn),
