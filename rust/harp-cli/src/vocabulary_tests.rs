@@ -117,7 +117,11 @@ fn every_harp_key_the_java_sources_read_is_in_the_table() {
     let not_keys = ["harp.native.lib", "harp.progress", "harp.job.secret"];
     let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for dir in ["java/src/main/java", "yarn-appmaster/src/main/java"] {
+    for dir in [
+        "java/src/main/java",
+        "java/examples",
+        "yarn-appmaster/src/main/java",
+    ] {
         java_literals(std::path::Path::new(&format!("{root}/{dir}")), &mut found);
     }
     assert!(found.iter().any(|(k, _)| k == "harp.workers"), "{found:?}");

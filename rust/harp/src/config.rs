@@ -553,6 +553,8 @@ pub static JAVA_ONLY: &[(&str, Layer)] = &[
     ("harp.am.address", Layer::Internal),
     ("harp.yarn.rm.factory", Layer::Internal),
     ("harp.yarn.am.attempt", Layer::Internal),
+    ("harp.example.job", Layer::Internal),
+    ("harp.example.args", Layer::Internal),
 ];
 
 impl Value {
