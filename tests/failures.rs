@@ -1,6 +1,8 @@
 //! Failure paths with real processes: a worker whose job fails outside the collectives tells
 //! its peers why, a root that fails before the automatic broadcast is named at once, a send
-//! blocked on a stopped peer reports it silent, and killing the launcher kills its workers.
+//! blocked on a stopped peer reports it silent, workers computing outside the collectives
+//! notice a killed or stopped peer within the timeout, and killing the launcher kills its
+//! workers.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -150,25 +152,39 @@ fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as i32, sig) };
 }
 
+/// Three `harp worker` processes of `hosts` running `job` then `more` (stderr piped), with
+/// the environment variable `env` set when given.
+fn workers(hosts: &str, job: &[&str], more: &[&str], env: Option<(&str, &str)>) -> Vec<Child> {
+    (0..3)
+        .map(|r| {
+            let mut c = harp();
+            c.args(["worker", "--hosts", hosts, "--rank", &r.to_string()])
+                .args(job)
+                .args(more)
+                .env("HARP_SECRET", "failures-test-secret")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            if let Some((k, v)) = env {
+                c.env(k, v);
+            }
+            c.spawn().unwrap()
+        })
+        .collect()
+}
+
 /// A stopped worker (SIGSTOP) in the middle of large allreduces: the peers whose sends to it
 /// block report it silent, like the receivers, never a receive-side "did not send" timeout.
 #[test]
 fn a_send_blocked_on_a_stopped_worker_reports_it_silent() {
     let dir = tmpdir("stop");
     let hosts = hosts_file(&dir, &free_ports(3));
-    let mut kids: Vec<Child> = (0..3)
-        .map(|r| {
-            harp()
-                .args(["worker", "--hosts", &hosts, "--rank", &r.to_string()])
-                .args(["--job", "stop", "bench", "allreduce", "--bytes", "64m"])
-                .args(["--reps", "100000", "--timeout", "6"])
-                .env("HARP_SECRET", "failures-test-secret")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let bench = ["--job", "stop", "bench", "allreduce", "--bytes", "64m"];
+    let mut kids = workers(
+        &hosts,
+        &bench,
+        &["--reps", "100000", "--timeout", "6"],
+        None,
+    );
     std::thread::sleep(Duration::from_millis(2500));
     let victim = kids.remove(1);
     signal(victim.id(), libc::SIGSTOP);
@@ -187,6 +203,53 @@ fn a_send_blocked_on_a_stopped_worker_reports_it_silent() {
         );
         assert!(!err.contains("did not send"), "survivor {i}: {err}");
     }
+}
+
+/// Three workers compute (sleep 60 s) outside the collectives after start-up; rank 1 is
+/// killed (`SIGKILL`) or stopped (`SIGSTOP`). Ranks 0 and 2 must end within about the 4 s
+/// timeout, failed and naming rank 1 (rank 2, with no connection to rank 1, learns it from
+/// rank 0), not when they reach their next collective a minute later.
+fn computing_workers_notice(sig: i32, name: &str, says: &str) {
+    let dir = tmpdir(name);
+    let hosts = hosts_file(&dir, &free_ports(3));
+    let bench = ["--job", name, "bench", "allreduce", "--bytes", "1k"];
+    let compute = Some(("HARP_COMPUTE_BEFORE_JOB", "60"));
+    let mut kids = workers(&hosts, &bench, &["--reps", "3", "--timeout", "4"], compute);
+    // Started (rank 1 has connected to rank 0) and computing.
+    std::thread::sleep(Duration::from_millis(2000));
+    let victim = kids.remove(1);
+    let t0 = Instant::now();
+    signal(victim.id(), sig);
+    let outs: Vec<(Output, Duration)> = kids
+        .into_iter()
+        .map(|k| {
+            let o = k.wait_with_output().unwrap();
+            (o, t0.elapsed())
+        })
+        .collect();
+    signal(victim.id(), libc::SIGKILL);
+    let _ = victim.wait_with_output();
+    for ((o, took), r) in outs.iter().zip([0, 2]) {
+        let err = stderr(o);
+        assert!(!o.status.success(), "rank {r} succeeded: {err}");
+        assert!(
+            *took < Duration::from_secs(20),
+            "rank {r} ended {took:?} after the signal: {err}"
+        );
+        let line = error_line(&err, r);
+        assert!(line.contains("computing"), "rank {r}: {line}");
+        assert!(line.contains(says), "rank {r}: {line}");
+    }
+}
+
+#[test]
+fn a_killed_peer_ends_the_computing_workers_within_the_timeout() {
+    computing_workers_notice(libc::SIGKILL, "kill-computing", "rank 1 is gone");
+}
+
+#[test]
+fn a_stopped_peer_ends_the_computing_workers_within_the_timeout() {
+    computing_workers_notice(libc::SIGSTOP, "stop-computing", "rank 1 has been silent");
 }
 
 /// The pids of the running (not zombie) children of `parent`.

@@ -156,7 +156,26 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     // A job that fails, inside or outside the collectives, tells every peer why before it
     // exits, so the peers' errors name this rank and the cause (not just a closed connection).
     // `--net-measure start|cached`: the network model first (a collective), then the job.
-    match w.calibrate_at_start().and_then(|_| args.run.run(&w)) {
+    // While the job computes outside the collectives, a dead or stopped peer is noticed by
+    // the watcher within about the timeout: it tells the peers, prints the error a collective
+    // would have returned and ends this worker with the same failure status.
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let res = std::thread::scope(|s| {
+        let w = &w;
+        s.spawn(move || {
+            if let Some(e) = w.watch_peers(&stopped) {
+                crate::report_error(&e);
+                std::process::exit(1);
+            }
+        });
+        let res = w
+            .calibrate_at_start()
+            .and_then(|_| compute_before_job())
+            .and_then(|_| args.run.run(w));
+        drop(stop);
+        res
+    });
+    match res {
         Ok(()) => {
             w.close();
             Ok(())
@@ -166,6 +185,27 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// Fault injection for tests: `HARP_COMPUTE_BEFORE_JOB=S` makes a worker spend `S` seconds
+/// outside the collectives (asleep, as a long computation) after start-up, before its job.
+pub const COMPUTE_BEFORE_JOB: &str = "HARP_COMPUTE_BEFORE_JOB";
+
+fn compute_before_job() -> Result<()> {
+    let Ok(v) = std::env::var(COMPUTE_BEFORE_JOB) else {
+        return Ok(());
+    };
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .ok_or_else(|| {
+            Error::config(format!(
+                "{COMPUTE_BEFORE_JOB}: expected seconds (a number from 0), got '{v}'"
+            ))
+        })?;
+    std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+    Ok(())
 }
 
 /// `n` bytes from the operating system's random source, as hex. There is no fallback: a job

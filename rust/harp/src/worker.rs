@@ -679,6 +679,51 @@ impl Worker {
         self.driver.block_on(self.transport.abort(msg));
     }
 
+    /// Watches the peers while this worker computes outside the collectives, so that a dead or
+    /// stopped peer is noticed within about the timeout instead of at the next collective.
+    /// Every heartbeat interval (`timeout / 8`, 20 ms to 5 s) when no operation runs, it looks
+    /// for a peer gone for a failure or one with an open connection silent for half the
+    /// timeout ([`Transport::peer_trouble`]). On trouble it fails the worker as a failed
+    /// collective does (poisoned, every peer told why) and returns the error, worded as a
+    /// collective's with the operation `computing`; the caller decides what to do with it (the
+    /// command-line worker prints it and exits). Returns `None` once `stop` receives a message
+    /// or is disconnected. Run it on its own thread next to the computing one.
+    pub fn watch_peers(&self, stop: &std::sync::mpsc::Receiver<()>) -> Option<Error> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let every = self.transport.watch_interval();
+        loop {
+            if stop.recv_timeout(every) != Err(RecvTimeoutError::Timeout) {
+                return None;
+            }
+            if self.check_usable().is_err() || self.events.in_phase() {
+                continue;
+            }
+            // Claimed like an operation: an operation running now finds the trouble itself.
+            if self
+                .busy
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                continue;
+            }
+            let ctx = crate::error::OpContext::new(
+                self.rank,
+                "computing",
+                self.seq.load(Ordering::SeqCst),
+                "outside the collectives",
+                None,
+            );
+            let trouble = self.transport.peer_trouble(&ctx);
+            if let Some(e) = &trouble {
+                self.fail(&e.to_string());
+            }
+            self.busy.store(false, Ordering::SeqCst);
+            if trouble.is_some() {
+                return trouble;
+            }
+        }
+    }
+
     /// Runs one operation of the whole job (the next sequence number; on failure the worker is
     /// poisoned).
     pub(crate) fn op<'a, T, Fut>(

@@ -119,6 +119,38 @@ impl Transport {
         self.link.connections()
     }
 
+    /// How often a worker outside its operations looks at its peers
+    /// ([`Transport::peer_trouble`]): the heartbeat interval.
+    pub fn watch_interval(&self) -> Duration {
+        heartbeat_interval(self.op_timeout)
+    }
+
+    /// What dooms this worker's next operation, seen without running one: a peer recorded
+    /// gone for a failure (the first one), or a peer with an open connection that has sent
+    /// nothing, not even heartbeats, for half the timeout. The error is the one a collective
+    /// would return, in context `ctx`.
+    pub fn peer_trouble(&self, ctx: &OpContext) -> Option<Error> {
+        let mb = &self.mailbox;
+        if let Some((peer, reason)) = mb.first_failure() {
+            return Some(Error::PeerLost {
+                ctx: ctx.clone(),
+                peer,
+                reason,
+            });
+        }
+        self.link
+            .open_peers()
+            .into_iter()
+            .filter(|&p| p != self.rank && !mb.is_gone(p))
+            .map(|p| (p, mb.silence(p)))
+            .find(|&(_, quiet)| quiet >= self.op_timeout / 2)
+            .map(|(peer, quiet)| Error::Silent {
+                ctx: ctx.clone(),
+                peer,
+                secs: quiet.as_secs_f64(),
+            })
+    }
+
     /// Orderly shutdown: `Bye` to every peer, then close.
     pub async fn close(&self) {
         let h = Header::control(Kind::Bye, self.rank, self.job, 0);

@@ -571,6 +571,11 @@ impl Link for TcpMesh {
         Some(self.peers.opened.load(Ordering::Relaxed))
     }
 
+    fn open_peers(&self) -> Vec<usize> {
+        let st = self.peers.stages();
+        (0..st.len()).filter(|&p| st[p] == Stage::Open).collect()
+    }
+
     fn drain<'a>(&'a self, dst: usize) -> Io<'a, std::io::Result<()>> {
         Box::pin(async move {
             let mut g = self.peers.writer(dst).lock().await;

@@ -124,6 +124,13 @@ pub(crate) trait Link: Send + Sync {
         None
     }
 
+    /// The peers this worker has an open connection to: they send heartbeats, so a silence
+    /// of theirs means trouble even when no operation waits for them (a link without
+    /// connections keeps this default).
+    fn open_peers(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// Writes out what a [`TrySend::Rest`] left queued for `dst` (a link whose `try_send`
     /// never returns `Rest` keeps this default).
     fn drain<'a>(&'a self, _dst: usize) -> Io<'a, std::io::Result<()>> {
