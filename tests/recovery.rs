@@ -550,5 +550,27 @@ fn a_worker_failing_after_its_part_is_written_stops_the_commit() {
         assert_eq!(tree(&out), vec!["_SUCCESS", "part-00000"], "{app}");
         assert_eq!(read(&out.join("part-00000")), "earlier\n", "{app}");
     }
+    // K-means' labels wait for the same agreement: none are committed.
+    let (out, labels) = (dir.join("out-labelled"), dir.join("labels"));
+    let (o, l) = (s(&out), s(&labels));
+    let argv = [
+        "kmeans",
+        "--workers",
+        "3",
+        "--output",
+        &o,
+        "--input",
+        &data.0,
+        "--init",
+        &data.1,
+        "--iterations",
+        "2",
+        "--labels",
+        &l,
+    ];
+    let e = failed(harp_env(&argv, &[("HARP_FAIL_BEFORE_COMMIT", "1")]));
+    assert!(e.contains("before the final agreement"), "{e}");
+    assert!(!labels.join("_SUCCESS").exists(), "{:?}", tree(&labels));
+    assert!(!labels.join("part-00000").exists(), "{:?}", tree(&labels));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -305,6 +305,7 @@ fn run_into(w: &Worker, a: &KmeansArgs, opts: &driver::Options, dest: &Output) -
     })?;
     // The commit waits until every worker has finished its last collective without error.
     dest.finish(w, "kmeans-commit")?;
+    driver::commit_labels(w, opts)?;
     if !master {
         return Ok(());
     }

@@ -165,6 +165,12 @@ pub extern "system" fn Java_harp_KMeans_runEngine<'l>(
         let span = tracing::info_span!("harp", worker = %we.tag);
         let _g = span.enter();
         let out = driver::run(&we.worker, &o, |it| report(env, &progress, it))?;
+        // The labels are committed once every worker has written its part (the job's own
+        // output is Hadoop's to commit).
+        if o.labels.is_some() {
+            we.worker.barrier("kmeans-labels")?;
+            driver::commit_labels(&we.worker, &o)?;
+        }
         if env.exception_check() {
             return Ok(JDoubleArray::default());
         }

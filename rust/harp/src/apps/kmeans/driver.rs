@@ -943,32 +943,47 @@ fn labels_staging(dir: &str, job: &str) -> String {
     format!("{}/_temporary/{job}", dir.trim_end_matches('/'))
 }
 
-/// Writes this worker's labels as `dir/part-RRRRR` (rank, 5 digits), one per line, atomically
-/// for the job: every worker writes into `dir/_temporary/JOB/`; after a barrier the master
-/// removes `_SUCCESS` and the `part-*` files of an earlier run, moves the new parts in and writes
-/// `_SUCCESS`.
+fn label_part(rank: usize) -> String {
+    format!("part-{rank:05}")
+}
+
+/// Writes this worker's labels as `dir/_temporary/JOB/part-RRRRR` (rank, 5 digits), one per
+/// line. [`commit_labels`] moves them into `dir` once every worker has finished.
 fn write_labels(w: &Worker, dir: &str, job: &str, labels: &[u32]) -> Result<()> {
     use std::fmt::Write;
     let dir = dir.trim_end_matches('/');
     let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
-    let staging = labels_staging(dir, job);
     let mut text = String::with_capacity(labels.len() * 5);
     for l in labels {
         let _ = writeln!(text, "{l}");
     }
-    let part = |r: usize| format!("part-{r:05}");
-    st.write_all(&format!("{staging}/{}", part(w.rank())), text.as_bytes())?;
-    w.barrier("kmeans-labels")?;
-    if w.is_master() {
-        crate::apps::output::commit_files(
-            &*st,
-            &staging,
-            dir,
-            &(0..w.size()).map(part).collect::<Vec<_>>(),
-            |name| name.starts_with("part-"),
-        )?;
+    let staging = labels_staging(dir, job);
+    st.write_all(
+        &format!("{staging}/{}", label_part(w.rank())),
+        text.as_bytes(),
+    )
+}
+
+/// Master only, and only after the job's final agreement (a collective every worker enters once
+/// [`run`] has returned on it, such as `Output::finish`): removes `_SUCCESS` and the `part-*`
+/// files of an earlier run from the labels directory, moves the new parts in and writes
+/// `_SUCCESS`. On the other workers, or without `labels`, it does nothing.
+pub fn commit_labels(w: &Worker, o: &Options) -> Result<()> {
+    let Some(dir) = &o.labels else {
+        return Ok(());
+    };
+    if !w.is_master() {
+        return Ok(());
     }
-    Ok(())
+    let dir = dir.trim_end_matches('/');
+    let st = storage::for_path_on(dir, Some(w.runtime().clone()))?;
+    crate::apps::output::commit_files(
+        &*st,
+        &labels_staging(dir, &o.job),
+        dir,
+        &(0..w.size()).map(label_part).collect::<Vec<_>>(),
+        |name| name.starts_with("part-"),
+    )
 }
 
 /// Relative perturbation of the split-largest rule.
