@@ -53,8 +53,8 @@ fn points(dir: &Path, last: &str) -> PathBuf {
 
 /// The root cannot read its --init file. The local launcher sees it before starting any
 /// worker and says so in one line; workers started from a hosts file (and in Java) all fail
-/// at once with the cause, agreed before the broadcast of the centroids (before stop 31 the
-/// others learned it from rank 0's abort in the CLI and waited for the timeout in Java).
+/// at once with the cause, agreed before the broadcast of the centroids (without the agreement
+/// the others learned it from rank 0's abort in the CLI and waited for the timeout in Java).
 #[test]
 fn a_missing_init_file_fails_every_worker_at_once_naming_rank_0() {
     let dir = tmpdir("init");
