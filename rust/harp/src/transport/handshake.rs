@@ -14,8 +14,13 @@ enum Handshake {
     Initialized,
 }
 
-/// Ping → answer → initialised, driven by the master; every wait is bounded by `timeout`.
+/// Ping → answer → initialised, driven by the master; every wait of the master is bounded by
+/// `timeout` (the connect timeout), every wait of a worker by twice that: the master bounds the
+/// start-up and, when a worker is missing, tells the connected ones who it is, which must reach
+/// them before their own wait ends (a dead or silent master is noticed sooner, by its closed
+/// connection or its missing heartbeats).
 pub(super) async fn run(t: &Transport, timeout: Duration) -> Result<()> {
+    let timeout = if t.rank == 0 { timeout } else { timeout * 2 };
     let comm = t
         .endpoint(Op::Handshake, 0, 0, "start-up")
         .with_timeout(timeout);
