@@ -355,19 +355,8 @@ impl Staged {
             let Ok(st) = harp::storage::for_path(dir) else {
                 continue;
             };
-            let empty = |d: &str| {
-                st.list(d).is_ok_and(|f| f.is_empty())
-                    && st.list_dirs(d).is_ok_and(|d| d.is_empty())
-                    && !st.exists(&format!("{d}/_SUCCESS")).unwrap_or(true)
-            };
-            let temporary = format!("{dir}/_temporary");
-            let _ = st.remove_all(&format!("{temporary}/{}", self.1));
-            if empty(&temporary) {
-                let _ = st.remove_all(&temporary);
-            }
-            if !existed && empty(dir) {
-                let _ = st.remove_all(dir);
-            }
+            let staging = format!("{dir}/_temporary/{}", self.1);
+            harp::apps::output::remove_staging(&*st, dir, &staging, !existed);
         }
     }
 }

@@ -301,19 +301,7 @@ impl Output {
     /// is empty, so that the output is as it was before (best effort: a failure to clean up is
     /// not reported over the run's own error).
     pub fn abort(&self) {
-        let _ = self.st.remove_all(&self.staging);
-        let empty = |d: &str| {
-            self.st.list(d).is_ok_and(|f| f.is_empty())
-                && self.st.list_dirs(d).is_ok_and(|d| d.is_empty())
-        };
-        if let Some((parent, _)) = self.staging.rsplit_once('/') {
-            if empty(parent) {
-                let _ = self.st.remove_all(parent);
-            }
-        }
-        if self.created && empty(&self.dir) {
-            let _ = self.st.remove_all(&self.dir);
-        }
+        remove_staging(&*self.st, &self.dir, &self.staging, self.created);
     }
 
     /// Master only: moves `files` from the staging directory into the result directory (see
@@ -334,6 +322,27 @@ fn injected_failure() -> Result<Option<usize>> {
         Ok(v) => v.parse().map(Some).map_err(|_| {
             Error::config(format!("{FAIL_BEFORE_COMMIT}: expected a rank, got '{v}'"))
         }),
+    }
+}
+
+/// Removes a failed run's staging directory `staging` (`dir/_temporary/JOB`), then
+/// `dir/_temporary` when nothing else is left in it, and `dir` itself when the run `created` it
+/// and it is empty. A directory holding `_SUCCESS` is never removed. Best effort: a failure to
+/// clean up is not reported over the run's own error.
+pub fn remove_staging(st: &dyn Storage, dir: &str, staging: &str, created: bool) {
+    let _ = st.remove_all(staging);
+    let empty = |d: &str| {
+        st.list(d).is_ok_and(|f| f.is_empty())
+            && st.list_dirs(d).is_ok_and(|d| d.is_empty())
+            && !st.exists(&format!("{d}/_SUCCESS")).unwrap_or(true)
+    };
+    if let Some((parent, _)) = staging.rsplit_once('/') {
+        if empty(parent) {
+            let _ = st.remove_all(parent);
+        }
+    }
+    if created && empty(dir) {
+        let _ = st.remove_all(dir);
     }
 }
 
