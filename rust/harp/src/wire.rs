@@ -52,7 +52,8 @@ pub const MAGIC: u32 = 0x4841_5250;
 ///
 /// 8–11: docs/wire-protocol.md. 12: the scatter's delegate shape (`aux` 3); a batch's metadata
 ///    length as a varint, and runs of like pieces (1 byte for a run of small whole pieces).
-pub const WIRE_VERSION: u16 = 12;
+/// 13: connections on first use: the acceptor's `Ctrl {welcome}` verdict after the proof.
+pub const WIRE_VERSION: u16 = 13;
 /// The full header (authentication frames).
 pub const HEADER_LEN: usize = 56;
 /// Longest compact header: its length byte, kind, op, algo and flags, then varints: seq (10

@@ -870,13 +870,19 @@ mod tests {
                 }
                 let links: Vec<TcpMesh> =
                     peers.into_iter().map(|peers| TcpMesh { peers }).collect();
+                let sent = Instant::now();
                 for (from, to) in [(0usize, 1usize), (1, 0)] {
                     let h = Header::control(Kind::Heartbeat, from, 7, 0);
                     links[from].send(to, h, &[]).await.unwrap();
                 }
                 for (r, l) in links.iter().enumerate() {
                     let deadline = Instant::now() + Duration::from_secs(10);
-                    while l.peers.mailbox.silence(1 - r) > Duration::from_millis(5) {
+                    // Heard once the peer was last seen after the sends began (a busy machine
+                    // may run this check long after the frame arrived). Silence is counted in
+                    // whole milliseconds; before the frame the peer was last seen at least
+                    // 20 ms before the sends.
+                    while l.peers.mailbox.silence(1 - r) > sent.elapsed() + Duration::from_millis(5)
+                    {
                         assert!(Instant::now() < deadline, "rank {r} heard nothing");
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
