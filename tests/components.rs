@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use harp::apps::kmeans::gen::Rng;
+use harp::util::Rng;
 
 /// Fisher–Yates.
 fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {

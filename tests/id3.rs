@@ -10,7 +10,7 @@ use common::{harp, run_with_window, s, tmpdir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use harp::apps::kmeans::gen::Rng;
+use harp::util::Rng;
 
 type Row = (Vec<String>, String);
 

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use common::{harp, s, tmpdir};
 
-use harp::apps::kmeans::gen::Rng;
 use harp::apps::layout;
+use harp::util::Rng;
 
 /// Every `vertex x y` line of the committed part files, in part order.
 fn positions(out: &Path, workers: usize) -> Vec<(i64, f64, f64)> {

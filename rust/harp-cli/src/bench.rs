@@ -61,15 +61,15 @@ pub struct BenchArgs {
 /// memory: its table, the buffers it receives into and the result (at most about three times
 /// `bytes` for every op), checked before anything is allocated.
 fn check_memory(bytes: u64) -> Result<()> {
-    check_memory_in(bytes, harp::io::memory::available())
+    check_memory_in(bytes, harp::util::memory::available())
 }
 
 /// [`check_memory`] with `available` bytes of memory.
 fn check_memory_in(bytes: u64, available: Option<u64>) -> Result<()> {
-    harp::io::memory::check_fits_in(
+    harp::util::memory::check_fits_in(
         &format!(
             "--bytes {bytes}: each worker's table, receive buffers and result (about 3 x {})",
-            harp::io::memory::human(bytes as u128)
+            harp::util::memory::human(bytes as u128)
         ),
         (bytes as u128).checked_mul(3),
         available,
@@ -219,13 +219,13 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     });
     harp::config::check_partitions("--partitions", parts as u64, p)?;
     // Each partition holds a pooled buffer (at least 64 bytes) and a table entry.
-    harp::io::memory::check_fits(
+    harp::util::memory::check_fits(
         &format!("--partitions {parts}: the partitions of {} tables", a.inner),
         (parts as u128).checked_mul(128 * a.inner as u128),
     )?;
     check_memory((a.bytes as u128 * a.inner as u128).min(u64::MAX as u128) as u64)?;
     // The times of every repetition, and their allreduce (a table of them, its buffers).
-    harp::io::memory::check_fits(
+    harp::util::memory::check_fits(
         &format!("--reps {}: the time of every repetition", a.reps),
         Some(a.reps as u128 * 8 * 4),
     )?;

@@ -85,7 +85,7 @@ pub fn run(w: &Worker, a: &CheckArgs) -> Result<()> {
     fault_rank("--hang-rank", a.hang_rank, p)?;
     // Every worker builds every rank's tables (12 partitions of up to --max-elems 8-byte
     // elements each), their combination and its own copies.
-    harp::io::memory::check_fits(
+    harp::util::memory::check_fits(
         &format!(
             "--max-elems {}: every worker's copies of the random tables",
             a.max_elems

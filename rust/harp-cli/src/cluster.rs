@@ -140,7 +140,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         let listener = Listener::bind(rt.handle(), bind, &cfg)?;
         (topo, listener)
     };
-    harp::io::memory::set_workers_on_host(match topo.addrs() {
+    harp::util::memory::set_workers_on_host(match topo.addrs() {
         Ok(addrs) => crate::jobs::workers_on_host(&addrs, args.rank),
         Err(_) => 1,
     });
@@ -296,7 +296,7 @@ pub fn launch(job: &Job<Local>, name: &str) -> Result<()> {
         )));
     }
     // Every worker needs its own memory on this host; arguments checked once, here.
-    harp::io::memory::set_workers_on_host(workers);
+    harp::util::memory::set_workers_on_host(workers);
     job.precheck()?;
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find the harp executable", e))?;
@@ -404,7 +404,7 @@ fn run_workers(
                 )),
                 said => Error::config(format!(
                     "worker {r} failed to start (said {}); see its error above",
-                    harp::io::quote(said.as_bytes())
+                    harp::util::quote(said.as_bytes())
                 )),
             })?;
         hosts.push_str(&format!("127.0.0.1:{port}\n"));

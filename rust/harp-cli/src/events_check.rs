@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use clap::Args;
-use harp::apps::kmeans::gen::Rng;
 use harp::collective::AllreduceAlgorithm;
+use harp::util::Rng;
 use harp::{Array, Combiner, Error, Result, Table, Worker};
 
 use crate::cluster::ClusterOpts;

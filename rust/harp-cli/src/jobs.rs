@@ -95,7 +95,7 @@ impl<X: Args> Job<X> {
 
 impl Job<Local> {
     /// The checks of the job's arguments that need no worker, made by the launcher before it
-    /// starts any (after [`harp::io::memory::set_workers_on_host`]): a bad value is then one
+    /// starts any (after [`harp::util::memory::set_workers_on_host`]): a bad value is then one
     /// error line, not one per worker. The workers make the same checks again (a job inside
     /// Java or `harp worker` has no launcher).
     pub fn precheck(&self) -> Result<()> {
@@ -119,7 +119,7 @@ impl Job<Local> {
 }
 
 /// How many of the workers at `addrs` run on the same host as rank `rank` (the same IP
-/// address), itself included: they share its memory ([`harp::io::memory::check_fits`]).
+/// address), itself included: they share its memory ([`harp::util::memory::check_fits`]).
 pub fn workers_on_host(addrs: &[std::net::SocketAddr], rank: usize) -> usize {
     addrs
         .get(rank)

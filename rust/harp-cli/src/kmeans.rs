@@ -139,7 +139,7 @@ pub fn gen(a: &GenArgs) -> Result<()> {
 /// Refuses, before any input is read, an `--iterations` or `--k` whose memory (the per-iteration
 /// records; K centroids with their sums, of `--dim` values or at least 1) cannot fit in this host.
 fn check_sizes(a: &KmeansArgs) -> Result<()> {
-    use harp::io::memory::check_fits;
+    use harp::util::memory::check_fits;
     if a.dim == Some(0) {
         return Err(Error::config("--dim must be at least 1"));
     }
@@ -255,13 +255,13 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
 
 /// The checks [`run`] starts with that need no worker, for the local launcher to make once
 /// before it starts any: the options (the memory of all the workers on this host included,
-/// [`harp::io::memory::check_fits`]) and, for a local path, that the `--init` file exists.
+/// [`harp::util::memory::check_fits`]) and, for a local path, that the `--init` file exists.
 pub fn precheck(a: &KmeansArgs) -> Result<()> {
     options(a)?;
     match &a.init {
         Some(p) if !p.contains("://") => std::fs::metadata(p).map(|_| ()).map_err(|e| {
             Error::io(
-                format!("--init: cannot read {}", harp::io::quote(p.as_bytes())),
+                format!("--init: cannot read {}", harp::util::quote(p.as_bytes())),
                 e,
             )
         }),

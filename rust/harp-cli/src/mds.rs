@@ -206,7 +206,7 @@ pub fn gen(a: &GenDistArgs) -> Result<()> {
         return Err(Error::config("--noise must be in [0, 1)"));
     }
     let format: input::Format = flag("--format", a.format.parse())?;
-    harp::io::memory::check_fits(
+    harp::util::memory::check_fits(
         &format!("--n {}: an {0}×{0} matrix of f64", a.n),
         (a.n as u128).checked_mul(a.n as u128 * 8 * 3),
     )?;

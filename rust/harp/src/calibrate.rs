@@ -628,7 +628,7 @@ fn machine(host: &str) -> &str {
 pub fn cache_file(dir: &std::path::Path, topo: &Topology) -> PathBuf {
     let mut hosts: Vec<&str> = topo.hosts.iter().map(|h| machine(h)).collect();
     hosts.sort_unstable();
-    let key = crate::transport::fnv1a(hosts.join("\n").as_bytes());
+    let key = crate::util::fnv1a64(hosts.join("\n").as_bytes());
     dir.join(format!("net-{key:016x}.txt"))
 }
 

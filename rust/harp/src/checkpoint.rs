@@ -216,7 +216,7 @@ pub fn decode_part(bytes: &[u8], pool: &Pool, what: &str) -> Result<Vec<(String,
 /// that all of them must share): one allreduce of a hash per worker. `what` names the setting.
 pub fn same_everywhere(w: &Worker, label: &str, what: &str, value: &str) -> Result<()> {
     let mut mine = vec![0i64; w.size()];
-    mine[w.rank()] = crate::transport::fnv1a(value.as_bytes()) as i64;
+    mine[w.rank()] = crate::util::fnv1a64(value.as_bytes()) as i64;
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &mine));
     w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;

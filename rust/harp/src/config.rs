@@ -682,7 +682,7 @@ fn millis(key: &str, value: &str) -> Result<Duration> {
 
 /// `value` quoted for an error message, cut to its first 64 bytes when longer.
 fn quote(value: &str) -> String {
-    crate::io::quote(value.as_bytes())
+    crate::util::quote(value.as_bytes())
 }
 
 /// A byte count as every byte option and `harp bench --bytes` take it: an integer, optionally

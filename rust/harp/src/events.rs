@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::transport::{fnv1a, Endpoint};
+use crate::transport::Endpoint;
+use crate::util::fnv1a64;
 use crate::wire::{self, EVENT_CONTROL, EVENT_LABELED, EVENT_PLAIN};
 use crate::worker::Worker;
 
@@ -51,13 +52,13 @@ fn check_copies(copies: usize, workers: usize) -> std::result::Result<(), String
 }
 
 /// The receivers of an event labeled `label` sent as `copies` copies among `workers`: worker
-/// `h = fnv1a(label) % workers` (64-bit FNV-1a of the label's UTF-8 bytes) and the next
+/// `h = fnv1a64(label) % workers` (64-bit FNV-1a of the label's UTF-8 bytes) and the next
 /// `copies - 1` ranks after it, wrapping around. Stable across runs, hosts and languages.
 pub fn label_receivers(label: &str, copies: usize, workers: usize) -> Vec<usize> {
     if workers == 0 {
         return Vec::new();
     }
-    let first = (fnv1a(label.as_bytes()) % workers as u64) as usize;
+    let first = (fnv1a64(label.as_bytes()) % workers as u64) as usize;
     (0..copies.min(workers))
         .map(|i| (first + i) % workers)
         .collect()
@@ -422,7 +423,7 @@ impl Worker {
             Error::config(format!(
                 "rank {}: send_labeled {}: {why}",
                 self.rank(),
-                crate::io::quote(label.as_bytes())
+                crate::util::quote(label.as_bytes())
             ))
         })?;
         let to = label_receivers(label, copies, self.size());
@@ -748,7 +749,7 @@ mod tests {
     #[test]
     fn labels_pick_consecutive_workers_from_their_hash() {
         // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c.
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
         let h = (0xaf63_dc4c_8601_ec8cu64 % 5) as usize;
         assert_eq!(label_receivers("a", 1, 5), vec![h]);
         assert_eq!(
@@ -823,7 +824,7 @@ mod tests {
             assert!(b.len() < 40, "{m:?}: {} bytes", b.len());
             assert_eq!(wire::decode::<Ctrl>(&b).unwrap(), m);
         }
-        let mut rng = crate::apps::kmeans::gen::Rng::new(5);
+        let mut rng = crate::util::Rng::new(5);
         let pool = crate::pool::Pool::default();
         for _ in 0..20_000 {
             let bytes: Vec<u8> = (0..rng.below(30)).map(|_| rng.below(256) as u8).collect();

@@ -2,6 +2,8 @@
 //!
 //! Modules, bottom to top (each uses only the ones listed before it):
 //! * [`error`]: one error type, every message names the rank, the operation and the peer.
+//! * [`util`]: quoting for error messages, the stable hashes (splitmix64, FNV-1a), the random
+//!   generator, the host's available memory.
 //! * [`pool`]: size-classed, aligned, reusable buffers with statistics.
 //! * [`data`]: typed arrays → partitions → tables, layouts, combiners, partitioners, local
 //!   aggregation.
@@ -16,11 +18,11 @@
 //! * [`graph`]: the graph collectives (regroup edges, send edges or messages to vertices).
 //! * [`events`]: events between workers outside the collectives (to one, all, or by label)
 //!   and distributed termination detection (`Worker::run_until_quiet`).
+//! * [`check`]: the sequential model of every collective and fault injection, for tests and
+//!   `harp check`.
 //! * [`storage`]: local files and `hdfs://` behind one trait.
 //! * [`io`]: Hadoop-style input splitting and reading of a worker's share (lines, records).
 //! * [`checkpoint`]: consistent checkpoints of named tables at an iteration (resume).
-//! * [`check`]: the sequential model of every collective and fault injection, for tests and
-//!   `harp check`.
 //! * [`apps`]: applications written against the worker API (K-means).
 
 pub mod apps;
@@ -39,6 +41,7 @@ pub mod pool;
 pub mod storage;
 pub mod topology;
 pub mod transport;
+pub mod util;
 pub mod wire;
 pub mod worker;
 

@@ -322,7 +322,7 @@ impl NetModel {
         let end = || (text.lines().count().max(1), "");
         let found = |l: &str| match l {
             "" => "the end of the file".to_string(),
-            l => crate::io::quote(l.as_bytes()),
+            l => crate::util::quote(l.as_bytes()),
         };
         let (n, first) = lines.next().unwrap_or_else(end);
         let max = crate::collective::tags::MAX_WORKERS;
@@ -352,7 +352,7 @@ impl NetModel {
                     let x = tok.parse::<f64>().map_err(|_| {
                         bad(
                             n,
-                            format!("not a number: {}", crate::io::quote(tok.as_bytes())),
+                            format!("not a number: {}", crate::util::quote(tok.as_bytes())),
                         )
                     })?;
                     let j = v.len() - before;
@@ -394,7 +394,7 @@ impl NetModel {
                 n,
                 format!(
                     "unexpected line after the matrices: {}",
-                    crate::io::quote(extra.as_bytes())
+                    crate::util::quote(extra.as_bytes())
                 ),
             ));
         }

@@ -185,7 +185,7 @@ impl Op {
             .ok_or_else(|| {
                 Error::Config(format!(
                     "unknown operation {}",
-                    crate::io::quote(name.as_bytes())
+                    crate::util::quote(name.as_bytes())
                 ))
             })
     }

@@ -1219,7 +1219,7 @@ fn group_id(members: &[usize]) -> u64 {
         .iter()
         .flat_map(|&r| (r as u64).to_le_bytes())
         .collect();
-    transport::fnv1a(&bytes).max(1)
+    crate::util::fnv1a64(&bytes).max(1)
 }
 
 /// Collectives over a subset of a job's workers ([`Worker::group`]), in *group ranks*: this

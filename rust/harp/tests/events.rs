@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{config, on_workers};
-use harp::apps::kmeans::gen::Rng;
 use harp::collective::AllreduceAlgorithm;
 use harp::events::{label_receivers, Quiet};
+use harp::util::Rng;
 use harp::{Array, Combiner, DType, Table, Worker};
 
 fn cfg() -> harp::Config {

@@ -15,13 +15,13 @@
 
 use std::collections::HashMap;
 
-use super::kmeans::gen::splitmix64;
 use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::events::{Event, Handler};
 use crate::io::lines::for_each_line;
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
+use crate::util::splitmix64;
 use crate::worker::Worker;
 
 /// Pairs per event: a batch is sent once it holds this many (and at the end of a round).

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, Handler};
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
-use crate::transport::fnv1a;
+use crate::util::fnv1a64;
 use crate::{Array, Combiner, Table, Worker};
 
 /// A node: the (attribute, value) tests on the way from the root.
@@ -168,7 +168,7 @@ fn path_key(p: &Path) -> u64 {
         b.extend_from_slice(&(v.len() as u64).to_le_bytes());
         b.extend_from_slice(v.as_bytes());
     }
-    fnv1a(&b)
+    fnv1a64(&b)
 }
 
 struct Id3<'w> {

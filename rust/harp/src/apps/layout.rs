@@ -29,7 +29,6 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, offsets};
-use crate::apps::kmeans::gen::{splitmix64, Rng};
 use crate::apps::kmeans::kernel::Kernel;
 use crate::checkpoint::agree;
 use crate::data::graph::parse_edge_line;
@@ -37,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{read_lines, split, LineError};
 use crate::storage::{self, Storage};
+use crate::util::{splitmix64, Rng};
 use crate::worker::Worker;
 
 /// Options of a run.

@@ -35,8 +35,9 @@ use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::graph::MessageTable;
-use crate::io::{quote, read_lines, spread, LineError};
+use crate::io::{read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
+use crate::util::quote;
 use crate::worker::Worker;
 
 /// How contributions travel each iteration.

@@ -278,7 +278,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let mut text = Vec::new();
         for i in 0..3000u64 {
-            let w = kv::splitmix64(i) % 97;
+            let w = crate::util::splitmix64(i) % 97;
             text.extend_from_slice(format!("w{w} x{} ", i % 5).as_bytes());
             if i % 7 == 0 {
                 text.extend_from_slice(b"\r\n\xff\xfe\t");

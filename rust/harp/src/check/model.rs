@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 
 /// splitmix64
-pub use crate::data::kv::splitmix64 as mix;
+pub use crate::util::splitmix64 as mix;
 
 /// A hash of several numbers (the model's source of randomness).
 pub fn h(parts: &[u64]) -> u64 {

@@ -92,7 +92,7 @@ pub fn parse_weight(tok: &[u8]) -> std::result::Result<f64, String> {
     w.filter(|w| w.is_normal() && *w > 0.0).ok_or_else(|| {
         format!(
             "bad weight {}: expected a positive number (from {:e} to {:e})",
-            crate::io::quote(tok),
+            crate::util::quote(tok),
             f64::MIN_POSITIVE,
             f64::MAX
         )
@@ -127,7 +127,7 @@ pub fn parse_edge_line(
             let s = if n == 1 { "" } else { "s" };
             return Err(format!(
                 "expected an edge 'src dst [weight]', found {n} field{s}: {}",
-                crate::io::quote(&line[..end])
+                crate::util::quote(&line[..end])
             ));
         }
     };
@@ -135,7 +135,7 @@ pub fn parse_edge_line(
         parse_vertex_id(tok, max_id).ok_or_else(|| {
             format!(
                 "column {column}: bad vertex id {}: expected an integer from 0 to {max_id}",
-                crate::io::quote(tok)
+                crate::util::quote(tok)
             )
         })
     };

@@ -49,6 +49,7 @@ use super::layout::Layout;
 use super::table::Table;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
+use crate::util::{fnv1a64, splitmix64};
 
 /// The type of a key-value table's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -78,7 +79,7 @@ impl KeyType {
             .ok_or_else(|| {
                 Error::config(format!(
                     "unknown key type {} (i64, i32, str)",
-                    crate::io::quote(name.as_bytes())
+                    crate::util::quote(name.as_bytes())
                 ))
             })
     }
@@ -300,22 +301,6 @@ pub trait KvCombiner: Send + Sync {
         other: Value<'_>,
         out: &mut Vec<u8>,
     ) -> Result<()>;
-}
-
-/// splitmix64 (Steele, Lea, Flood): `z += 0x9e3779b97f4a7c15; z = (z ^ z>>30) ·
-/// 0xbf58476d1ce4e5b9; z = (z ^ z>>27) · 0x94d049bb133111eb; z ^ z>>31` (wrapping).
-pub fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a 64: `h = 0xcbf29ce484222325; for b in bytes { h = (h ^ b) · 0x100000001b3 }`.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// The stable hash of a key: splitmix64 of an i64 key (an i32 key sign-extended to i64) as a
@@ -917,7 +902,7 @@ impl KvTable {
         // reads /proc/meminfo).
         let maps = partitions as u128 * std::mem::size_of::<Map>() as u128;
         if maps > 64 << 20 {
-            crate::io::memory::check_fits(
+            crate::util::memory::check_fits(
                 &format!("a key-value table of {partitions} partitions"),
                 Some(maps),
             )?;
@@ -1265,11 +1250,6 @@ mod tests {
     /// partitions and break Java's copy) is caught.
     #[test]
     fn hashing_is_stable() {
-        // Reference values of the two published functions.
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-        assert_eq!(splitmix64(0), 0xe220_a839_7b1d_cdaf);
         assert_eq!(key_hash(Key::I64(0)), 0xe220_a839_7b1d_cdaf);
         assert_eq!(key_hash(Key::I32(-7)), key_hash(Key::I64(-7)));
         assert_eq!(key_hash(Key::Str(b"a")), 0xaf63_dc4c_8601_ec8c);

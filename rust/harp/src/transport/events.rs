@@ -80,7 +80,7 @@ impl Event {
                 let label = std::str::from_utf8(bytes).map_err(|_| {
                     bad(format!(
                         "whose label {} is not UTF-8",
-                        crate::io::quote(bytes)
+                        crate::util::quote(bytes)
                     ))
                 })?;
                 (Some(label.to_string()), n, false)
@@ -127,7 +127,7 @@ fn check_label(label: &str) -> Result<()> {
     if label.len() > MAX_LABEL as usize {
         return Err(Error::config(format!(
             "event label {} is longer than the {MAX_LABEL} bytes a label may have",
-            crate::io::quote(label.as_bytes())
+            crate::util::quote(label.as_bytes())
         )));
     }
     Ok(())
@@ -465,7 +465,7 @@ mod tests {
     /// check and decode, or fail cleanly; nothing panics and a decoded label is the bytes sent.
     #[test]
     fn random_event_frames_decode_or_fail_cleanly() {
-        let mut rng = crate::apps::kmeans::gen::Rng::new(13);
+        let mut rng = crate::util::Rng::new(13);
         let limits = super::super::socket::Limits::default();
         for _ in 0..20_000 {
             let len = rng.below(40);

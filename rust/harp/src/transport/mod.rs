@@ -62,17 +62,9 @@ pub use socket::listen;
 
 use crate::wire::Header;
 
-/// Job id on the wire: FNV-1a of the job name.
+/// Job id on the wire: FNV-1a 64 of the job name.
 pub fn job_id(name: &str) -> u64 {
-    fnv1a(name.as_bytes())
-}
-
-/// 64-bit FNV-1a of `bytes` (offset basis 0xcbf29ce484222325, prime 0x100000001b3): the job id
-/// and the hash that routes labeled events.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+    crate::util::fnv1a64(name.as_bytes())
 }
 
 /// A boxed future borrowing the link (what a [`Link`] method returns).

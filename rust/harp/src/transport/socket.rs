@@ -215,7 +215,7 @@ fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Resu
         e.kind(),
         format!(
             "cannot use TCP congestion control {} ({e}); allowed here: {}",
-            crate::io::quote(name.as_bytes()),
+            crate::util::quote(name.as_bytes()),
             allowed.trim()
         ),
     ))
@@ -227,7 +227,7 @@ fn set_congestion(_sock: &impl std::os::fd::AsRawFd, name: &str) -> std::io::Res
         std::io::ErrorKind::Unsupported,
         format!(
             "TCP congestion control {}: only supported on Linux",
-            crate::io::quote(name.as_bytes())
+            crate::util::quote(name.as_bytes())
         ),
     ))
 }

@@ -2,8 +2,9 @@
 
 use std::time::Instant;
 
-use super::gen::{blobs_in_memory, Rng};
+use super::gen::blobs_in_memory;
 use super::kernel::Kernel;
+use crate::util::Rng;
 
 /// Result of [`bench_kernel`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -7,7 +7,6 @@
 
 use std::time::Instant;
 
-use super::gen::Rng;
 use super::input::{self, ByteRange, Format, Matrix, Points};
 use super::kernel::Kernel;
 use super::pruned;
@@ -17,6 +16,7 @@ use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
 use crate::storage;
+use crate::util::Rng;
 use crate::worker::Worker;
 
 named_enum!(
@@ -534,7 +534,7 @@ fn run_as<T: Real>(
         // The centroids, each thread's sums and the k-means++ sample (4k rows): refused here,
         // on every worker at once, rather than as an allocation that aborts the process.
         let rows = (k as u128) * (o.threads as u128 + 6);
-        crate::io::memory::check_fits(
+        crate::util::memory::check_fits(
             &format!("k = {k} centroids of {dim} values"),
             Some(rows * dim as u128 * 8),
         )

@@ -21,10 +21,9 @@ use rayon::prelude::*;
 use super::real::Real;
 use crate::error::{Error, Result};
 use crate::io::lines::{LOOKAHEAD, STREAM_BLOCK};
-use crate::io::{
-    check_records, memory, quote, read_lines, read_records, spread, LineError, RecordError,
-};
+use crate::io::{check_records, read_lines, read_records, spread, LineError, RecordError};
 use crate::storage::{FileInfo, Storage};
+use crate::util::{memory, quote};
 
 pub use crate::io::ByteRange;
 

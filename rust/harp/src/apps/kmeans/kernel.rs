@@ -686,14 +686,11 @@ mod tests {
 
     /// Small deterministic generator for test data (splitmix64 → uniform in [-1, 1)).
     fn random(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = s;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^= z >> 31;
+        (0..n as u64)
+            .map(|i| {
+                let z = crate::util::splitmix64(
+                    seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                );
                 (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
             })
             .collect()

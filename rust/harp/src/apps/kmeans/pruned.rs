@@ -454,7 +454,7 @@ mod tests {
     use super::*;
 
     fn random(n: usize, seed: u64) -> Vec<f64> {
-        let mut r = super::super::gen::Rng::new(seed);
+        let mut r = crate::util::Rng::new(seed);
         (0..n).map(|_| r.uniform(-1.0, 1.0)).collect()
     }
 

@@ -73,7 +73,7 @@ fn room_for_row(data: &mut Vec<f64>, n: usize) -> Result<()> {
         return Ok(());
     }
     let want = (data.len() as u128 + n as u128).max(2 * data.capacity() as u128);
-    crate::io::memory::check_fits(
+    crate::util::memory::check_fits(
         &format!(
             "the {} rows of this worker's share",
             data.len() / n.max(1) + 1
@@ -257,7 +257,7 @@ pub fn load_rows(
             read_f64_rows(storage, &files, n, a, b, "weight")
         }
         Format::Text => {
-            crate::io::memory::check_fits(
+            crate::util::memory::check_fits(
                 &format!("{rows} rows of {n} weights"),
                 (rows as u128).checked_mul(8 * n as u128),
             )?;
@@ -316,7 +316,7 @@ fn read_f64_rows(
     let rec = 8 * n as u64;
     let per_file: Vec<u64> = files.iter().map(|f| f.size / rec).collect();
     let mut data = Vec::new();
-    crate::io::memory::check_fits(
+    crate::util::memory::check_fits(
         &format!("{} rows of {n} f64 {what}s", b - a),
         ((b - a) as u128).checked_mul(rec as u128),
     )?;

@@ -35,11 +35,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, allreduce_sum, offsets};
-use crate::apps::kmeans::gen::Rng;
 use crate::apps::kmeans::kernel::Kernel;
 use crate::checkpoint::agree;
 use crate::error::{Error, Result};
 use crate::storage::{self, Storage};
+use crate::util::Rng;
 use crate::worker::Worker;
 
 pub use input::Format;
@@ -467,7 +467,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// in [0, 1) from the seed (values drawn row after row).
 pub fn initial(st: &dyn Storage, o: &Options, n: usize) -> Result<Vec<f64>> {
     // The configuration, its column form, the next one and the solver's vectors.
-    crate::io::memory::check_fits(
+    crate::util::memory::check_fits(
         &format!(
             "--dim {}: the {n}×{} configuration and its working copies",
             o.dim, o.dim
