@@ -32,7 +32,7 @@ pub use crate::transport::{Event, EventQueueStats};
 /// The arguments [`label_receivers`] takes from outside the engine (Java's `labelReceivers`):
 /// `workers` 1 ..= the most workers a job may have, `copies` 1 ..= `workers`, as a send needs.
 pub fn check_label_receivers(copies: usize, workers: usize) -> Result<()> {
-    let max = crate::collective::tags::MAX_WORKERS;
+    let max = crate::wire::MAX_WORKERS;
     if workers == 0 || workers > max {
         return Err(Error::config(format!(
             "label receivers: workers must be 1..={max}, not {workers}"

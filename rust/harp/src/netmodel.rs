@@ -325,7 +325,7 @@ impl NetModel {
             l => crate::util::quote(l.as_bytes()),
         };
         let (n, first) = lines.next().unwrap_or_else(end);
-        let max = crate::collective::tags::MAX_WORKERS;
+        let max = crate::wire::MAX_WORKERS;
         let workers = first
             .strip_prefix("workers ")
             .and_then(|w| w.trim().parse::<u64>().ok())

@@ -90,6 +90,12 @@ pub const EVENT_CREDIT: u32 = 3;
 /// Longest event label, in bytes.
 pub const MAX_LABEL: u32 = 4096;
 
+/// A collective frame's `tag` is `phase << TAG_STEP_BITS | step` (the named phases are
+/// `collective::tags`): 256 phases of 2^24 steps each.
+pub const TAG_STEP_BITS: u32 = 24;
+/// The most workers a job may have: the steps of a ring over all of them fit in one phase.
+pub const MAX_WORKERS: usize = 1 << TAG_STEP_BITS;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {

@@ -265,7 +265,7 @@ fn a_poisoned_worker_refuses_further_collectives_and_in_process_needs_a_worker()
 
 #[test]
 fn more_workers_than_the_tag_ranges_hold_are_refused_at_start() {
-    let max = harp::collective::tags::MAX_WORKERS;
+    let max = harp::wire::MAX_WORKERS;
     let e = Worker::in_process(max + 1, harp::Config::default())
         .err()
         .expect("too many workers");

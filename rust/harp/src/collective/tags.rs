@@ -7,12 +7,7 @@
 //! are disjoint for every p up to [`MAX_WORKERS`]; [`check_workers`] rejects larger jobs.
 
 use crate::error::{Error, Result};
-
-/// Steps per phase.
-const STEP_BITS: u32 = 24;
-
-/// The largest number of workers whose ring steps fit in one phase.
-pub const MAX_WORKERS: usize = 1 << STEP_BITS;
+use crate::wire::{MAX_WORKERS, TAG_STEP_BITS as STEP_BITS};
 
 /// A range of tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
