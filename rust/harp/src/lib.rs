@@ -1,6 +1,7 @@
 //! Harp-RS engine: the Map-Collective model in Rust.
 //!
-//! Modules, bottom to top (each uses only the ones listed before it):
+//! Modules, bottom to top (each uses only the ones listed before it; `tests/architecture.rs`
+//! checks it against the table of docs/architecture.md):
 //! * [`error`]: one error type, every message names the rank, the operation and the peer.
 //! * [`util`]: quoting for error messages, the stable hashes (splitmix64, FNV-1a), the random
 //!   generator, the host's available memory.
