@@ -30,17 +30,20 @@
 //! * **Scatter** ([`scatter`]): only the root knows the size; it decides between the binomial
 //!   tree and the direct scatter and every frame carries the choice in `aux` (a receiver
 //!   takes the first frame from the root or its tree parent).
-//! * Reduce, regroup and the others have no automatic choice; regroup without a
-//!   partitioner is decided by the master and sent to everyone (`regroup::plan`).
+//! * **Reduce** ([`reduce`]): without a network model the binary tree; with one the workers
+//!   first agree on the largest table (`barrier::agree_max`), then each picks the same one.
+//! * Regroup and the others have no automatic choice; regroup without a partitioner is decided
+//!   by the master and sent to everyone (`regroup::plan`).
 //!
 //! The crossovers come from [`Config`](crate::config::Config): `broadcast_crossover`,
 //! `allreduce_crossover`, `chunk_size`.
 //!
 //! **With a network model** (`Ctx::net`, [`NetModel`]) the broadcast root and the gather and
 //! scatter choices compare the model's predicted cost of each candidate instead of the
-//! crossover ([`predict_broadcast`], [`predict_gather`]); every worker holds the same model, so
-//! a choice made from the model alone (gather, scatter) is the same everywhere. Without a
-//! model every choice is as before.
+//! crossover ([`predict_broadcast`], [`predict_gather`]: the predictions are in `costs`, but
+//! for [`predict_reduce`], which costs the automatic reduce as what it picks); every worker
+//! holds the same model, so a choice made from the model alone (gather, scatter) is the same
+//! everywhere. Without a model every choice is as before.
 
 use super::algorithm::{
     AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm, ScatterAlgorithm,
@@ -210,7 +213,7 @@ pub fn predict_reduce(
 }
 
 /// Scatter tables up to this many bytes go down the binary tree (the binomial tree until stop
-/// 36), larger ones straight from the root (`rooted::scatter`). At 1 KiB, p = 8 on the emulated
+/// 36), larger ones straight from the root (`scatter::scatter`). At 1 KiB, p = 8 on the emulated
 /// 200 Mbit/s hosts the binomial tree took 0.16 ms against the direct scatter's 0.20–0.33 ms
 /// (the root's p−1 sends in a row are the bottleneck), and back-to-back calls pace at the
 /// root's link, where the binary root sends two packets a call against the binomial root's
