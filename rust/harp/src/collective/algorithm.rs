@@ -250,7 +250,7 @@ pub enum GatherAlgorithm {
     /// hosts, are the limit (a model with host capacities). Without a model: direct.
     Relay,
     /// The root hands its whole table (a gather: takes the others' tables) to the next worker,
-    /// which heads the `trees::binary_tree` over the others (`trees::delegate_tree`): one message from
+    /// which heads the binary tree over the others (`trees::delegate_tree`): one message from
     /// (or into) the root a call, so back-to-back small scatters spend one packet's headers at
     /// the root's link instead of two. The same depth as the binary tree when p is a power of
     /// two, one level more otherwise. The automatic scatter without a network model up to

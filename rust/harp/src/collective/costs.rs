@@ -84,9 +84,9 @@ pub fn predict_pipelined(net: &NetModel, t: &Tree, root: usize, n: u64) -> f64 {
 /// children send as soon as they are ready and their bytes arrive at once (the transport reads
 /// every connection all the time), sharing the worker's host intake (its host capacity, else
 /// B_in(u) = max_c B(c,u)) fairly, each also capped by its own link B(c,u): ready(u) is when
-/// the last child's bytes are in, by [`fluid_finish`](super::fluid::fluid_finish) of the flows (ready(c) + α(c,u), n_c
-/// bytes, B(c,u)). n_c = `n` for a reduce (tables combined on the way), `n` × |subtree(c)| for
-/// a gather (`grows`).
+/// the last child's bytes are in, by [`fluid_finish`](super::fluid::fluid_finish) of the
+/// flows (ready(c) + α(c,u), n_c bytes, B(c,u)). n_c = `n` for a reduce (tables combined on
+/// the way), `n` × |subtree(c)| for a gather (`grows`).
 pub fn predict_tree(net: &NetModel, t: &Tree, root: usize, n: u64, grows: bool) -> f64 {
     fn ready(net: &NetModel, t: &Tree, u: usize, n: u64, grows: bool) -> f64 {
         let flows = t.children[u].iter().map(|&c| {

@@ -331,7 +331,7 @@ fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bo
 }
 
 /// A received batch whose inline pieces are still in its frame ([`recv_held`]): combined
-/// into a table by [`Held::absorb`], or dropped.
+/// into a table by `assemble::absorb_held` ([`Held::for_each_piece`]), or dropped.
 pub struct Held {
     /// The batch frame, its header (`head.hdr`) and its piece list.
     pub head: BatchHead,

@@ -71,8 +71,9 @@ impl RelayPlan {
 /// (the `net-relay` gather): a worker sends its own bytes at
 /// once (a split worker its two parts, each to its own receiver) and what it takes from others
 /// after them, once it is all in. Into every worker the streams of its children and split
-/// children share its host intake ([`fluid_finish`]), and a child's stream also ends no sooner
-/// than what it forwards is in plus those bytes over its link.
+/// children share its host intake ([`fluid_finish`](super::fluid::fluid_finish)), and a
+/// child's stream also ends no sooner than what it forwards is in plus those bytes over its
+/// link.
 pub fn predict_relay(net: &NetModel, plan: &RelayPlan, root: usize, n: u64) -> f64 {
     relay_arrivals(net, plan, root, n)
         .into_iter()

@@ -19,7 +19,7 @@ use crate::wire::PieceMeta;
 
 /// Scatter from `root`: each of the root's partitions goes to its owner under `part`; every
 /// worker's table becomes exactly the partitions it owns (the root keeps its own share).
-/// Direct: (p−1)/p · nβ at the root's link, one worker after the other ([`scatter_rooted`];
+/// Direct: (p−1)/p · nβ at the root's link, one worker after the other (`scatter_rooted`;
 /// `auto` without a network model takes the binary tree for small tables). Tree and parallel:
 /// a worker sends each child the partitions of the child's subtree, to all children at once.
 pub async fn scatter(
@@ -61,15 +61,15 @@ pub async fn scatter(
 ///   so on: ⌈log2 p⌉ levels, (p−1)/p · nβ at the root's link, and every level but the root's
 ///   last child's forwards less than the root sent after it, so large tables end near the bound
 ///   (1.25× the direct scatter measured at 16 MiB, p = 8: each level stores and forwards);
-/// * binary (2): a worker holds the owners v..end (its subtree in the [`binary_tree`](super::trees::binary_tree) over the
-///   ranks from the root, [`binary_place`](super::trees::binary_place)) and splits those after its own in two halves,
+/// * binary (2): a worker holds the owners v..end (its subtree in the `binary_tree` over the
+///   ranks from the root, [`binary_place`]) and splits those after its own in two halves,
 ///   sending the larger to its first owner and then the other to its first: ⌊log2 p⌋ levels
 ///   and at most two messages from any worker (the root's two packets a call, against
 ///   ⌈log2 p⌉, are what back-to-back small scatters pace at). When the root's link is the
 ///   bound its second child forwards a quarter of the table after the root is done, which the
 ///   binomial tree avoids; measured up to 64 KiB the binary tree was never the slower;
 /// * delegate (3): the root sends all but its own share to relative rank 1, which heads the
-///   binary tree over the ranks 1..p ([`delegate_tree`](super::trees::delegate_tree)): one message from the root, so a small
+///   binary tree over the ranks 1..p (`delegate_tree`): one message from the root, so a small
 ///   call costs the root's link one packet's headers (1 + ⌊log2 (p−1)⌋ levels).
 ///
 /// A receiver waits for the first frame from the root or one of its possible parents and

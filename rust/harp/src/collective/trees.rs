@@ -20,7 +20,7 @@ impl Tree {
         }
     }
 
-    /// Links `list` (list[0] its root) as the binomial reduce tree of
+    /// Links `list` (`list[0]` its root) as the binomial reduce tree of
     /// [`reduce_tree`], children in receiving order.
     pub fn add_binomial(&mut self, list: &[usize]) {
         let n = list.len();
