@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use clap::Args;
 use harp::collective::{
-    choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm,
-    ReduceAlgorithm, ReduceScatterAlgorithm,
+    choose, segment, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm,
+    ReduceAlgorithm, ReduceScatterAlgorithm, ScatterAlgorithm,
 };
 use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
 
@@ -84,6 +84,7 @@ enum Algo {
     ReduceScatter(ReduceScatterAlgorithm),
     Reduce(ReduceAlgorithm),
     Gather(GatherAlgorithm),
+    Scatter(ScatterAlgorithm),
     None,
 }
 
@@ -125,7 +126,7 @@ fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Resul
         ("allgather", Algo::Allgather(a)) => w.allgather("bench", t, *a),
         ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
         ("gather", Algo::Gather(a)) => w.gather_with("bench", t, 0, *a),
-        ("scatter", Algo::Gather(a)) => w.scatter_with("bench", t, 0, &m, *a),
+        ("scatter", Algo::Scatter(a)) => w.scatter_with("bench", t, 0, &m, *a),
         ("reduce-scatter", Algo::ReduceScatter(a)) => w.reduce_scatter_with("bench", t, &m, *a),
         ("regroup", _) => w.regroup("bench", t, Some(&m)),
         ("rotate", _) => w.rotate("bench", t, None),
@@ -169,7 +170,8 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
             Algo::ReduceScatter(ReduceScatterAlgorithm::parse(alg.unwrap_or("auto"))?)
         }
         "reduce" => Algo::Reduce(ReduceAlgorithm::parse(alg.unwrap_or("auto"))?),
-        "gather" | "scatter" => Algo::Gather(GatherAlgorithm::parse(alg.unwrap_or("auto"))?),
+        "gather" => Algo::Gather(GatherAlgorithm::parse(alg.unwrap_or("auto"))?),
+        "scatter" => Algo::Scatter(ScatterAlgorithm::parse(alg.unwrap_or("auto"))?),
         "regroup" | "rotate" | "push" | "pull" | "barrier" => {
             if let Some(x) = alg {
                 return Err(Error::config(format!(
@@ -183,7 +185,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     let algo_name = match &algo {
         Algo::Bcast(b) => {
             let (net, topo) = (w.net_model(), w.topology());
-            let chunk = choose::chunk(w.config(), a.bytes, w.size());
+            let chunk = segment::chunk(w.config(), a.bytes, w.size());
             let crossover = w.config().broadcast_crossover;
             b.resolve(a.bytes, crossover, net.as_deref(), topo, 0, chunk)
                 .name()
@@ -196,16 +198,11 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
         Algo::Allgather(x) => x.name().into(),
         Algo::ReduceScatter(x) => x.name().into(),
         Algo::Reduce(x) => x.name().into(),
-        Algo::Gather(x) if op == "scatter" => {
-            let net = w.net_model();
-            match x.resolve_scatter(net.as_deref(), 0) {
-                // The root's choice by size (`choose::scatter`).
-                GatherAlgorithm::Direct if *x == GatherAlgorithm::Auto => {
-                    choose::scatter(a.bytes, w.size()).algorithm().name().into()
-                }
-                y => y.name().into(),
-            }
-        }
+        Algo::Scatter(x) => match x.resolve(w.net_model().as_deref(), 0) {
+            // Without a model the root's choice by size (`choose::scatter`).
+            ScatterAlgorithm::Auto => choose::scatter(a.bytes, w.size()).name().into(),
+            y => y.name().into(),
+        },
         Algo::Gather(x) => x.resolve(w.net_model().as_deref(), 0).name().into(),
         Algo::None => "default".into(),
     };

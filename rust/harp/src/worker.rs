@@ -17,8 +17,8 @@ use tokio::net::TcpListener;
 pub use tokio::runtime::{Handle, Runtime};
 
 use crate::collective::{
-    self, choose, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx, GatherAlgorithm,
-    ReduceAlgorithm, ReduceScatterAlgorithm,
+    self, choose, costs, segment, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx,
+    GatherAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm, ScatterAlgorithm,
 };
 use crate::config::{Config, IoDriver};
 use crate::data::{Partitioner, Table};
@@ -119,9 +119,9 @@ macro_rules! collectives {
             })?;
             self.predicted("broadcast", t0, |m| {
                 let n = table.bytes();
-                let chunk = choose::chunk(self.config(), n, self.size());
+                let chunk = segment::chunk(self.config(), n, self.size());
                 let a = algo.resolve(n, crossover, Some(m), topo, root, chunk);
-                choose::predict_broadcast(m, topo, a, root, n, chunk)
+                costs::predict_broadcast(m, topo, a, root, n, chunk)
             });
             Ok(())
         }
@@ -139,7 +139,7 @@ macro_rules! collectives {
             let t = &mut *table;
             let ran = self.op(Op::Reduce, code, label, |cx| async move {
                 cx.ep.set_root(root);
-                collective::rooted::reduce(&cx, t, root, algo).await
+                collective::reduce::reduce(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
                 self.predicted("reduce", t0, |m| {
@@ -168,12 +168,12 @@ macro_rules! collectives {
             let t = &mut *table;
             self.op(Op::Gather, algo.code(), label, |cx| async move {
                 cx.ep.set_root(root);
-                collective::rooted::gather(&cx, t, root, algo).await
+                collective::gather::gather(&cx, t, root, algo).await
             })?;
             if self.rank() == root {
                 self.predicted("gather", t0, |m| {
                     let a = algo.resolve(Some(m), root);
-                    choose::predict_gather(m, a, root, table.bytes() / self.size() as u64)
+                    costs::predict_gather(m, a, root, table.bytes() / self.size() as u64)
                 });
             }
             Ok(())
@@ -188,7 +188,7 @@ macro_rules! collectives {
             root: usize,
             part: &Partitioner,
         ) -> Result<()> {
-            self.scatter_with(label, table, root, part, GatherAlgorithm::Auto)
+            self.scatter_with(label, table, root, part, ScatterAlgorithm::Auto)
         }
 
         /// `scatter` with a chosen algorithm.
@@ -198,18 +198,18 @@ macro_rules! collectives {
             table: &mut Table,
             root: usize,
             part: &Partitioner,
-            algo: GatherAlgorithm,
+            algo: ScatterAlgorithm,
         ) -> Result<()> {
             let t0 = Instant::now();
             let n = table.bytes() / self.size() as u64;
             self.op(Op::Scatter, algo.code(), label, |cx| async move {
                 cx.ep.set_root(root);
-                collective::rooted::scatter(&cx, table, root, part, algo).await
+                collective::scatter::scatter(&cx, table, root, part, algo).await
             })?;
             if self.rank() == root {
                 self.predicted("scatter", t0, |m| {
-                    let a = algo.resolve_scatter(Some(m), root);
-                    choose::predict_gather(m, a, root, n)
+                    let a = algo.resolve(Some(m), root);
+                    costs::predict_scatter(m, a, root, n)
                 });
             }
             Ok(())
@@ -1034,7 +1034,7 @@ pub trait Collectives {
         table: &mut Table,
         root: usize,
         part: &Partitioner,
-        algo: GatherAlgorithm,
+        algo: ScatterAlgorithm,
     ) -> Result<()>;
     fn reduce_scatter_with(
         &self,
@@ -1148,7 +1148,7 @@ macro_rules! impl_collectives {
                 table: &mut Table,
                 root: usize,
                 part: &Partitioner,
-                algo: GatherAlgorithm,
+                algo: ScatterAlgorithm,
             ) -> Result<()> {
                 Self::scatter_with(self, label, table, root, part, algo)
             }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use harp::check::model::{combine_all, copy, fill, gen, h, same, shape};
 use harp::check::{self, Faults, Spec};
 use harp::collective::{
-    choose, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm,
+    choose, relay, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm, ScatterAlgorithm,
 };
 use harp::netmodel::NetModel;
 use harp::{Array, Combiner, Config, DType, Partitioner, Pool, Table};
@@ -91,9 +92,9 @@ fn the_checked_tables_are_uneven_and_straddle_the_crossovers() {
             let root = (h(&[spec.seed, round, 9]) % p as u64) as usize;
             let b = tables[root].bytes();
             let shape = choose::scatter(b, p);
-            delegate |= b > 0 && shape == choose::ScatterShape::Delegate;
-            tree |= shape == choose::ScatterShape::Binary;
-            direct |= shape == choose::ScatterShape::Direct;
+            delegate |= b > 0 && shape == ScatterAlgorithm::Delegate;
+            tree |= shape == ScatterAlgorithm::Binary;
+            direct |= shape == ScatterAlgorithm::Direct;
         }
     }
     assert!(
@@ -198,13 +199,13 @@ fn every_collective_matches_the_model_under_network_models_for_p_1_to_8() {
             if p == 8 && seed >= 200 {
                 let relays = (0..p)
                     .filter(|&root| {
-                        choose::relay_tree(&model, root, 1 << 20).children[root].len() < p - 1
+                        relay::relay_tree(&model, root, 1 << 20).children[root].len() < p - 1
                     })
                     .count();
                 assert!(relays > 0, "some root's relay gather forwards");
                 let splits = (0..p)
                     .filter(|&root| {
-                        let plan = choose::relay_plan(&model, root, 1 << 20);
+                        let plan = relay::relay_plan(&model, root, 1 << 20);
                         plan.split.iter().any(Option::is_some)
                     })
                     .count();
@@ -247,9 +248,9 @@ fn relay_gather_and_scatter_forward_through_relays() {
         .unwrap()
         .with_host(vec![1e8; p])
         .unwrap();
-    let t = choose::relay_tree(&model, 0, 1 << 20);
+    let t = relay::relay_tree(&model, 0, 1 << 20);
     // Each of them also sends part of its share by a second route, at once.
-    let plan = choose::relay_plan(&model, 0, 1 << 20);
+    let plan = relay::relay_plan(&model, 0, 1 << 20);
     assert_eq!(plan.tree, t);
     for r in [1, 2] {
         let (j, e) = plan.split[r].unwrap_or_else(|| panic!("rank {r} is split: {plan:?}"));
@@ -266,8 +267,12 @@ fn relay_gather_and_scatter_forward_through_relays() {
         );
     }
     assert_eq!(
-        harp::collective::rooted::GatherAlgorithm::Auto.resolve(Some(&model), 0),
-        harp::collective::rooted::GatherAlgorithm::Relay
+        GatherAlgorithm::Auto.resolve(Some(&model), 0),
+        GatherAlgorithm::Relay
+    );
+    assert_eq!(
+        ScatterAlgorithm::Auto.resolve(Some(&model), 0),
+        ScatterAlgorithm::Relay
     );
     let results = on_workers(p, cfg(), |w| {
         w.set_net_model(Some(model.clone())).unwrap();
@@ -275,12 +280,7 @@ fn relay_gather_and_scatter_forward_through_relays() {
         let r = w.rank();
         let res = (|| -> harp::Result<(Table, Table, Table)> {
             let mut g = uneven_table(&pool, r, 3);
-            w.gather_with(
-                "relay",
-                &mut g,
-                0,
-                harp::collective::rooted::GatherAlgorithm::Relay,
-            )?;
+            w.gather_with("relay", &mut g, 0, GatherAlgorithm::Relay)?;
             let mut s = Table::new(Combiner::Sum);
             if r == 0 {
                 for pid in 0..4 * p as u32 {
@@ -292,7 +292,7 @@ fn relay_gather_and_scatter_forward_through_relays() {
                 &mut s,
                 0,
                 &Partitioner::Modulo,
-                harp::collective::rooted::GatherAlgorithm::Relay,
+                ScatterAlgorithm::Relay,
             )?;
             Ok((g, s, uneven_table(&pool, r, 3)))
         })();

@@ -95,7 +95,7 @@ fn a_worker_that_does_not_call_the_collective_times_the_others_out() {
 /// returning results that differ between workers.
 #[test]
 fn roots_that_differ_between_workers_fail_every_worker() {
-    use harp::collective::{AllreduceAlgorithm, GatherAlgorithm};
+    use harp::collective::{AllreduceAlgorithm, ScatterAlgorithm};
     use harp::Partitioner;
     let cfg = config(Duration::from_secs(20));
     // Broadcast: each of two workers names itself the root.
@@ -144,7 +144,7 @@ fn roots_that_differ_between_workers_fail_every_worker() {
                 &mut t,
                 root,
                 &Partitioner::Modulo,
-                GatherAlgorithm::Direct,
+                ScatterAlgorithm::Direct,
             )
             .and_then(|_| w.barrier("end"));
         res.unwrap_err().to_string()

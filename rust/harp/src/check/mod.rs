@@ -10,8 +10,8 @@ pub mod model;
 pub use faults::{Fault, Faults};
 
 use crate::collective::{
-    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
-    ReduceScatterAlgorithm,
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm, ScatterAlgorithm,
 };
 use crate::data::{Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -186,15 +186,16 @@ pub fn run(
                 check(tag(&name), &t, &owned(pool, &all, r, p))?;
             }
 
-            for algo in [
-                GatherAlgorithm::Direct,
-                GatherAlgorithm::Tree,
-                GatherAlgorithm::Parallel,
-                GatherAlgorithm::Binomial,
-                GatherAlgorithm::Binary,
-                GatherAlgorithm::Delegate,
-                GatherAlgorithm::Relay,
+            for scatter in [
+                ScatterAlgorithm::Direct,
+                ScatterAlgorithm::Tree,
+                ScatterAlgorithm::Parallel,
+                ScatterAlgorithm::Binomial,
+                ScatterAlgorithm::Binary,
+                ScatterAlgorithm::Delegate,
+                ScatterAlgorithm::Relay,
             ] {
+                let algo = scatter.gather();
                 tick()?;
                 let mut t = mine();
                 w.gather_with("check", &mut t, root, algo)?;
@@ -203,9 +204,9 @@ pub fn run(
 
                 tick()?;
                 let mut t = mine();
-                w.scatter_with("check", &mut t, root, &m, algo)?;
+                w.scatter_with("check", &mut t, root, &m, scatter)?;
                 let want = owned(pool, &inputs[root], r, p);
-                check(tag(&format!("scatter/{}", algo.name())), &t, &want)?;
+                check(tag(&format!("scatter/{}", scatter.name())), &t, &want)?;
             }
 
             tick()?;

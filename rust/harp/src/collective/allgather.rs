@@ -1,47 +1,15 @@
 //! Allgather: afterwards every worker's table is the union of all tables (equal ids combined
 //! with the table's combiner, in rank order of arrival).
 
-use super::{absorb, choose, recv_batch, send_batch, table_pieces, tags, Ctx, In, Out};
+use super::algorithm::AllgatherAlgorithm;
+use super::assemble::absorb;
+use super::choose;
+use super::ctx::Ctx;
+use super::doubling::doubling;
+use super::framing::{recv_batch, send_batch, table_pieces, In, Out};
+use super::tags;
 use crate::data::Table;
 use crate::error::{Error, Result};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllgatherAlgorithm {
-    /// Recursive doubling while every worker's table is below `Config::allreduce_crossover`,
-    /// the ring when any is not (agreed as for allreduce, see [`choose`]).
-    Auto,
-    /// Recursive doubling: in round k every worker swaps all it holds with rank r xor 2^k
-    /// (p not a power of two: the extra ranks fold their tables into the first ones before and
-    /// get the result back after, as bidirectional exchange does).
-    RecursiveDoubling,
-    /// Ring ("bucket"): p−1 steps, each forwarding the bucket received in the step before.
-    /// Each bucket announces its own partition list, so no separate count exchange is needed.
-    Ring,
-    /// Ring pipelined per partition when the caller knows the total number of partitions
-    /// across all workers: partitions are forwarded one by one as they arrive, each origin's
-    /// last one marked. A `total` that differs from the partitions the workers hold fails every
-    /// worker with a configuration error naming both.
-    KnownTotal(usize),
-}
-
-impl AllgatherAlgorithm {
-    pub fn code(self) -> u8 {
-        match self {
-            AllgatherAlgorithm::Auto => 0,
-            AllgatherAlgorithm::Ring => 1,
-            AllgatherAlgorithm::KnownTotal(_) => 2,
-            AllgatherAlgorithm::RecursiveDoubling => 3,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            AllgatherAlgorithm::Auto => "auto",
-            AllgatherAlgorithm::Ring => "ring",
-            AllgatherAlgorithm::KnownTotal(_) => "known-total",
-            AllgatherAlgorithm::RecursiveDoubling => "recursive-doubling",
-        }
-    }
-}
 
 /// Allgather with `algo`.
 pub async fn allgather(cx: &Ctx<'_>, table: &mut Table, algo: AllgatherAlgorithm) -> Result<()> {
@@ -59,7 +27,7 @@ pub async fn allgather(cx: &Ctx<'_>, table: &mut Table, algo: AllgatherAlgorithm
 /// recursive doubling takes 1.39× it (bench/history-netns.md, Part 0).
 pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
     let large = choose::allreduce_large(table.bytes(), cx.cfg.allreduce_crossover);
-    if super::allreduce::doubling(cx, table, Some(large)).await? {
+    if doubling(cx, table, Some(large)).await? {
         ring(cx, table).await?;
     }
     Ok(())
@@ -72,7 +40,7 @@ pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
 /// log2 p instead of p−1 steps); otherwise (⌊log2 p⌋ + 2)α + (p−1)/p · nβ + (n/p + n)β for
 /// folding the extra ranks in and sending them the result.
 pub async fn recursive_doubling(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
-    super::allreduce::bidirectional_exchange(cx, table).await
+    doubling(cx, table, None).await.map(|_| ())
 }
 
 /// Ring allgather. Cost: (p−1)α + (p−1)/p · nβ for n bytes gathered in total.

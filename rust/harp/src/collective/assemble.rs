@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::framing::In;
+use super::framing::{Held, In};
 use crate::data::{Array, Combiner, Layout, Table};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
@@ -15,6 +15,16 @@ pub fn absorb(table: &mut Table, pool: &Pool, pieces: Vec<In>) -> Result<()> {
     for p in pieces {
         asm.add(table, pool, p)?;
     }
+    asm.finish(table)
+}
+
+/// Combines a batch received with [`recv_held`](super::framing::recv_held) into `table` in
+/// batch order, exactly as [`absorb`] does with the pieces of a received batch; a whole inline
+/// piece of a dense partition the table holds is folded straight from the frame
+/// ([`Held::for_each_piece`]).
+pub fn absorb_held(held: Held, table: &mut Table, pool: &Pool) -> Result<()> {
+    let mut asm = Assembler::default();
+    held.for_each_piece(table, pool, |t, piece| asm.add(t, pool, piece))?;
     asm.finish(table)
 }
 

@@ -1,6 +1,7 @@
 //! Barrier.
 
-use super::{tags, Ctx};
+use super::ctx::Ctx;
+use super::tags;
 use crate::error::Result;
 use crate::wire::Kind;
 

@@ -1,232 +1,24 @@
 //! Broadcast: after the call every worker's table holds exactly the root's partitions (the
 //! receivers' previous partitions are dropped; their combiner is kept).
 
+use super::algorithm::BroadcastAlgorithm;
 use super::assemble::Assembler;
+use super::choose;
+use super::ctx::{check_root, Ctx};
 use super::framing::{
     parse_head, recv_head, recv_pieces, send_batch, send_batch_inline, table_pieces, Out,
 };
-use super::hierarchy::Tree;
-use super::segment::chunks;
-use super::{choose, tags, Ctx};
+use super::segment::{self, chunks};
+use super::shapes::tree;
+use super::tags;
 use crate::data::Table;
 use crate::error::{Error, Result};
 use crate::netmodel::NetModel;
 use crate::topology::Topology;
 use crate::wire::Kind;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BroadcastAlgorithm {
-    /// Binomial tree for messages up to `Config::broadcast_crossover` bytes (latency-bound:
-    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above. The root decides (only it knows the
-    /// size) and announces its choice in the first frame.
-    Auto,
-    /// Pipelined chain in rack order (Twister/Harp chain broadcast).
-    Chain,
-    /// Pipelined chain in a seeded random order (the baseline for rack awareness).
-    ChainRandom(u64),
-    /// Binomial tree (minimum spanning tree), pipelined per chunk.
-    Binomial,
-    /// The root sends the whole table to every worker in turn (the papers' baseline).
-    OneByOne,
-    /// Pipelined chain in the order with the fastest slowest link of the network model
-    /// ([`hierarchy::best_path`](super::hierarchy::best_path)); the rack-order chain without
-    /// a model.
-    NetChain,
-    /// Pipelined chain over the network performance hierarchy (CMPI §4.3: every group a
-    /// contiguous stretch entered at its best-connected member,
-    /// [`hierarchy::hierarchy_chain`](super::hierarchy::hierarchy_chain)); the rack-order chain
-    /// without a model.
-    NetHierarchy,
-    /// Pipelined over the spanning tree of least predicted time under the network model
-    /// ([`hierarchy::best_broadcast_tree`](super::hierarchy::best_broadcast_tree): every tree up
-    /// to 8 workers, e.g. a root that feeds two children over fast links where every chain
-    /// crosses a slow one); the net-chain beyond 8 workers, the rack-order chain without a model.
-    NetTree,
-}
-
-impl BroadcastAlgorithm {
-    pub fn code(self) -> u8 {
-        match self {
-            BroadcastAlgorithm::Auto => 0,
-            BroadcastAlgorithm::Chain => 1,
-            BroadcastAlgorithm::ChainRandom(_) => 2,
-            BroadcastAlgorithm::Binomial => 3,
-            BroadcastAlgorithm::OneByOne => 4,
-            BroadcastAlgorithm::NetChain => 5,
-            BroadcastAlgorithm::NetHierarchy => 6,
-            BroadcastAlgorithm::NetTree => 7,
-        }
-    }
-    pub fn parse(s: &str) -> Result<Self> {
-        Ok(match s {
-            "auto" => BroadcastAlgorithm::Auto,
-            "chain" => BroadcastAlgorithm::Chain,
-            "chain-random" => BroadcastAlgorithm::ChainRandom(1),
-            "binomial" | "mst" => BroadcastAlgorithm::Binomial,
-            "one-by-one" => BroadcastAlgorithm::OneByOne,
-            "net-chain" => BroadcastAlgorithm::NetChain,
-            "net-hierarchy" => BroadcastAlgorithm::NetHierarchy,
-            "net-tree" => BroadcastAlgorithm::NetTree,
-            _ => {
-                return Err(Error::config(format!(
-                    "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, \
-                     one-by-one, net-chain, net-hierarchy, net-tree)"
-                )))
-            }
-        })
-    }
-    /// The concrete algorithm `Auto` picks for `bytes` (the root's table size; see
-    /// [`choose::broadcast`]).
-    pub fn resolve(
-        self,
-        bytes: u64,
-        crossover: u64,
-        net: Option<&NetModel>,
-        topo: &Topology,
-        root: usize,
-        chunk: u64,
-    ) -> BroadcastAlgorithm {
-        match self {
-            BroadcastAlgorithm::Auto => choose::broadcast(bytes, crossover, net, topo, root, chunk),
-            a => a,
-        }
-    }
-
-    /// The algorithm an automatic broadcast's root announced by its [`code`](Self::code) (never
-    /// `Auto`, nor a seeded random chain).
-    fn from_announced(code: u32) -> Option<BroadcastAlgorithm> {
-        use BroadcastAlgorithm::*;
-        [Chain, Binomial, OneByOne, NetChain, NetHierarchy, NetTree]
-            .into_iter()
-            .find(|a| u32::from(a.code()) == code)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BroadcastAlgorithm::Auto => "auto",
-            BroadcastAlgorithm::Chain => "chain",
-            BroadcastAlgorithm::ChainRandom(_) => "chain-random",
-            BroadcastAlgorithm::Binomial => "binomial",
-            BroadcastAlgorithm::OneByOne => "one-by-one",
-            BroadcastAlgorithm::NetChain => "net-chain",
-            BroadcastAlgorithm::NetHierarchy => "net-hierarchy",
-            BroadcastAlgorithm::NetTree => "net-tree",
-        }
-    }
-}
-
 /// A broadcast batch travels inline (one frame, store-and-forward) only up to this size.
 const BCAST_INLINE_MAX: u64 = 4 * 1024;
-
-/// The order of the workers the tree of `algo` from `root` is built on (root first).
-pub fn order(
-    algo: BroadcastAlgorithm,
-    topo: &Topology,
-    net: Option<&NetModel>,
-    p: usize,
-    root: usize,
-) -> Vec<usize> {
-    match (algo, net) {
-        (BroadcastAlgorithm::NetChain, Some(m)) => super::hierarchy::best_path(m, root, false),
-        (BroadcastAlgorithm::NetHierarchy, Some(m)) => {
-            super::hierarchy::hierarchy_chain(&super::hierarchy::Hierarchy::of(m), m, root)
-        }
-        (BroadcastAlgorithm::NetTree, Some(m)) => super::hierarchy::best_path(m, root, false),
-        (
-            BroadcastAlgorithm::Chain
-            | BroadcastAlgorithm::NetChain
-            | BroadcastAlgorithm::NetHierarchy
-            | BroadcastAlgorithm::NetTree,
-            _,
-        ) => topo.chain_order(root),
-        (BroadcastAlgorithm::ChainRandom(seed), _) => {
-            let mut rest: Vec<usize> = (0..p).filter(|&x| x != root).collect();
-            let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-            for i in (1..rest.len()).rev() {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                rest.swap(i, (s % (i as u64 + 1)) as usize);
-            }
-            std::iter::once(root).chain(rest).collect()
-        }
-        _ => super::rooted::from_root(p, root),
-    }
-}
-
-/// Parent and children of `r` of `p` workers in the broadcast tree of `algo` from `root`.
-pub fn tree(
-    algo: BroadcastAlgorithm,
-    topo: &Topology,
-    net: Option<&NetModel>,
-    r: usize,
-    p: usize,
-    root: usize,
-) -> (Option<usize>, Vec<usize>) {
-    if let (BroadcastAlgorithm::NetTree, Some(m)) = (algo, net) {
-        let t = super::hierarchy::best_broadcast_tree(m, root);
-        return (t.parent[r], t.children[r].clone());
-    }
-    tree_in(algo, &order(algo, topo, net, p, root), r)
-}
-
-/// The whole broadcast tree of `algo` from `root` ([`tree`] for every rank).
-pub fn broadcast_tree(
-    algo: BroadcastAlgorithm,
-    topo: &Topology,
-    net: Option<&NetModel>,
-    p: usize,
-    root: usize,
-) -> Tree {
-    let mut t = Tree::empty(p);
-    for r in 0..p {
-        (t.parent[r], t.children[r]) = tree(algo, topo, net, r, p, root);
-    }
-    t
-}
-
-/// [`tree`] on an order from [`order`].
-pub fn tree_in(algo: BroadcastAlgorithm, order: &[usize], r: usize) -> (Option<usize>, Vec<usize>) {
-    let p = order.len();
-    let pos = order.iter().position(|&x| x == r).expect("rank in order");
-    match algo {
-        BroadcastAlgorithm::Auto => unreachable!("Auto is resolved before the tree is built"),
-        // (NetTree here only without a model: [`tree`] takes the model's tree.)
-        BroadcastAlgorithm::Chain
-        | BroadcastAlgorithm::ChainRandom(_)
-        | BroadcastAlgorithm::NetChain
-        | BroadcastAlgorithm::NetHierarchy
-        | BroadcastAlgorithm::NetTree => (
-            pos.checked_sub(1).map(|i| order[i]),
-            order.get(pos + 1).copied().into_iter().collect(),
-        ),
-        BroadcastAlgorithm::OneByOne => {
-            if pos == 0 {
-                (None, order[1..].to_vec())
-            } else {
-                (Some(order[0]), vec![])
-            }
-        }
-        BroadcastAlgorithm::Binomial => {
-            // Relative position v: parent v − lowbit(v); children v + 2^k for 2^k < lowbit(v).
-            let low = if pos == 0 {
-                p.next_power_of_two()
-            } else {
-                pos & pos.wrapping_neg()
-            };
-            let parent = (pos != 0).then(|| order[pos - low]);
-            let mut kids = Vec::new();
-            let mut m = low >> 1;
-            while m > 0 {
-                if pos + m < p {
-                    kids.push(order[pos + m]);
-                }
-                m >>= 1;
-            }
-            (parent, kids)
-        }
-    }
-}
 
 /// The possible parents of non-root `r` under an automatic broadcast from `root`: its parent
 /// in each tree [`choose::broadcast`] can pick (binomial first, then chain, then with a model
@@ -258,10 +50,10 @@ pub async fn broadcast(
     root: usize,
     algo: BroadcastAlgorithm,
 ) -> Result<()> {
-    super::rooted::check_root(cx, root, "broadcast root")?;
+    check_root(cx, root, "broadcast root")?;
     let auto = algo == BroadcastAlgorithm::Auto;
     let net = cx.net.as_deref();
-    let chunk = choose::chunk(cx.cfg, table.bytes(), cx.size());
+    let chunk = segment::chunk(cx.cfg, table.bytes(), cx.size());
     let mut algo = algo;
     if auto && cx.rank() == root {
         let crossover = cx.cfg.broadcast_crossover;
@@ -384,65 +176,5 @@ mod tests {
         let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
         assert_eq!(auto_parents(&topo, None, 2, 4, 0), vec![0, 1]);
         assert_eq!(auto_parents(&topo, None, 3, 4, 0), vec![2]);
-    }
-
-    /// Every rank is reached exactly once from the root, parents and children agree.
-    #[test]
-    fn trees_reach_every_rank_once() {
-        for p in 1..=33 {
-            let hosts: Vec<String> = (0..p).map(|i| format!("h{i}:1")).collect();
-            let racked: String = (0..p).map(|i| format!("h{i}:1 /r{}\n", i % 3)).collect();
-            let uneven = crate::collective::hierarchy::tests::uneven(p, p as u64);
-            for (topo, net) in [
-                (Topology::flat(hosts.clone()), None),
-                (Topology::parse(&racked, "t").unwrap(), None),
-                (Topology::flat(hosts), (p <= 8).then_some(&uneven)),
-            ] {
-                for root in 0..p {
-                    for algo in [
-                        BroadcastAlgorithm::Chain,
-                        BroadcastAlgorithm::ChainRandom(p as u64),
-                        BroadcastAlgorithm::Binomial,
-                        BroadcastAlgorithm::OneByOne,
-                        BroadcastAlgorithm::NetChain,
-                        BroadcastAlgorithm::NetHierarchy,
-                    ] {
-                        let t: Vec<_> =
-                            (0..p).map(|r| tree(algo, &topo, net, r, p, root)).collect();
-                        let mut seen = vec![0; p];
-                        let mut todo = vec![root];
-                        seen[root] = 1;
-                        while let Some(r) = todo.pop() {
-                            for &c in &t[r].1 {
-                                assert_eq!(t[c].0, Some(r), "{algo:?} p={p} root={root}");
-                                seen[c] += 1;
-                                todo.push(c);
-                            }
-                        }
-                        assert_eq!(seen, vec![1; p], "{algo:?} p={p} root={root}");
-                        assert_eq!(t[root].0, None);
-                        let depth = |mut r: usize| {
-                            let mut d = 0;
-                            while let Some(q) = t[r].0 {
-                                r = q;
-                                d += 1;
-                            }
-                            d
-                        };
-                        let deepest = (0..p).map(depth).max().unwrap();
-                        let want = match algo {
-                            BroadcastAlgorithm::Binomial => p.ilog2() as usize,
-                            BroadcastAlgorithm::OneByOne => usize::from(p > 1),
-                            _ => p - 1,
-                        };
-                        assert_eq!(deepest, want, "{algo:?} p={p} root={root}");
-                        if algo == BroadcastAlgorithm::Binomial {
-                            let rounds = p.next_power_of_two().trailing_zeros() as usize;
-                            assert_eq!(t[root].1.len(), rounds, "p={p}");
-                        }
-                    }
-                }
-            }
-        }
     }
 }

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 
-use super::assemble::Assembler;
 use crate::data::{Array, Table};
 use crate::error::{Error, Result};
 use crate::pool::{Buf, Pool};
@@ -332,7 +331,7 @@ fn inline_bytes(pool: &Pool, frame: &mut Buf, at: &mut usize, len: u64, last: bo
 }
 
 /// A received batch whose inline pieces are still in its frame ([`recv_held`]): combined
-/// into a table by [`Held::absorb`], or dropped.
+/// into a table by `assemble::absorb_held` ([`Held::for_each_piece`]), or dropped.
 pub struct Held {
     /// The batch frame, its header (`head.hdr`) and its piece list.
     pub head: BatchHead,
@@ -358,11 +357,16 @@ pub async fn recv_held(
 }
 
 impl Held {
-    /// Combines every piece into `table` in batch order, exactly as
-    /// [`absorb`](super::assemble::absorb) does with the pieces of [`recv_batch`]. A whole
-    /// inline piece of a dense partition the table holds is folded straight from the frame
-    /// ([`Table::fold_bytes`]): a small message costs no buffer per partition.
-    pub fn absorb(self, table: &mut Table, pool: &Pool) -> Result<()> {
+    /// Hands every piece to `each` in batch order, except that a whole inline piece of a dense
+    /// partition `table` holds is folded straight from the frame ([`Table::fold_bytes`]): a
+    /// small message costs no buffer per partition. (`assemble::absorb_held` combines a held
+    /// batch this way.)
+    pub fn for_each_piece(
+        self,
+        table: &mut Table,
+        pool: &Pool,
+        mut each: impl FnMut(&mut Table, In) -> Result<()>,
+    ) -> Result<()> {
         let BatchHead {
             pieces,
             mut frame,
@@ -370,7 +374,6 @@ impl Held {
             ..
         } = self.head;
         let mut rest = self.rest.into_iter();
-        let mut asm = Assembler::default();
         let last_inline = pieces.iter().rposition(|p| p.inline);
         let mut at = inline_at;
         // Every piece's bounds were checked when the head was decoded (`wire::decode_batch`).
@@ -385,9 +388,9 @@ impl Held {
                 rest.next()
                     .ok_or_else(|| Error::Protocol("batch lost a data frame".into()))?
             };
-            asm.add(table, pool, In { meta: *m, buf })?;
+            each(table, In { meta: *m, buf })?;
         }
-        asm.finish(table)
+        Ok(())
     }
 }
 
@@ -508,7 +511,7 @@ pub async fn finish_batch(
 #[cfg(test)]
 pub(crate) mod crafted {
     use super::*;
-    use crate::collective::Ctx;
+    use crate::collective::ctx::Ctx;
     use crate::config::Config;
     use crate::data::{DType, Layout};
     use crate::pool::Pool;

@@ -11,7 +11,7 @@
 //!   size before the first frame arrives, and tables differ between workers, so a hierarchy
 //!   that depends on the size could differ between workers. 1 MiB is in the bandwidth-bound
 //!   regime where the network-aware algorithms are used; latency-bound sizes are left to the
-//!   cost model of [`choose`](super::choose).
+//!   cost models (`costs`).
 //! * **Grouping** ([`Hierarchy::build`], Algorithms 1–2): level 0 is one group per worker; each
 //!   next level merges the groups of the previous one greedily: a group joins the smallest
 //!   existing new group it is b-close to (every pair between them at a level ≤ b), else starts
@@ -26,6 +26,7 @@
 
 use std::sync::Arc;
 
+use super::trees::{chain_tree, Tree};
 use crate::netmodel::NetModel;
 
 /// Reference message size of the discretisation (see the module docs).
@@ -350,27 +351,15 @@ pub const TREE_EXACT_MAX: usize = 8;
 /// worker forwards each chunk to its children one after the other, so the stream runs at the
 /// pace of the slowest worker, Σ over its children of n/B(worker, child) (a root feeding two
 /// children over fast links beats a chain that must cross one slow link), plus the time the
-/// first chunk needs to reach the deepest worker ([`choose::predict_broadcast`]'s formula, at
+/// first chunk needs to reach the deepest worker (`costs::predict_broadcast`'s formula, at
 /// 16 MiB in 256 KiB chunks). Every spanning tree is tried up to [`TREE_EXACT_MAX`] workers;
 /// beyond, the chain of [`best_path`]. Once per model and root ([`NetModel::derived`]).
-///
-/// [`choose::predict_broadcast`]: super::choose::predict_broadcast
 pub fn best_broadcast_tree(net: &NetModel, root: usize) -> Tree {
     net.derived(("best_broadcast_tree", root as u64), |net| {
         search_broadcast_tree(net, root)
     })
     .as_ref()
     .clone()
-}
-
-/// The tree of a chain `order` (each worker's child is the next one).
-pub fn chain_tree(order: &[usize]) -> Tree {
-    let mut t = Tree::empty(order.len());
-    for w in order.windows(2) {
-        t.parent[w[1]] = Some(w[0]);
-        t.children[w[0]].push(w[1]);
-    }
-    t
 }
 
 fn search_broadcast_tree(net: &NetModel, root: usize) -> Tree {
@@ -467,46 +456,6 @@ fn search_broadcast_tree(net: &NetModel, root: usize) -> Tree {
         kids.sort_by(|&a, &b| net.bandwidth(u, a).total_cmp(&net.bandwidth(u, b)));
     }
     t
-}
-
-/// A communication tree: the parent of every rank (None at the root) and its children in
-/// the order they are attached.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tree {
-    pub parent: Vec<Option<usize>>,
-    pub children: Vec<Vec<usize>>,
-}
-
-impl Tree {
-    /// `p` ranks, no links yet.
-    pub fn empty(p: usize) -> Tree {
-        Tree {
-            parent: vec![None; p],
-            children: vec![Vec::new(); p],
-        }
-    }
-
-    /// Links `list` (list[0] its root) as the binomial reduce tree of
-    /// [`reduce_tree`](super::rooted::reduce_tree), children in receiving order.
-    pub fn add_binomial(&mut self, list: &[usize]) {
-        let n = list.len();
-        for (v, &x) in list.iter().enumerate() {
-            let s = super::rooted::reduce_tree(v, n, 0);
-            self.parent[x] = s.parent.map(|(_, q)| list[q]);
-            self.children[x].extend(s.children.into_iter().map(|(_, c)| list[c]));
-        }
-    }
-
-    /// Every rank below `r` (itself included).
-    pub fn subtree(&self, r: usize) -> Vec<usize> {
-        let mut out = vec![r];
-        let mut i = 0;
-        while i < out.len() {
-            out.extend(self.children[out[i]].iter().copied());
-            i += 1;
-        }
-        out
-    }
 }
 
 /// The distance-ordered tree of CMPI Algorithm 4 (gather; scatter uses it reversed) from
@@ -636,6 +585,7 @@ pub fn leader_tree(h: &Hierarchy, net: &NetModel, root: usize) -> Tree {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::collective::trees::tests::check_tree;
 
     /// A symmetric model with pair bandwidth `bw(i, j)` and 50 µs latency.
     fn model(p: usize, bw: impl Fn(usize, usize) -> f64) -> NetModel {
@@ -655,6 +605,15 @@ pub(crate) mod tests {
         *s
     }
 
+    /// Four workers where every chain from 0 crosses a slow link (6 MB/s; worker 2 is fast
+    /// only to 0, the other links 24 MB/s).
+    pub(crate) fn slow_link_model() -> NetModel {
+        let text = "workers 4\nlatency_s\n0 1e-4 1e-4 1e-4\n1e-4 0 1e-4 1e-4\n1e-4 1e-4 0 1e-4\n\
+                    1e-4 1e-4 1e-4 0\nbandwidth_Bps\ninf 24e6 24e6 24e6\n24e6 inf 6e6 24e6\n\
+                    24e6 6e6 inf 6e6\n24e6 24e6 6e6 inf\n";
+        NetModel::parse(text, "test").unwrap()
+    }
+
     /// Pair rates R/d with d in {1, 2, 4} from a seed, like `netns-cluster.sh --uneven`.
     pub(crate) fn uneven(p: usize, seed: u64) -> NetModel {
         let r = 25e6;
@@ -665,19 +624,6 @@ pub(crate) mod tests {
             }
             r / [1.0, 2.0, 4.0][(xorshift(&mut s) % 3) as usize]
         })
-    }
-
-    pub(crate) fn check_tree(t: &Tree, root: usize) {
-        let p = t.parent.len();
-        assert_eq!(t.parent[root], None);
-        let mut sub = t.subtree(root);
-        sub.sort_unstable();
-        assert_eq!(sub, (0..p).collect::<Vec<_>>(), "every rank once");
-        for (r, kids) in t.children.iter().enumerate() {
-            for &c in kids {
-                assert_eq!(t.parent[c], Some(r));
-            }
-        }
     }
 
     #[test]
@@ -769,14 +715,12 @@ pub(crate) mod tests {
     }
 
     /// Four workers where every chain from 0 crosses a slow link (worker 2 is fast only to 0):
-    /// the best tree feeds 2 straight from the root and 3 through 1 (or 1 through 3), half the
-    /// chain's predicted time; on a uniform model no tree beats the chain.
+    /// the best tree feeds 2 straight from the root and 3 through 1 (or 1 through 3), never over
+    /// a slow link (`costs` checks it predicts half the chain's time); on a uniform model no
+    /// tree beats the chain.
     #[test]
     fn the_broadcast_tree_avoids_slow_links_a_chain_must_cross() {
-        let text = "workers 4\nlatency_s\n0 1e-4 1e-4 1e-4\n1e-4 0 1e-4 1e-4\n1e-4 1e-4 0 1e-4\n\
-                    1e-4 1e-4 1e-4 0\nbandwidth_Bps\ninf 24e6 24e6 24e6\n24e6 inf 6e6 24e6\n\
-                    24e6 6e6 inf 6e6\n24e6 24e6 6e6 inf\n";
-        let m = NetModel::parse(text, "test").unwrap();
+        let m = slow_link_model();
         let t = best_broadcast_tree(&m, 0);
         assert_eq!(t.parent[0], None);
         assert_eq!(t.parent[2], Some(0));
@@ -786,11 +730,6 @@ pub(crate) mod tests {
             let q = t.parent[x].unwrap();
             assert!(m.bandwidth(q, x) > 20e6, "slow link {q}->{x} in {t:?}");
         }
-        let topo = crate::Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
-        let cost =
-            |a| super::super::choose::predict_broadcast(&m, &topo, a, 0, 16 << 20, 256 << 10);
-        use crate::collective::BroadcastAlgorithm as B;
-        assert!(cost(B::NetTree) < 0.55 * cost(B::NetChain));
         let flat = NetModel::uniform(6, 1e-4, 24e6);
         let t = best_broadcast_tree(&flat, 3);
         assert!(t.children.iter().all(|k| k.len() <= 1), "{t:?}");

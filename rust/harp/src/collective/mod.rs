@@ -6,76 +6,69 @@
 //! Large pieces are written straight from the partition's pooled buffer and received straight
 //! into a pooled buffer that becomes the partition (no copy) when the piece is whole.
 //!
-//! The machinery shared by the algorithms, one file each: [`framing`] (batches of pieces on
-//! the wire), [`assemble`] (received pieces into tables), [`segment`] (cutting partitions into
-//! ranges), [`tags`] (the tag range of every phase), [`join`] (concurrent sends and receives).
+//! The files form one-way layers: a file uses only files of the layers above it in this list
+//! (and, inside a layer, only those listed before it).
+//!
+//! 1. Pieces: [`tags`] (the tag range of every phase), [`ctx`] (an operation's context, the
+//!    root check), [`join`] (concurrent sends and receives), [`framing`] (batches of pieces on
+//!    the wire), [`assemble`] (received pieces into tables), [`segment`] (cutting partitions
+//!    into segments and chunks).
+//! 2. Names: [`algorithm`] (the algorithm type of every family).
+//! 3. Trees: [`trees`] (the [`Tree`](trees::Tree) type and the shapes that need no network
+//!    model), [`hierarchy`] (the network performance hierarchy and the network-aware orders
+//!    and trees), [`shapes`] (which tree each algorithm runs on).
+//! 4. Exchanges shared by several families: [`barrier`] (dissemination rounds: the barrier
+//!    and the agreement on a maximum), [`doubling`] (recursive doubling with the agreement on
+//!    the way), [`rings`] (ring reduce-scatter and allgather over segments), [`pipeline`]
+//!    (pipelined reduce along a tree).
+//! 5. Cost models: [`fluid`] (a worker's intake shared by many senders), [`relay`] (the relay
+//!    plan, searched with the fluid model), [`costs`] (the predicted time of every algorithm).
+//! 6. [`choose`]: every automatic choice, and `resolve` of the algorithm types.
+//! 7. The families: [`broadcast`], [`reduce`], [`gather`], [`scatter`], [`allgather`],
+//!    [`allreduce`], [`regroup`] (regroup, reduce-scatter, push, pull, rotate); each runs its
+//!    automatic algorithm by asking [`choose`], and no family uses another.
 
-use std::sync::Arc;
-
-use crate::config::Config;
-use crate::data::{Partitioner, Table};
-use crate::netmodel::NetModel;
-use crate::pool::Pool;
-use crate::topology::Topology;
-use crate::transport::Endpoint;
-
-pub mod allgather;
-pub mod allreduce;
 pub mod assemble;
-pub mod barrier;
-pub mod broadcast;
-pub mod choose;
+pub mod ctx;
 pub mod framing;
-pub mod hierarchy;
 pub mod join;
-pub mod pipeline;
-pub mod regroup;
-pub mod rooted;
 pub mod segment;
 pub mod tags;
 
-pub use allgather::AllgatherAlgorithm;
-pub use allreduce::AllreduceAlgorithm;
+pub mod algorithm;
+
+pub mod hierarchy;
+pub mod shapes;
+pub mod trees;
+
+pub mod barrier;
+pub mod doubling;
+pub mod pipeline;
+pub mod rings;
+
+pub mod costs;
+pub mod fluid;
+pub mod relay;
+
+pub mod choose;
+
+pub mod allgather;
+pub mod allreduce;
+pub mod broadcast;
+pub mod gather;
+pub mod reduce;
+pub mod regroup;
+pub mod scatter;
+
+pub use algorithm::{
+    AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm,
+    ReduceScatterAlgorithm, ScatterAlgorithm,
+};
 pub use assemble::{absorb, write_pieces, Assembler};
-pub use broadcast::BroadcastAlgorithm;
+pub use ctx::{Ctx, IdMap};
 pub use framing::{
     parse_head, recv_batch, recv_head, recv_pieces, send_batch, send_batch_inline, send_batch_many,
     table_pieces, BatchHead, In, Out,
 };
 pub use join::{boxed, join_all};
-pub use regroup::ReduceScatterAlgorithm;
-pub use rooted::{GatherAlgorithm, ReduceAlgorithm};
 pub use segment::{split_ranges, Segmenter};
-
-/// A map keyed by partition id with the engine's fast hasher
-/// ([`KeyHasher`](crate::data::kv::KeyHasher)) instead of SipHash: the algorithms look up a
-/// partition's owner several times per partition per call, which showed at a few per cent of a
-/// small reduce-scatter's CPU samples.
-pub type IdMap<V> = crate::data::kv::FastMap<u32, V>;
-
-/// The owner under `part` of every partition of `table`, among `p` workers.
-fn owners(table: &Table, part: &Partitioner, p: usize) -> crate::error::Result<IdMap<usize>> {
-    table
-        .iter()
-        .map(|(id, _)| Ok((id, part.owner(id, p)?)))
-        .collect()
-}
-
-/// Everything an algorithm needs for one operation.
-pub struct Ctx<'a> {
-    pub ep: Endpoint<'a>,
-    pub pool: &'a Pool,
-    pub cfg: &'a Config,
-    pub topo: &'a Topology,
-    /// The measured network, when one was measured or given (`Worker::set_net_model`).
-    pub net: Option<Arc<NetModel>>,
-}
-
-impl Ctx<'_> {
-    pub fn rank(&self) -> usize {
-        self.ep.rank()
-    }
-    pub fn size(&self) -> usize {
-        self.ep.size()
-    }
-}

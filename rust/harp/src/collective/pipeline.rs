@@ -13,9 +13,10 @@
 use std::collections::VecDeque;
 
 use super::assemble::{check_shape, fold_into, Assembler};
+use super::ctx::Ctx;
 use super::framing::{recv_batch_expecting, send_batch, In, Out};
-use super::hierarchy::Tree;
-use super::{choose, segment, Ctx};
+use super::segment;
+use super::trees::Tree;
 use crate::config::Config;
 use crate::data::{Array, Combiner, Layout, Table};
 use crate::error::{Error, Result};
@@ -50,7 +51,7 @@ impl<'a> Plan<'a> {
         if !(self.elementwise && layout.splittable()) {
             return None;
         }
-        let c = choose::chunk(self.cfg, total, self.p);
+        let c = segment::chunk(self.cfg, total, self.p);
         let unit = layout.unit();
         let c = (c / unit).max(1) * unit;
         (total > c).then_some(c)
@@ -154,7 +155,7 @@ pub async fn reduce_pipelined(cx: &Ctx<'_>, table: &mut Table, t: &Tree, tag: u3
         .collect();
     let parent = t.parent[r];
     // Batches of about one chunk (at least 8 KiB) go to the parent as soon as they fill.
-    let flush = choose::chunk(cx.cfg, table.bytes(), cx.size());
+    let flush = segment::chunk(cx.cfg, table.bytes(), cx.size());
     let (mut pending, mut pending_bytes) = (Vec::<Item>::new(), 0u64);
     let mut asm = Assembler::default();
     loop {
@@ -277,7 +278,7 @@ async fn send(
 mod tests {
     use super::*;
     use crate::collective::framing::crafted::{self, refused, Piece};
-    use crate::collective::{rooted::binary_tree, tags};
+    use crate::collective::{tags, trees::binary_tree};
     use crate::data::DType;
     use crate::wire::Op;
 

@@ -3,11 +3,18 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::framing::{recv_batch_expecting, recv_held, whole_piece};
-use super::IdMap;
-use super::{
-    absorb, boxed, choose, join_all, owners, recv_batch, send_batch, table_pieces, tags, Ctx, Out,
+use super::algorithm::ReduceScatterAlgorithm;
+use super::assemble::{absorb, absorb_held};
+use super::choose;
+use super::ctx::{owners, Ctx, IdMap};
+use super::doubling::large_flag;
+use super::framing::{
+    recv_batch, recv_batch_expecting, recv_held, send_batch, table_pieces, whole_piece, In, Out,
 };
+use super::join::{boxed, join_all};
+use super::rings::ring_reduce_scatter;
+use super::segment::Segmenter;
+use super::tags;
 use crate::data::{Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::wire::PieceMeta;
@@ -23,7 +30,7 @@ async fn exchange(
     part: &Partitioner,
     owner: &IdMap<usize>,
     tag: u32,
-) -> Result<Vec<Vec<super::In>>> {
+) -> Result<Vec<Vec<In>>> {
     let (r, p) = (cx.rank(), cx.size());
     let mut futs = Vec::new();
     // Rotate the start so that not every worker sends to rank 0 first.
@@ -57,8 +64,7 @@ async fn exchange(
             Ok(Some((from, got.1)))
         }));
     }
-    let mut got: Vec<(usize, Vec<super::In>)> =
-        join_all(futs).await?.into_iter().flatten().collect();
+    let mut got: Vec<(usize, Vec<In>)> = join_all(futs).await?.into_iter().flatten().collect();
     got.sort_by_key(|(from, _)| *from);
     Ok(got.into_iter().map(|(_, v)| v).collect())
 }
@@ -140,48 +146,6 @@ pub fn assign(held: &HashMap<u32, Vec<(usize, u64)>>, p: usize) -> Vec<(u32, u32
     map
 }
 
-/// How reduce-scatter runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReduceScatterAlgorithm {
-    /// Recursive halving while every worker's table is below `Config::allreduce_crossover`,
-    /// the ring when any is not (agreed in the halving rounds, as the automatic allreduce agrees
-    /// in its doubling rounds; see [`choose`]).
-    Auto,
-    /// Ring reduce-scatter at partition granularity ([`ring`]).
-    Ring,
-    /// Recursive halving ([`recursive_halving`]).
-    RecursiveHalving,
-}
-
-impl ReduceScatterAlgorithm {
-    pub fn code(self) -> u8 {
-        match self {
-            ReduceScatterAlgorithm::Auto => 0,
-            ReduceScatterAlgorithm::Ring => 1,
-            ReduceScatterAlgorithm::RecursiveHalving => 2,
-        }
-    }
-    pub fn parse(s: &str) -> Result<Self> {
-        Ok(match s {
-            "auto" => ReduceScatterAlgorithm::Auto,
-            "ring" => ReduceScatterAlgorithm::Ring,
-            "recursive-halving" => ReduceScatterAlgorithm::RecursiveHalving,
-            _ => {
-                return Err(Error::config(format!(
-                    "unknown reduce-scatter algorithm '{s}' (auto, ring, recursive-halving)"
-                )))
-            }
-        })
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceScatterAlgorithm::Auto => "auto",
-            ReduceScatterAlgorithm::Ring => "ring",
-            ReduceScatterAlgorithm::RecursiveHalving => "recursive-halving",
-        }
-    }
-}
-
 /// Reduce-scatter with `algo`: each worker ends with the fully combined partitions it owns
 /// under `part` and nothing else.
 pub async fn reduce_scatter(
@@ -237,9 +201,7 @@ async fn halving(
     let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let extra = p - p2;
     let mut large = agree.unwrap_or(false);
-    let flag = |hdr: &crate::wire::Header| {
-        super::allreduce::large_flag(cx, hdr, agree.is_some(), "reduce-scatter")
-    };
+    let flag = |hdr: &crate::wire::Header| large_flag(cx, hdr, agree.is_some(), "reduce-scatter");
     // The rank of the first p' that holds an owner's partitions while halving.
     let virt = |o: usize| if o >= p2 { o - p2 } else { o };
     let owned_by = |want: usize| {
@@ -273,7 +235,7 @@ async fn halving(
         if any_large {
             return Ok(true);
         }
-        got.absorb(table, cx.pool)?;
+        absorb_held(got, table, cx.pool)?;
         return Ok(false);
     }
     let mut kept = false;
@@ -282,7 +244,7 @@ async fn halving(
         let got = recv_held(&cx.ep, r + p2, tag, whole_piece).await?;
         let theirs = flag(&got.head.hdr)?;
         if !large && !theirs {
-            got.absorb(table, cx.pool)?;
+            absorb_held(got, table, cx.pool)?;
         } else {
             kept = true;
         }
@@ -328,7 +290,7 @@ async fn halving(
         let theirs_large = flag(&got.head.hdr)?;
         if !large && !theirs_large {
             table.retain(|id| !theirs(&id));
-            got.absorb(table, cx.pool)?;
+            absorb_held(got, table, cx.pool)?;
         }
         large |= theirs_large;
         mask >>= 1;
@@ -362,8 +324,8 @@ const KEPT: u32 = 2;
 /// combined partitions it owns under `part` and nothing else. (p−1)/p · nβ + (p−1)α.
 pub async fn ring(cx: &Ctx<'_>, table: &mut Table, part: &Partitioner) -> Result<()> {
     let (r, p) = (cx.rank(), cx.size());
-    let seg = super::segment::Segmenter::whole(p, part.clone());
-    super::allreduce::ring_reduce_scatter(cx, table, &seg).await?;
+    let seg = Segmenter::whole(p, part.clone());
+    ring_reduce_scatter(cx, table, &seg).await?;
     let keep = owners(table, part, p)?;
     table.retain(|id| keep[&id] == r);
     Ok(())

@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
+use super::ctx::Ctx;
 use super::framing::Out;
-use super::Ctx;
+use crate::config::Config;
 use crate::data::{Layout, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::wire::PieceMeta;
@@ -28,6 +29,17 @@ pub fn auto_chunk(total: u64, p: usize) -> u64 {
     let c = total / 200 / (p.saturating_sub(2).max(1) as u64);
     // At least 8 KiB: above the inline piece limit, so every chunk is its own frame.
     c.clamp(8 * 1024, 256 * 1024) / 64 * 64
+}
+
+/// The pipeline chunk for `total` bytes over `p` workers (broadcast, pipelined reduce): the
+/// configured size (`Config::chunk_size`), or one picked from the size and p ([`auto_chunk`])
+/// when it is 0.
+pub fn chunk(cfg: &Config, total: u64, p: usize) -> u64 {
+    if cfg.chunk_size > 0 {
+        cfg.chunk_size as u64
+    } else {
+        auto_chunk(total, p)
+    }
 }
 
 /// The pieces `(offset, len)` of a partition of `total` bytes cut into chunks of about `chunk`
@@ -163,6 +175,15 @@ mod tests {
     use super::*;
     use crate::data::{Array, Combiner, DType};
     use crate::pool::Pool;
+
+    /// The configured chunk wins; 0 picks one from the size and p.
+    #[test]
+    fn chunk_is_the_configured_size_or_the_automatic_one() {
+        let mut cfg = Config::default();
+        assert_eq!(chunk(&cfg, 1 << 30, 8), auto_chunk(1 << 30, 8));
+        cfg.chunk_size = 1000;
+        assert_eq!(chunk(&cfg, 1 << 30, 8), 1000);
+    }
 
     /// Ranges are element aligned, contiguous, cover everything, and differ by at most one
     /// element.
