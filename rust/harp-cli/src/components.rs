@@ -5,7 +5,7 @@ use harp::apps::components;
 use harp::apps::output::Output;
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct ComponentsArgs {
@@ -19,7 +19,7 @@ pub struct ComponentsArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -27,8 +27,8 @@ pub struct ComponentsArgs {
 pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
     // A failed run leaves the output directory as it was (no staging left behind).
     let out =
-        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "components-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
+        crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "components-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {

@@ -15,7 +15,7 @@ use harp::apps::kmeans::gen::Rng;
 use harp::collective::AllreduceAlgorithm;
 use harp::{Array, Combiner, Error, Result, Table, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct EventsCheckArgs {

@@ -5,7 +5,7 @@ use harp::apps::id3;
 use harp::apps::output::Output;
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct Id3Args {
@@ -19,14 +19,14 @@ pub struct Id3Args {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "id3-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "id3-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {

@@ -6,7 +6,7 @@ use harp::apps::output::Output;
 use harp::collective::AllreduceAlgorithm;
 use harp::{storage, Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct KmeansArgs {
@@ -73,7 +73,7 @@ pub struct KmeansArgs {
     #[arg(long)]
     pub labels: Option<String>,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -248,7 +248,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
             "--checkpoint-dir needs --checkpoint-every N or --resume",
         ));
     }
-    o.job = crate::cluster::job_name();
+    o.job = crate::output::job_name();
     flag("--checkpoint-dir/HARP_JOB", o.validate())?;
     Ok(o)
 }

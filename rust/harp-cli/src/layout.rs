@@ -5,7 +5,7 @@ use harp::apps::layout;
 use harp::apps::output::Output;
 use harp::{Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct LayoutArgs {
@@ -26,7 +26,7 @@ pub struct LayoutArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -39,8 +39,8 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         threads: a.threads,
     };
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {

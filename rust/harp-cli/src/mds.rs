@@ -5,7 +5,7 @@ use harp::apps::mds::{self, input};
 use harp::apps::output::Output;
 use harp::{storage, Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct MdsArgs {
@@ -50,7 +50,7 @@ pub struct MdsArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -81,8 +81,8 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {

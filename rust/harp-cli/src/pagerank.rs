@@ -4,7 +4,7 @@ use clap::Args;
 use harp::apps::pagerank::{self, Messages, Options};
 use harp::{Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct PagerankArgs {
@@ -30,7 +30,7 @@ pub struct PagerankArgs {
     #[arg(long)]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -49,7 +49,7 @@ fn options(a: &PagerankArgs) -> Result<Options> {
 
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {
         let res = pagerank::run(w, &opts, |it, secs| {

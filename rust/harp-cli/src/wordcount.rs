@@ -4,7 +4,7 @@ use clap::Args;
 use harp::apps::wordcount::{self, Options};
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct WordcountArgs {
@@ -23,7 +23,7 @@ pub struct WordcountArgs {
     #[arg(long)]
     pub partitions: Option<u32>,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -55,8 +55,7 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
     harp::checkpoint::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
-    let out =
-        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;
     let counted = (|| {
         let counts = wordcount::run(w, &*st, &opts)?;
         let part = wordcount::format_counts(&counts.table)?;
