@@ -3,20 +3,16 @@
 use clap::Args;
 use harp::apps::components;
 use harp::apps::output::Output;
+use harp::config::apps;
 use harp::{storage, Result, Worker};
 
 use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct ComponentsArgs {
-    /// Edges: a file or a directory of files, one `src dst [weight]` line per edge
-    /// (non-negative integer vertex ids; undirected; every id seen is a vertex; a weight is
-    /// checked and not used; lines starting with `#` are skipped).
-    #[arg(long)]
+    #[arg(long, help = apps::COMPONENTS.help("input"))]
     pub input: String,
-    /// Output directory: `vertex<TAB>component` lines (component = the smallest vertex id in
-    /// it), one part-RRRRR file per worker, then _SUCCESS; nothing is written on failure.
-    #[arg(long)]
+    #[arg(long, help = apps::COMPONENTS.help("output"))]
     pub output: String,
     #[command(flatten)]
     pub out: crate::output::OutputOpts,

@@ -9,9 +9,7 @@ use harp::{Result, Worker};
 /// The options of every job that writes an output directory, besides `--output`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct OutputOpts {
-    /// Replace the result of an existing output directory; without it, an output directory
-    /// that holds anything is refused (the result is committed only when the run succeeds).
-    #[arg(long)]
+    #[arg(long, help = harp::config::apps::OVERWRITE.help)]
     pub overwrite: bool,
 }
 
