@@ -58,6 +58,14 @@ impl Failure {
     }
 }
 
+#[cfg(test)]
+impl Failure {
+    /// The message Java would get.
+    pub fn message(&self) -> &str {
+        &self.0.msg
+    }
+}
+
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let mut failure = Failure::new(e.kind(), e.to_string());
