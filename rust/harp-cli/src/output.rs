@@ -9,7 +9,7 @@ use harp::{Result, Worker};
 /// The options of every job that writes an output directory, besides `--output`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct OutputOpts {
-    #[arg(long, help = harp::config::apps::OVERWRITE.help)]
+    #[arg(long, help = harp::config::apps::OVERWRITE.short_help())]
     pub overwrite: bool,
 }
 

@@ -178,7 +178,7 @@ fn every_app_job_takes_the_options_of_its_table() {
             let what = format!("harp {} --{long}", job.name);
             assert_eq!(
                 a.get_help().map(|h| h.to_string()).as_deref(),
-                Some(o.help),
+                Some(o.short_help()),
                 "{what}"
             );
             let default: Vec<String> = a

@@ -32,6 +32,11 @@ pub struct AppOption {
 }
 
 impl AppOption {
+    /// The help without its final period, as `--help` shows every line.
+    pub fn short_help(&self) -> &'static str {
+        self.help.strip_suffix('.').unwrap_or(self.help)
+    }
+
     /// The CLI flag, without `--`: the name with `-` for `_` (`skip-columns`).
     pub fn flag(&self) -> String {
         self.name.replace('_', "-")
@@ -84,9 +89,9 @@ impl AppJob {
             .unwrap_or_else(|| panic!("harp {} has no option {name}", self.name))
     }
 
-    /// The help of option `name`.
+    /// The help of option `name` as `--help` shows it ([`AppOption::short_help`]).
     pub fn help(&self, name: &str) -> &'static str {
-        self.option(name).help
+        self.option(name).short_help()
     }
 
     /// The default of option `name`, as text; an option without one is a bug of the caller.
