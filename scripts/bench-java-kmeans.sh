@@ -120,7 +120,7 @@ for rep in $(seq 1 "$REPS"); do
         --init "$D/init.txt" --iterations "$IT" --output "$out" "${PRECISION_HARP[@]}")
     else
       m=$(measure "$tool-$rep" scripts/hadoop jar $JAR kmeans -Dmapreduce.framework.name=map-collective \
-        -Dharp.kmeans.threads="$T" -Dkmeans.precision="$PRECISION" \
+        -Dharp.kmeans.threads="$T" -Dharp.kmeans.precision="$PRECISION" \
         "$D/points" "$D/init.txt" "$out" "$IT" "$W")
     fi
     read -r med mean <<< "$(per_iteration "$out/summary.json")"

@@ -18,7 +18,7 @@ use harp::collective::{
 };
 use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {

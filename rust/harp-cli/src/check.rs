@@ -14,7 +14,7 @@ use clap::Args;
 use harp::check::{Fault, Faults, Spec};
 use harp::{Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct CheckArgs {

@@ -39,18 +39,6 @@ pub struct WorkerArgs {
     run: Job<InWorker>,
 }
 
-/// The options of every job that writes an output directory, besides `--output`.
-#[derive(Args, Clone, Debug, Default)]
-pub struct OutputOpts {
-    /// Replace the result of an existing output directory; without it, an output directory
-    /// that holds anything is refused (the result is committed only when the run succeeds).
-    #[arg(long)]
-    pub overwrite: bool,
-}
-
-// `check.rs` (and the jobs) name the cluster options by this path.
-pub use crate::options::ClusterOpts;
-
 /// The environment variable through which the launcher tells its workers its pid.
 const LAUNCHER_PID: &str = "HARP_LAUNCHER_PID";
 
@@ -87,6 +75,13 @@ fn die_with_launcher() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prints the `harp: error: ...` line of a failed command (one write call, so lines of
+/// several workers sharing a pipe never interleave).
+pub fn report_error(e: &dyn std::fmt::Display) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("harp: error: {e}\n").as_bytes());
 }
 
 /// Runs this process as one worker.
@@ -164,7 +159,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         let w = &w;
         s.spawn(move || {
             if let Some(e) = w.watch_peers(&stopped) {
-                crate::report_error(&e);
+                report_error(&e);
                 std::process::exit(1);
             }
         });
@@ -510,41 +505,4 @@ fn run_workers(
             failed.join(", ")
         )))
     }
-}
-
-/// Runs `body` writing into `out` ([`prepare_output`]); if it fails, the master removes the
-/// staging, so the directory stays as it was.
-pub fn into_output(
-    w: &harp::Worker,
-    out: harp::apps::output::Output,
-    body: impl FnOnce(&harp::apps::output::Output) -> harp::Result<()>,
-) -> harp::Result<()> {
-    let done = body(&out);
-    if done.is_err() && w.is_master() {
-        out.abort();
-    }
-    done
-}
-
-/// [`harp::apps::output::Output::prepare`] for this job ([`job_name`]) with the output options:
-/// the output directory `dir` must be apart from the job's `inputs`
-/// ([`harp::apps::output::check_apart`]) and hold no result unless `opts.overwrite`; `label`
-/// names the step.
-pub fn prepare_output(
-    w: &harp::Worker,
-    dir: &str,
-    inputs: &[&str],
-    opts: &OutputOpts,
-    label: &str,
-) -> harp::Result<harp::apps::output::Output> {
-    harp::apps::output::Output::prepare(w, dir, inputs, &job_name(), label, opts.overwrite)
-}
-
-/// The job's name, as the launcher set it for its workers (HARP_JOB), or "harp": names the
-/// staging directory of a job's output.
-pub fn job_name() -> String {
-    std::env::var("HARP_JOB")
-        .ok()
-        .filter(|j| !j.is_empty())
-        .unwrap_or_else(|| "harp".into())
 }

@@ -3,23 +3,19 @@
 use clap::Args;
 use harp::apps::components;
 use harp::apps::output::Output;
+use harp::config::apps;
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct ComponentsArgs {
-    /// Edges: a file or a directory of files, one `src dst [weight]` line per edge
-    /// (non-negative integer vertex ids; undirected; every id seen is a vertex; a weight is
-    /// checked and not used; lines starting with `#` are skipped).
-    #[arg(long)]
+    #[arg(long, help = apps::COMPONENTS.help("input"))]
     pub input: String,
-    /// Output directory: `vertex<TAB>component` lines (component = the smallest vertex id in
-    /// it), one part-RRRRR file per worker, then _SUCCESS; nothing is written on failure.
-    #[arg(long)]
+    #[arg(long, help = apps::COMPONENTS.help("output"))]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -27,8 +23,8 @@ pub struct ComponentsArgs {
 pub fn run(w: &Worker, a: &ComponentsArgs) -> Result<()> {
     // A failed run leaves the output directory as it was (no staging left behind).
     let out =
-        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "components-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
+        crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "components-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &ComponentsArgs, out: &Output) -> Result<()> {

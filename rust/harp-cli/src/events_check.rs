@@ -15,7 +15,7 @@ use harp::collective::AllreduceAlgorithm;
 use harp::util::Rng;
 use harp::{Array, Combiner, Error, Result, Table, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct EventsCheckArgs {

@@ -3,30 +3,26 @@
 use clap::Args;
 use harp::apps::id3;
 use harp::apps::output::Output;
+use harp::config::apps;
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct Id3Args {
-    /// Tuples: a file or a directory of files, one CSV line `v1,…,vk,class` per tuple (the
-    /// same k ≥ 1 on every line; fields trimmed; no quoting).
-    #[arg(long)]
+    #[arg(long, help = apps::ID3.help("input"))]
     pub input: String,
-    /// Output directory: `PATH<TAB>split aI` and `PATH<TAB>leaf CLASS` lines (PATH `/` for the
-    /// root, `aI=value/…` below), the nodes each worker decided in its part-RRRRR file, then
-    /// _SUCCESS; nothing is written on failure.
-    #[arg(long)]
+    #[arg(long, help = apps::ID3.help("output"))]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &Id3Args) -> Result<()> {
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "id3-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, a, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "id3-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, a, out))
 }
 
 fn run_into(w: &Worker, a: &Id3Args, out: &Output) -> Result<()> {

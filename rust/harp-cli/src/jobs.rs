@@ -4,6 +4,7 @@
 //! and the function that runs it on a worker, `fn(&Worker, &Args) -> Result<()>`.
 
 use clap::{Args, Subcommand};
+use harp::config::apps;
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
@@ -39,23 +40,23 @@ macro_rules! jobs {
 }
 
 jobs! {
-    /// K-means (Lloyd's algorithm).
+    #[command(about = apps::KMEANS.about)]
     Kmeans(kmeans::KmeansArgs) => kmeans::run,
-    /// PageRank of an edge list.
+    #[command(about = apps::PAGERANK.about)]
     Pagerank(pagerank::PagerankArgs) => pagerank::run,
     /// Time one collective.
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
     Check(check::CheckArgs) => check::run,
-    /// WordCount (Hadoop's example) on a key-value table.
+    #[command(about = apps::WORDCOUNT.about)]
     Wordcount(wordcount::WordcountArgs) => wordcount::run,
-    /// Multidimensional scaling (WDA-SMACOF).
+    #[command(about = apps::MDS.about)]
     Mds(mds::MdsArgs) => mds::run,
-    /// Force-directed graph drawing (Fruchterman–Reingold).
+    #[command(about = apps::LAYOUT.about)]
     Layout(layout::LayoutArgs) => layout::run,
-    /// Connected components by label propagation over events.
+    #[command(about = apps::COMPONENTS.about)]
     Components(components::ComponentsArgs) => components::run,
-    /// An ID3 decision tree over events (Anthill's filters routed by label).
+    #[command(about = apps::ID3.about)]
     Id3(id3::Id3Args) => id3::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,

@@ -4,76 +4,55 @@ use clap::Args;
 use harp::apps::kmeans::{driver, gen as generate, input};
 use harp::apps::output::Output;
 use harp::collective::AllreduceAlgorithm;
+use harp::config::apps;
 use harp::{storage, Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct KmeansArgs {
-    /// Points: a file or a directory of files.
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("input"))]
     pub input: String,
-    /// Initial centroids (text, one per line); K and the dimension come from this file.
-    /// Without it, --init-method kmeans++ or random with --k chooses them from the points.
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("init"))]
     pub init: Option<String>,
-    /// Initialisation: file (--init), kmeans++ or random (need --k; reproducible from --seed).
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("init_method"))]
     pub init_method: Option<driver::InitMethod>,
-    /// Number of centroids for --init-method kmeans++|random.
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("k"))]
     pub k: Option<usize>,
-    /// Seed for --init-method kmeans++|random.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::KMEANS.help("seed"), default_value = apps::KMEANS.default("seed"))]
     pub seed: u64,
-    /// Dimension of f32 input without --init (text input gives it on its first line).
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("dim"))]
     pub dim: Option<usize>,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, help = apps::KMEANS.help("iterations"), default_value = apps::KMEANS.default("iterations"))]
     pub iterations: usize,
-    /// Output directory for centroids.txt, summary.json and _SUCCESS (written by rank 0 when
-    /// the run is complete; a failed run leaves the directory's earlier result as it was).
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("output"))]
     pub output: String,
-    /// Save a checkpoint every N iterations (and after the last); 0: never.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, help = apps::KMEANS.help("checkpoint_every"), default_value = apps::KMEANS.default("checkpoint_every"))]
     pub checkpoint_every: usize,
-    /// Checkpoint directory (default: OUTPUT/_checkpoints).
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("checkpoint_dir"))]
     pub checkpoint_dir: Option<String>,
-    /// Continue from the newest complete checkpoint up to --iterations (from the start if
-    /// there is none).
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("resume"))]
     pub resume: bool,
-    /// Compute threads per worker.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::KMEANS.help("threads"), default_value = apps::KMEANS.default("threads"))]
     pub threads: usize,
-    /// Input format: text (one point per line) or f32 (raw little-endian f32 records).
-    #[arg(long, default_value = "text")]
+    #[arg(long, help = apps::KMEANS.help("format"), default_value = apps::KMEANS.default("format"))]
     pub format: String,
-    /// Leading columns to ignore on each text line (3 for the papers' HOG files).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, help = apps::KMEANS.help("skip_columns"), default_value = apps::KMEANS.default("skip_columns"))]
     pub skip_columns: usize,
-    /// Allreduce algorithm: auto, bidirectional-exchange or regroup-allgather.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, help = apps::KMEANS.help("allreduce"), default_value = apps::KMEANS.default("allreduce"))]
     pub allreduce: String,
-    /// Arithmetic: f64 (default) or f32 (f32 points and centroids, sums in f64).
-    #[arg(long, default_value = "f64")]
+    #[arg(long, help = apps::KMEANS.help("precision"), default_value = apps::KMEANS.default("precision"))]
     pub precision: driver::Precision,
-    /// Assignment path: auto, gemm or pruned (exact, for low dimension and many centroids).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, help = apps::KMEANS.help("assign"), default_value = apps::KMEANS.default("assign"))]
     pub assign: driver::AssignPath,
-    /// Stop when an iteration lowers the inertia by at most this fraction (or nothing moves).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, help = apps::KMEANS.help("tolerance"), allow_negative_numbers = true)]
     pub tolerance: Option<f64>,
-    /// Empty-cluster rule: keep (the old centre) or split-largest.
-    #[arg(long, default_value = "keep")]
+    #[arg(long, help = apps::KMEANS.help("empty_cluster"), default_value = apps::KMEANS.default("empty_cluster"))]
     pub empty_cluster: driver::EmptyCluster,
-    /// Directory for per-point labels: each worker writes part-RRRRR, one label per line.
-    #[arg(long)]
+    #[arg(long, help = apps::KMEANS.help("labels"))]
     pub labels: Option<String>,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -248,7 +227,7 @@ pub fn options(a: &KmeansArgs) -> Result<driver::Options> {
             "--checkpoint-dir needs --checkpoint-every N or --resume",
         ));
     }
-    o.job = crate::cluster::job_name();
+    o.job = crate::output::job_name();
     flag("--checkpoint-dir/HARP_JOB", o.validate())?;
     Ok(o)
 }

@@ -3,30 +3,25 @@
 use clap::Args;
 use harp::apps::layout;
 use harp::apps::output::Output;
+use harp::config::apps;
 use harp::{Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct LayoutArgs {
-    /// Edges: `src dst [weight]` lines of non-negative integer ids (a file or a directory of
-    /// files; a weight is checked and not used).
-    #[arg(long)]
+    #[arg(long, help = apps::LAYOUT.help("input"))]
     pub input: String,
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, help = apps::LAYOUT.help("iterations"), default_value = apps::LAYOUT.default("iterations"))]
     pub iterations: usize,
-    /// Seed of the initial positions (each vertex's from the seed and its id).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::LAYOUT.help("seed"), default_value = apps::LAYOUT.default("seed"))]
     pub seed: u64,
-    /// Compute threads per worker.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::LAYOUT.help("threads"), default_value = apps::LAYOUT.default("threads"))]
     pub threads: usize,
-    /// Output directory: part-RRRRR files of `vertex x y` lines (each worker's vertices, in id
-    /// order), summary.json, _SUCCESS.
-    #[arg(long)]
+    #[arg(long, help = apps::LAYOUT.help("output"))]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -39,8 +34,8 @@ pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
         threads: a.threads,
     };
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {

@@ -20,6 +20,7 @@ mod layout;
 mod mds;
 mod netmap;
 mod options;
+mod output;
 mod pagerank;
 #[cfg(test)]
 mod vocabulary_tests;
@@ -81,17 +82,10 @@ pub fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            report_error(&e);
+            cluster::report_error(&e);
             ExitCode::FAILURE
         }
     }
-}
-
-/// Prints the `harp: error: ...` line of a failed command (one write call, so lines of
-/// several workers sharing a pipe never interleave).
-pub(crate) fn report_error(e: &dyn std::fmt::Display) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(format!("harp: error: {e}\n").as_bytes());
 }
 
 fn init_logging() {

@@ -3,54 +3,43 @@
 use clap::Args;
 use harp::apps::mds::{self, input};
 use harp::apps::output::Output;
+use harp::config::apps;
 use harp::{storage, Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct MdsArgs {
-    /// The N×N distance matrix: a file or a directory of files.
-    #[arg(long)]
+    #[arg(long, help = apps::MDS.help("input"))]
     pub input: String,
-    /// Weights, an N×N matrix in the same format (default: every weight 1).
-    #[arg(long)]
+    #[arg(long, help = apps::MDS.help("weights"))]
     pub weights: Option<String>,
-    /// Matrix format: text (one row per line) or f64 (raw little-endian, row after row).
-    #[arg(long, default_value = "text")]
+    #[arg(long, help = apps::MDS.help("format"), default_value = apps::MDS.default("format"))]
     pub format: String,
-    /// Dimension of the embedding.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, help = apps::MDS.help("dim"), default_value = apps::MDS.default("dim"))]
     pub dim: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, help = apps::MDS.help("iterations"), default_value = apps::MDS.default("iterations"))]
     pub iterations: usize,
-    /// Initial coordinates: N lines of --dim numbers (default: uniform in [0,1) from --seed).
-    #[arg(long)]
+    #[arg(long, help = apps::MDS.help("init"))]
     pub init: Option<String>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::MDS.help("seed"), default_value = apps::MDS.default("seed"))]
     pub seed: u64,
-    /// Compute threads per worker.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::MDS.help("threads"), default_value = apps::MDS.default("threads"))]
     pub threads: usize,
-    /// auto (guttman without --weights, cg with), guttman or cg.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, help = apps::MDS.help("solver"), default_value = apps::MDS.default("solver"))]
     pub solver: String,
-    /// Most conjugate-gradient steps per iteration.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, help = apps::MDS.help("cg_iterations"), default_value = apps::MDS.default("cg_iterations"))]
     pub cg_iterations: usize,
-    /// CG stops when the residual is at most this fraction of the right-hand side.
-    #[arg(long, default_value_t = 1e-10)]
+    #[arg(long, help = apps::MDS.help("cg_tolerance"), default_value = apps::MDS.default("cg_tolerance"))]
     pub cg_tolerance: f64,
-    /// Deterministic annealing: initial temperature (0: off).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, help = apps::MDS.help("temperature"), default_value = apps::MDS.default("temperature"))]
     pub temperature: f64,
-    /// Deterministic annealing: temperature factor per iteration, in (0, 1).
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, help = apps::MDS.help("cooling"), default_value = apps::MDS.default("cooling"))]
     pub cooling: f64,
-    /// Output directory: coords.txt, stress.txt, summary.json, _SUCCESS.
-    #[arg(long)]
+    #[arg(long, help = apps::MDS.help("output"))]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -81,8 +70,8 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
-    crate::cluster::into_output(w, out, |out| run_into(w, &o, out))
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
+    crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
 fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {

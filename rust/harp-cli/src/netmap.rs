@@ -9,7 +9,7 @@ use clap::Args;
 use harp::calibrate::CalibrateOptions;
 use harp::{Error, NetModel, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct NetmapArgs {

@@ -181,7 +181,8 @@ pub struct OptionsArgs {
 }
 
 /// `harp options`: every engine option with its CLI flag, Java job key, engine key, default
-/// and meaning; then the `harp.*` keys the Java and YARN layers read themselves.
+/// and meaning; then the `harp.*` keys the Java and YARN layers read themselves; then every
+/// application job's options.
 pub fn print(a: &OptionsArgs) -> Result<()> {
     print!("{}", if a.properties { properties() } else { table() });
     Ok(())
@@ -207,6 +208,20 @@ fn table() -> String {
     s.push_str("\nJava and YARN job keys (not engine options):\n");
     for (k, layer) in JAVA_ONLY {
         s.push_str(&format!("{k} ({layer:?})\n"));
+    }
+    s.push_str("\nApplication options (harp JOB, harp::config::apps):\n");
+    s.push_str("job | CLI flag | Java job key | default | meaning\n");
+    for j in harp::config::apps::JOBS {
+        for o in j.options {
+            s.push_str(&format!(
+                "{} | --{} | {} | {} | {}\n",
+                j.name,
+                o.flag(),
+                o.java,
+                o.default.unwrap_or("-"),
+                o.help
+            ));
+        }
     }
     s
 }

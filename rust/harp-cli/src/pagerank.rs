@@ -2,35 +2,27 @@
 
 use clap::Args;
 use harp::apps::pagerank::{self, Messages, Options};
+use harp::config::apps;
 use harp::{Error, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct PagerankArgs {
-    /// Edges: a file or a directory of files, one `src dst [weight]` line per edge
-    /// (non-negative integer ids, an optional positive weight, 1 when absent; blank lines and
-    /// lines starting with `#` are skipped).
-    #[arg(long)]
+    #[arg(long, help = apps::PAGERANK.help("input"))]
     pub input: String,
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, help = apps::PAGERANK.help("iterations"), default_value = apps::PAGERANK.default("iterations"))]
     pub iterations: usize,
-    /// Damping factor d in [0, 1].
-    #[arg(long, default_value_t = 0.85)]
+    #[arg(long, help = apps::PAGERANK.help("damping"), default_value = apps::PAGERANK.default("damping"))]
     pub damping: f64,
-    /// Compute threads per worker.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::PAGERANK.help("threads"), default_value = apps::PAGERANK.default("threads"))]
     pub threads: usize,
-    /// How contributions travel: compiled (dense arrays in a fixed key order) or kv (a
-    /// key-value message table every iteration). Same ranks either way.
-    #[arg(long, default_value = "compiled")]
+    #[arg(long, help = apps::PAGERANK.help("messages"), default_value = apps::PAGERANK.default("messages"))]
     pub messages: String,
-    /// Output directory: one part-RRRRR file per worker of `vertex<TAB>rank` lines, and
-    /// _SUCCESS (nothing is written on failure).
-    #[arg(long)]
+    #[arg(long, help = apps::PAGERANK.help("output"))]
     pub output: String,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -49,7 +41,7 @@ fn options(a: &PagerankArgs) -> Result<Options> {
 
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
-    let out = crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {
         let res = pagerank::run(w, &opts, |it, secs| {

@@ -1,7 +1,14 @@
 //! The option vocabulary is the same everywhere: the docs' key tables, the CLI's `--help`, and
-//! the `harp.*` keys the Java sources read all agree with `harp::config` (OPTIONS, JAVA_ONLY).
+//! the `harp.*` keys the Java sources read all agree with `harp::config` (OPTIONS, JAVA_ONLY,
+//! and the applications' tables in `harp::config::apps`).
 
-use harp::config::{EngineOption, Layer, JAVA_ONLY, OPTIONS};
+use harp::config::{apps, EngineOption, Layer, JAVA_ONLY, OPTIONS};
+
+/// Whether `harp::config` names Java key `k` outside [`OPTIONS`]: a Java-layer key or an
+/// application's.
+fn java_layer_key(k: &str) -> bool {
+    JAVA_ONLY.iter().any(|(j, _)| *j == k) || apps::find_java(k).is_some()
+}
 
 fn repo_file(path: &str) -> String {
     let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
@@ -48,8 +55,9 @@ fn docs_tables_and_help_list_the_option_table() {
                     assert_eq!(*default, want, "{doc}: default of {k}");
                 }
                 None => assert!(
-                    JAVA_ONLY.iter().any(|(j, _)| j == k),
-                    "{doc} documents {k}, which is in neither harp::config::OPTIONS nor JAVA_ONLY"
+                    java_layer_key(k),
+                    "{doc} documents {k}, which is in none of harp::config's OPTIONS, JAVA_ONLY \
+                     and apps"
                 ),
             }
         }
@@ -130,9 +138,70 @@ fn every_harp_key_the_java_sources_read_is_in_the_table() {
             continue;
         }
         assert!(
-            EngineOption::find(&k).is_some() || JAVA_ONLY.iter().any(|(j, _)| *j == k),
-            "{file} reads {k}, which harp::config lists neither in OPTIONS nor in JAVA_ONLY \
+            EngineOption::find(&k).is_some() || java_layer_key(&k),
+            "{file} reads {k}, which harp::config lists in none of OPTIONS, JAVA_ONLY and apps \
              (the engine would warn about it in every job)"
         );
+    }
+}
+
+/// Every application job of the command line takes exactly the options of its table in
+/// `harp::config::apps`, with the table's help, default and kind, besides the cluster's.
+#[test]
+fn every_app_job_takes_the_options_of_its_table() {
+    use clap::CommandFactory;
+    let cli = crate::Cli::command();
+    let cluster: Vec<&str> = OPTIONS
+        .iter()
+        .map(|o| o.flag)
+        .chain(["io-threads", "workers"])
+        .collect();
+    for job in apps::JOBS {
+        let cmd = cli
+            .find_subcommand(job.name)
+            .unwrap_or_else(|| panic!("harp has no job {}", job.name));
+        assert_eq!(
+            cmd.get_about().map(|a| a.to_string()).as_deref(),
+            Some(job.about)
+        );
+        let mut flags = Vec::new();
+        for a in cmd.get_arguments() {
+            let Some(long) = a.get_long().filter(|l| !cluster.contains(l)) else {
+                continue;
+            };
+            flags.push(long.to_string());
+            let o = job
+                .options
+                .iter()
+                .find(|o| o.flag() == long)
+                .unwrap_or_else(|| panic!("harp {} --{long} is not in its table", job.name));
+            let what = format!("harp {} --{long}", job.name);
+            assert_eq!(
+                a.get_help().map(|h| h.to_string()).as_deref(),
+                Some(o.short_help()),
+                "{what}"
+            );
+            let default: Vec<String> = a
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            let want: Vec<String> = o.default.map(String::from).into_iter().collect();
+            match o.kind {
+                apps::Kind::Switch => assert!(!a.get_action().takes_values(), "{what}"),
+                apps::Kind::Required => assert!(a.is_required_set(), "{what}"),
+                apps::Kind::Value => {
+                    assert!(
+                        a.get_action().takes_values() && !a.is_required_set(),
+                        "{what}"
+                    );
+                    assert_eq!(default, want, "{what}");
+                }
+            }
+        }
+        let mut want: Vec<String> = job.options.iter().map(|o| o.flag()).collect();
+        flags.sort();
+        want.sort();
+        assert_eq!(flags, want, "harp {}", job.name);
     }
 }

@@ -2,28 +2,23 @@
 
 use clap::Args;
 use harp::apps::wordcount::{self, Options};
+use harp::config::apps;
 use harp::{storage, Result, Worker};
 
-use crate::cluster::ClusterOpts;
+use crate::options::ClusterOpts;
 
 #[derive(Args, Clone, Debug)]
 pub struct WordcountArgs {
-    /// Text: a file or a directory of files (names starting with `_` or `.` skipped).
-    #[arg(long)]
+    #[arg(long, help = apps::WORDCOUNT.help("input"))]
     pub input: String,
-    /// Output directory: part-RRRRR per worker (`word<TAB>count` lines, sorted by word) and
-    /// _SUCCESS, committed when every worker has succeeded (a failed run leaves it as it was).
-    #[arg(long)]
+    #[arg(long, help = apps::WORDCOUNT.help("output"))]
     pub output: String,
-    /// Counting threads per worker.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help = apps::WORDCOUNT.help("threads"), default_value = apps::WORDCOUNT.default("threads"))]
     pub threads: usize,
-    /// Partition ids the words are spread over (default: 8 per worker); partition i ends on
-    /// worker i mod W.
-    #[arg(long)]
+    #[arg(long, help = apps::WORDCOUNT.help("partitions"))]
     pub partitions: Option<u32>,
     #[command(flatten)]
-    pub out: crate::cluster::OutputOpts,
+    pub out: crate::output::OutputOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -55,8 +50,7 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
     harp::checkpoint::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
-    let out =
-        crate::cluster::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;
     let counted = (|| {
         let counts = wordcount::run(w, &*st, &opts)?;
         let part = wordcount::format_counts(&counts.table)?;

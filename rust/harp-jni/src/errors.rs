@@ -3,7 +3,8 @@
 //! a Rust panic all become one `harp.HarpException` carrying a stable kind (the engine's
 //! [`Error::kind`] names plus [`JNI_KINDS`]), the rank, the operation (collective, sequence
 //! number, label) and the message; for a panic also the Rust backtrace, captured by a panic
-//! hook on the panicking thread. Nothing unwinds into the JVM.
+//! hook on the panicking thread; for an exception a Java `KvCombiner` threw, that exception as
+//! its cause ([`crate::kv_combiner::take_cause`]). Nothing unwinds into the JVM.
 
 use std::backtrace::Backtrace;
 use std::cell::{Cell, RefCell};
@@ -54,6 +55,14 @@ impl Failure {
             msg,
             backtrace: String::new(),
         }))
+    }
+}
+
+#[cfg(test)]
+impl Failure {
+    /// The message Java would get.
+    pub fn message(&self) -> &str {
+        &self.0.msg
     }
 }
 
@@ -197,7 +206,11 @@ fn throw(env: &mut Env<'_>, Failure(f): Failure) {
     if env.exception_check() {
         return;
     }
-    if new_exception(env, &f).and_then(|e| env.throw(e)).is_ok() || env.exception_check() {
+    let built = new_exception(env, &f).and_then(|e| {
+        with_cause(env, &e, &f)?;
+        env.throw(e)
+    });
+    if built.is_ok() || env.exception_check() {
         return;
     }
     let text = jni::strings::JNIString::from(format!("{}: {}", f.kind, f.msg));
@@ -224,6 +237,24 @@ fn new_exception<'l>(env: &mut Env<'l>, f: &Detail) -> jni::errors::Result<JThro
         ],
     )?;
     env.cast_local::<JThrowable>(obj)
+}
+
+/// Makes the Java exception a combiner threw, if `f` reports one, the cause of `e` (unchanged:
+/// the same object, with its own stack trace).
+fn with_cause(env: &mut Env<'_>, e: &JThrowable<'_>, f: &Detail) -> jni::errors::Result<()> {
+    if f.kind != "data" {
+        return Ok(());
+    }
+    let Some(cause) = crate::kv_combiner::take_cause(&f.msg) else {
+        return Ok(());
+    };
+    env.call_method(
+        e,
+        jni_str!("initCause"),
+        jni_sig!("(Ljava/lang/Throwable;)Ljava/lang/Throwable;"),
+        &[JValue::Object(&cause)],
+    )?;
+    Ok(())
 }
 
 /// The last panic seen on a thread, recorded by the hook for [`Policy::on_panic`].

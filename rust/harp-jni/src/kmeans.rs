@@ -6,6 +6,7 @@
 use harp::apps::kmeans::driver::{self, InitMethod, Iteration, Options, Outcome, StopReason};
 use harp::apps::kmeans::input::ByteRange;
 use harp::collective::AllreduceAlgorithm;
+use harp::config::apps::KMEANS;
 use jni::objects::{JClass, JDoubleArray, JObject, JString};
 use jni::sys::jlong;
 use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};
@@ -14,14 +15,19 @@ use crate::convert::{jstr, new_array};
 use crate::errors::{call, fail, Failure};
 use crate::handles::worker;
 
+/// The options of `harp kmeans` that a job description does not take: Hadoop commits the
+/// output.
+const NOT_IN_SPEC: [&str; 2] = ["output", "overwrite"];
+
 /// Parses the job description: one `key=value` per line (blank lines and `#` comments ignored).
 ///
-/// Keys: `init`, `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`,
-/// `assign`, `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels`,
-/// `checkpoint_every`, `checkpoint_dir`, `resume` (`true`/`false`), `job` (the fields of
-/// `driver::Options`), and the input: `input` (a path the engine divides
-/// across the workers) or `splits=N` followed by N lines `split=START LENGTH PATH` (this
-/// worker's byte ranges, Hadoop `FileSplit` semantics).
+/// Keys: the names of `harp kmeans`'s options (`harp::config::apps::KMEANS`: `init`,
+/// `iterations`, `threads`, `format`, `skip_columns`, `allreduce`, `precision`, `assign`,
+/// `tolerance`, `empty_cluster`, `init_method`, `k`, `seed`, `dim`, `labels`,
+/// `checkpoint_every`, `checkpoint_dir`, `resume` (`true`/`false`), `input`: a path the engine
+/// divides across the workers), except `output` and `overwrite` (Hadoop's to handle); `job`
+/// (the job's name, recorded in checkpoints); or, instead of `input`, `splits=N` followed by N
+/// lines `split=START LENGTH PATH` (this worker's byte ranges, Hadoop `FileSplit` semantics).
 fn options(spec: &str) -> Result<Options, Failure> {
     let mut o = Options::new(String::new(), String::new());
     let mut splits: Option<(usize, Vec<ByteRange>)> = None;
@@ -69,7 +75,19 @@ fn options(spec: &str) -> Result<Options, Failure> {
                     None => return Err(fail("kmeans: split lines must follow splits=N")),
                 }
             }
-            _ => return Err(fail(format!("kmeans: unknown option '{k}'"))),
+            _ => {
+                let known: Vec<&str> = KMEANS
+                    .options
+                    .iter()
+                    .map(|o| o.name)
+                    .filter(|n| !NOT_IN_SPEC.contains(n))
+                    .chain(["job", "splits", "split"])
+                    .collect();
+                return Err(fail(format!(
+                    "kmeans: unknown option '{k}' (known: {})",
+                    known.join(", ")
+                )));
+            }
         }
     }
     if o.init.is_empty() && o.init_method == InitMethod::File {
@@ -176,4 +194,30 @@ pub extern "system" fn Java_harp_KMeans_runEngine<'l>(
         }
         new_array(env, &encode(&out, o.threads))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harp::config::apps::Kind;
+
+    /// The description takes every option of `harp kmeans` by its name in the table, but
+    /// those Hadoop handles.
+    #[test]
+    fn the_description_takes_the_names_of_the_kmeans_table() {
+        for o in KMEANS.options {
+            let value = o.default.unwrap_or(match o.kind {
+                Kind::Switch => "false",
+                _ => "2",
+            });
+            let spec = format!("input=p\ninit=i.txt\n{}={value}\n", o.name);
+            let unknown = match options(&spec) {
+                Ok(_) => false,
+                Err(f) => f.message().contains("unknown option"),
+            };
+            assert_eq!(unknown, NOT_IN_SPEC.contains(&o.name), "{}", o.name);
+        }
+        let e = options("input=p\ninit=i\nskip.columns=1\n").unwrap_err();
+        assert!(e.message().contains("(known: "), "{}", e.message());
+    }
 }

@@ -1,12 +1,15 @@
 //! `harp.KvCombiner`: a key-value combiner written in Java. The engine calls
 //! `byte[] combine(byte[] key, byte[] acc, byte[] other)` on whatever thread combines (a task's
 //! thread or one of the engine's), attaching it to the JVM; a Java exception fails the
-//! operation with the exception's class and message. This is the slow path: every combination
-//! crosses JNI twice and copies the key and both values.
+//! operation with the exception's class and message, and the exception itself becomes the cause
+//! of the `HarpException` the caller gets ([`take_cause`]). This is the slow path: every
+//! combination crosses JNI twice and copies the key and both values.
+
+use std::sync::Mutex;
 
 use harp::data::kv::{Key, KvCombiner, Value};
 use harp::Error;
-use jni::objects::{JByteArray, JObject, JValue};
+use jni::objects::{JByteArray, JObject, JThrowable, JValue};
 use jni::refs::Global;
 use jni::{jni_sig, jni_str, JavaVM};
 
@@ -76,10 +79,46 @@ impl KvCombiner for JavaKvCombiner {
                 Ok(())
             }
             Ok(None) => Err(failed("it returned null".into())),
-            Err(jni::errors::Error::CaughtJavaException { name, msg, .. }) => {
-                Err(failed(format!("{name}: {msg}")))
+            Err(jni::errors::Error::CaughtJavaException {
+                exception,
+                name,
+                msg,
+                ..
+            }) => {
+                let e = failed(format!("{name}: {msg}"));
+                keep_cause(e.to_string(), exception);
+                Err(e)
             }
             Err(e) => Err(failed(e.to_string())),
         }
     }
+}
+
+/// How many Java exceptions thrown by combiners wait for their `HarpException` at most: a
+/// combination that fails on several threads at once keeps one per thread, and the oldest go
+/// when the error that reports them was another's.
+const CAUSES_KEPT: usize = 16;
+
+/// The Java exceptions thrown by combiners, each with the engine error text it became. The
+/// engine's error is text (it may run on any thread and travel through a collective); the
+/// export that reports it finds its exception here by that text.
+static CAUSES: Mutex<Vec<(String, Global<JThrowable<'static>>)>> = Mutex::new(Vec::new());
+
+fn keep_cause(text: String, exception: Global<JThrowable<'static>>) {
+    let mut causes = CAUSES.lock().unwrap_or_else(|p| p.into_inner());
+    if causes.len() == CAUSES_KEPT {
+        causes.remove(0);
+    }
+    causes.push((text, exception));
+}
+
+/// The Java exception thrown by a combiner whose failure a `data` error with message `msg`
+/// reports (the engine may prefix the combiner's text with where it happened), taken out of
+/// the registry: it becomes the cause of the `HarpException`.
+pub fn take_cause(msg: &str) -> Option<Global<JThrowable<'static>>> {
+    let mut causes = CAUSES.lock().unwrap_or_else(|p| p.into_inner());
+    let at = causes
+        .iter()
+        .rposition(|(text, _)| msg.ends_with(text.as_str()))?;
+    Some(causes.remove(at).1)
 }

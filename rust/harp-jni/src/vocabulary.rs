@@ -1,9 +1,11 @@
 //! The vocabularies shared with Java: element types, key-value key and value types, combiners, the algorithms offered to Java,
-//! error kinds and collectives, each listed by the engine's own names (`harp.Native.names`) and
+//! error kinds, collectives and the applications' Java keys (`harp::config::apps`; an earlier
+//! spelling kept as an alias is canonical as its new key), each listed by the engine's own names (`harp.Native.names`) and
 //! parsed by the engine's own parsers (`harp.Native.canonicalName`). Java's enums are checked
 //! against these lists in both directions (`VocabularyTest`).
 
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
+use harp::config::apps;
 use harp::data::kv::{KeyType, ValueType};
 use harp::wire::Op;
 use harp::{Combiner, DType, Error};
@@ -91,9 +93,32 @@ fn collectives() -> Vec<&'static str> {
         .collect()
 }
 
+/// The Java keys of every application option, each once, in the order of the tables.
+fn app_keys() -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for o in apps::JOBS.iter().flat_map(|j| j.options) {
+        if !keys.iter().any(|k| k == o.java) {
+            keys.push(o.java.to_string());
+        }
+    }
+    keys
+}
+
+/// An application's Java key as the engine spells it: itself, or the key an alias stands for.
+fn app_key(name: &str) -> Result<String, Failure> {
+    let key = apps::JAVA_ALIASES
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |(_, new)| new);
+    match apps::find_java(key) {
+        Some(_) => Ok(key.to_string()),
+        None => Err(fail(format!("unknown application key {name:?}"))),
+    }
+}
+
 fn unknown_vocabulary(v: &str) -> Failure {
     fail(format!(
-        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective, key, value)"
+        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective, key, value, app-key)"
     ))
 }
 
@@ -113,6 +138,7 @@ pub fn names(vocabulary: &str) -> Result<Vec<String>, Failure> {
         "collective" => owned(collectives()),
         "key" => owned(KeyType::ALL.into_iter().map(KeyType::name).collect()),
         "value" => ValueType::all().into_iter().map(ValueType::name).collect(),
+        "app-key" => app_keys(),
         _ => return Err(unknown_vocabulary(vocabulary)),
     })
 }
@@ -130,6 +156,7 @@ pub fn canonical(vocabulary: &str, name: &str) -> Result<String, Failure> {
         "value" => ValueType::parse(name)?.name(),
         "error-kind" if error_kinds().contains(&name) => name.to_string(),
         "error-kind" => return Err(fail(format!("unknown error kind {name:?}"))),
+        "app-key" => app_key(name)?,
         _ => return Err(unknown_vocabulary(vocabulary)),
     })
 }

@@ -3,13 +3,17 @@
 //! [`OPTIONS`] is the one table of the engine's settable options: each row names the option in
 //! every layer (the engine key of [`Config::set`], the CLI flag, the Java job configuration
 //! key), its unit and its meaning; defaults always come from [`Config::default`].
-//! [`JAVA_ONLY`] lists the `harp.*` job keys that belong to the Java and YARN layers, which
-//! [`Config::set`] accepts and ignores (so the Java side can pass every `harp.*` entry of a job).
+//! [`JAVA_ONLY`] lists the `harp.*` job keys that belong to the Java and YARN layers, and
+//! [`apps`] the applications' options (name, flag, Java key, default, help, one table per job);
+//! [`Config::set`] accepts and ignores the Java keys of both (so the Java side can pass every
+//! `harp.*` entry of a job).
 
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::pool::PoolConfig;
+
+pub mod apps;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -532,12 +536,7 @@ pub static JAVA_ONLY: &[(&str, Layer)] = &[
     ("harp.log.level", Layer::Java),
     ("harp.worker.host", Layer::Java),
     ("harp.progress.interval.ms", Layer::Java),
-    ("harp.kmeans.threads", Layer::Java),
     ("harp.local", Layer::Java),
-    ("harp.checkpoint.every", Layer::Java),
-    ("harp.checkpoint.dir", Layer::Java),
-    ("harp.resume", Layer::Java),
-    ("harp.overwrite", Layer::Java),
     ("harp.am.host", Layer::Yarn),
     ("harp.yarn.worker.memory.mb", Layer::Yarn),
     ("harp.yarn.worker.vcores", Layer::Yarn),
@@ -785,14 +784,14 @@ impl Config {
     }
 
     /// Sets one option by its engine key or Java key ([`OPTIONS`]), in the engine's unit.
-    /// The Java and YARN layers' keys ([`JAVA_ONLY`]) are ignored; any other `harp.*` key is
-    /// ignored with a warning (it may be an application's own key, or a misspelling); any
-    /// other key is an error.
+    /// The Java and YARN layers' keys ([`JAVA_ONLY`]) and the applications' ([`apps`]) are
+    /// ignored; any other `harp.*` key is ignored with a warning (it may be an application's
+    /// own key, or a misspelling); any other key is an error.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         if let Some(o) = EngineOption::find(key) {
             return o.set_as(key, self, value);
         }
-        if JAVA_ONLY.iter().any(|(k, _)| *k == key) {
+        if JAVA_ONLY.iter().any(|(k, _)| *k == key) || apps::find_java(key).is_some() {
             return Ok(());
         }
         if key.starts_with("harp.") {

@@ -79,9 +79,9 @@ impl Options {
         Options {
             input: input.into(),
             iterations,
-            damping: 0.85,
-            threads: 1,
-            messages: Messages::Compiled,
+            damping: crate::config::apps::PAGERANK.default_of("damping"),
+            threads: crate::config::apps::PAGERANK.default_of("threads"),
+            messages: crate::config::apps::PAGERANK.default_of("messages"),
         }
     }
 

@@ -30,8 +30,8 @@ public class EngineJob extends Configured implements Tool {
   /** The job's name ({@code pagerank}, …) and its arguments, one per line. */
   public static final String JOB = "harp.example.job";
   public static final String ARGS = "harp.example.args";
-  static final Set<String> PATHS = java.util.Collections.unmodifiableSet(
-      new java.util.HashSet<>(java.util.Arrays.asList("--input", "--output", "--weights", "--init")));
+  static final Set<String> PATHS = java.util.Collections.unmodifiableSet(new java.util.HashSet<>(
+      java.util.Arrays.asList("--input", "--output", "--weights", "--init", "--labels", "--checkpoint-dir")));
 
   private final String name;
   private Job job;
@@ -97,12 +97,20 @@ public class EngineJob extends Configured implements Tool {
     return MapCollectiveJobs.runToEnd(job, output);
   }
 
+  /**
+   * Whether {@code args} (after the generic options) are in the flag form of a {@code harp} job
+   * ({@code --workers W --input …}) rather than an example's positional form.
+   */
+  public static boolean flagForm(String[] args) {
+    return args.length > 0 && args[0].startsWith("--");
+  }
+
   /** The job of the last {@link #run}, or null. */
   public Job job() {
     return job;
   }
 
-  /** {@code pagerank}, {@code mds}, {@code layout} and {@code components} for the program driver. */
+  /** {@code pagerank}, {@code mds}, {@code layout}, {@code components} and {@code id3} for the program driver. */
   public static class PageRank {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("pagerank"), args));
@@ -124,6 +132,12 @@ public class EngineJob extends Configured implements Tool {
   public static class Components {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("components"), args));
+    }
+  }
+
+  public static class Id3 {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("id3"), args));
     }
   }
 }

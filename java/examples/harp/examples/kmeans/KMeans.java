@@ -1,6 +1,7 @@
 package harp.examples.kmeans;
 
 import harp.examples.MapCollectiveJobs;
+import harp.examples.engine.EngineJob;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.conf.Configured;
 import org.apache.hadoop.fs.FileSystem;
@@ -10,13 +11,23 @@ import org.apache.hadoop.util.Tool;
 import org.apache.hadoop.util.ToolRunner;
 
 /**
- * K-means on the Map-Collective model, as a Hadoop Tool:
- * {@code kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>}.
+ * K-means on the Map-Collective model, as a Hadoop Tool, in either of two forms:
+ * <ul>
+ *   <li>{@code kmeans [generic -D options] --workers W <the flags of harp kmeans>} (e.g. {@code
+ *       --input points --init init.txt --iterations 10 --output out}): the engine's {@code harp
+ *       kmeans} job itself, run by W map tasks ({@link EngineJob});
+ *   <li>{@code kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>},
+ *       the positional form, kept as an alias: each worker reads its Hadoop input splits through
+ *       {@link harp.KMeans} in this example's mapper.
+ * </ul>
  *
- * <p>Points: text, one per line, values separated by spaces or commas; {@code -Dkmeans.skip.columns=3}
- * ignores leading id columns (the papers' HOG files). {@code -Dharp.kmeans.threads=T} sets each
- * worker's compute threads (default: {@code mapreduce.map.cpu.vcores}, 1), {@code
- * -Dkmeans.precision=f32} computes in single precision. The master writes {@code
+ * <p>In the positional form: points are text, one per line, values separated by spaces or
+ * commas; {@code -Dharp.kmeans.skip.columns=3} ignores leading id columns (the papers' HOG
+ * files). {@code -Dharp.kmeans.threads=T} sets each worker's compute threads (default: {@code
+ * mapreduce.map.cpu.vcores}, 1), {@code -Dharp.kmeans.precision=f32} computes in single precision
+ * (the earlier keys {@code kmeans.skip.columns} and {@code kmeans.precision} are read as aliases
+ * when the new ones are unset). The keys are those of {@code harp kmeans}'s flags
+ * ({@code harp options}). The master writes {@code
  * <output-dir>/centroids.txt} (one centroid per line, exact round-trip precision) and {@code
  * summary.json} (per-iteration inertia and times, as {@code harp kmeans} does), moved into place
  * with a {@code _SUCCESS} marker once complete: a failed job leaves no result.
@@ -29,12 +40,17 @@ import org.apache.hadoop.util.ToolRunner;
  * behind, nor the output directory it created. An input without a single point fails the job, as {@code harp kmeans} does.
  */
 public class KMeans extends Configured implements Tool {
-  public static final String INIT = "kmeans.init";
-  public static final String OUTPUT = "kmeans.output";
-  public static final String ITERATIONS = "kmeans.iterations";
-  public static final String SKIP = "kmeans.skip.columns";
+  public static final String INIT = "harp.kmeans.init";
+  public static final String OUTPUT = "harp.kmeans.output";
+  public static final String ITERATIONS = "harp.kmeans.iterations";
+  /** Leading text columns to ignore ({@code --skip-columns}); alias {@link #SKIP_ALIAS}. */
+  public static final String SKIP = "harp.kmeans.skip.columns";
+  /** The earlier spelling of {@link #SKIP}, read when it is unset. */
+  public static final String SKIP_ALIAS = "kmeans.skip.columns";
   /** {@code f64} (default) or {@code f32}: precision of the points in memory and of the kernel. */
-  public static final String PRECISION = "kmeans.precision";
+  public static final String PRECISION = "harp.kmeans.precision";
+  /** The earlier spelling of {@link #PRECISION}, read when it is unset. */
+  public static final String PRECISION_ALIAS = "kmeans.precision";
 
   private Job job;
 
@@ -44,8 +60,17 @@ public class KMeans extends Configured implements Tool {
 
   @Override
   public int run(String[] args) throws Exception {
+    if (EngineJob.flagForm(args)) {
+      job = null;
+      EngineJob flags = new EngineJob("kmeans");
+      flags.setConf(getConf());
+      int rc = flags.run(args);
+      job = flags.job();
+      return rc;
+    }
     if (args.length != 5) {
-      System.err.println("usage: kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>");
+      System.err.println("usage: kmeans [generic -D options] --workers W --input PATH --output DIR … (the flags of harp kmeans)");
+      System.err.println("   or: kmeans [generic -D options] <input> <initial-centroids-file> <output-dir> <iterations> <workers>");
       return 2;
     }
     int iterations;

@@ -30,8 +30,9 @@ public class KMeansMapper extends CollectiveMapper<FilePosition, Text, Object, O
     harp.KMeans.Result r = harp.KMeans.forTask(this, context)
         .init(conf.get(KMeans.INIT))
         .iterations(iterations)
-        .skipColumns(conf.getInt(KMeans.SKIP, 0))
-        .precision(harp.KMeans.Precision.valueOf(conf.get(KMeans.PRECISION, "f64").toUpperCase(java.util.Locale.ROOT)))
+        .skipColumns(conf.getInt(KMeans.SKIP, conf.getInt(KMeans.SKIP_ALIAS, 0)))
+        .precision(harp.KMeans.Precision.valueOf(
+            conf.get(KMeans.PRECISION, conf.get(KMeans.PRECISION_ALIAS, "f64")).toUpperCase(java.util.Locale.ROOT)))
         .onIteration(it -> {
           // The job's progress on YARN: the master averages every worker's "i of n".
           setProgress(context, it.iteration, iterations);

@@ -5,7 +5,8 @@ package harp;
  * went silent or called another operation), bad input or arguments, a closed handle, or a Rust
  * panic. {@link #getKind()} says which, in a stable vocabulary shared with the engine; the rank,
  * the operation (collective, sequence number, label) and, for a panic, the Rust backtrace are
- * kept when known.
+ * kept when known. When a {@link KvCombiner} threw, that exception is the {@link #getCause()
+ * cause}.
  */
 public class HarpException extends RuntimeException {
   private static final long serialVersionUID = 1L;

@@ -22,7 +22,7 @@ import org.apache.hadoop.mapreduce.lib.input.FileSplit;
  *
  * <pre>{@code
  * KMeans.Result r = KMeans.forTask(this, context)     // this task's splits, threads from the conf
- *     .init(conf.get("kmeans.init")).iterations(10)
+ *     .init(conf.get("harp.kmeans.init")).iterations(10)
  *     .onIteration(it -> context.setStatus("iteration " + it.iteration + " of 10"))
  *     .run();
  * }</pre>

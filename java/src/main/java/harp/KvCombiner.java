@@ -13,7 +13,8 @@ import java.util.function.LongBinaryOperator;
  * table first; the result must be a value of the table's type (for a scalar table: exactly one
  * number). It may run on any thread, several at once, while a collective runs: it must be
  * thread-safe and must not use the table. An exception fails the operation on every worker
- * with its class and message.
+ * with its class and message; on the worker whose combiner threw it, the {@link HarpException}
+ * the caller gets has that exception, unchanged, as its {@link Throwable#getCause() cause}.
  *
  * <p>This is the slow path (two JNI crossings and three copies per combination): prefer the
  * built-in {@link Combiner}s where one fits.

@@ -19,8 +19,9 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The Hadoop examples that run the engine's jobs (pagerank, mds, layout, components) through
- * LocalJobRunner with 3 map tasks, each equal to `harp JOB` on 2 local worker processes.
+ * The Hadoop examples that run the engine's jobs (pagerank, mds, layout, components, id3, and
+ * kmeans and wordcount in their flag form) through LocalJobRunner with 3 map tasks, each equal
+ * to `harp JOB` on 2 local worker processes.
  */
 class EngineJobTest {
   /** Every line of the result files of {@code dir} (not `_SUCCESS`, not summaries), sorted. */
@@ -132,6 +133,46 @@ class EngineJobTest {
     assertEquals(0, example(tmp, "layout", "--workers", "3", "--input", in.toUri().toString(), "--iterations", "10",
         "--output", tmp.resolve("java-layout").toUri().toString()));
     sameResult(tmp.resolve("rust-layout"), tmp.resolve("java-layout"), 1e-9);
+  }
+
+  @Test
+  @Timeout(240)
+  void kmeansWordcountAndId3TakeTheFlagsOfTheirHarpJobs(@TempDir Path tmp) throws Exception {
+    Path data = tmp.resolve("km");
+    KMeansJobTest.harp("gen", "points", "--n", "600", "--dim", "3", "--seed", "2", "--init", "4", "--output",
+        data.toString());
+    KMeansJobTest.harp("kmeans", "--workers", "2", "--input", data.resolve("points").toString(), "--init",
+        data.resolve("init.txt").toString(), "--iterations", "5", "--output", tmp.resolve("rust-km").toString());
+    assertEquals(0, ToolRunner.run(JobTestSupport.localConf(tmp, 3), new harp.examples.kmeans.KMeans(),
+        new String[] {"--workers", "3", "--input", data.resolve("points").toUri().toString(), "--init",
+            data.resolve("init.txt").toString(), "--iterations", "5", "--output",
+            tmp.resolve("java-km").toUri().toString()}));
+    sameResult(tmp.resolve("rust-km"), tmp.resolve("java-km"), 1e-9);
+
+    Path text = Files.createDirectories(tmp.resolve("text"));
+    Files.writeString(text.resolve("a.txt"), "the cat and the hat\nand the bat\n");
+    Files.writeString(text.resolve("b.txt"), "a cat\tsat\n");
+    KMeansJobTest.harp("wordcount", "--workers", "2", "--input", text.toString(), "--output",
+        tmp.resolve("rust-wc").toString());
+    assertEquals(0, ToolRunner.run(JobTestSupport.localConf(tmp, 3), new harp.examples.wordcount.WordCount(),
+        new String[] {"--workers", "3", "--input", text.toUri().toString(), "--output",
+            tmp.resolve("java-wc").toUri().toString()}));
+    sameResult(tmp.resolve("rust-wc"), tmp.resolve("java-wc"), 0);
+
+    Path tuples = Files.createDirectories(tmp.resolve("tuples"));
+    Random r = new Random(7);
+    StringBuilder t = new StringBuilder();
+    for (int i = 0; i < 300; i++) {
+      int a = r.nextInt(3);
+      int b = r.nextInt(2);
+      t.append('a').append(a).append(",b").append(b).append(',').append(a == 0 || b == 1 ? "yes" : "no").append('\n');
+    }
+    Files.writeString(tuples.resolve("t.csv"), t);
+    KMeansJobTest.harp("id3", "--workers", "2", "--input", tuples.toString(), "--output",
+        tmp.resolve("rust-id3").toString());
+    assertEquals(0, example(tmp, "id3", "--workers", "3", "--input", tuples.toUri().toString(), "--output",
+        tmp.resolve("java-id3").toUri().toString()));
+    sameResult(tmp.resolve("rust-id3"), tmp.resolve("java-id3"), 0);
   }
 
   @Test

@@ -105,7 +105,8 @@ class KeyValueTableJobTest {
       }
 
       // 4. Bad input is refused in Java before anything is written; a throwing Java combiner
-      // fails the flush with its message and the table stays usable.
+      // fails the flush with its message and its exception as the cause (the same object), and
+      // the table stays usable.
       try (KeyValueTable t = newKeyValueTable(KeyType.I32, ValueType.scalar(DType.I32), Combiner.SUM, 2)) {
         check(JobTestSupport.throwsIae(() -> t.add(1L << 40, 1L)), "i32 key out of range accepted");
         check(JobTestSupport.throwsIae(() -> t.add(1L, 1L << 40)), "i32 value out of range accepted");
@@ -116,10 +117,11 @@ class KeyValueTableJobTest {
         KeyValueTable.Cursor c = t.cursor();
         check(c.next() && c.keyLong() == 1 && c.longValue() == 5 && !c.next(), "i32 sums");
       }
+      IllegalStateException thrown = new IllegalStateException("no duplicates please");
       try (KeyValueTable t = newKeyValueTable(KeyType.I64, ValueType.scalar(DType.I64), new KvCombiner() {
         @Override
         public byte[] combine(byte[] key, byte[] acc, byte[] other) {
-          throw new IllegalStateException("no duplicates please");
+          throw thrown;
         }
       }, 1)) {
         t.add(7L, 1L);
@@ -132,6 +134,8 @@ class KeyValueTableJobTest {
         }
         check(e != null && e.getMessage().contains("no duplicates please") && e.getMessage().contains("key 7"),
             "java combiner exception: " + e);
+        check(e.getKind() == HarpException.Kind.DATA && e.getCause() == thrown,
+            "java combiner exception as the cause: " + e + ", cause " + e.getCause());
         t.add(8L, 1L);
         check(t.count() == 1, "table usable after a failed batch");
       }
@@ -169,6 +173,6 @@ class KeyValueTableJobTest {
       }
     }
     assertEquals(want, got);
-    assertEquals(WORKERS * 10L, job.getCounters().findCounter("harp-test", "verified").getValue());
+    assertEquals(WORKERS * 11L, job.getCounters().findCounter("harp-test", "verified").getValue());
   }
 }

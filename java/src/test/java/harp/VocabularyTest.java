@@ -70,4 +70,23 @@ class VocabularyTest {
     assertEquals(Arrays.asList("barrier", "broadcast", "reduce", "gather", "scatter", "allgather", "allreduce",
         "reduce-scatter", "regroup", "push", "pull", "rotate"), Arrays.asList(Native.names("collective").split("\n")));
   }
+
+  /** The job configuration keys of the applications are the engine's, aliases included. */
+  @Test
+  void applicationKeysAreTheEngines() {
+    Set<String> engine = new LinkedHashSet<>(Arrays.asList(Native.names("app-key").split("\n")));
+    for (String k : new String[] {KMeans.THREADS, KMeans.CHECKPOINT_EVERY, KMeans.CHECKPOINT_DIR, KMeans.RESUME,
+        harp.examples.MapCollectiveJobs.OVERWRITE, harp.examples.kmeans.KMeans.INIT,
+        harp.examples.kmeans.KMeans.OUTPUT, harp.examples.kmeans.KMeans.ITERATIONS, harp.examples.kmeans.KMeans.SKIP,
+        harp.examples.kmeans.KMeans.PRECISION, harp.examples.wordcount.WordCount.OUTPUT,
+        harp.examples.wordcount.WordCount.PARTITIONS}) {
+      assertEquals(true, engine.contains(k), k + " in " + engine);
+      assertEquals(k, Native.canonicalName("app-key", k));
+    }
+    assertEquals(harp.examples.kmeans.KMeans.SKIP, Native.canonicalName("app-key", harp.examples.kmeans.KMeans.SKIP_ALIAS));
+    assertEquals(harp.examples.kmeans.KMeans.PRECISION,
+        Native.canonicalName("app-key", harp.examples.kmeans.KMeans.PRECISION_ALIAS));
+    assertEquals(harp.examples.wordcount.WordCount.PARTITIONS,
+        Native.canonicalName("app-key", harp.examples.wordcount.WordCount.PARTITIONS_ALIAS));
+  }
 }

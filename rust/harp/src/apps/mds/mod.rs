@@ -84,18 +84,18 @@ impl Options {
     pub fn new(input: impl Into<String>) -> Options {
         Options {
             input: input.into(),
-            format: Format::Text,
+            format: crate::config::apps::MDS.default_of("format"),
             weights: None,
-            dim: 2,
-            iterations: 10,
+            dim: crate::config::apps::MDS.default_of("dim"),
+            iterations: crate::config::apps::MDS.default_of("iterations"),
             init: None,
-            seed: 1,
-            threads: 1,
-            solver: Solver::Auto,
-            cg_iterations: 20,
-            cg_tolerance: 1e-10,
-            temperature: 0.0,
-            cooling: 0.95,
+            seed: crate::config::apps::MDS.default_of("seed"),
+            threads: crate::config::apps::MDS.default_of("threads"),
+            solver: crate::config::apps::MDS.default_of("solver"),
+            cg_iterations: crate::config::apps::MDS.default_of("cg_iterations"),
+            cg_tolerance: crate::config::apps::MDS.default_of("cg_tolerance"),
+            temperature: crate::config::apps::MDS.default_of("temperature"),
+            cooling: crate::config::apps::MDS.default_of("cooling"),
         }
     }
 
