@@ -9,6 +9,7 @@
 //! first use): rank 0's (every worker connects to it at start-up), the most of any other
 //! worker's, and the mean.
 
+use harp::Collectives;
 use std::time::Instant;
 
 use clap::Args;

@@ -8,6 +8,7 @@
 //!
 //! `--flood BYTES` checks the flow control of events instead ([`flood`]).
 
+use harp::Collectives;
 use std::time::Duration;
 
 use clap::Args;

@@ -52,7 +52,7 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             .list_input(&a.input, false)?;
         Ok(())
     })();
-    harp::checkpoint::agree(w, "wordcount-check", checked)?;
+    harp::worker::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
     let out =

@@ -4,6 +4,7 @@
 
 mod common;
 
+use harp::Collectives;
 use std::time::Duration;
 
 use harp::calibrate::{cache_store, CalibrateOptions};

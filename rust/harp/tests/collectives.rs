@@ -3,6 +3,7 @@
 
 mod common;
 
+use harp::Collectives;
 use std::time::Duration;
 
 use harp::check::model::{combine_all, copy, fill, gen, h, same, shape};

@@ -3,6 +3,7 @@
 
 mod common;
 
+use harp::Collectives;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,7 @@
 
 mod common;
 
+use harp::Collectives;
 use std::sync::mpsc;
 use std::time::Duration;
 

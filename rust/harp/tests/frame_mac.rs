@@ -4,6 +4,7 @@
 //! the wire by a man in the middle fails the job with a protocol error naming the sender (while
 //! without frame MACs the same flip silently changes the result).
 
+use harp::Collectives;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};

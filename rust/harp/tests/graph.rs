@@ -4,6 +4,7 @@
 
 mod common;
 
+use harp::Collectives;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! over loopback TCP; results are compared with a sequential computation and must be
 //! bit-identical on every worker.
 
+use harp::Collectives;
 use std::collections::BTreeMap;
 
 use harp::collective::{

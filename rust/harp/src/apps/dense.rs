@@ -11,6 +11,7 @@ use crate::data::array::Elem;
 use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::worker::Worker;
+use crate::Collectives;
 
 /// Collective: every worker's `mine`, as one count per rank (an allreduce of a vector with one
 /// slot per rank; bit-exact for counts below 2^53).

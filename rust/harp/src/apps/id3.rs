@@ -31,6 +31,7 @@ use crate::events::{Event, Handler};
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::transport::fnv1a;
+use crate::Collectives;
 use crate::{Array, Combiner, Table, Worker};
 
 /// A node: the (attribute, value) tests on the way from the root.
@@ -426,7 +427,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
             })
         }
     };
-    crate::checkpoint::agree(w, "id3-columns", outcome)?;
+    crate::worker::agree(w, "id3-columns", outcome)?;
     Ok(k as u32)
 }
 
@@ -454,7 +455,7 @@ pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Id3Result> {
             Err(e),
         ),
     };
-    crate::checkpoint::agree(w, "id3-input", outcome)?;
+    crate::worker::agree(w, "id3-input", outcome)?;
     let attrs = attributes(w, st, input, &inp)?;
     let mut id3 = Id3 {
         w,

@@ -31,12 +31,12 @@ use rayon::prelude::*;
 use crate::apps::dense::{allgather_blocks, allgather_counts, offsets};
 use crate::apps::kmeans::gen::{splitmix64, Rng};
 use crate::apps::kmeans::kernel::Kernel;
-use crate::checkpoint::agree;
 use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{read_lines, split, LineError};
 use crate::storage::{self, Storage};
+use crate::worker::agree;
 use crate::worker::Worker;
 
 /// Options of a run.

@@ -38,6 +38,7 @@ use crate::graph::MessageTable;
 use crate::io::{quote, read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
 use crate::worker::Worker;
+use crate::Collectives;
 
 /// How contributions travel each iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -632,7 +633,7 @@ fn run_in(
         load_share(&*storage, &files, me, p)
     });
     let failed = loaded.as_ref().err().map(|e| Error::config(e.to_string()));
-    crate::checkpoint::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
+    crate::worker::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
     // A weighted graph if any worker's share has a weight: then every share is weighted (an
     // edge table holds one kind of partition).
     let mut share = loaded?;

@@ -18,6 +18,7 @@ use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
 use crate::storage;
 use crate::worker::Worker;
+use crate::Collectives;
 
 named_enum!(
     /// Arithmetic of the points, the centroids and the distances. Per-cluster sums are always
@@ -323,7 +324,7 @@ fn read_on_master<T>(
             Err(e) => (None, Err(e)),
         },
     };
-    crate::checkpoint::agree(w, label, outcome)?;
+    crate::worker::agree(w, label, outcome)?;
     Ok(value)
 }
 
@@ -539,11 +540,11 @@ fn run_as<T: Real>(
             Some(rows * dim as u128 * 8),
         )
     })();
-    crate::checkpoint::agree(w, "kmeans-paths", ready)?;
+    crate::worker::agree(w, "kmeans-paths", ready)?;
     // One checkpoint holds every worker's part: a directory per worker would leave each
     // checkpoint torn (the manifest in one, the parts spread over the others).
     if let Some(d) = &o.checkpoint_dir {
-        crate::checkpoint::same_everywhere(w, "kmeans-paths", "checkpoint_dir", d)?;
+        crate::worker::same_everywhere(w, "kmeans-paths", "checkpoint_dir", d)?;
     }
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
