@@ -52,6 +52,7 @@ use crate::transport::Frame;
 use crate::wire::{Kind, Op};
 use crate::worker::Worker;
 use crate::Collectives;
+use crate::Opts;
 
 /// One `Data` frame of a timed transfer (small, so that a sender past its schedule stops
 /// soon even on a slow link).
@@ -527,7 +528,7 @@ impl Worker {
         self.allreduce(
             "recalibrate?",
             &mut flag,
-            AllreduceAlgorithm::BidirectionalExchange,
+            Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
         )?;
         let any = flag
             .get(0)

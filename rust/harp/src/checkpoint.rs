@@ -22,13 +22,13 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::collective::AllreduceAlgorithm;
 use crate::data::{Array, Combiner, DType, KeyType, Layout, Table, ValueType};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
 use crate::Collectives;
+use crate::Opts;
 
 /// Version of the part and manifest formats.
 pub const FORMAT: u32 = 1;
@@ -304,7 +304,7 @@ impl Checkpoints {
         let mut t = Table::new(Combiner::Sum);
         t.put(0, Array::from_slice(w.pool(), &sizes));
         t.put(1, Array::from_slice(w.pool(), &digests));
-        w.allreduce("checkpoint", &mut t, AllreduceAlgorithm::Auto)?;
+        w.allreduce("checkpoint", &mut t, Opts::default())?;
         if !w.is_master() {
             return Ok(());
         }

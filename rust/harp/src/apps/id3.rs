@@ -32,6 +32,7 @@ use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::transport::fnv1a;
 use crate::Collectives;
+use crate::Opts;
 use crate::{Array, Combiner, Table, Worker};
 
 /// A node: the (attribute, value) tests on the way from the root.
@@ -393,7 +394,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
     w.allreduce(
         "id3-first",
         &mut t,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let min = t.get(0).expect("first").as_slice::<i64>()?[0];
     if min == i64::MAX {
@@ -408,7 +409,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
     w.allreduce(
         "id3-attributes",
         &mut t,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let k = t.get(0).expect("attributes").as_slice::<i64>()?[0] as usize;
     let bad = inp.tuples.iter().position(|t| t.values.len() != k);

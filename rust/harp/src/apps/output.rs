@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
 use crate::Collectives;
+use crate::Opts;
 
 /// The result directory of one run of a job.
 pub struct Output {
@@ -281,8 +282,7 @@ impl Output {
         w.reduce(
             &format!("{label}-finish"),
             &mut t,
-            0,
-            crate::collective::ReduceAlgorithm::Binomial,
+            Opts::default().algorithm(crate::collective::ReduceAlgorithm::Binomial),
         )?;
         if !w.is_master() {
             return Ok(());

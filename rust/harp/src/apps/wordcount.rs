@@ -19,6 +19,7 @@ use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::worker::Worker;
 use crate::Collectives;
+use crate::Opts;
 
 /// The delimiters of `java.util.StringTokenizer`'s default: `" \t\n\r\f"`.
 pub fn is_delimiter(b: u8) -> bool {
@@ -187,7 +188,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
     w.allreduce(
         "wordcount-totals",
         &mut totals,
-        crate::collective::AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(crate::collective::AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let t = totals.get(0).expect("totals").as_slice::<i64>()?;
     Ok(Counts {

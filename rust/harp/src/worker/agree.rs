@@ -8,6 +8,7 @@ use super::Collectives;
 use crate::collective::AllreduceAlgorithm;
 use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
+use crate::Opts;
 
 /// Fails on every worker, alike, unless every worker gave the same `value` (e.g. a directory
 /// that all of them must share): one allreduce of a hash per worker. `what` names the setting.
@@ -21,7 +22,11 @@ pub fn same_everywhere(
     mine[w.rank()] = crate::transport::fnv1a(value.as_bytes()) as i64;
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &mine));
-    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    w.allreduce(
+        label,
+        &mut t,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
+    )?;
     let all = t.get(0).expect("hashes").as_slice::<i64>()?;
     match all.iter().position(|&h| h != all[0]) {
         None => Ok(()),
@@ -48,7 +53,11 @@ pub fn agree(w: &(impl Collectives + ?Sized), label: &str, outcome: Result<()>) 
     lens[w.rank()] = msg.len() as i64;
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &lens));
-    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    w.allreduce(
+        label,
+        &mut t,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
+    )?;
     let lens = t.get(0).expect("lengths").as_slice::<i64>()?.to_vec();
     let Some(first) = lens.iter().position(|&l| l > 0) else {
         return Ok(());
@@ -59,7 +68,11 @@ pub fn agree(w: &(impl Collectives + ?Sized), label: &str, outcome: Result<()>) 
     all[offset..offset + msg.len()].copy_from_slice(&msg);
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &all));
-    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    w.allreduce(
+        label,
+        &mut t,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
+    )?;
     let all = t.get(0).expect("messages").as_slice::<u8>()?;
     let at: usize = lens[..first].iter().map(|&l| l as usize).sum();
     match outcome {

@@ -21,6 +21,69 @@ use crate::pool::Pool;
 use crate::topology::Topology;
 use crate::wire::Op;
 
+/// The options of one collective call: its algorithm (default: the automatic choice) and, for
+/// the rooted collectives (broadcast, reduce, gather, scatter), its root (default 0, a rank of
+/// the job or the group). Built from `Opts::default()`:
+/// `w.allreduce("sums", &mut t, Opts::default().algorithm(AllreduceAlgorithm::RegroupAllgather))`,
+/// `w.broadcast("model", &mut t, Opts::default().root(2))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opts<A> {
+    pub algorithm: A,
+    pub root: usize,
+}
+
+impl<A: Algorithm> Default for Opts<A> {
+    fn default() -> Self {
+        Opts {
+            algorithm: A::AUTO,
+            root: 0,
+        }
+    }
+}
+
+impl<A> Opts<A> {
+    /// Runs the collective with `algorithm` instead of the automatic choice.
+    pub fn algorithm(self, algorithm: A) -> Self {
+        Opts { algorithm, ..self }
+    }
+}
+
+impl<A: Rooted> Opts<A> {
+    /// The rank the rooted collective starts from or ends at.
+    pub fn root(self, root: usize) -> Self {
+        Opts { root, ..self }
+    }
+}
+
+/// The algorithm type of a collective, with its automatic choice.
+pub trait Algorithm: Copy {
+    /// The automatic choice ([`Opts::default`]).
+    const AUTO: Self;
+}
+
+/// The algorithm type of a rooted collective: its [`Opts`] take a root.
+pub trait Rooted: Algorithm {}
+
+/// `impl Algorithm` (automatic choice: the `Auto` variant) for each type.
+macro_rules! auto_is_default {
+    ($($t:ident),*) => {
+        $(impl Algorithm for $t {
+            const AUTO: Self = $t::Auto;
+        })*
+    };
+}
+auto_is_default!(
+    AllgatherAlgorithm,
+    AllreduceAlgorithm,
+    BroadcastAlgorithm,
+    GatherAlgorithm,
+    ReduceAlgorithm,
+    ReduceScatterAlgorithm
+);
+impl Rooted for BroadcastAlgorithm {}
+impl Rooted for GatherAlgorithm {}
+impl Rooted for ReduceAlgorithm {}
+
 /// The work of one operation, run by [`Collectives::run_op`] on the endpoint of its scope.
 pub type OpBody<'a> = Box<dyn FnOnce(Ctx<'a>) -> OpFuture<'a> + 'a>;
 /// The future an [`OpBody`] returns.
@@ -58,8 +121,11 @@ pub trait Collectives: sealed::Sealed {
     fn net_model(&self) -> Option<Arc<NetModel>>;
     /// The worker the job or the group belongs to.
     fn worker(&self) -> &Worker;
-    /// The arguments of collective `op` failed a check on this worker before anything was
-    /// sent: fails the worker as a failed collective does (see [`Worker::refuse`]).
+    /// The arguments of collective `op` (about to run as the next operation of the job or the
+    /// group) failed a check on this worker before anything was sent. The peers cannot see
+    /// that: they would wait for this worker's frames until the timeout. So this worker fails
+    /// as a failed collective does (it is poisoned, and every peer is told why at once) and the
+    /// error returned says where (a data error gets the rank, the operation and its label).
     fn refuse(&self, op: Op, label: &str, e: Error) -> Error;
     /// Runs one operation: the next sequence number of the job or the group, `body` on the
     /// operation's endpoint, and on failure the worker is poisoned (`algo` is the algorithm
@@ -76,14 +142,17 @@ pub trait Collectives: sealed::Sealed {
         )
     }
 
-    /// Every worker's table becomes a copy of `root`'s.
+    /// Every worker's table becomes a copy of the root's.
     fn broadcast(
         &self,
         label: &str,
         table: &mut Table,
-        root: usize,
-        algo: BroadcastAlgorithm,
+        opts: Opts<BroadcastAlgorithm>,
     ) -> Result<()> {
+        let Opts {
+            algorithm: algo,
+            root,
+        } = opts;
         let t0 = Instant::now();
         let t = &mut *table;
         self.run_op(
@@ -106,14 +175,12 @@ pub trait Collectives: sealed::Sealed {
         Ok(())
     }
 
-    /// `root`'s table becomes the combination of all tables; the others are emptied.
-    fn reduce(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        algo: ReduceAlgorithm,
-    ) -> Result<()> {
+    /// The root's table becomes the combination of all tables; the others are emptied.
+    fn reduce(&self, label: &str, table: &mut Table, opts: Opts<ReduceAlgorithm>) -> Result<()> {
+        let Opts {
+            algorithm: algo,
+            root,
+        } = opts;
         let t0 = Instant::now();
         let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
         let t = &mut *table;
@@ -138,20 +205,12 @@ pub trait Collectives: sealed::Sealed {
         Ok(())
     }
 
-    /// `root`'s table becomes the union of all tables; the others are unchanged (automatic
-    /// algorithm: `gather_with`).
-    fn gather(&self, label: &str, table: &mut Table, root: usize) -> Result<()> {
-        self.gather_with(label, table, root, GatherAlgorithm::Auto)
-    }
-
-    /// `gather` with a chosen algorithm.
-    fn gather_with(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        algo: GatherAlgorithm,
-    ) -> Result<()> {
+    /// The root's table becomes the union of all tables; the others are unchanged.
+    fn gather(&self, label: &str, table: &mut Table, opts: Opts<GatherAlgorithm>) -> Result<()> {
+        let Opts {
+            algorithm: algo,
+            root,
+        } = opts;
         let t0 = Instant::now();
         let t = &mut *table;
         self.run_op(
@@ -172,27 +231,18 @@ pub trait Collectives: sealed::Sealed {
         Ok(())
     }
 
-    /// `root`'s partitions are spread to their owners under `part` (automatic algorithm:
-    /// `scatter_with`).
+    /// The root's partitions are spread to their owners under `part`.
     fn scatter(
         &self,
         label: &str,
         table: &mut Table,
-        root: usize,
         part: &Partitioner,
+        opts: Opts<GatherAlgorithm>,
     ) -> Result<()> {
-        self.scatter_with(label, table, root, part, GatherAlgorithm::Auto)
-    }
-
-    /// `scatter` with a chosen algorithm.
-    fn scatter_with(
-        &self,
-        label: &str,
-        table: &mut Table,
-        root: usize,
-        part: &Partitioner,
-        algo: GatherAlgorithm,
-    ) -> Result<()> {
+        let Opts {
+            algorithm: algo,
+            root,
+        } = opts;
         let t0 = Instant::now();
         let n = table.bytes() / self.size() as u64;
         self.run_op(
@@ -214,7 +264,13 @@ pub trait Collectives: sealed::Sealed {
     }
 
     /// Every table becomes the union of all tables.
-    fn allgather(&self, label: &str, table: &mut Table, algo: AllgatherAlgorithm) -> Result<()> {
+    fn allgather(
+        &self,
+        label: &str,
+        table: &mut Table,
+        opts: Opts<AllgatherAlgorithm>,
+    ) -> Result<()> {
+        let algo = opts.algorithm;
         self.run_op(
             Op::Allgather,
             algo.code(),
@@ -224,7 +280,13 @@ pub trait Collectives: sealed::Sealed {
     }
 
     /// Every table becomes the combination of all tables (bit-identical everywhere).
-    fn allreduce(&self, label: &str, table: &mut Table, algo: AllreduceAlgorithm) -> Result<()> {
+    fn allreduce(
+        &self,
+        label: &str,
+        table: &mut Table,
+        opts: Opts<AllreduceAlgorithm>,
+    ) -> Result<()> {
+        let algo = opts.algorithm;
         let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
         self.run_op(
             Op::Allreduce,
@@ -245,18 +307,14 @@ pub trait Collectives: sealed::Sealed {
     }
 
     /// Each worker ends with the combined partitions it owns under `part`.
-    fn reduce_scatter(&self, label: &str, table: &mut Table, part: &Partitioner) -> Result<()> {
-        self.reduce_scatter_with(label, table, part, ReduceScatterAlgorithm::Auto)
-    }
-
-    /// `reduce_scatter` with a chosen algorithm.
-    fn reduce_scatter_with(
+    fn reduce_scatter(
         &self,
         label: &str,
         table: &mut Table,
         part: &Partitioner,
-        algo: ReduceScatterAlgorithm,
+        opts: Opts<ReduceScatterAlgorithm>,
     ) -> Result<()> {
+        let algo = opts.algorithm;
         let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
         self.run_op(
             Op::ReduceScatter,

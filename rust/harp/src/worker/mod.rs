@@ -36,7 +36,7 @@ mod run;
 
 pub use agree::{agree, same_everywhere};
 pub(crate) use collectives::body;
-pub use collectives::{Collectives, OpBody, OpFuture};
+pub use collectives::{Algorithm, Collectives, OpBody, OpFuture, Opts, Rooted};
 use drift::Drift;
 pub use drift::{DRIFT_LIMIT, DRIFT_WINDOW};
 pub use group::Group;

@@ -233,12 +233,6 @@ impl Collectives for Worker {
     fn worker(&self) -> &Worker {
         self
     }
-    /// After a failed operation: poisons the worker and tells every peer why (`msg`).
-    /// The arguments of collective `op` (about to run as this scope's next operation) failed a
-    /// check on this worker before anything was sent. The peers cannot see that: they would
-    /// wait for this worker's frames until the timeout. So this worker fails as a failed
-    /// collective does (it is poisoned, and every peer is told why at once) and the error
-    /// returned says where (a data error gets the rank, the operation and its label).
     fn refuse(&self, op: Op, label: &str, e: Error) -> Error {
         self.refused(&self.seq, None, op, label, e)
     }
