@@ -9,6 +9,8 @@
 //! first use): rank 0's (every worker connects to it at start-up), the most of any other
 //! worker's, and the mean.
 
+use harp::Collectives;
+use harp::Opts;
 use std::time::Instant;
 
 use clap::Args;
@@ -118,16 +120,20 @@ fn table(w: &Worker, op: &str, bytes: u64, parts: usize) -> Table {
 fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Result<()> {
     let m = Partitioner::Modulo;
     match (op, algo) {
-        ("broadcast", Algo::Bcast(a)) => w.broadcast("bench", t, 0, *a),
-        ("allreduce", Algo::Allreduce(a)) => w.allreduce("bench", t, *a),
-        ("allgather", Algo::Allgather(AllgatherAlgorithm::KnownTotal(_))) => {
-            w.allgather("bench", t, AllgatherAlgorithm::KnownTotal(parts * w.size()))
+        ("broadcast", Algo::Bcast(a)) => w.broadcast("bench", t, Opts::default().algorithm(*a)),
+        ("allreduce", Algo::Allreduce(a)) => w.allreduce("bench", t, Opts::default().algorithm(*a)),
+        ("allgather", Algo::Allgather(AllgatherAlgorithm::KnownTotal(_))) => w.allgather(
+            "bench",
+            t,
+            Opts::default().algorithm(AllgatherAlgorithm::KnownTotal(parts * w.size())),
+        ),
+        ("allgather", Algo::Allgather(a)) => w.allgather("bench", t, Opts::default().algorithm(*a)),
+        ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, Opts::default().algorithm(*a)),
+        ("gather", Algo::Gather(a)) => w.gather("bench", t, Opts::default().algorithm(*a)),
+        ("scatter", Algo::Scatter(a)) => w.scatter("bench", t, &m, Opts::default().algorithm(*a)),
+        ("reduce-scatter", Algo::ReduceScatter(a)) => {
+            w.reduce_scatter("bench", t, &m, Opts::default().algorithm(*a))
         }
-        ("allgather", Algo::Allgather(a)) => w.allgather("bench", t, *a),
-        ("reduce", Algo::Reduce(a)) => w.reduce("bench", t, 0, *a),
-        ("gather", Algo::Gather(a)) => w.gather_with("bench", t, 0, *a),
-        ("scatter", Algo::Scatter(a)) => w.scatter_with("bench", t, 0, &m, *a),
-        ("reduce-scatter", Algo::ReduceScatter(a)) => w.reduce_scatter_with("bench", t, &m, *a),
         ("regroup", _) => w.regroup("bench", t, Some(&m)),
         ("rotate", _) => w.rotate("bench", t, None),
         ("push", _) => {
@@ -256,7 +262,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     w.allreduce(
         "bench-cpu",
         &mut ct,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let cpu: Vec<f64> = ct
         .get(0)
@@ -274,7 +280,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
     w.allreduce(
         "bench-times",
         &mut tt,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     if w.rank() != 0 {
         return Ok(());

@@ -12,6 +12,7 @@
 
 use clap::Args;
 use harp::check::{Fault, Faults, Spec};
+use harp::Collectives;
 use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;

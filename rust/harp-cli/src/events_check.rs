@@ -8,10 +8,11 @@
 //!
 //! `--flood BYTES` checks the flow control of events instead ([`flood`]).
 
+use harp::Collectives;
+use harp::Opts;
 use std::time::Duration;
 
 use clap::Args;
-use harp::collective::AllreduceAlgorithm;
 use harp::util::Rng;
 use harp::{Array, Combiner, Error, Result, Table, Worker};
 
@@ -98,7 +99,7 @@ pub fn flood(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
     }
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &vec![1.0f64; 512 * 1024]));
-    w.allreduce("flood-full-lane", &mut t, AllreduceAlgorithm::Auto)?;
+    w.allreduce("flood-full-lane", &mut t, Opts::default())?;
     if t.get(0).expect("sum").as_slice::<f64>()?[0] != p as f64 {
         return Err(Error::data(
             "events-check --flood: allreduce next to a full event lane is wrong",
@@ -241,7 +242,7 @@ pub fn run(w: &Worker, a: &EventsCheckArgs) -> Result<()> {
             0,
             Array::from_slice(w.pool(), &[sent as i64, q.handled as i64]),
         );
-        w.allreduce("events-check", &mut t, AllreduceAlgorithm::Auto)?;
+        w.allreduce("events-check", &mut t, Opts::default())?;
         let sums = t.get(0).expect("sums").as_slice::<i64>()?.to_vec();
         if sums[0] != sums[1] || sums[0] as u64 != q.events {
             return Err(Error::data(format!(

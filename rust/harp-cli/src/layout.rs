@@ -70,7 +70,7 @@ fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {
     } else {
         Ok(())
     };
-    harp::checkpoint::agree(w, "layout-summary", summary)?;
+    harp::worker::agree(w, "layout-summary", summary)?;
     let part = layout::format_positions(&res, res.first, res.count);
     out.commit_parts(w, "layout-commit", part.as_bytes(), &["summary.json"])?;
     if master {

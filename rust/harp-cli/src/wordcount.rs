@@ -47,7 +47,7 @@ pub fn run(w: &Worker, a: &WordcountArgs) -> Result<()> {
             .list_input(&a.input, false)?;
         Ok(())
     })();
-    harp::checkpoint::agree(w, "wordcount-check", checked)?;
+    harp::worker::agree(w, "wordcount-check", checked)?;
     let st = st?;
     // The output must be usable before any input is read.
     let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "wordcount-output")?;

@@ -7,6 +7,7 @@ use harp::apps::kmeans::driver::{self, InitMethod, Iteration, Options, Outcome, 
 use harp::apps::kmeans::input::ByteRange;
 use harp::collective::AllreduceAlgorithm;
 use harp::config::apps::KMEANS;
+use harp::Collectives;
 use jni::objects::{JClass, JDoubleArray, JObject, JString};
 use jni::sys::jlong;
 use jni::{jni_sig, jni_str, Env, EnvUnowned, JValue};

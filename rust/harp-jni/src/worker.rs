@@ -7,6 +7,7 @@ use harp::collective::{
     AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm,
 };
 use harp::wire::Op;
+use harp::Opts;
 use harp::{Collectives, Partitioner, Table, Worker};
 use jni::objects::{JClass, JIntArray, JLongArray, JString};
 use jni::sys::{jboolean, jint, jlong};
@@ -294,7 +295,9 @@ pub extern "system" fn Java_harp_Worker_broadcast<'l>(
     in_group(env, w, members, Op::Broadcast, label, |env, wk, label| {
         let a = BroadcastAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
-        in_table(wk, t, |tb| wk.broadcast(label, tb, r, a))
+        in_table(wk, t, |tb| {
+            wk.broadcast(label, tb, Opts::default().root(r).algorithm(a))
+        })
     })
 }
 
@@ -314,7 +317,9 @@ pub extern "system" fn Java_harp_Worker_reduce<'l>(
     in_group(env, w, members, Op::Reduce, label, |env, wk, label| {
         let a = ReduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
         let r = root(root_rank)?;
-        in_table(wk, t, |tb| wk.reduce(label, tb, r, a))
+        in_table(wk, t, |tb| {
+            wk.reduce(label, tb, Opts::default().root(r).algorithm(a))
+        })
     })
 }
 
@@ -330,7 +335,7 @@ pub extern "system" fn Java_harp_Worker_gather<'l>(
 ) {
     in_group(env, w, members, Op::Gather, label, |_, wk, label| {
         let r = root(root_rank)?;
-        in_table(wk, t, |tb| wk.gather(label, tb, r))
+        in_table(wk, t, |tb| wk.gather(label, tb, Opts::default().root(r)))
     })
 }
 
@@ -350,7 +355,9 @@ pub extern "system" fn Java_harp_Worker_scatter<'l>(
     in_group(env, w, members, Op::Scatter, label, |env, wk, label| {
         let p = partitioner(env, &ids, &owners)?;
         let r = root(root_rank)?;
-        in_table(wk, t, |tb| wk.scatter(label, tb, r, &p))
+        in_table(wk, t, |tb| {
+            wk.scatter(label, tb, &p, Opts::default().root(r))
+        })
     })
 }
 
@@ -372,7 +379,9 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
             Ok(n) => AllgatherAlgorithm::KnownTotal(n),
             Err(_) => return Err(fail(format!("bad total partition count {total}"))),
         };
-        in_table(wk, t, |tb| wk.allgather(label, tb, a))
+        in_table(wk, t, |tb| {
+            wk.allgather(label, tb, Opts::default().algorithm(a))
+        })
     })
 }
 
@@ -389,7 +398,9 @@ pub extern "system" fn Java_harp_Worker_allreduce<'l>(
 ) {
     in_group(env, w, members, Op::Allreduce, label, |env, wk, label| {
         let a = AllreduceAlgorithm::parse(&jstr(env, &algorithm)?)?;
-        in_table(wk, t, |tb| wk.allreduce(label, tb, a))
+        in_table(wk, t, |tb| {
+            wk.allreduce(label, tb, Opts::default().algorithm(a))
+        })
     })
 }
 
@@ -412,7 +423,9 @@ pub extern "system" fn Java_harp_Worker_reduceScatter<'l>(
         label,
         |env, wk, label| {
             let p = partitioner(env, &ids, &owners)?;
-            in_table(wk, t, |tb| wk.reduce_scatter(label, tb, &p))
+            in_table(wk, t, |tb| {
+                wk.reduce_scatter(label, tb, &p, Opts::default())
+            })
         },
     )
 }

@@ -51,6 +51,8 @@ use crate::topology::Topology;
 use crate::transport::Frame;
 use crate::wire::{Kind, Op};
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 /// One `Data` frame of a timed transfer (small, so that a sender past its schedule stops
 /// soon even on a slow link).
@@ -526,7 +528,7 @@ impl Worker {
         self.allreduce(
             "recalibrate?",
             &mut flag,
-            AllreduceAlgorithm::BidirectionalExchange,
+            Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
         )?;
         let any = flag
             .get(0)
@@ -583,10 +585,18 @@ impl Worker {
     fn calibrate_op(&self, opts: &CalibrateOptions, plan: Option<Plan>) -> Result<Measurement> {
         let t0 = Instant::now();
         let algo = plan.is_some() as u8;
-        let (model, bytes, measured) =
-            self.op(Op::Calibrate, algo, "calibrate", |cx| async move {
-                calibrate(&cx, opts, plan).await
-            })?;
+        let mut out = None;
+        let done = &mut out;
+        self.run_op(
+            Op::Calibrate,
+            algo,
+            "calibrate",
+            crate::worker::body(move |cx| async move {
+                *done = Some(calibrate(&cx, opts, plan).await?);
+                Ok(())
+            }),
+        )?;
+        let (model, bytes, measured) = out.expect("set by a calibration that succeeded");
         self.set_net_model(Some(model))?;
         let model = self.net_model().expect("just set");
         let secs = t0.elapsed().as_secs_f64();

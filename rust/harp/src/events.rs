@@ -14,12 +14,9 @@
 //! reason, a silent peer within half the operation timeout, and a worker whose event call
 //! failed is poisoned and tells its peers why.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::transport::Endpoint;
@@ -106,63 +103,7 @@ pub struct Quiet {
     pub waves: u64,
 }
 
-/// A message of the termination protocol (on the event lane, tag `EVENT_CONTROL`). `phase`
-/// numbers the calls of `run_until_quiet` (1, 2, …), the same on every worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-enum Ctrl {
-    /// Rank 0 → every worker: report your counters for `wave` once you are idle.
-    Probe { phase: u64, wave: u64 },
-    /// Worker → rank 0: its counters of application events sent and handled, read while idle.
-    Report {
-        phase: u64,
-        wave: u64,
-        sent: u64,
-        received: u64,
-    },
-    /// Rank 0 → every worker: the job is quiet; `total` events were sent since the start.
-    End { phase: u64, waves: u64, total: u64 },
-}
-
-/// A worker's event state: counters of application events (since the worker started) and
-/// control messages that a `try_event`/`wait_event` took before `run_until_quiet` needed them.
-#[derive(Default)]
-pub(crate) struct State {
-    sent: AtomicU64,
-    received: AtomicU64,
-    /// The sender the next take tries first (rotated for fairness).
-    cursor: AtomicUsize,
-    /// Inside `run_until_quiet`: sends never wait for credit (they are held back instead).
-    quiet: AtomicBool,
-    /// Events held back now (`Inner::held`).
-    holding: AtomicU64,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// Calls of `run_until_quiet` so far.
-    phase: u64,
-    /// The job's total of sent events at the end of the last phase.
-    total_at_end: u64,
-    stash: VecDeque<(usize, Ctrl)>,
-    /// Per receiver: events a handler sent that did not fit the receiver's event window yet,
-    /// in order, and since when the first of them has waited.
-    held: Vec<(VecDeque<Held>, Option<Instant>)>,
-}
-
-impl State {
-    /// Whether this worker is inside `run_until_quiet` (where only its handler runs).
-    pub(crate) fn in_phase(&self) -> bool {
-        self.quiet.load(Ordering::SeqCst)
-    }
-}
-
-/// An application event held back at its sender until the receiver's window has room.
-struct Held {
-    tag: u32,
-    label: String,
-    payload: Vec<u8>,
-}
+pub(crate) use crate::transport::event_state::{Ctrl, Held, Inner, State};
 
 impl State {
     fn lock(&self) -> MutexGuard<'_, Inner> {

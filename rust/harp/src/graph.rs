@@ -28,6 +28,7 @@ use crate::wire::Op;
 use crate::worker::Collectives;
 #[cfg(doc)]
 use crate::worker::Worker;
+use crate::Opts;
 
 /// The worker holding partition `pid` among `workers`: `pid mod workers` (the same function
 /// on every worker: [`Partitioner::Modulo`]).
@@ -207,7 +208,11 @@ pub fn send_edges_to_vertices(
     mine.extend(vertices.ids().into_iter().map(i64::from));
     let mut held = Table::new(Combiner::Reject);
     held.put(w.rank() as u32, Array::from_slice(w.pool(), &mine));
-    w.allgather(label, &mut held, AllgatherAlgorithm::Ring)?;
+    w.allgather(
+        label,
+        &mut held,
+        Opts::default().algorithm(AllgatherAlgorithm::Ring),
+    )?;
     let mut map = HashMap::new();
     for (rank, words) in held.iter() {
         let words = words.as_slice::<i64>()?;

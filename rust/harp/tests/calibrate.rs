@@ -4,6 +4,8 @@
 
 mod common;
 
+use harp::Collectives;
+use harp::Opts;
 use std::time::Duration;
 
 use harp::calibrate::{cache_store, CalibrateOptions};
@@ -162,8 +164,12 @@ fn drift_over_the_limit_recalibrates_every_worker_once() {
                 t.add(0, Array::from_slice(w.pool(), &vec![1.0f64; 1 << 17]))
                     .unwrap();
             }
-            w.broadcast(&format!("b{i}"), &mut t, 0, BroadcastAlgorithm::Chain)
-                .unwrap();
+            w.broadcast(
+                &format!("b{i}"),
+                &mut t,
+                Opts::default().algorithm(BroadcastAlgorithm::Chain),
+            )
+            .unwrap();
         }
         assert!(w.needs_recalibration(), "{:?}", w.model_drift());
         let m = w.recalibrate_if_drifted(&o).unwrap().expect("recalibrated");

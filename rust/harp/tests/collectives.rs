@@ -3,6 +3,8 @@
 
 mod common;
 
+use harp::Collectives;
+use harp::Opts;
 use std::time::Duration;
 
 use harp::check::model::{combine_all, copy, fill, gen, h, same, shape};
@@ -140,11 +142,11 @@ fn auto_algorithms_agree_on_uneven_tables() {
             let res = (|| -> harp::Result<()> {
                 for root in 0..p {
                     let mut t = copy(&pool, &inputs[r]);
-                    w.broadcast("auto", &mut t, root, BroadcastAlgorithm::Auto)?;
+                    w.broadcast("auto", &mut t, Opts::default().root(root))?;
                     same(&format!("broadcast/auto from {root}"), &t, &inputs[root])?;
                 }
                 let mut t = copy(&pool, &inputs[r]);
-                w.allreduce("auto", &mut t, AllreduceAlgorithm::Auto)?;
+                w.allreduce("auto", &mut t, Opts::default())?;
                 same("allreduce/auto", &t, &combine_all(&pool, &inputs))
             })();
             w.close();
@@ -280,19 +282,22 @@ fn relay_gather_and_scatter_forward_through_relays() {
         let r = w.rank();
         let res = (|| -> harp::Result<(Table, Table, Table)> {
             let mut g = uneven_table(&pool, r, 3);
-            w.gather_with("relay", &mut g, 0, GatherAlgorithm::Relay)?;
+            w.gather(
+                "relay",
+                &mut g,
+                Opts::default().algorithm(GatherAlgorithm::Relay),
+            )?;
             let mut s = Table::new(Combiner::Sum);
             if r == 0 {
                 for pid in 0..4 * p as u32 {
                     s.put(pid, Array::from_slice(&pool, &[pid as f64, 1.0]));
                 }
             }
-            w.scatter_with(
+            w.scatter(
                 "relay",
                 &mut s,
-                0,
                 &Partitioner::Modulo,
-                ScatterAlgorithm::Relay,
+                Opts::default().algorithm(ScatterAlgorithm::Relay),
             )?;
             Ok((g, s, uneven_table(&pool, r, 3)))
         })();
@@ -367,8 +372,12 @@ fn auto_uses_the_model_and_predictions_are_recorded() {
         let pool = w.pool().clone();
         let res = (|| -> harp::Result<(usize, Option<f64>)> {
             let mut t = uneven_table(&pool, w.rank(), 100_000);
-            w.broadcast("drift", &mut t, 0, BroadcastAlgorithm::Auto)?;
-            w.broadcast("drift", &mut t, 0, BroadcastAlgorithm::NetChain)?;
+            w.broadcast("drift", &mut t, Opts::default())?;
+            w.broadcast(
+                "drift",
+                &mut t,
+                Opts::default().algorithm(BroadcastAlgorithm::NetChain),
+            )?;
             Ok((w.model_predictions().len(), w.model_drift()))
         })();
         w.close();
@@ -445,7 +454,7 @@ fn reductions() -> Vec<Reduction> {
     ] {
         all.push((
             format!("allreduce {a:?}"),
-            Box::new(move |w, t| w.allreduce("nc", t, a)),
+            Box::new(move |w, t| w.allreduce("nc", t, Opts::default().algorithm(a))),
         ));
     }
     for a in [
@@ -459,7 +468,7 @@ fn reductions() -> Vec<Reduction> {
     ] {
         all.push((
             format!("reduce {a:?}"),
-            Box::new(move |w, t| w.reduce("nc", t, 0, a)),
+            Box::new(move |w, t| w.reduce("nc", t, Opts::default().algorithm(a))),
         ));
     }
     for a in [
@@ -468,7 +477,7 @@ fn reductions() -> Vec<Reduction> {
         ReduceScatterAlgorithm::RecursiveHalving,
     ] {
         let run = move |w: &harp::Worker, t: &mut Table| {
-            w.reduce_scatter_with("nc", t, &Partitioner::Modulo, a)
+            w.reduce_scatter("nc", t, &Partitioner::Modulo, Opts::default().algorithm(a))
         };
         all.push((format!("reduce-scatter {a:?}"), Box::new(run)));
     }

@@ -3,11 +3,12 @@
 
 mod common;
 
+use harp::Collectives;
+use harp::Opts;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{config, on_workers};
-use harp::collective::AllreduceAlgorithm;
 use harp::events::{label_receivers, Quiet};
 use harp::util::Rng;
 use harp::{Array, Combiner, DType, Table, Worker};
@@ -115,8 +116,7 @@ fn events_and_collectives_interleave_without_confusion() {
                 let mut t = Table::new(Combiner::Sum);
                 t.add(0, Array::from_slice(&pool, &[r as i64 + round as i64]))
                     .unwrap();
-                w.allreduce("sum", &mut t, AllreduceAlgorithm::Auto)
-                    .unwrap();
+                w.allreduce("sum", &mut t, Opts::default()).unwrap();
                 let want: i64 = (0..p as i64).map(|k| k + round as i64).sum();
                 assert_eq!(t.get(0).unwrap().as_slice::<i64>().unwrap(), &[want]);
                 // Half the events are taken between the two collectives, the rest after.

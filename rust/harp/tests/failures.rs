@@ -3,11 +3,12 @@
 
 mod common;
 
+use harp::Collectives;
+use harp::Opts;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use harp::check::{self, Fault, Faults, Spec};
-use harp::collective::BroadcastAlgorithm;
 use harp::{Array, Config, Error, Table, Worker};
 
 use common::{config, on_workers};
@@ -95,7 +96,7 @@ fn a_worker_that_does_not_call_the_collective_times_the_others_out() {
 /// returning results that differ between workers.
 #[test]
 fn roots_that_differ_between_workers_fail_every_worker() {
-    use harp::collective::{AllreduceAlgorithm, ScatterAlgorithm};
+    use harp::collective::ScatterAlgorithm;
     use harp::Partitioner;
     let cfg = config(Duration::from_secs(20));
     // Broadcast: each of two workers names itself the root.
@@ -104,10 +105,10 @@ fn roots_that_differ_between_workers_fail_every_worker() {
         let mut t = Table::default();
         t.add(0, Array::from_slice(w.pool(), &[r as f64; 4]))
             .unwrap();
-        let first = w.broadcast("b", &mut t, r, BroadcastAlgorithm::Auto);
+        let first = w.broadcast("b", &mut t, Opts::default().root(r));
         let mut u = Table::default();
         u.add(0, Array::from_slice(w.pool(), &[1.0f64])).unwrap();
-        let then = first.and_then(|_| w.allreduce("a", &mut u, AllreduceAlgorithm::Auto));
+        let then = first.and_then(|_| w.allreduce("a", &mut u, Opts::default()));
         then.unwrap_err().to_string()
     });
     // Whichever worker finds the other's frame first fails; the other learns it from it.
@@ -139,12 +140,13 @@ fn roots_that_differ_between_workers_fail_every_worker() {
             }
         }
         let res = w
-            .scatter_with(
+            .scatter(
                 "s",
                 &mut t,
-                root,
                 &Partitioner::Modulo,
-                ScatterAlgorithm::Direct,
+                Opts::default()
+                    .root(root)
+                    .algorithm(ScatterAlgorithm::Direct),
             )
             .and_then(|_| w.barrier("end"));
         res.unwrap_err().to_string()
@@ -179,8 +181,20 @@ fn roots_that_leave_every_worker_waiting_are_named_before_the_timeout() {
         t.add(r as u32, Array::from_slice(w.pool(), &[1.0f64; 4]))
             .unwrap();
         let res = match what {
-            "reduce" => w.reduce("r", &mut t, root, ReduceAlgorithm::Binomial),
-            _ => w.gather_with("g", &mut t, root, GatherAlgorithm::Binomial),
+            "reduce" => w.reduce(
+                "r",
+                &mut t,
+                Opts::default()
+                    .root(root)
+                    .algorithm(ReduceAlgorithm::Binomial),
+            ),
+            _ => w.gather(
+                "g",
+                &mut t,
+                Opts::default()
+                    .root(root)
+                    .algorithm(GatherAlgorithm::Binomial),
+            ),
         };
         let e = res.and_then(|_| w.barrier("end")).unwrap_err();
         (e.kind(), e.to_string())
@@ -221,7 +235,8 @@ fn different_collectives_at_the_same_position_are_a_mismatch_not_a_hang() {
             w.barrier("mine").unwrap_err()
         } else {
             let algo = harp::collective::AllreduceAlgorithm::BidirectionalExchange;
-            w.allreduce("theirs", &mut t, algo).unwrap_err()
+            w.allreduce("theirs", &mut t, Opts::default().algorithm(algo))
+                .unwrap_err()
         };
         (e.kind(), e.to_string())
     });
@@ -301,7 +316,7 @@ fn a_root_that_fails_before_an_auto_broadcast_is_named_by_everyone() {
                 }
                 let mut t = bcast_table(&w, false);
                 let e = w
-                    .broadcast("init", &mut t, root, BroadcastAlgorithm::Auto)
+                    .broadcast("init", &mut t, Opts::default().root(root))
                     .expect_err("the root failed");
                 (e.kind().to_string(), e.to_string())
             });
@@ -330,7 +345,7 @@ fn a_mid_tree_worker_that_dies_in_an_auto_broadcast_is_named_by_everyone() {
                 return (String::new(), String::new(), false);
             }
             let mut t = bcast_table(&w, large);
-            let res = w.broadcast("bcast", &mut t, 0, BroadcastAlgorithm::Auto);
+            let res = w.broadcast("bcast", &mut t, Opts::default());
             let in_bcast = res.is_err();
             let e = match res {
                 Err(e) => e,
@@ -377,7 +392,6 @@ fn a_worker_dropped_after_an_error_tells_the_peers_why() {
 /// so it is an operation mismatch naming both, over real sockets.
 #[test]
 fn combiners_that_differ_between_workers_are_an_operation_mismatch() {
-    use harp::collective::AllreduceAlgorithm;
     let cfgs = vec![config(Duration::from_secs(20)); 3];
     let t0 = std::time::Instant::now();
     let errors = common::tcp_job(
@@ -393,9 +407,7 @@ fn combiners_that_differ_between_workers_are_an_operation_mismatch() {
             let mut t = Table::new(combiner);
             t.add(0, Array::from_slice(w.pool(), &[w.rank() as f64; 4]))
                 .unwrap();
-            let e = w
-                .allreduce("sums", &mut t, AllreduceAlgorithm::Auto)
-                .unwrap_err();
+            let e = w.allreduce("sums", &mut t, Opts::default()).unwrap_err();
             (e.kind(), e.to_string())
         },
     );
@@ -439,7 +451,12 @@ fn algorithms_that_never_meet_fail_before_the_timeout() {
             ReduceScatterAlgorithm::RecursiveHalving
         };
         let e = w
-            .reduce_scatter_with("rs", &mut t, &harp::Partitioner::Modulo, algo)
+            .reduce_scatter(
+                "rs",
+                &mut t,
+                &harp::Partitioner::Modulo,
+                Opts::default().algorithm(algo),
+            )
             .unwrap_err();
         (e.kind(), e.to_string())
     });
@@ -494,7 +511,11 @@ fn data_errors_inside_a_collective_name_the_rank_and_the_operation() {
         t.add(0, Array::from_slice(w.pool(), &vec![1.0f64; n]))
             .unwrap();
         let e = w
-            .allreduce("weights", &mut t, AllreduceAlgorithm::BidirectionalExchange)
+            .allreduce(
+                "weights",
+                &mut t,
+                Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
+            )
             .unwrap_err();
         e.to_string()
     });
@@ -529,7 +550,9 @@ fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
         let errors = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
             let mut t = table(&w);
             let algo = AllgatherAlgorithm::KnownTotal(total);
-            w.allgather("ag", &mut t, algo).unwrap_err().to_string()
+            w.allgather("ag", &mut t, Opts::default().algorithm(algo))
+                .unwrap_err()
+                .to_string()
         });
         assert!(t0.elapsed() < Duration::from_secs(10), "{errors:?}");
         for e in &errors {
@@ -544,8 +567,12 @@ fn a_known_total_that_differs_from_the_tables_fails_every_worker() {
     // The right total still gathers everything.
     let ids = on_workers(3, config(Duration::from_secs(20)), |w: Worker| {
         let mut t = table(&w);
-        w.allgather("ag", &mut t, AllgatherAlgorithm::KnownTotal(6))
-            .unwrap();
+        w.allgather(
+            "ag",
+            &mut t,
+            Opts::default().algorithm(AllgatherAlgorithm::KnownTotal(6)),
+        )
+        .unwrap();
         t.ids()
     });
     for got in ids {

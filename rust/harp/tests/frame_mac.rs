@@ -4,6 +4,8 @@
 //! the wire by a man in the middle fails the job with a protocol error naming the sender (while
 //! without frame MACs the same flip silently changes the result).
 
+use harp::Collectives;
+use harp::Opts;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -49,7 +51,7 @@ fn allreduce_job(w: &Worker, n: usize) -> harp::Result<Vec<Vec<i64>>> {
         AllreduceAlgorithm::RegroupAllgather,
     ] {
         let mut t = table(w.rank(), n, w.pool());
-        w.allreduce("sum", &mut t, algo)?;
+        w.allreduce("sum", &mut t, Opts::default().algorithm(algo))?;
         for pid in [0, 1] {
             out.push(t.get(pid).unwrap().as_slice::<i64>()?.to_vec());
         }

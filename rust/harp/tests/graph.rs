@@ -4,6 +4,8 @@
 
 mod common;
 
+use harp::Collectives;
+use harp::Opts;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -459,7 +461,8 @@ fn edge_tables_survive_broadcast_and_allgather() {
                     }
                     t.put(3, b.build(w.pool()));
                 }
-                w.broadcast("b", &mut t, 1, algo).unwrap();
+                w.broadcast("b", &mut t, Opts::default().root(1).algorithm(algo))
+                    .unwrap();
                 let e = Edges::of(t.get(3).unwrap()).unwrap();
                 let ok = e.len() == 200_000
                     && e.iter().enumerate().all(|(i, e)| {
@@ -472,7 +475,12 @@ fn edge_tables_survive_broadcast_and_allgather() {
                     b.push(w.rank() as i64, i, 1.0);
                 }
                 g.put(w.rank() as u32, b.build(w.pool()));
-                w.allgather("g", &mut g, AllgatherAlgorithm::Ring).unwrap();
+                w.allgather(
+                    "g",
+                    &mut g,
+                    Opts::default().algorithm(AllgatherAlgorithm::Ring),
+                )
+                .unwrap();
                 let sizes: Vec<usize> = (0..p as u32)
                     .map(|r| Edges::of(g.get(r).unwrap()).unwrap().len())
                     .collect();
@@ -483,8 +491,12 @@ fn edge_tables_survive_broadcast_and_allgather() {
                     b.push(w.rank() as i64, i, 1.0);
                 }
                 a.put(0, b.build(w.pool()));
-                w.allreduce("a", &mut a, harp::collective::AllreduceAlgorithm::Auto)
-                    .unwrap();
+                w.allreduce(
+                    "a",
+                    &mut a,
+                    Opts::default().algorithm(harp::collective::AllreduceAlgorithm::Auto),
+                )
+                .unwrap();
                 let mut all: Vec<(i64, i64)> = Edges::of(a.get(0).unwrap())
                     .unwrap()
                     .iter()

@@ -11,6 +11,7 @@ use std::time::Duration;
 use harp::check::model::{combine_all, copy, gen, h, same, shape};
 use harp::check::{self, Faults, Spec};
 use harp::collective::AllreduceAlgorithm;
+use harp::Opts;
 use harp::{Collectives, Config, Table, Worker};
 
 use common::{config, on_workers};
@@ -43,7 +44,7 @@ fn world_allreduce(w: &impl Collectives, round: u64) -> harp::Result<()> {
         .map(|k| gen(pool, &s, 5, round, 0, k, None))
         .collect();
     let mut t = copy(pool, &inputs[r]);
-    w.allreduce("world", &mut t, AllreduceAlgorithm::Auto)?;
+    w.allreduce("world", &mut t, Opts::default())?;
     same("world allreduce", &t, &combine_all(pool, &inputs))
 }
 
@@ -167,7 +168,11 @@ fn a_failed_member_fails_the_others_naming_its_world_rank() {
         }
         let mut t = Table::default();
         let e = g
-            .allreduce("g", &mut t, AllreduceAlgorithm::RegroupAllgather)
+            .allreduce(
+                "g",
+                &mut t,
+                Opts::default().algorithm(AllreduceAlgorithm::RegroupAllgather),
+            )
             .expect_err("rank 2 failed");
         let msg = e.to_string();
         drop(g);
@@ -230,10 +235,9 @@ fn a_member_that_does_not_call_times_the_others_out() {
 /// each case is its own job.)
 #[test]
 fn a_root_outside_the_group_is_named_with_the_group_size() {
-    use harp::collective::{BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm};
     let job = on_workers(3, cfg(), |w: Worker| {
         let mut t = Table::default();
-        let e = w.broadcast("b", &mut t, 3, BroadcastAlgorithm::Auto);
+        let e = w.broadcast("b", &mut t, Opts::default().root(3));
         e.unwrap_err().to_string()
     });
     for e in &job {
@@ -256,9 +260,9 @@ fn a_root_outside_the_group_is_named_with_the_group_size() {
             let g = w.group(&[0, 1]).unwrap();
             let mut t = Table::default();
             let r = match case {
-                0 => g.broadcast("b", &mut t, 2, BroadcastAlgorithm::Auto),
-                1 => g.reduce("r", &mut t, 2, ReduceAlgorithm::Auto),
-                _ => g.gather_with("g", &mut t, 5, GatherAlgorithm::Auto),
+                0 => g.broadcast("b", &mut t, Opts::default().root(2)),
+                1 => g.reduce("r", &mut t, Opts::default().root(2)),
+                _ => g.gather("g", &mut t, Opts::default().root(5)),
             };
             let e = r.unwrap_err().to_string();
             w.close();

@@ -4,6 +4,7 @@
 //! drives its heartbeats while no operation runs), while a worker that is really stopped still
 //! is (`tests/failures.rs` at the CLI level).
 
+use harp::Collectives;
 use std::time::{Duration, Instant};
 
 use harp::check::{self, Faults, Spec};

@@ -4,11 +4,11 @@
 //! over loopback TCP; results are compared with a sequential computation and must be
 //! bit-identical on every worker.
 
+use harp::Collectives;
+use harp::Opts;
 use std::collections::BTreeMap;
 
-use harp::collective::{
-    AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm,
-};
+use harp::collective::{AllreduceAlgorithm, ReduceAlgorithm, ReduceScatterAlgorithm};
 use harp::{Array, Combiner, Config, DType, Listener, Partitioner, Pool, Table, Topology, Worker};
 
 /// Runs `f` on `p` workers (scoped threads, one each) and returns their results in rank
@@ -106,7 +106,7 @@ fn auto_allreduce_agrees_with_uneven_tables() {
             let mut out = Vec::new();
             for heavy in cases(p) {
                 let mut t = input(pool, w.rank(), &heavy);
-                w.allreduce("uneven", &mut t, AllreduceAlgorithm::Auto)
+                w.allreduce("uneven", &mut t, Opts::default())
                     .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?}: {e}"));
                 assert_eq!(
                     contents(&t),
@@ -138,7 +138,7 @@ fn auto_reduce_scatter_agrees_with_uneven_tables() {
                 ] {
                     let mut t = input(pool, w.rank(), &heavy);
                     let m = Partitioner::Modulo;
-                    w.reduce_scatter_with("uneven", &mut t, &m, algo)
+                    w.reduce_scatter("uneven", &mut t, &m, Opts::default().algorithm(algo))
                         .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?} {algo:?}: {e}"));
                     let mut want = combined(pool, p, &heavy);
                     want.retain(|&id, _| id as usize % p == w.rank());
@@ -157,7 +157,7 @@ fn auto_broadcast_agrees_with_uneven_tables() {
             for heavy in cases(p) {
                 for root in [0, p - 1] {
                     let mut t = input(pool, w.rank(), &heavy);
-                    w.broadcast("uneven", &mut t, root, BroadcastAlgorithm::Auto)
+                    w.broadcast("uneven", &mut t, Opts::default().root(root))
                         .unwrap_or_else(|e| panic!("p={p} heavy={heavy:?} root={root}: {e}"));
                     assert_eq!(
                         contents(&t),
@@ -196,7 +196,7 @@ fn pipelined_reduce_with_uneven_tables() {
                         ] {
                             let what = format!("p={p} chunk={chunk} heavy={heavy:?} root={root}");
                             let mut t = input(pool, w.rank(), &heavy);
-                            w.reduce("uneven", &mut t, root, algo)
+                            w.reduce("uneven", &mut t, Opts::default().root(root).algorithm(algo))
                                 .unwrap_or_else(|e| panic!("{what} {algo:?}: {e}"));
                             if w.rank() == root {
                                 assert_eq!(contents(&t), combined(pool, p, &heavy), "{what}");
@@ -231,7 +231,11 @@ fn pipelined_reduce_refuses_partitions_shaped_differently() {
                 _ => Array::zeros(w.pool(), dtype, n),
             };
             t.add(1, a).unwrap();
-            w.reduce("shapes", &mut t, 0, ReduceAlgorithm::Binary)
+            w.reduce(
+                "shapes",
+                &mut t,
+                Opts::default().algorithm(ReduceAlgorithm::Binary),
+            )
         });
         let e = results[0].as_ref().unwrap_err();
         assert_eq!(e.kind(), "data", "{e}");
@@ -261,7 +265,8 @@ fn partitions_shaped_differently_are_data_errors() {
                     _ => Array::zeros(w.pool(), dtype, n),
                 };
                 t.add(1, a).unwrap();
-                w.allreduce("shapes", &mut t, algo).unwrap_err()
+                w.allreduce("shapes", &mut t, Opts::default().algorithm(algo))
+                    .unwrap_err()
             });
             let data: Vec<String> = errors
                 .iter()

@@ -23,6 +23,7 @@ use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::util::splitmix64;
 use crate::worker::Worker;
+use crate::Collectives;
 
 /// Pairs per event: a batch is sent once it holds this many (and at the end of a round).
 pub const BATCH_PAIRS: usize = 4096;
@@ -325,7 +326,7 @@ pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Components> {
     // The input's outcome is agreed, so that a bad line fails every worker with its file and
     // line.
     let read = gather.failed.take().map_or(Ok(()), Err);
-    crate::checkpoint::agree(w, "components-input", read)?;
+    crate::worker::agree(w, "components-input", read)?;
     gathered?;
     let mut adj = gather.adj;
     let mut label = HashMap::with_capacity(adj.len());

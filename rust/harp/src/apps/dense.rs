@@ -11,6 +11,8 @@ use crate::data::array::Elem;
 use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 /// Collective: every worker's `mine`, as one count per rank (an allreduce of a vector with one
 /// slot per rank; bit-exact for counts below 2^53).
@@ -20,7 +22,11 @@ pub fn allgather_counts(w: &Worker, label: &str, mine: u64) -> Result<Vec<u64>> 
         .map_err(|_| Error::config(format!("{label}: count {mine} is too large")))?;
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), &v));
-    w.allreduce(label, &mut t, AllreduceAlgorithm::BidirectionalExchange)?;
+    w.allreduce(
+        label,
+        &mut t,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
+    )?;
     let got = t.get(0).expect("counts").as_slice::<i64>()?;
     if got.len() != w.size() || got.iter().any(|&c| c < 0) {
         return Err(Error::Protocol(format!(
@@ -52,7 +58,11 @@ pub fn allgather_blocks<T: Elem>(
     let total: u64 = lens.iter().sum();
     let mut t = Table::new(Combiner::Reject);
     t.put(w.rank() as u32, Array::from_slice(w.pool(), mine));
-    w.allgather(label, &mut t, AllgatherAlgorithm::Ring)?;
+    w.allgather(
+        label,
+        &mut t,
+        Opts::default().algorithm(AllgatherAlgorithm::Ring),
+    )?;
     let mut out = Vec::new();
     out.try_reserve_exact(total as usize)
         .map_err(|e| Error::config(format!("{label}: cannot hold {total} gathered values: {e}")))?;
@@ -94,7 +104,7 @@ pub fn allgather_blocks<T: Elem>(
 pub fn allreduce_sum(w: &Worker, label: &str, vals: &[f64]) -> Result<Vec<f64>> {
     let mut t = Table::new(Combiner::Sum);
     t.put(0, Array::from_slice(w.pool(), vals));
-    w.allreduce(label, &mut t, AllreduceAlgorithm::Auto)?;
+    w.allreduce(label, &mut t, Opts::default())?;
     let got = t.get(0).expect("sums").as_slice::<f64>()?;
     if got.len() != vals.len() {
         return Err(Error::Protocol(format!(

@@ -31,6 +31,8 @@ use crate::events::{Event, Handler};
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::util::fnv1a64;
+use crate::Collectives;
+use crate::Opts;
 use crate::{Array, Combiner, Table, Worker};
 
 /// A node: the (attribute, value) tests on the way from the root.
@@ -392,7 +394,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
     w.allreduce(
         "id3-first",
         &mut t,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let min = t.get(0).expect("first").as_slice::<i64>()?[0];
     if min == i64::MAX {
@@ -407,7 +409,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
     w.allreduce(
         "id3-attributes",
         &mut t,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let k = t.get(0).expect("attributes").as_slice::<i64>()?[0] as usize;
     let bad = inp.tuples.iter().position(|t| t.values.len() != k);
@@ -426,7 +428,7 @@ fn attributes(w: &Worker, st: &dyn Storage, input: &str, inp: &Input) -> Result<
             })
         }
     };
-    crate::checkpoint::agree(w, "id3-columns", outcome)?;
+    crate::worker::agree(w, "id3-columns", outcome)?;
     Ok(k as u32)
 }
 
@@ -454,7 +456,7 @@ pub fn run(w: &Worker, st: &dyn Storage, input: &str) -> Result<Id3Result> {
             Err(e),
         ),
     };
-    crate::checkpoint::agree(w, "id3-input", outcome)?;
+    crate::worker::agree(w, "id3-input", outcome)?;
     let attrs = attributes(w, st, input, &inp)?;
     let mut id3 = Id3 {
         w,

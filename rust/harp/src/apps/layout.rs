@@ -30,13 +30,13 @@ use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, offsets};
 use crate::apps::kmeans::kernel::Kernel;
-use crate::checkpoint::agree;
 use crate::data::graph::parse_edge_line;
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{read_lines, split, LineError};
 use crate::storage::{self, Storage};
 use crate::util::{splitmix64, Rng};
+use crate::worker::agree;
 use crate::worker::Worker;
 
 /// Options of a run.

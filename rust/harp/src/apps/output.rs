@@ -6,6 +6,8 @@
 use crate::error::{Error, Result};
 use crate::storage::{self, Storage};
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 /// The result directory of one run of a job.
 pub struct Output {
@@ -174,7 +176,7 @@ impl Output {
         let dir = dir.trim_end_matches('/').to_string();
         // Workers given different directories (each its own job's arguments, as in Java)
         // would commit parts into several places: refused on every worker first.
-        crate::checkpoint::same_everywhere(w, label, "the output directory", &dir)?;
+        crate::worker::same_everywhere(w, label, "the output directory", &dir)?;
         let staging = format!("{dir}/_temporary/{job}");
         let st = storage::for_path_on(&dir, Some(w.runtime().clone()));
         let mut created = false;
@@ -194,7 +196,7 @@ impl Output {
                 st.remove_all(&probe)
             })(),
         };
-        let agreed = crate::checkpoint::agree(w, label, ready);
+        let agreed = crate::worker::agree(w, label, ready);
         let out = st.map(|st| Output {
             dir,
             staging,
@@ -247,7 +249,7 @@ impl Output {
         extra: &[&str],
     ) -> Result<()> {
         let wrote = self.write(&Self::part_name(w.rank()), bytes);
-        crate::checkpoint::agree(w, label, wrote)?;
+        crate::worker::agree(w, label, wrote)?;
         self.finish(w, label)?;
         if !w.is_master() {
             return Ok(());
@@ -280,8 +282,7 @@ impl Output {
         w.reduce(
             &format!("{label}-finish"),
             &mut t,
-            0,
-            crate::collective::ReduceAlgorithm::Binomial,
+            Opts::default().algorithm(crate::collective::ReduceAlgorithm::Binomial),
         )?;
         if !w.is_master() {
             return Ok(());

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::collective::{AllgatherAlgorithm, AllreduceAlgorithm};
+use crate::collective::AllgatherAlgorithm;
 use crate::data::graph::{parse_edge_line, EdgeBuilder, Edges, Endpoint};
 use crate::data::kv::Key;
 use crate::data::{Array, Combiner, DType, Partitioner, Table};
@@ -39,6 +39,8 @@ use crate::io::{read_lines, spread, LineError};
 use crate::storage::{FileInfo, Storage};
 use crate::util::quote;
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 /// How contributions travel each iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -592,7 +594,11 @@ fn exchange_kv(
     }
     let mut d = Table::new(Combiner::Reject);
     d.put(me as u32, Array::from_slice(w.pool(), &[dangling]));
-    w.allgather(label, &mut d, AllgatherAlgorithm::Ring)?;
+    w.allgather(
+        label,
+        &mut d,
+        Opts::default().algorithm(AllgatherAlgorithm::Ring),
+    )?;
     let parts = (0..p as u32)
         .map(|r| {
             Ok(d.get(r)
@@ -633,13 +639,13 @@ fn run_in(
         load_share(&*storage, &files, me, p)
     });
     let failed = loaded.as_ref().err().map(|e| Error::config(e.to_string()));
-    crate::checkpoint::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
+    crate::worker::agree(w, "pagerank-input", failed.map_or(Ok(()), Err))?;
     // A weighted graph if any worker's share has a weight: then every share is weighted (an
     // edge table holds one kind of partition).
     let mut share = loaded?;
     let mut any = Table::new(Combiner::Max);
     any.put(0, Array::from_slice(w.pool(), &[share.weighted() as i64]));
-    w.allreduce("pagerank-weighted", &mut any, AllreduceAlgorithm::Auto)?;
+    w.allreduce("pagerank-weighted", &mut any, Opts::default())?;
     if any.get(0).expect("flag").as_slice::<i64>()?[0] != 0 {
         share.make_weighted();
     }
@@ -659,7 +665,7 @@ fn run_in(
         0,
         Array::from_slice(w.pool(), &[g.vertices.len() as i64, g.edges as i64]),
     );
-    w.allreduce("pagerank-n", &mut totals, AllreduceAlgorithm::Auto)?;
+    w.allreduce("pagerank-n", &mut totals, Opts::default())?;
     let (n, m) = {
         let t = totals.get(0).expect("totals").as_slice::<i64>()?;
         (t[0] as u64, t[1] as u64)

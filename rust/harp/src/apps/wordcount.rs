@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 use crate::io::{read_lines, spread, LineError};
 use crate::storage::Storage;
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 /// The delimiters of `java.util.StringTokenizer`'s default: `" \t\n\r\f"`.
 pub fn is_delimiter(b: u8) -> bool {
@@ -173,7 +175,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
         Ok(c) => (Ok(()), Some(c)),
         Err(e) => (Err(e), None),
     };
-    crate::checkpoint::agree(w, "wordcount-input", outcome)?;
+    crate::worker::agree(w, "wordcount-input", outcome)?;
     let (mut table, tokens) = counted.expect("agreed: counted");
     w.regroup("wordcount", &mut table, Some(&Partitioner::Modulo))?;
     let regroup_s = start.elapsed().as_secs_f64() - count_s;
@@ -186,7 +188,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
     w.allreduce(
         "wordcount-totals",
         &mut totals,
-        crate::collective::AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(crate::collective::AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let t = totals.get(0).expect("totals").as_slice::<i64>()?;
     Ok(Counts {

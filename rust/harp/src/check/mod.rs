@@ -16,6 +16,7 @@ use crate::collective::{
 use crate::data::{Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::worker::Collectives;
+use crate::Opts;
 use model::{
     canonical, combine_all, copy, edge_gen, edge_shape, gen, h, kv_gen, kv_shape, owned, same,
     shape,
@@ -98,14 +99,14 @@ pub fn run(
         ] {
             tick()?;
             let mut t = mine();
-            w.allreduce("check", &mut t, algo)?;
+            w.allreduce("check", &mut t, Opts::default().algorithm(algo))?;
             check(tag(&format!("allreduce/{}", algo.name())), &t, &all)?;
         }
         {
             // Auto is agreed by all workers even though their tables differ in size.
             tick()?;
             let mut t = mine();
-            w.allreduce("check", &mut t, AllreduceAlgorithm::Auto)?;
+            w.allreduce("check", &mut t, Opts::default())?;
             check(tag("allreduce/auto"), &t, &all)?;
         }
         for algo in [
@@ -120,7 +121,7 @@ pub fn run(
         ] {
             tick()?;
             let mut t = mine();
-            w.broadcast("check", &mut t, root, algo)?;
+            w.broadcast("check", &mut t, Opts::default().root(root).algorithm(algo))?;
             check(
                 tag(&format!("broadcast/{}", algo.name())),
                 &t,
@@ -134,14 +135,18 @@ pub fn run(
         ] {
             tick()?;
             let mut t = mine();
-            w.allgather("check", &mut t, algo)?;
+            w.allgather("check", &mut t, Opts::default().algorithm(algo))?;
             check(tag(&format!("allgather/{}", algo.name())), &t, &all)?;
         }
         {
             tick()?;
             let total: usize = inputs.iter().map(|t| t.len()).sum();
             let mut t = mine();
-            w.allgather("check", &mut t, AllgatherAlgorithm::KnownTotal(total))?;
+            w.allgather(
+                "check",
+                &mut t,
+                Opts::default().algorithm(AllgatherAlgorithm::KnownTotal(total)),
+            )?;
             check(tag("allgather/known-total"), &t, &all)?;
         }
         for algo in [
@@ -156,7 +161,7 @@ pub fn run(
         ] {
             tick()?;
             let mut t = mine();
-            w.reduce("check", &mut t, root, algo)?;
+            w.reduce("check", &mut t, Opts::default().root(root).algorithm(algo))?;
             let empty = Table::new(s.combiner.clone());
             check(
                 tag(&format!("reduce/{}", algo.name())),
@@ -167,12 +172,12 @@ pub fn run(
         {
             tick()?;
             let mut t = mine();
-            w.gather("check", &mut t, root)?;
+            w.gather("check", &mut t, Opts::default().root(root))?;
             check(tag("gather"), &t, if r == root { &all } else { &inputs[r] })?;
 
             tick()?;
             let mut t = mine();
-            w.scatter("check", &mut t, root, &m)?;
+            w.scatter("check", &mut t, &m, Opts::default().root(root))?;
             check(tag("scatter"), &t, &owned(pool, &inputs[root], r, p))?;
 
             for algo in [
@@ -181,7 +186,7 @@ pub fn run(
             ] {
                 tick()?;
                 let mut t = mine();
-                w.reduce_scatter_with("check", &mut t, &m, algo)?;
+                w.reduce_scatter("check", &mut t, &m, Opts::default().algorithm(algo))?;
                 let name = format!("reduce-scatter/{}", algo.name());
                 check(tag(&name), &t, &owned(pool, &all, r, p))?;
             }
@@ -198,20 +203,25 @@ pub fn run(
                 let algo = scatter.gather();
                 tick()?;
                 let mut t = mine();
-                w.gather_with("check", &mut t, root, algo)?;
+                w.gather("check", &mut t, Opts::default().root(root).algorithm(algo))?;
                 let want = if r == root { &all } else { &inputs[r] };
                 check(tag(&format!("gather/{}", algo.name())), &t, want)?;
 
                 tick()?;
                 let mut t = mine();
-                w.scatter_with("check", &mut t, root, &m, scatter)?;
+                w.scatter(
+                    "check",
+                    &mut t,
+                    &m,
+                    Opts::default().root(root).algorithm(scatter),
+                )?;
                 let want = owned(pool, &inputs[root], r, p);
                 check(tag(&format!("scatter/{}", scatter.name())), &t, &want)?;
             }
 
             tick()?;
             let mut t = mine();
-            w.reduce_scatter("check", &mut t, &m)?;
+            w.reduce_scatter("check", &mut t, &m, Opts::default())?;
             check(tag("reduce-scatter/auto"), &t, &owned(pool, &all, r, p))?;
 
             tick()?;
@@ -239,7 +249,11 @@ pub fn run(
                 u.put(id, x.duplicate(pool));
             }
             tick()?;
-            w.allgather("check", &mut u, AllgatherAlgorithm::Ring)?;
+            w.allgather(
+                "check",
+                &mut u,
+                Opts::default().algorithm(AllgatherAlgorithm::Ring),
+            )?;
             check(tag("regroup/planned"), &u, &all)?;
 
             // Push: local partitions combine into the owners' global tables.
@@ -371,7 +385,7 @@ fn run_whole(
             AllreduceAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.allreduce(label, &mut t, algo)?;
+            w.allreduce(label, &mut t, Opts::default().algorithm(algo))?;
             check(&format!("allreduce/{}", algo.name()), &t, &all)?;
         }
         let total: usize = inputs.iter().map(|t| t.len()).sum();
@@ -382,7 +396,7 @@ fn run_whole(
             AllgatherAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.allgather(label, &mut t, algo)?;
+            w.allgather(label, &mut t, Opts::default().algorithm(algo))?;
             check(&format!("allgather/{}", algo.name()), &t, &all)?;
         }
         let mut t = mine();
@@ -395,16 +409,20 @@ fn run_whole(
         for (id, x) in t.iter() {
             u.put(id, x.duplicate(pool));
         }
-        w.allgather(label, &mut u, AllgatherAlgorithm::Ring)?;
+        w.allgather(
+            label,
+            &mut u,
+            Opts::default().algorithm(AllgatherAlgorithm::Ring),
+        )?;
         check("regroup/planned", &u, &all)?;
         for algo in [BroadcastAlgorithm::Chain, BroadcastAlgorithm::Binomial] {
             let mut t = mine();
-            w.broadcast(label, &mut t, root, algo)?;
+            w.broadcast(label, &mut t, Opts::default().root(root).algorithm(algo))?;
             check(&format!("broadcast/{}", algo.name()), &t, &inputs[root])?;
         }
         for algo in [ReduceAlgorithm::Binomial, ReduceAlgorithm::ScatterGather] {
             let mut t = mine();
-            w.reduce(label, &mut t, root, algo)?;
+            w.reduce(label, &mut t, Opts::default().root(root).algorithm(algo))?;
             let empty = Table::new(all.combiner().clone());
             let want = if r == root { &all } else { &empty };
             check(&format!("reduce/{}", algo.name()), &t, want)?;
@@ -415,7 +433,7 @@ fn run_whole(
             ReduceScatterAlgorithm::Auto,
         ] {
             let mut t = mine();
-            w.reduce_scatter_with(label, &mut t, &m, algo)?;
+            w.reduce_scatter(label, &mut t, &m, Opts::default().algorithm(algo))?;
             let name = format!("reduce-scatter/{}", algo.name());
             check(&name, &t, &owned(pool, &all, r, p))?;
         }

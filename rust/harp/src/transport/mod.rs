@@ -38,6 +38,7 @@
 mod auth;
 mod driver;
 mod endpoint;
+pub(crate) mod event_state;
 mod events;
 mod handshake;
 mod integrity;

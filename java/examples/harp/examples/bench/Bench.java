@@ -4,6 +4,7 @@ import harp.Algorithm;
 import harp.CollectiveMapper;
 import harp.Combiner;
 import harp.KeyValReader;
+import harp.Options;
 import harp.Table;
 import harp.io.FilePosition;
 import harp.io.WorkerInputFormat;
@@ -76,9 +77,9 @@ public class Bench extends Configured implements Tool {
         barrier("bench-start");
         long t0 = System.nanoTime();
         if (op.equals("allreduce")) {
-          allreduce("bench", t, Algorithm.Allreduce.AUTO);
+          allreduce("bench", t);
         } else {
-          broadcast("bench", t, 0, Algorithm.Broadcast.CHAIN);
+          broadcast("bench", t, Options.defaults().algorithm(Algorithm.Broadcast.CHAIN));
         }
         double dt = (System.nanoTime() - t0) / 1e9;
         if (rep >= warmup) {
@@ -88,7 +89,7 @@ public class Bench extends Configured implements Tool {
       }
       Table tt = newTable(Combiner.MAX);
       tt.put(0, times);
-      allreduce("bench-times", tt, Algorithm.Allreduce.BIDIRECTIONAL_EXCHANGE);
+      allreduce("bench-times", tt, Options.defaults().algorithm(Algorithm.Allreduce.BIDIRECTIONAL_EXCHANGE));
       if (isMaster()) {
         double[] all = tt.get(0).toDoubleArray();
         Arrays.sort(all);

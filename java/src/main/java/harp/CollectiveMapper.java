@@ -269,40 +269,37 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     collective(w -> w.barrier(label));
   }
 
-  /** Every worker's table becomes a copy of {@code root}'s. */
-  public void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    collective(w -> w.broadcast(label, t, root, algorithm));
+  /** Every worker's table becomes a copy of the root's. */
+  public void broadcast(String label, Table t, Options o) {
+    collective(w -> w.broadcast(null, label, t, o));
   }
 
-  /** {@code root}'s table becomes the combination of all tables; the others are emptied. */
-  public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
-    collective(w -> w.reduce(label, t, root, algorithm));
+  /** The root's table becomes the combination of all tables; the others are emptied. */
+  public void reduce(String label, Table t, Options o) {
+    collective(w -> w.reduce(null, label, t, o));
   }
 
-  /** {@code root}'s table becomes the union of all tables; the others are unchanged. */
-  public void gather(String label, Table t, int root) {
-    collective(w -> w.gather(label, t, root));
+  /** The root's table becomes the union of all tables; the others are unchanged. */
+  public void gather(String label, Table t, Options o) {
+    collective(w -> w.gather(null, label, t, o));
   }
 
-  /** {@code root}'s partitions go to their owners; every table becomes what its worker owns. */
-  public void scatter(String label, Table t, int root, Partitioner p) {
-    collective(w -> w.scatter(label, t, root, p));
+  /** The root's partitions go to their owners; every table becomes what its worker owns. */
+  public void scatter(String label, Table t, Partitioner p, Options o) {
+    collective(w -> w.scatter(null, label, t, p, o));
   }
 
-  /** Every table becomes the union of all tables (equal ids combined). */
-  public void allgather(String label, Table t) {
-    collective(w -> w.allgather(label, t, 0));
-  }
-
-  /** Allgather pipelined per partition when the total number of partitions is known. */
-  public void allgather(String label, Table t, int totalPartitions) {
-    Worker.checkTotalPartitions(totalPartitions);
-    collective(w -> w.allgather(label, t, totalPartitions));
+  /**
+   * Every table becomes the union of all tables (equal ids combined); pipelined per partition
+   * when the options give the total number of partitions.
+   */
+  public void allgather(String label, Table t, Options o) {
+    collective(w -> w.allgather(null, label, t, o));
   }
 
   /** Every table becomes the combination of all tables (bit-identical on every worker). */
-  public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
-    collective(w -> w.allreduce(label, t, algorithm));
+  public void allreduce(String label, Table t, Options o) {
+    collective(w -> w.allreduce(null, label, t, o));
   }
 
   /** Each worker ends with the combined partitions it owns under {@code p} (null: modulo). */

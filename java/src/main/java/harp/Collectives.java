@@ -4,8 +4,9 @@ package harp;
  * The collectives of the whole job ({@link CollectiveMapper}) and of a sub-group ({@link Group}),
  * for code that runs on either (the engine's {@code harp::worker::Collectives}). In a group,
  * {@link #rank()}, {@link #size()} and every root, owner and map are group ranks. Each operation
- * is documented where it is implemented; the overloads with the automatic algorithm and those
- * taking a {@link KeyValueTable} are written once, here.
+ * is documented where it is implemented. An operation with options takes one {@link Options}
+ * value (root, algorithm, …); its short form without them (root 0, the automatic algorithm) and
+ * the forms taking a {@link KeyValueTable} are written once, here.
  */
 public interface Collectives {
   /** This worker's rank in the job or the group. */
@@ -16,38 +17,51 @@ public interface Collectives {
 
   void barrier(String label);
 
-  void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm);
+  void broadcast(String label, Table t, Options o);
 
-  /** {@link #broadcast(String, Table, int, Algorithm.Broadcast)} with the automatic choice. */
-  default void broadcast(String label, Table t, int root) {
-    broadcast(label, t, root, Algorithm.Broadcast.AUTO);
+  /** {@link #broadcast(String, Table, Options)} from rank 0 with the automatic choice. */
+  default void broadcast(String label, Table t) {
+    broadcast(label, t, Options.defaults());
   }
 
-  void reduce(String label, Table t, int root, Algorithm.Reduce algorithm);
+  void reduce(String label, Table t, Options o);
 
-  /** {@link #reduce(String, Table, int, Algorithm.Reduce)} with the automatic choice. */
-  default void reduce(String label, Table t, int root) {
-    reduce(label, t, root, Algorithm.Reduce.AUTO);
+  /** {@link #reduce(String, Table, Options)} to rank 0 with the automatic choice. */
+  default void reduce(String label, Table t) {
+    reduce(label, t, Options.defaults());
   }
 
-  void gather(String label, Table t, int root);
+  void gather(String label, Table t, Options o);
 
-  void scatter(String label, Table t, int root, Partitioner p);
+  /** {@link #gather(String, Table, Options)} to rank 0. */
+  default void gather(String label, Table t) {
+    gather(label, t, Options.defaults());
+  }
 
-  void allgather(String label, Table t);
+  void scatter(String label, Table t, Partitioner p, Options o);
 
-  void allgather(String label, Table t, int totalPartitions);
+  /** {@link #scatter(String, Table, Partitioner, Options)} from rank 0. */
+  default void scatter(String label, Table t, Partitioner p) {
+    scatter(label, t, p, Options.defaults());
+  }
+
+  void allgather(String label, Table t, Options o);
+
+  /** {@link #allgather(String, Table, Options)} with the automatic choice. */
+  default void allgather(String label, Table t) {
+    allgather(label, t, Options.defaults());
+  }
 
   /** Every worker ends with every key-value partition (combined where ids meet). */
   default void allgather(String label, KeyValueTable t) {
     allgather(label, t.table());
   }
 
-  void allreduce(String label, Table t, Algorithm.Allreduce algorithm);
+  void allreduce(String label, Table t, Options o);
 
-  /** {@link #allreduce(String, Table, Algorithm.Allreduce)} with the automatic choice. */
+  /** {@link #allreduce(String, Table, Options)} with the automatic choice. */
   default void allreduce(String label, Table t) {
-    allreduce(label, t, Algorithm.Allreduce.AUTO);
+    allreduce(label, t, Options.defaults());
   }
 
   /** Every worker ends with the combination of every worker's entries. */

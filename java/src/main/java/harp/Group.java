@@ -42,40 +42,37 @@ public final class Group implements Collectives {
     mapper.collective(w -> w.barrier(members, label));
   }
 
-  /** Every member's table becomes a copy of group rank {@code root}'s. */
-  public void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    mapper.collective(w -> w.broadcast(members, label, t, root, algorithm));
+  /** Every member's table becomes a copy of the root's (a group rank). */
+  public void broadcast(String label, Table t, Options o) {
+    mapper.collective(w -> w.broadcast(members, label, t, o));
   }
 
-  /** {@code root}'s table becomes the combination of the members' tables; the others are emptied. */
-  public void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
-    mapper.collective(w -> w.reduce(members, label, t, root, algorithm));
+  /** The root's table becomes the combination of the members' tables; the others are emptied. */
+  public void reduce(String label, Table t, Options o) {
+    mapper.collective(w -> w.reduce(members, label, t, o));
   }
 
-  /** {@code root}'s table becomes the union of the members' tables; the others are unchanged. */
-  public void gather(String label, Table t, int root) {
-    mapper.collective(w -> w.gather(members, label, t, root));
+  /** The root's table becomes the union of the members' tables; the others are unchanged. */
+  public void gather(String label, Table t, Options o) {
+    mapper.collective(w -> w.gather(members, label, t, o));
   }
 
-  /** {@code root}'s partitions go to their owners (group ranks under {@code p}, null: modulo the group size). */
-  public void scatter(String label, Table t, int root, Partitioner p) {
-    mapper.collective(w -> w.scatter(members, label, t, root, p));
+  /** The root's partitions go to their owners (group ranks under {@code p}, null: modulo the group size). */
+  public void scatter(String label, Table t, Partitioner p, Options o) {
+    mapper.collective(w -> w.scatter(members, label, t, p, o));
   }
 
-  /** Every member's table becomes the union of the members' tables (equal ids combined). */
-  public void allgather(String label, Table t) {
-    mapper.collective(w -> w.allgather(members, label, t, 0));
-  }
-
-  /** Allgather pipelined per partition when the total number of partitions is known. */
-  public void allgather(String label, Table t, int totalPartitions) {
-    Worker.checkTotalPartitions(totalPartitions);
-    mapper.collective(w -> w.allgather(members, label, t, totalPartitions));
+  /**
+   * Every member's table becomes the union of the members' tables (equal ids combined); pipelined
+   * per partition when the options give the total number of partitions.
+   */
+  public void allgather(String label, Table t, Options o) {
+    mapper.collective(w -> w.allgather(members, label, t, o));
   }
 
   /** Every member's table becomes the combination of the members' tables. */
-  public void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
-    mapper.collective(w -> w.allreduce(members, label, t, algorithm));
+  public void allreduce(String label, Table t, Options o) {
+    mapper.collective(w -> w.allreduce(members, label, t, o));
   }
 
   /** Each member ends with the combined partitions it owns under {@code p} (group ranks; null: modulo). */

@@ -21,7 +21,7 @@ public final class SelfCheck {
         "harp-self-check-secret".getBytes(StandardCharsets.UTF_8), options, "warn|self-check"))) {
       Table t = w.newTable(Combiner.SUM);
       t.put(7, new double[] {1.5, -2.25, 1e300});
-      w.allreduce("self-check", t, Algorithm.Allreduce.AUTO);
+      w.allreduce(null, "self-check", t, Options.defaults());
       double[] got = t.get(7).toDoubleArray();
       if (got.length != 3 || got[0] != 1.5 || got[1] != -2.25 || got[2] != 1e300) {
         throw new IllegalStateException("allreduce on one worker changed the data: " + java.util.Arrays.toString(got));

@@ -161,30 +161,6 @@ final class Worker implements AutoCloseable {
     barrier(null, label);
   }
 
-  void broadcast(String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    broadcast(null, label, t, root, algorithm);
-  }
-
-  void reduce(String label, Table t, int root, Algorithm.Reduce algorithm) {
-    reduce(null, label, t, root, algorithm);
-  }
-
-  void gather(String label, Table t, int root) {
-    gather(null, label, t, root);
-  }
-
-  void scatter(String label, Table t, int root, Partitioner p) {
-    scatter(null, label, t, root, p);
-  }
-
-  void allgather(String label, Table t, int totalPartitions) {
-    allgather(null, label, t, totalPartitions);
-  }
-
-  void allreduce(String label, Table t, Algorithm.Allreduce algorithm) {
-    allreduce(null, label, t, algorithm);
-  }
-
   void reduceScatter(String label, Table t, Partitioner p) {
     reduceScatter(null, label, t, p);
   }
@@ -204,37 +180,32 @@ final class Worker implements AutoCloseable {
     barrier(handle(), g, label);
   }
 
-  void broadcast(int[] g, String label, Table t, int root, Algorithm.Broadcast algorithm) {
-    broadcast(handle(), g, label, t.changing(), root, algorithm.wireName());
+  // Each reads its own options: the root, its algorithm, allgather's total partitions (0:
+  // unknown).
+
+  void broadcast(int[] g, String label, Table t, Options o) {
+    broadcast(handle(), g, label, t.changing(), o.root, o.broadcast.wireName());
   }
 
-  void reduce(int[] g, String label, Table t, int root, Algorithm.Reduce algorithm) {
-    reduce(handle(), g, label, t.changing(), root, algorithm.wireName());
+  void reduce(int[] g, String label, Table t, Options o) {
+    reduce(handle(), g, label, t.changing(), o.root, o.reduce.wireName());
   }
 
-  void gather(int[] g, String label, Table t, int root) {
-    gather(handle(), g, label, t.changing(), root);
+  void gather(int[] g, String label, Table t, Options o) {
+    gather(handle(), g, label, t.changing(), o.root);
   }
 
-  void scatter(int[] g, String label, Table t, int root, Partitioner p) {
+  void scatter(int[] g, String label, Table t, Partitioner p, Options o) {
     int[][] m = map(t, p, g); // only the root's mapping is used
-    scatter(handle(), g, label, t.changing(), root, m[0], m[1]);
+    scatter(handle(), g, label, t.changing(), o.root, m[0], m[1]);
   }
 
-  /** The check of a known total number of partitions given to an allgather: positive. */
-  static void checkTotalPartitions(int totalPartitions) {
-    if (totalPartitions <= 0) {
-      throw new IllegalArgumentException("total partitions must be positive");
-    }
+  void allgather(int[] g, String label, Table t, Options o) {
+    allgather(handle(), g, label, t.changing(), o.totalPartitions);
   }
 
-  /** {@code totalPartitions} 0: unknown. */
-  void allgather(int[] g, String label, Table t, int totalPartitions) {
-    allgather(handle(), g, label, t.changing(), totalPartitions);
-  }
-
-  void allreduce(int[] g, String label, Table t, Algorithm.Allreduce algorithm) {
-    allreduce(handle(), g, label, t.changing(), algorithm.wireName());
+  void allreduce(int[] g, String label, Table t, Options o) {
+    allreduce(handle(), g, label, t.changing(), o.allreduce.wireName());
   }
 
   void reduceScatter(int[] g, String label, Table t, Partitioner p) {

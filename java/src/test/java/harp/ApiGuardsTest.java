@@ -123,7 +123,7 @@ class ApiGuardsTest {
   void aTableOfAnotherWorkerInTheSameJvmIsRefused() throws Exception {
     Worker[] w = twoWorkers("guards-foreign");
     Table theirs = w[1].newTable(Combiner.SUM);
-    HarpException e = harp(() -> w[0].allgather(null, "sums", theirs, 0));
+    HarpException e = harp(() -> w[0].allgather(null, "sums", theirs, Options.defaults()));
     assertEquals(HarpException.Kind.CONFIG, e.getKind(), e.getMessage());
     assertTrue(e.getMessage().contains("belongs to another worker of this process"), e.getMessage());
     theirs.close();
@@ -154,7 +154,8 @@ class ApiGuardsTest {
     for (int r = 0; r < 2; r++) {
       int rank = r;
       th[r] = new Thread(() -> e[rank] = assertThrows(HarpException.class,
-          () -> w[rank].allreduce("weights", t[rank], Algorithm.Allreduce.BIDIRECTIONAL_EXCHANGE)));
+          () -> w[rank].allreduce(null, "weights", t[rank],
+              Options.defaults().algorithm(Algorithm.Allreduce.BIDIRECTIONAL_EXCHANGE))));
       th[r].start();
     }
     th[0].join();

@@ -69,7 +69,7 @@ class CollectivesJobTest {
           }
           t.put(pid, v);
         }
-        allreduce("allreduce-" + a, t, a);
+        allreduce("allreduce-" + a, t, Options.defaults().algorithm(a));
         for (int pid = 0; pid < lens.length; pid++) {
           double[] want = new double[lens[pid]];
           for (int i = 0; i < want.length; i++) {
@@ -91,7 +91,7 @@ class CollectivesJobTest {
         } else {
           t.put(9, new double[] {-1});
         }
-        broadcast("bcast-" + a, t, 1, a);
+        broadcast("bcast-" + a, t, Options.defaults().root(1).algorithm(a));
         expectIds("broadcast " + a, new int[] {5}, t);
         double[] v = t.get(5).toDoubleArray();
         if (v.length != 300_000 || v[299_999] != 299_999) {
@@ -107,13 +107,13 @@ class CollectivesJobTest {
       expect("allgather value", new double[] {2}, ag.get(12).toDoubleArray());
       Table agk = newTable(Combiner.SUM);
       agk.put(10 + r, new double[] {r});
-      allgather("allgather-known", agk, p);
+      allgather("allgather-known", agk, Options.defaults().totalPartitions(p));
       expectIds("allgather known total", new int[] {10, 11, 12, 13}, agk);
 
       for (Algorithm.Reduce a : Algorithm.Reduce.values()) {
         Table red = newTable(Combiner.SUM);
         red.put(0, new double[] {r + 1});
-        reduce("reduce-" + a, red, 2, a);
+        reduce("reduce-" + a, red, Options.defaults().root(2).algorithm(a));
         if (r == 2) {
           expect("reduce " + a, new double[] {10}, red.get(0).toDoubleArray());
         } else {
@@ -123,7 +123,7 @@ class CollectivesJobTest {
 
       Table ga = newTable(Combiner.SUM);
       ga.put(r, new double[] {r});
-      gather("gather", ga, 0);
+      gather("gather", ga);
       expectIds("gather", r == 0 ? new int[] {0, 1, 2, 3} : new int[] {r}, ga);
 
       Table sc = newTable(Combiner.SUM);
@@ -132,7 +132,7 @@ class CollectivesJobTest {
           sc.put(id, new double[] {id});
         }
       }
-      scatter("scatter", sc, 3, null);
+      scatter("scatter", sc, null, Options.defaults().root(3));
       expectIds("scatter", new int[] {r, r + 4}, sc);
       expect("scatter value", new double[] {r + 4}, sc.get(r + 4).toDoubleArray());
 

@@ -50,7 +50,7 @@ class GraphTableJobTest {
         // Allgather with the total known, in the group: every member ends with both partitions.
         try (Table t = newTable(Combiner.SUM)) {
           t.put(g.rank(), new long[] {getSelfID()});
-          g.allgather("known", t, g.size());
+          g.allgather("known", t, Options.defaults().totalPartitions(g.size()));
           check(t.ids().length == 2 && t.get(0).toLongArray()[0] == g.members()[0]
               && t.get(1).toLongArray()[0] == g.members()[1], "group allgather with a known total");
         }

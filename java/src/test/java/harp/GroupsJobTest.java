@@ -63,14 +63,14 @@ class GroupsJobTest {
       // root: group rank 1, world rank mine[1]
       Table bc = newTable(Combiner.SUM);
       bc.put(7, new double[] {100 + r});
-      g.broadcast("g-bcast", bc, 1);
+      g.broadcast("g-bcast", bc, Options.defaults().root(1));
       expect("group broadcast ids", new int[] {7}, bc.ids());
       expect("group broadcast", new double[] {100 + b}, bc.get(7).toDoubleArray());
       bc.close();
 
       Table red = newTable(Combiner.SUM);
       red.put(1, new double[] {r});
-      g.reduce("g-reduce", red, 0);
+      g.reduce("g-reduce", red);
       expect("group reduce", gr == 0 ? new int[] {1} : new int[0], red.ids());
       if (gr == 0) {
         expect("group reduce value", new double[] {a + b}, red.get(1).toDoubleArray());

@@ -27,7 +27,7 @@ class HandlesTest {
       assertFalse(t.isOpen());
       assertClosed(() -> t.get(0), "table is closed");
       assertClosed(t::ids, "table is closed");
-      assertClosed(() -> w.allreduce("x", t, Algorithm.Allreduce.AUTO), "table is closed");
+      assertClosed(() -> w.allreduce(null, "x", t, Options.defaults()), "table is closed");
       // The native side checks as well: a freed handle is closed, a second free a no-op.
       assertClosed(() -> Table.ids(h), "table handle " + h + " is closed");
       Table.free(h);

@@ -62,14 +62,15 @@ class HarpExceptionTest {
     try (Table t = worker.newTable(Combiner.SUM)) {
       t.put(0, new double[] {1});
       HarpException e = assertThrows(HarpException.class,
-          () -> worker.broadcast("bad-root", t, 5, Algorithm.Broadcast.CHAIN));
+          () -> worker.broadcast(null, "bad-root", t,
+              Options.defaults().root(5).algorithm(Algorithm.Broadcast.CHAIN)));
       assertEquals(HarpException.Kind.CONFIG, e.getKind());
       assertEquals(0, e.getRank());
       assertEquals("broadcast", e.getOperation());
       assertEquals("bad-root", e.getLabel());
       assertTrue(e.getMessage().contains("root 5"), e.getMessage());
       // The worker refuses further collectives, naming the one refused and the first failure.
-      HarpException p = assertThrows(HarpException.class, () -> worker.allreduce("next", t, Algorithm.Allreduce.AUTO));
+      HarpException p = assertThrows(HarpException.class, () -> worker.allreduce(null, "next", t, Options.defaults()));
       assertEquals(HarpException.Kind.POISONED, p.getKind());
       assertEquals(0, p.getRank());
       assertEquals("allreduce", p.getOperation());

@@ -152,17 +152,17 @@ class NativeTest {
   void aSingleWorkerRunsEveryCollective() {
     Table t = worker.newTable(Combiner.SUM);
     t.put(0, new double[] {1.5, 2.5});
-    worker.allreduce("one", t, Algorithm.Allreduce.AUTO);
+    worker.allreduce(null, "one", t, Options.defaults());
     for (Algorithm.Broadcast a : Algorithm.Broadcast.values()) {
-      worker.broadcast("one", t, 0, a);
+      worker.broadcast(null, "one", t, Options.defaults().algorithm(a));
     }
     for (Algorithm.Reduce a : Algorithm.Reduce.values()) {
-      worker.reduce("one", t, 0, a);
+      worker.reduce(null, "one", t, Options.defaults().algorithm(a));
     }
-    worker.gather("one", t, 0);
-    worker.scatter("one", t, 0, null);
-    worker.allgather("one", t, 0);
-    worker.allgather("one", t, 1);
+    worker.gather(null, "one", t, Options.defaults());
+    worker.scatter(null, "one", t, null, Options.defaults());
+    worker.allgather(null, "one", t, Options.defaults());
+    worker.allgather(null, "one", t, Options.defaults().totalPartitions(1));
     worker.reduceScatter("one", t, (id, n) -> 0);
     worker.regroup("one", t, null);
     worker.regroupPlanned(null, "one", t);

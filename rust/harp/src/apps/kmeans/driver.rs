@@ -12,12 +12,14 @@ use super::kernel::Kernel;
 use super::pruned;
 use super::real::{dist2, Real};
 use crate::checkpoint::Checkpoints;
-use crate::collective::{AllreduceAlgorithm, BroadcastAlgorithm};
+use crate::collective::AllreduceAlgorithm;
 use crate::data::{Array, Combiner, DType, Table};
 use crate::error::{Error, Result};
 use crate::storage;
 use crate::util::Rng;
 use crate::worker::Worker;
+use crate::Collectives;
+use crate::Opts;
 
 named_enum!(
     /// Arithmetic of the points, the centroids and the distances. Per-cluster sums are always
@@ -281,7 +283,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
             init.put(0, Array::from_slice(pool, &c.data));
             init.put(1, Array::from_slice(pool, &[c.n as i64, c.dim as i64]));
         }
-        w.broadcast("kmeans-init", &mut init, 0, BroadcastAlgorithm::Auto)?;
+        w.broadcast("kmeans-init", &mut init, Opts::default())?;
         let shape = init
             .get(1)
             .ok_or_else(|| Error::Protocol("initial centroids did not arrive".into()))?
@@ -323,7 +325,7 @@ fn read_on_master<T>(
             Err(e) => (None, Err(e)),
         },
     };
-    crate::checkpoint::agree(w, label, outcome)?;
+    crate::worker::agree(w, label, outcome)?;
     Ok(value)
 }
 
@@ -352,7 +354,7 @@ fn points_dim(w: &Worker, o: &Options) -> Result<usize> {
     if let Some(d) = read {
         t.put(0, Array::from_slice(w.pool(), &[d as i64]));
     }
-    w.broadcast("kmeans-dim", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    w.broadcast("kmeans-dim", &mut t, Opts::default())?;
     let d = t
         .get(0)
         .ok_or_else(|| Error::Protocol("the dimension did not arrive".into()))?
@@ -454,7 +456,11 @@ fn initial_centroids<T: Real>(
     }
     let mut t = Table::new(Combiner::Sum);
     t.put(0, acc);
-    w.allreduce("kmeans-sample", &mut t, o.allreduce)?;
+    w.allreduce(
+        "kmeans-sample",
+        &mut t,
+        Opts::default().algorithm(o.allreduce),
+    )?;
     let sample = t.get(0).expect("sample").as_slice::<f64>()?;
     let mut c = match o.init_method {
         InitMethod::Random => sample.to_vec(),
@@ -539,11 +545,11 @@ fn run_as<T: Real>(
             Some(rows * dim as u128 * 8),
         )
     })();
-    crate::checkpoint::agree(w, "kmeans-paths", ready)?;
+    crate::worker::agree(w, "kmeans-paths", ready)?;
     // One checkpoint holds every worker's part: a directory per worker would leave each
     // checkpoint torn (the manifest in one, the parts spread over the others).
     if let Some(d) = &o.checkpoint_dir {
-        crate::checkpoint::same_everywhere(w, "kmeans-paths", "checkpoint_dir", d)?;
+        crate::worker::same_everywhere(w, "kmeans-paths", "checkpoint_dir", d)?;
     }
     let t0 = Instant::now();
     let points: Matrix<T> = load_points(w, o, dim)?;
@@ -556,7 +562,7 @@ fn run_as<T: Real>(
     w.allreduce(
         "kmeans-count",
         &mut total,
-        AllreduceAlgorithm::BidirectionalExchange,
+        Opts::default().algorithm(AllreduceAlgorithm::BidirectionalExchange),
     )?;
     let counts = total.get(0).expect("count").as_slice::<i64>()?;
     let n_total: u64 = counts.iter().map(|&c| c as u64).sum();
@@ -639,7 +645,11 @@ fn run_as<T: Real>(
         table.put(0, acc);
         let compute_s = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        w.allreduce("kmeans-sums", &mut table, o.allreduce)?;
+        w.allreduce(
+            "kmeans-sums",
+            &mut table,
+            Opts::default().algorithm(o.allreduce),
+        )?;
         let comm_s = t1.elapsed().as_secs_f64();
         let v = table.get(0).expect("sums").as_slice::<f64>()?;
         let (sums, rest) = v.split_at(k * dim);
@@ -833,7 +843,7 @@ fn resume_state(
             t.put(3, Array::from_slice(pool, e.to_string().as_bytes()));
         }
     }
-    w.broadcast("kmeans-resume", &mut t, 0, BroadcastAlgorithm::Auto)?;
+    w.broadcast("kmeans-resume", &mut t, Opts::default())?;
     let head = t
         .get(0)
         .ok_or_else(|| Error::Protocol("the resume state did not arrive".into()))?

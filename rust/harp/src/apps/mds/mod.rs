@@ -36,10 +36,10 @@ use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, allreduce_sum, offsets};
 use crate::apps::kmeans::kernel::Kernel;
-use crate::checkpoint::agree;
 use crate::error::{Error, Result};
 use crate::storage::{self, Storage};
 use crate::util::Rng;
+use crate::worker::agree;
 use crate::worker::Worker;
 
 pub use input::Format;
