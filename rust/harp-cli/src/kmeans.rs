@@ -60,7 +60,8 @@ pub struct KmeansArgs {
     /// Arithmetic: f64 (default) or f32 (f32 points and centroids, sums in f64).
     #[arg(long, default_value = "f64")]
     pub precision: driver::Precision,
-    /// Assignment path: auto, gemm or pruned (exact, for low dimension and many centroids).
+    /// Assignment path: auto, gemm, pruned (exact, for low dimension and many centroids) or
+    /// yinyang (exact, skips distances with bounds).
     #[arg(long, default_value = "auto")]
     pub assign: driver::AssignPath,
     /// Stop when an iteration lowers the inertia by at most this fraction (or nothing moves).
@@ -297,8 +298,12 @@ fn run_into(w: &Worker, a: &KmeansArgs, opts: &driver::Options, dest: &Output) -
     let dir = dest.dir();
     let out = driver::run(w, opts, |it| {
         if master {
+            let share = it
+                .distances
+                .map(|d| format!("  distances {:.1}%", d * 100.0))
+                .unwrap_or_default();
             println!(
-                "iteration {:>3}/{}  inertia {:.6e}  compute {:.3} s  comm {:.4} s",
+                "iteration {:>3}/{}  inertia {:.6e}  compute {:.3} s  comm {:.4} s{share}",
                 it.iteration, a.iterations, it.inertia, it.compute_s, it.comm_s
             );
         }
