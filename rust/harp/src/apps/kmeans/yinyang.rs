@@ -692,6 +692,17 @@ mod tests {
         lloyd(&pts, &cen, 3, 3, true);
     }
 
+    /// f32 values whose squared norms exceed f32's range: the GEMM values overflow (infinite or
+    /// NaN interval ends, which never prove a group farther), the exact f64 comparison decides.
+    #[test]
+    fn norms_beyond_f32_fall_back_to_exact_distances() {
+        let (dim, k) = (3, 30);
+        let big = |v: &f64| (1.5e19 + v * 1e18) as f32;
+        let pts: Vec<f32> = random(400 * dim, 21).iter().map(big).collect();
+        let cen: Vec<f32> = random(k * dim, 22).iter().map(big).collect();
+        lloyd(&pts, &cen, dim, 3, false);
+    }
+
     #[test]
     fn groups_partition_the_centroids() {
         let kernel = Kernel::new(1).unwrap();
