@@ -90,6 +90,19 @@ fn kmeans(dir: &Path, workers: &str, extra: &[&str]) -> (String, PathBuf) {
     (ok(harp(&args)), out)
 }
 
+/// `OUT/summary.json` and the value of `key` in each of its iterations.
+fn per_iteration(out: &Path, key: &str) -> (serde_json::Value, Vec<f64>) {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let values = summary["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i[key].as_f64().unwrap())
+        .collect();
+    (summary, values)
+}
+
 #[test]
 fn distributed_kmeans_equals_the_single_process_reference() {
     let dir = tmpdir("ref");
@@ -119,18 +132,10 @@ fn distributed_kmeans_equals_the_single_process_reference() {
         );
         assert_eq!(stdout.matches("inertia").count(), 6, "{stdout}");
         assert_close(&centroids(&out.join("centroids.txt")), &want, 1e-9);
-        let summary: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
-                .unwrap();
+        let (summary, inertia) = per_iteration(&out, "inertia");
         assert_eq!(summary["points"], 5000);
         assert_eq!(summary["workers"].as_u64().unwrap().to_string(), w);
         // Inertia never increases in Lloyd's algorithm.
-        let inertia: Vec<f64> = summary["iterations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["inertia"].as_f64().unwrap())
-            .collect();
         assert!(
             inertia.windows(2).all(|x| x[1] <= x[0] * (1.0 + 1e-12)),
             "{inertia:?}"
@@ -536,14 +541,26 @@ fn f32_precision_matches_the_f32_reference() {
     assert!(rel <= 1e-5, "{last} vs {want_inertia}");
 }
 
+/// A generated data set in `tmpdir(name)` and the reference's centroids after `iterations`:
+/// (the directory, the points, the initial centroids file, the centroids).
+fn with_reference(
+    name: &str,
+    gen: &[&str],
+    dim: usize,
+    iterations: usize,
+) -> (PathBuf, String, String, input::Points) {
+    let dir = tmpdir(name);
+    let (points_dir, init, all) = dataset(&dir, gen, dim);
+    let want = driver::reference(&all, &centroids(Path::new(&init)), iterations);
+    (dir, points_dir, init, want)
+}
+
 #[test]
 fn pruned_and_gemm_paths_give_the_reference_centroids() {
-    let dir = tmpdir("pruned");
     let gen = [
         "--n", "8000", "--dim", "3", "--seed", "12", "--init", "150", "--files", "2",
     ];
-    let (points_dir, init, all) = dataset(&dir, &gen, 3);
-    let want = driver::reference(&all, &centroids(Path::new(&init)), 6);
+    let (dir, points_dir, init, want) = with_reference("pruned", &gen, 3, 6);
     for (assign, expect) in [("auto", "pruned"), ("pruned", "pruned"), ("gemm", "gemm")] {
         let (_, out) = kmeans(
             &dir,
@@ -654,13 +671,46 @@ fn kmeans_pp_and_random_init_are_reproducible_and_independent_of_workers() {
 }
 
 #[test]
+fn yinyang_on_three_workers_equals_gemm() {
+    let gen = [
+        "--n", "9000", "--dim", "24", "--seed", "77", "--init", "90", "--files", "2",
+    ];
+    let (dir, points_dir, init, want) = with_reference("yinyang", &gen, 24, 12);
+    let mut got = Vec::new();
+    for assign in ["gemm", "yinyang"] {
+        let args = [
+            ["--input", points_dir.as_str()],
+            ["--init", &init],
+            ["--assign", assign],
+            ["--iterations", "12"],
+        ]
+        .concat();
+        let (_, out) = kmeans(&dir, "3", &args);
+        let text = std::fs::read_to_string(out.join("centroids.txt")).unwrap();
+        assert_close(&centroids(&out.join("centroids.txt")), &want, 1e-9);
+        let (summary, shares) = per_iteration(&out, "distances");
+        assert_eq!(summary["assign"], assign);
+        assert_eq!(shares.len(), 12);
+        if assign == "gemm" {
+            assert!(shares.iter().all(|&v| v == 1.0), "{shares:?}");
+        } else {
+            // All distances (and a few exact checks) first, then far fewer.
+            assert!(shares[0] >= 1.0 && shares[0] < 1.5, "{shares:?}");
+            assert!(shares[11] < 0.5, "{shares:?}");
+        }
+        got.push(text);
+    }
+    assert_eq!(got[0], got[1], "yinyang and gemm centroids");
+}
+
+#[test]
 fn labels_are_written_per_worker_in_input_order() {
     let dir = tmpdir("labels");
     let gen = [
         "--n", "4000", "--dim", "3", "--seed", "41", "--init", "70", "--files", "2",
     ];
     let (points_dir, init, all) = dataset(&dir, &gen, 3);
-    for assign in ["gemm", "pruned"] {
+    for assign in ["gemm", "pruned", "yinyang"] {
         let labels = dir.join(format!("labels-{assign}"));
         let (_, out) = kmeans(
             &dir,

@@ -276,8 +276,12 @@ fn run_into(w: &Worker, a: &KmeansArgs, opts: &driver::Options, dest: &Output) -
     let dir = dest.dir();
     let out = driver::run(w, opts, |it| {
         if master {
+            let share = it
+                .distances
+                .map(|d| format!("  distances {:.1}%", d * 100.0))
+                .unwrap_or_default();
             println!(
-                "iteration {:>3}/{}  inertia {:.6e}  compute {:.3} s  comm {:.4} s",
+                "iteration {:>3}/{}  inertia {:.6e}  compute {:.3} s  comm {:.4} s{share}",
                 it.iteration, a.iterations, it.inertia, it.compute_s, it.comm_s
             );
         }

@@ -257,7 +257,7 @@ impl Partial {
 /// The widest vector instruction set usable for the scan and accumulation loops (the GEMM does
 /// its own detection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
+pub(crate) enum Isa {
     #[cfg(target_arch = "x86_64")]
     Avx512,
     #[cfg(target_arch = "x86_64")]
@@ -266,7 +266,7 @@ enum Isa {
 }
 
 impl Isa {
-    fn detect() -> Isa {
+    pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if is_x86_feature_detected!("avx512f") {

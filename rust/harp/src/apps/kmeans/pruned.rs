@@ -448,12 +448,13 @@ pub fn assign<T: Real>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::kernel::{assign_naive, nearest_naive};
     use super::super::real::dist2;
     use super::*;
 
-    fn random(n: usize, seed: u64) -> Vec<f64> {
+    /// Uniform values in [-1, 1), reproducible from `seed`.
+    pub(in crate::apps::kmeans) fn random(n: usize, seed: u64) -> Vec<f64> {
         let mut r = crate::util::Rng::new(seed);
         (0..n).map(|_| r.uniform(-1.0, 1.0)).collect()
     }

@@ -1,0 +1,724 @@
+//! Yinyang K-means (Ding et al., ICML 2015): the exact assignment for any dimension that skips
+//! the distances the triangle inequality proves useless.
+//!
+//! **State.** The centroids are cut into `t ≈ k/10` groups by a few Lloyd iterations over the
+//! centroids themselves (once, at the first assignment). Each point keeps its centroid `a`, an
+//! upper bound `ub ≥ ‖x − c_a‖` and one lower bound per group, `lb[g] ≤ ‖x − c_j‖` for every
+//! centroid `j ≠ a` of group `g`: `n × (t + 1)` f64 and `n` u32 in all.
+//!
+//! **First assignment** (and whenever the state is empty, e.g. after a resume): the blocked GEMM
+//! of [`kernel`](super::kernel) gives every `‖x‖² − 2x·c + ‖c‖²`; with `e` a rigorous bound of
+//! that expression's rounding error, each value gives an interval around the true squared
+//! distance. Groups whose lowest interval end is not above the smallest upper end hold every
+//! possible nearest centroid; their members' distances are computed exactly and decide the
+//! centroid. The other groups take the lowest interval end as their bound.
+//!
+//! **Later assignments.** With `δ_j` the distance centroid `j` moved and `Δ_g` the largest in
+//! group `g`: `ub += δ_a`, `lb[g] −= Δ_g`. If `min_g lb[g] > ub`, the point keeps its centroid
+//! without computing a distance (global filter). Otherwise `ub` is made exact and, for each
+//! group whose bound does not exceed the best distance found (group filter), each member `j` whose
+//! `lb_old[g] − δ_j` does not exceed it either (local filter) has its distance computed.
+//!
+//! **Exactness.** Every decision compares [`dist2_fast`] values (f64, on the exact f64 values of
+//! the points and centroids), lowest index on equal values. A centroid is skipped only when its
+//! lower bound exceeds the best distance by a relative margin of 1e-9, far above the rounding of
+//! the computed distances (≈ d·1e-16 relative) and of the bound updates (which are rounded
+//! outwards). So the answer is the minimum computed distance, lowest index on ties, as if every
+//! distance had been computed.
+//!
+//! Work is split into the kernel's fixed chunks and each chunk's sums are built as the GEMM path
+//! builds them ([`Partial::add_point`], chunk order), so results do not depend on the thread
+//! count and are bitwise those of the GEMM path for the same assignments.
+
+use rayon::prelude::*;
+
+use super::kernel::{Isa, Kernel, Partial, BLOCK_CENTROIDS, BLOCK_POINTS, CHUNK_POINTS};
+use super::real::{dist2_fast, Real};
+
+/// Relative margin by which a lower bound must exceed the best distance to skip a centroid.
+const MARGIN: f64 = 1e-9;
+/// Relative outward rounding of the bound updates.
+const ROUND: f64 = 1e-12;
+/// Lloyd iterations that form the groups.
+const GROUP_ITERATIONS: usize = 5;
+
+/// The number of groups for `k` centroids: about k/10 (one group below 20 centroids).
+pub fn groups_for(k: usize) -> usize {
+    (k / 10).max(1)
+}
+
+/// Assignment state of one worker's points across iterations.
+pub struct Yinyang {
+    dim: usize,
+    k: usize,
+    /// Group of each centroid.
+    group_of: Vec<u32>,
+    /// Members of group g: `members[starts[g]..starts[g + 1]]`, ascending.
+    starts: Vec<usize>,
+    members: Vec<u32>,
+    /// The centroids (as f64) of the last assignment; empty before the first.
+    last: Vec<f64>,
+    labels: Vec<u32>,
+    ub: Vec<f64>,
+    /// `t` lower bounds per point.
+    lb: Vec<f64>,
+    /// Distances computed in the last assignment.
+    computed: u64,
+}
+
+/// Per-iteration data shared by every chunk.
+struct Step<'a, T> {
+    dim: usize,
+    k: usize,
+    t: usize,
+    centroids: &'a [T],
+    group_of: &'a [u32],
+    starts: &'a [usize],
+    members: &'a [u32],
+    /// Drift of each centroid (rounded up), and the largest of each group.
+    drift: &'a [f64],
+    group_drift: &'a [f64],
+}
+
+/// One chunk's mutable state.
+struct Job<'a, T> {
+    pts: &'a [T],
+    labels: &'a mut [u32],
+    ub: &'a mut [f64],
+    lb: &'a mut [f64],
+}
+
+impl Yinyang {
+    /// An empty state for `n` points of dimension `dim` and `k` centroids (the first
+    /// [`Yinyang::assign`] computes every distance).
+    pub fn new(n: usize, dim: usize, k: usize) -> Yinyang {
+        assert!(
+            dim > 0 && k > 0,
+            "dim ({dim}) and k ({k}) must be at least 1"
+        );
+        Yinyang {
+            dim,
+            k,
+            group_of: Vec::new(),
+            starts: Vec::new(),
+            members: Vec::new(),
+            last: Vec::new(),
+            labels: vec![0; n],
+            ub: Vec::new(),
+            lb: Vec::new(),
+            computed: 0,
+        }
+    }
+
+    /// Each point's centroid after the last assignment.
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+
+    /// Number of groups (0 before the first assignment).
+    pub fn groups(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The number of point–centroid distances the last assignment computed.
+    pub fn computed(&self) -> u64 {
+        self.computed
+    }
+
+    /// The share of the `n·k` point–centroid distances the last assignment computed (the first
+    /// one computes all of them plus a few exact checks, so slightly more than 1).
+    pub fn share(&self) -> f64 {
+        let all = self.labels.len() as f64 * self.k as f64;
+        if all == 0.0 {
+            0.0
+        } else {
+            self.computed as f64 / all
+        }
+    }
+
+    /// Assigns every point to its nearest centroid (minimum [`dist2_fast`], lowest index on
+    /// ties) and accumulates sums, counts and the inertia as [`Kernel::assign`] does.
+    ///
+    /// # Panics
+    /// If the shapes do not match those given to [`Yinyang::new`].
+    pub fn assign<T: Real>(
+        &mut self,
+        kernel: &Kernel,
+        points: &[T],
+        centroids: &[T],
+        sums: &mut [f64],
+        counts: &mut [f64],
+    ) -> f64 {
+        let (dim, k) = (self.dim, self.k);
+        super::kernel::check_shapes(points, dim, centroids, k, sums, counts);
+        let n = points.len() / dim;
+        assert_eq!(n, self.labels.len(), "the number of points changed");
+        let c64: Vec<f64> = centroids.iter().map(|v| v.to_f64()).collect();
+        let full = self.last.is_empty();
+        if full && self.starts.is_empty() {
+            self.form_groups(kernel, &c64);
+        }
+        let t = self.groups();
+        if full {
+            self.ub = vec![0.0; n];
+            self.lb = vec![0.0; n * t];
+        }
+        let (drift, group_drift) = if full {
+            (Vec::new(), Vec::new())
+        } else {
+            let drift: Vec<f64> = kernel.install(|| {
+                c64.par_chunks_exact(dim)
+                    .zip(self.last.par_chunks_exact(dim))
+                    .map(|(a, b)| up(dist2_fast(a, b).sqrt()))
+                    .collect()
+            });
+            let mut gd = vec![0.0f64; t];
+            for (j, &d) in drift.iter().enumerate() {
+                let g = self.group_of[j] as usize;
+                gd[g] = gd[g].max(d);
+            }
+            (drift, gd)
+        };
+        let step = Step {
+            dim,
+            k,
+            t,
+            centroids,
+            group_of: &self.group_of,
+            starts: &self.starts,
+            members: &self.members,
+            drift: &drift,
+            group_drift: &group_drift,
+        };
+        let mut jobs = points
+            .chunks(CHUNK_POINTS * dim)
+            .zip(self.labels.chunks_mut(CHUNK_POINTS))
+            .zip(self.ub.chunks_mut(CHUNK_POINTS))
+            .zip(self.lb.chunks_mut(CHUNK_POINTS * t.max(1)))
+            .map(|(((pts, labels), ub), lb)| Job {
+                pts,
+                labels,
+                ub,
+                lb,
+            })
+            .peekable();
+        let wave = (kernel.threads() * 2).max(1);
+        let isa = Isa::detect();
+        let mut inertia = 0.0;
+        let mut computed = 0u64;
+        while jobs.peek().is_some() {
+            let group: Vec<Job<T>> = jobs.by_ref().take(wave).collect();
+            let partials: Vec<(Partial, u64)> = kernel.install(|| {
+                group
+                    .into_par_iter()
+                    .map(|job| chunk_for(isa, &step, job, full))
+                    .collect()
+            });
+            for (p, c) in partials {
+                p.add_to(sums, counts);
+                inertia += p.inertia;
+                computed += c;
+            }
+        }
+        self.computed = computed;
+        self.last = c64;
+        inertia
+    }
+
+    /// Cuts the centroids into [`groups_for`]`(k)` groups: Lloyd iterations over the centroids,
+    /// seeded with evenly spaced centroids; empty groups are dropped.
+    fn form_groups(&mut self, kernel: &Kernel, c: &[f64]) {
+        let (dim, k) = (self.dim, self.k);
+        let t = groups_for(k);
+        let mut seeds: Vec<f64> = (0..t)
+            .flat_map(|g| c[g * k / t * dim..(g * k / t + 1) * dim].iter().copied())
+            .collect();
+        let mut group_of = vec![0u32; k];
+        for _ in 0..GROUP_ITERATIONS {
+            group_of = kernel.install(|| {
+                c.par_chunks_exact(dim)
+                    .map(|x| {
+                        let (mut best, mut at) = (f64::INFINITY, 0);
+                        for (g, s) in seeds.chunks_exact(dim).enumerate() {
+                            let d = dist2_fast(x, s);
+                            if d < best {
+                                (best, at) = (d, g);
+                            }
+                        }
+                        at as u32
+                    })
+                    .collect()
+            });
+            let mut sum = vec![0.0f64; t * dim];
+            let mut count = vec![0usize; t];
+            for (x, &g) in c.chunks_exact(dim).zip(&group_of) {
+                count[g as usize] += 1;
+                for (s, v) in sum[g as usize * dim..(g as usize + 1) * dim]
+                    .iter_mut()
+                    .zip(x)
+                {
+                    *s += v;
+                }
+            }
+            for g in 0..t {
+                if count[g] > 0 {
+                    for d in 0..dim {
+                        seeds[g * dim + d] = sum[g * dim + d] / count[g] as f64;
+                    }
+                }
+            }
+        }
+        // Renumber the non-empty groups.
+        let mut count = vec![0usize; t];
+        for &g in &group_of {
+            count[g as usize] += 1;
+        }
+        let mut renumber = vec![u32::MAX; t];
+        let mut used = 0u32;
+        for g in 0..t {
+            if count[g] > 0 {
+                renumber[g] = used;
+                used += 1;
+            }
+        }
+        for g in group_of.iter_mut() {
+            *g = renumber[*g as usize];
+        }
+        let used = used as usize;
+        let mut starts = vec![0usize; used + 1];
+        for &g in &group_of {
+            starts[g as usize + 1] += 1;
+        }
+        for g in 0..used {
+            starts[g + 1] += starts[g];
+        }
+        let mut fill = starts.clone();
+        let mut members = vec![0u32; k];
+        for (j, &g) in group_of.iter().enumerate() {
+            members[fill[g as usize]] = j as u32;
+            fill[g as usize] += 1;
+        }
+        self.group_of = group_of;
+        self.starts = starts;
+        self.members = members;
+    }
+}
+
+/// `v` rounded up by the outward margin.
+#[inline(always)]
+fn up(v: f64) -> f64 {
+    v * (1.0 + ROUND)
+}
+
+/// `a − b` for bounds `a, b ≥ 0`, rounded down by the outward margin (never negative).
+#[inline(always)]
+fn down_sub(a: f64, b: f64) -> f64 {
+    (a - b - (a + b) * ROUND).max(0.0)
+}
+
+/// True if a lower bound `lb` proves a centroid farther than the distance `best`.
+#[inline(always)]
+fn beyond(lb: f64, best: f64) -> bool {
+    lb > best * (1.0 + MARGIN)
+}
+
+/// [`chunk`] compiled for the detected instruction set.
+fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+            chunk(s, job, full)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+            chunk(s, job, full)
+        }
+        match isa {
+            // SAFETY: `Isa::detect` found the CPU features these functions enable.
+            Isa::Avx512 => return unsafe { avx512(s, job, full) },
+            Isa::Avx2 => return unsafe { avx2(s, job, full) },
+            Isa::Generic => {}
+        }
+    }
+    let _ = isa;
+    chunk(s, job, full)
+}
+
+/// One chunk: decides every point's centroid (and bounds), then adds the points to the chunk's
+/// sums in order. Returns the partial sums and the number of distances computed.
+#[inline(always)]
+fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64) {
+    let computed = if full {
+        chunk_full(s, &mut job)
+    } else {
+        chunk_update(s, &mut job)
+    };
+    let mut part = Partial::new(s.k, s.dim);
+    for (x, &j) in job.pts.chunks_exact(s.dim).zip(job.labels.iter()) {
+        part.add_point(x, j as usize, s.centroids);
+    }
+    (part, computed)
+}
+
+/// The distance the exact decisions use.
+#[inline(always)]
+fn dist<T: Real>(x: &[T], centroids: &[T], j: usize) -> f64 {
+    let dim = x.len();
+    dist2_fast(x, &centroids[j * dim..(j + 1) * dim])
+}
+
+/// The first assignment: every distance through the GEMM, then the groups that may hold the
+/// nearest centroid exactly.
+///
+/// The GEMM gives, for a block of centroids (in group order) × a block of points,
+/// `g = −2 c·x` with one row per centroid, so that the per-group minima over a block of points
+/// are element-wise minima of rows (they vectorise). With `e` the rounding bound below,
+/// `‖x‖² + g + ‖c‖²` is within `e·(‖x‖² + ‖c‖²)` of the true squared distance (the dot
+/// product's error is at most `(d + 2)·eps·Σ|x_i c_i|`, and the additions, conversions and
+/// offsets add a few `eps` of the same magnitude). So `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a
+/// lower and `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper bound of it.
+#[inline(always)]
+fn chunk_full<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
+    let (dim, k, t) = (s.dim, s.k, s.t);
+    let (pts, labels, ub, lb) = (job.pts, &mut *job.labels, &mut *job.ub, &mut *job.lb);
+    let eps_t = if T::NAME == "f32" {
+        f32::EPSILON as f64
+    } else {
+        f64::EPSILON
+    };
+    let e = 2.0 * ((dim as f64 + 8.0) * (eps_t + f64::EPSILON));
+    // Row p is centroid members[p], with its offsets and group.
+    let mut perm = Vec::with_capacity(k * dim);
+    let mut lo_off = vec![T::ZERO; k];
+    let mut hi_off = vec![T::ZERO; k];
+    let mut col_group = vec![0usize; k];
+    for (p, &j) in s.members.iter().enumerate() {
+        let c = &s.centroids[j as usize * dim..(j as usize + 1) * dim];
+        let cn: f64 = c.iter().map(|v| v.to_f64() * v.to_f64()).sum();
+        lo_off[p] = T::from_f64(cn * (1.0 - e));
+        hi_off[p] = T::from_f64(cn * (1.0 + e));
+        col_group[p] = s.group_of[j as usize] as usize;
+        perm.extend_from_slice(c);
+    }
+    let kb_max = k.min(BLOCK_CENTROIDS);
+    const BP: usize = BLOCK_POINTS;
+    let mut g = vec![T::ZERO; BP * kb_max];
+    // Per group, then per point of the block: the lowest lower end; per point the lowest upper.
+    let mut gmin = vec![T::INFINITY; t * BP];
+    let mut hmin = [T::INFINITY; BP];
+    let mut computed = 0u64;
+    let mut exact: Vec<(usize, f64, f64, u32)> = Vec::with_capacity(t);
+    for (b, block) in pts.chunks(BP * dim).enumerate() {
+        let m = block.len() / dim;
+        gmin.fill(T::INFINITY);
+        hmin.fill(T::INFINITY);
+        let mut j0 = 0;
+        while j0 < k {
+            let kb = kb_max.min(k - j0);
+            let (a, bp, gp) = (perm[j0 * dim..].as_ptr(), block.as_ptr(), g.as_mut_ptr());
+            let (alpha, rs, mi) = (T::from_f64(-2.0), dim as isize, m as isize);
+            // SAFETY: rows j0..j0+kb of `perm` (k × dim, row-major), `block` read as its
+            // transpose (dim × m: row stride 1, column stride dim) and `g` (kb × m, row-major),
+            // all in bounds.
+            unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
+            for (jj, row) in g[..kb * m].chunks_exact(m).enumerate() {
+                let p = j0 + jj;
+                let (lo, hi) = (lo_off[p], hi_off[p]);
+                let gm = &mut gmin[col_group[p] * BP..col_group[p] * BP + m];
+                for ((&v, gl), h) in row.iter().zip(gm.iter_mut()).zip(hmin.iter_mut()) {
+                    let l = v + lo;
+                    if l < *gl {
+                        *gl = l;
+                    }
+                    let u = v + hi;
+                    if u < *h {
+                        *h = u;
+                    }
+                }
+            }
+            j0 += kb;
+        }
+        computed += (m * k) as u64;
+        for (i, x) in block.chunks_exact(dim).enumerate() {
+            let p = b * BP + i;
+            let xn: f64 = x.iter().map(|v| v.to_f64() * v.to_f64()).sum();
+            let limit = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
+            let (mut best, mut best_j) = (f64::INFINITY, u32::MAX);
+            // The groups that may hold the nearest centroid, exactly; their bound is their
+            // second smallest exact distance (or smallest when the nearest is elsewhere).
+            let lbp = &mut lb[p * t..(p + 1) * t];
+            exact.clear();
+            for (grp, l) in lbp.iter_mut().enumerate() {
+                let lo = gmin[grp * BP + i].to_f64() + xn * (1.0 - e);
+                if lo > limit {
+                    *l = lo.max(0.0).sqrt();
+                    continue;
+                }
+                let mut two = (f64::INFINITY, f64::INFINITY, u32::MAX);
+                for &j in &s.members[s.starts[grp]..s.starts[grp + 1]] {
+                    let d = dist(x, s.centroids, j as usize);
+                    computed += 1;
+                    keep_two(&mut two, d, j);
+                    if d < best || (d == best && j < best_j) {
+                        (best, best_j) = (d, j);
+                    }
+                }
+                exact.push((grp, two.0, two.1, two.2));
+            }
+            if best_j == u32::MAX {
+                // Only infinite distances (values too large for their squares): any centroid;
+                // the driver refuses the infinite inertia.
+                (best, best_j) = (f64::INFINITY, 0);
+            }
+            for &(grp, m1, m2, i1) in &exact {
+                lbp[grp] = if i1 == best_j { m2 } else { m1 }.sqrt();
+            }
+            labels[p] = best_j;
+            ub[p] = best.sqrt();
+        }
+    }
+    computed
+}
+
+/// Keeps the smallest (`.0`, index `.2`) and second smallest (`.1`) of the values seen.
+#[inline(always)]
+fn keep_two(two: &mut (f64, f64, u32), v: f64, j: u32) {
+    if v < two.0 {
+        *two = (v, two.0, j);
+    } else if v < two.1 {
+        two.1 = v;
+    }
+}
+
+/// A later assignment: bounds moved by the drift, then the group and local filters.
+#[inline(always)]
+fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
+    let (dim, t) = (s.dim, s.t);
+    let (pts, labels, ub, lb) = (job.pts, &mut *job.labels, &mut *job.ub, &mut *job.lb);
+    let mut computed = 0u64;
+    let mut old = vec![0.0f64; t];
+    // Per group: smallest and second smallest bound/distance of the examined members (not the
+    // old centroid), and the index of the smallest.
+    let mut m1 = vec![0.0f64; t];
+    let mut m2 = vec![0.0f64; t];
+    let mut i1 = vec![0u32; t];
+    let mut examined: Vec<usize> = Vec::with_capacity(t);
+    for (p, x) in pts.chunks_exact(dim).enumerate() {
+        let a = labels[p] as usize;
+        let lbp = &mut lb[p * t..(p + 1) * t];
+        old.copy_from_slice(lbp);
+        let mut glob = f64::INFINITY;
+        for (l, &gd) in lbp.iter_mut().zip(s.group_drift) {
+            *l = down_sub(*l, gd);
+            glob = glob.min(*l);
+        }
+        let u = up(ub[p] + s.drift[a]);
+        if beyond(glob, u) {
+            ub[p] = u;
+            continue;
+        }
+        let da = dist(x, s.centroids, a);
+        computed += 1;
+        let ra = da.sqrt();
+        ub[p] = ra;
+        if beyond(glob, ra) {
+            continue;
+        }
+        let (mut best, mut best_j, mut rb) = (da, a as u32, ra);
+        examined.clear();
+        for grp in 0..t {
+            if beyond(lbp[grp], rb) {
+                continue;
+            }
+            examined.push(grp);
+            let mut two = (f64::INFINITY, f64::INFINITY, u32::MAX);
+            for &j in &s.members[s.starts[grp]..s.starts[grp + 1]] {
+                if j as usize == a {
+                    continue;
+                }
+                let local = down_sub(old[grp], s.drift[j as usize]);
+                let r = if beyond(local, rb) {
+                    local
+                } else {
+                    let d = dist(x, s.centroids, j as usize);
+                    computed += 1;
+                    if d < best || (d == best && j < best_j) {
+                        (best, best_j) = (d, j);
+                        rb = d.sqrt();
+                    }
+                    d.sqrt()
+                };
+                keep_two(&mut two, r, j);
+            }
+            (m1[grp], m2[grp], i1[grp]) = two;
+        }
+        for &grp in &examined {
+            lbp[grp] = if i1[grp] == best_j { m2[grp] } else { m1[grp] };
+        }
+        if best_j as usize != a {
+            // The old centroid becomes an ordinary member of its group.
+            let ga = s.group_of[a] as usize;
+            lbp[ga] = lbp[ga].min(ra);
+            labels[p] = best_j;
+            ub[p] = rb;
+        }
+    }
+    computed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernel::{assign_naive, nearest_naive};
+    use super::super::pruned::tests::random;
+    use super::*;
+
+    /// Points around `clusters` centres (so that assignments settle and bounds prune).
+    fn blobs(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f64> {
+        let centres = random(clusters * dim, seed);
+        let noise = random(n * dim, seed + 1);
+        (0..n * dim)
+            .map(|i| centres[(i / dim % clusters) * dim + i % dim] * 4.0 + noise[i] * 0.7)
+            .collect()
+    }
+
+    /// The means of the assigned points (empty clusters keep their centroid), as T.
+    fn update<T: Real>(sums: &[f64], counts: &[f64], cen: &mut [T], dim: usize) {
+        for (j, &c) in counts.iter().enumerate() {
+            if c > 0.0 {
+                for d in 0..dim {
+                    cen[j * dim + d] = T::from_f64(sums[j * dim + d] / c);
+                }
+            }
+        }
+    }
+
+    /// Runs `iterations` Lloyd iterations with Yinyang and checks every one against the
+    /// reference (labels, counts, sums, inertia) and, when `gemm`, against the GEMM path too.
+    fn lloyd<T: Real>(pts: &[T], init: &[T], dim: usize, iterations: usize, gemm: bool) -> f64 {
+        let k = init.len() / dim;
+        let n = pts.len() / dim;
+        let kernel = Kernel::new(2).unwrap();
+        let mut yy = Yinyang::new(n, dim, k);
+        let mut cen = init.to_vec();
+        let mut shares = 0.0;
+        for it in 0..iterations {
+            let what = format!("{} n={n} d={dim} k={k} iteration {it}", T::NAME);
+            let (mut s1, mut c1) = (vec![0.0; k * dim], vec![0.0; k]);
+            let i1 = assign_naive(pts, dim, &cen, k, 1, &mut s1, &mut c1);
+            let (mut s2, mut c2) = (vec![0.0; k * dim], vec![0.0; k]);
+            let i2 = yy.assign(&kernel, pts, &cen, &mut s2, &mut c2);
+            for (i, &l) in yy.labels().iter().enumerate() {
+                let want = nearest_naive(&pts[i * dim..(i + 1) * dim], &cen, dim).0;
+                assert_eq!(l as usize, want, "{what} point {i}");
+            }
+            assert_eq!(c1, c2, "{what} counts");
+            for (a, b) in s1.iter().zip(&s2) {
+                assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{what} sums");
+            }
+            assert!((i1 - i2).abs() <= 1e-9 * i1.max(1e-300), "{what} inertia");
+            if gemm {
+                let (mut s3, mut c3) = (vec![0.0; k * dim], vec![0.0; k]);
+                let mut l3 = vec![0u32; n];
+                let i3 = kernel.assign(pts, dim, &cen, k, &mut s3, &mut c3, Some(&mut l3));
+                assert_eq!(yy.labels(), &l3[..], "{what} gemm labels");
+                assert_eq!((&s2, &c2), (&s3, &c3), "{what} gemm sums");
+                assert_eq!(i2.to_bits(), i3.to_bits(), "{what} gemm inertia");
+            }
+            if it > 0 {
+                shares += yy.share();
+            }
+            update(&s2, &c2, &mut cen, dim);
+        }
+        shares / (iterations - 1).max(1) as f64
+    }
+
+    #[test]
+    fn yinyang_equals_the_reference_and_gemm_every_iteration() {
+        for &(n, dim, k, clusters) in &[
+            (3000usize, 16usize, 50usize, 20usize),
+            (2500, 40, 120, 30),
+            (CHUNK_POINTS + 700, 9, 25, 25),
+            (500, 3, 7, 3),
+            (400, 64, 1, 1),
+        ] {
+            let pts = blobs(n, dim, clusters, (n + dim + k) as u64);
+            let init: Vec<f64> = pts[..k * dim].to_vec();
+            let share = lloyd(&pts, &init, dim, 12, true);
+            if k >= 50 {
+                assert!(share < 0.5, "n={n} d={dim} k={k}: share {share}");
+            }
+            let p32: Vec<f32> = pts.iter().map(|&v| v as f32).collect();
+            let i32: Vec<f32> = init.iter().map(|&v| v as f32).collect();
+            lloyd(&p32, &i32, dim, 6, false);
+        }
+        // Random data, random centroids: little structure, many iterations.
+        let (dim, k) = (12, 40);
+        let pts = random(2000 * dim, 3);
+        lloyd(&pts, &random(k * dim, 4), dim, 25, true);
+    }
+
+    /// Coordinates on a coarse grid, duplicated points and centroids: exact ties everywhere,
+    /// and both distance forms exact, so the GEMM path's lowest-index rule must be matched.
+    #[test]
+    fn ties_go_to_the_lowest_index() {
+        for dim in [2usize, 5, 17] {
+            let k = 60;
+            let grid = |v: f64| (v * 3.0).round() * 0.5;
+            let mut pts: Vec<f64> = random(1500 * dim, dim as u64)
+                .into_iter()
+                .map(grid)
+                .collect();
+            let copy = pts[..dim * 50].to_vec();
+            pts.extend_from_slice(&copy);
+            let mut cen: Vec<f64> = random(k * dim, 9 + dim as u64)
+                .into_iter()
+                .map(grid)
+                .collect();
+            for j in (0..k).step_by(3) {
+                let src = (j * 7) % k;
+                for d in 0..dim {
+                    cen[j * dim + d] = cen[src * dim + d];
+                }
+            }
+            lloyd(&pts, &cen, dim, 8, true);
+            let p32: Vec<f32> = pts.iter().map(|&v| v as f32).collect();
+            let c32: Vec<f32> = cen.iter().map(|&v| v as f32).collect();
+            lloyd(&p32, &c32, dim, 8, false);
+        }
+        // All centroids identical: every point goes to centroid 0.
+        let cen = vec![0.25; 40 * 3];
+        let pts = random(600 * 3, 5);
+        lloyd(&pts, &cen, 3, 3, true);
+    }
+
+    /// f32 values whose squared norms exceed f32's range: the GEMM values overflow (infinite or
+    /// NaN interval ends, which never prove a group farther), the exact f64 comparison decides.
+    #[test]
+    fn norms_beyond_f32_fall_back_to_exact_distances() {
+        let (dim, k) = (3, 30);
+        let big = |v: &f64| (1.5e19 + v * 1e18) as f32;
+        let pts: Vec<f32> = random(400 * dim, 21).iter().map(big).collect();
+        let cen: Vec<f32> = random(k * dim, 22).iter().map(big).collect();
+        lloyd(&pts, &cen, dim, 3, false);
+    }
+
+    #[test]
+    fn groups_partition_the_centroids() {
+        let kernel = Kernel::new(1).unwrap();
+        for k in [1usize, 9, 10, 57, 300] {
+            let c = random(k * 4, k as u64);
+            let mut yy = Yinyang::new(0, 4, k);
+            yy.form_groups(&kernel, &c);
+            assert!(yy.groups() >= 1 && yy.groups() <= groups_for(k), "k={k}");
+            let mut seen = yy.members.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..k as u32).collect::<Vec<_>>(), "k={k}");
+            for g in 0..yy.groups() {
+                let m = &yy.members[yy.starts[g]..yy.starts[g + 1]];
+                assert!(!m.is_empty() && m.windows(2).all(|w| w[0] < w[1]), "k={k}");
+                assert!(m.iter().all(|&j| yy.group_of[j as usize] as usize == g));
+            }
+        }
+    }
+}
