@@ -245,7 +245,10 @@ fn with_cause(env: &mut Env<'_>, e: &JThrowable<'_>, f: &Detail) -> jni::errors:
     if f.kind != "data" {
         return Ok(());
     }
-    let Some(cause) = crate::kv_combiner::take_cause(&f.msg) else {
+    let Ok(rank) = usize::try_from(f.rank) else {
+        return Ok(());
+    };
+    let Some(cause) = crate::kv_combiner::take_cause(rank, &f.msg) else {
         return Ok(());
     };
     env.call_method(

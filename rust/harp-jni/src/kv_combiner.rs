@@ -17,11 +17,24 @@ pub struct JavaKvCombiner {
     vm: JavaVM,
     obj: Global<JObject<'static>>,
     name: String,
+    /// The rank of the worker whose table it combines: the workers of a local job share one
+    /// JVM, and theirs may fail alike, with the same text.
+    rank: usize,
 }
 
 impl JavaKvCombiner {
-    pub fn new(vm: JavaVM, obj: Global<JObject<'static>>, name: String) -> JavaKvCombiner {
-        JavaKvCombiner { vm, obj, name }
+    pub fn new(
+        vm: JavaVM,
+        obj: Global<JObject<'static>>,
+        name: String,
+        rank: usize,
+    ) -> JavaKvCombiner {
+        JavaKvCombiner {
+            vm,
+            obj,
+            name,
+            rank,
+        }
     }
 }
 
@@ -86,7 +99,7 @@ impl KvCombiner for JavaKvCombiner {
                 ..
             }) => {
                 let e = failed(format!("{name}: {msg}"));
-                keep_cause(e.to_string(), exception);
+                keep_cause(self.rank, e.to_string(), exception);
                 Err(e)
             }
             Err(e) => Err(failed(e.to_string())),
@@ -99,26 +112,30 @@ impl KvCombiner for JavaKvCombiner {
 /// when the error that reports them was another's.
 const CAUSES_KEPT: usize = 16;
 
-/// The Java exceptions thrown by combiners, each with the engine error text it became. The
-/// engine's error is text (it may run on any thread and travel through a collective); the
-/// export that reports it finds its exception here by that text.
-static CAUSES: Mutex<Vec<(String, Global<JThrowable<'static>>)>> = Mutex::new(Vec::new());
+/// A Java exception thrown by a combiner: the rank of the worker whose table it combined, the
+/// engine error text it became, and the exception.
+type Cause = (usize, String, Global<JThrowable<'static>>);
 
-fn keep_cause(text: String, exception: Global<JThrowable<'static>>) {
+/// The Java exceptions thrown by combiners. The engine's error is text (it may run on any
+/// thread and travel through a collective); the export that reports it finds its exception
+/// here by its worker's rank and that text.
+static CAUSES: Mutex<Vec<Cause>> = Mutex::new(Vec::new());
+
+fn keep_cause(rank: usize, text: String, exception: Global<JThrowable<'static>>) {
     let mut causes = CAUSES.lock().unwrap_or_else(|p| p.into_inner());
     if causes.len() == CAUSES_KEPT {
         causes.remove(0);
     }
-    causes.push((text, exception));
+    causes.push((rank, text, exception));
 }
 
-/// The Java exception thrown by a combiner whose failure a `data` error with message `msg`
-/// reports (the engine may prefix the combiner's text with where it happened), taken out of
-/// the registry: it becomes the cause of the `HarpException`.
-pub fn take_cause(msg: &str) -> Option<Global<JThrowable<'static>>> {
+/// The Java exception thrown by a combiner of worker `rank` whose failure a `data` error with
+/// message `msg` reports (the engine may prefix the combiner's text with where it happened),
+/// taken out of the registry: it becomes the cause of the `HarpException`.
+pub fn take_cause(rank: usize, msg: &str) -> Option<Global<JThrowable<'static>>> {
     let mut causes = CAUSES.lock().unwrap_or_else(|p| p.into_inner());
     let at = causes
         .iter()
-        .rposition(|(text, _)| msg.ends_with(text.as_str()))?;
-    Some(causes.remove(at).1)
+        .rposition(|(r, text, _)| *r == rank && msg.ends_with(text.as_str()))?;
+    Some(causes.remove(at).2)
 }

@@ -98,6 +98,7 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
                 env.get_java_vm()?,
                 env.new_global_ref(&combiner)?,
                 jstr(env, &name)?,
+                worker(w)?.worker.rank(),
             );
             Ok(Combiner::KeyValue(Arc::new(bridge)))
         })
