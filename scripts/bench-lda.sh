@@ -3,11 +3,11 @@
 # same topics, priors and iterations; then harp with 2 and 4 workers (1 thread each) for the
 # log-likelihood curves. Writes bench/lda/<commit>-tomotopy.txt.
 #   scripts/bench-lda.sh [DOCS] [LENGTH] [TOPICS] [ITERATIONS]
-# Defaults: 100,000 documents of 200 tokens on average (about 20M tokens), 20,000 words,
+# Defaults: 101,000 documents of 200 tokens on average (about 20.2M tokens), 20,000 words,
 # 100 topics (the corpus is generated from 100), 50 iterations. Needs a release build
 # (cargo build --release -p harp-cli); makes a venv with tomotopy, numpy and scipy in /tmp/lda-venv.
 set -euo pipefail
-DOCS=${1:-100000}
+DOCS=${1:-101000}
 LEN=${2:-200}
 K=${3:-100}
 IT=${4:-50}
