@@ -11,7 +11,7 @@ mod cluster;
 #[cfg(test)]
 mod vocabulary_tests;
 
-use harp_jobs::{jobs, kmeans, mds, options};
+use harp_jobs::{jobs, kmeans, lda, mds, options};
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +48,8 @@ enum GenCmd {
     Points(kmeans::GenArgs),
     /// A reproducible N×N Euclidean distance matrix (for `harp mds`).
     Dist(mds::GenDistArgs),
+    /// A reproducible corpus generated from known topics (for `harp lda`).
+    Corpus(lda::GenCorpusArgs),
 }
 
 /// The `harp` command line.
@@ -62,6 +64,9 @@ pub fn main() -> ExitCode {
         Cmd::Gen {
             what: GenCmd::Dist(a),
         } => mds::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Corpus(a),
+        } => lda::gen(&a),
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),
@@ -96,6 +101,7 @@ mod tests {
             "kmeans",
             "wordcount",
             "pagerank",
+            "lda",
             "mds",
             "layout",
             "components",
@@ -106,9 +112,8 @@ mod tests {
             "netmap",
         ] {
             let extra: &[&str] = match job {
-                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3" => {
-                    &["--input", "p", "--output", "o"]
-                }
+                "kmeans" | "wordcount" | "pagerank" | "lda" | "mds" | "layout" | "components"
+                | "id3" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };
@@ -143,7 +148,7 @@ mod tests {
                 .map(|_| ())
         };
         let io = ["--input", "i", "--output", "o"];
-        for job in ["kmeans", "pagerank", "mds", "layout"] {
+        for job in ["kmeans", "pagerank", "lda", "mds", "layout"] {
             for (v, want) in [
                 ("0", "expected a whole number, at least 1"),
                 ("-1", "negative numbers are not allowed"),

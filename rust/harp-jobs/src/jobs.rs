@@ -9,7 +9,8 @@ use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
 use crate::{
-    bench, check, components, events_check, id3, kmeans, layout, mds, netmap, pagerank, wordcount,
+    bench, check, components, events_check, id3, kmeans, layout, lda, mds, netmap, pagerank,
+    wordcount,
 };
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
@@ -44,6 +45,8 @@ jobs! {
     Kmeans(kmeans::KmeansArgs) => kmeans::run,
     #[command(about = apps::PAGERANK.about)]
     Pagerank(pagerank::PagerankArgs) => pagerank::run,
+    #[command(about = apps::LDA.about)]
+    Lda(lda::LdaArgs) => lda::run,
     /// Time one collective.
     Bench(bench::BenchArgs) => bench::run,
     /// Verify every collective against a sequential model.
@@ -76,6 +79,7 @@ impl<X: Args> Job<X> {
         let (one, labels) = match self {
             Job::Kmeans(a) => (&a.job.output, a.job.labels.as_deref()),
             Job::Pagerank(a) => (&a.job.output, None),
+            Job::Lda(a) => (&a.job.output, None),
             Job::Wordcount(a) => (&a.job.output, None),
             Job::Mds(a) => (&a.job.output, None),
             Job::Layout(a) => (&a.job.output, None),
@@ -103,6 +107,7 @@ impl Job<Local> {
         let workers = self.extra().workers;
         match self {
             Job::Kmeans(a) => kmeans::precheck(&a.job),
+            Job::Lda(a) => lda::precheck(&a.job),
             Job::Wordcount(a) => match a.job.partitions {
                 Some(n) => harp::config::check_partitions("--partitions", n.into(), workers),
                 None => Ok(()),

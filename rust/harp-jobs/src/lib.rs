@@ -16,6 +16,7 @@ pub mod id3;
 pub mod jobs;
 pub mod kmeans;
 pub mod layout;
+pub mod lda;
 pub mod mds;
 pub mod netmap;
 pub mod options;

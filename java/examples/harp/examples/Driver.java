@@ -11,6 +11,7 @@ public final class Driver {
     pd.addClass("kmeans", harp.examples.kmeans.KMeans.class, "K-means clustering with allreduce (Map-Collective)");
     pd.addClass("wordcount", harp.examples.wordcount.WordCount.class, "word count with a key-value table and regroup (Map-Collective)");
     pd.addClass("pagerank", harp.examples.engine.EngineJob.PageRank.class, "PageRank on graph tables (the engine's harp pagerank)");
+    pd.addClass("lda", harp.examples.engine.EngineJob.Lda.class, "latent Dirichlet allocation, Gibbs sampling with model rotation (the engine's harp lda)");
     pd.addClass("mds", harp.examples.engine.EngineJob.Mds.class, "multidimensional scaling, WDA-SMACOF (the engine's harp mds)");
     pd.addClass("layout", harp.examples.engine.EngineJob.Layout.class, "force-directed graph layout (the engine's harp layout)");
     pd.addClass("components", harp.examples.engine.EngineJob.Components.class, "connected components over events (the engine's harp components)");

@@ -7,6 +7,7 @@
 //! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
 //! * [`pagerank`]: PageRank on the graph tables.
 //! * [`components`]: connected components by label propagation over events.
+//! * [`lda`]: latent Dirichlet allocation by collapsed Gibbs sampling with model rotation.
 //! * [`id3`]: an ID3 decision tree over events (Anthill's Counter, Attribute and Decision
 //!   filters routed by label).
 // Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
@@ -70,6 +71,7 @@ pub mod dense;
 pub mod id3;
 pub mod kmeans;
 pub mod layout;
+pub mod lda;
 pub mod mds;
 pub mod output;
 pub mod pagerank;

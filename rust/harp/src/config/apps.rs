@@ -115,10 +115,11 @@ impl AppJob {
 }
 
 /// Every application job, in the order `harp --help` lists them.
-pub static JOBS: [&AppJob; 7] = [
+pub static JOBS: [&AppJob; 8] = [
     &KMEANS,
     &WORDCOUNT,
     &PAGERANK,
+    &LDA,
     &MDS,
     &LAYOUT,
     &COMPONENTS,
@@ -201,6 +202,26 @@ pub static PAGERANK: AppJob = AppJob {
         opt("threads", "harp.pagerank.threads", Kind::Value, Some("1"), "Compute threads per worker."),
         opt("messages", "harp.pagerank.messages", Kind::Value, Some("compiled"), "How contributions travel: compiled (dense arrays in a fixed key order) or kv (a key-value message table every iteration). Same ranks either way."),
         opt("output", "harp.pagerank.output", Kind::Required, None, "Output directory: one part-RRRRR file per worker of `vertex<TAB>rank` lines, and _SUCCESS (nothing is written on failure)."),
+        OVERWRITE,
+    ],
+};
+
+/// `harp lda`.
+#[rustfmt::skip]
+pub static LDA: AppJob = AppJob {
+    name: "lda",
+    about: "Latent Dirichlet allocation by collapsed Gibbs sampling with model rotation.",
+    options: &[
+        opt("input", "harp.lda.input", Kind::Required, None, "Documents: a file or a directory of files, one `doc_id word word …` line per document (fields separated by spaces or tabs; blank lines skipped)."),
+        opt("words", "harp.lda.words", Kind::Value, Some("tokens"), "What the words are: tokens (any text without spaces) or ids (integers from 0 to 2147483646)."),
+        opt("topics", "harp.lda.topics", Kind::Value, Some("100"), "Number of topics K (1 to 65535)."),
+        opt("alpha", "harp.lda.alpha", Kind::Value, Some("0.1"), "Symmetric Dirichlet prior of the document-topic mixtures (per topic)."),
+        opt("beta", "harp.lda.beta", Kind::Value, Some("0.01"), "Symmetric Dirichlet prior of the topic-word distributions (per word)."),
+        opt("iterations", "harp.lda.iterations", Kind::Value, Some("50"), "Gibbs sampling sweeps over every token."),
+        opt("seed", "harp.lda.seed", Kind::Value, Some("1"), "Seed of the first topics and of the sampling (a run is reproducible for a given worker count, --threads and seed)."),
+        opt("threads", "harp.lda.threads", Kind::Value, Some("1"), "Sampling threads per worker (each samples its own documents against its own part of the word slice)."),
+        opt("top_words", "harp.lda.top.words", Kind::Value, Some("10"), "Words listed per topic in topics.txt."),
+        opt("output", "harp.lda.output", Kind::Required, None, "Output directory: part-RRRRR per worker (`doc_id<TAB>topic:share …` lines, the document's topic mixture), topics.txt (`topic<TAB>word:probability …`, the top words) and _SUCCESS; nothing is written on failure."),
         OVERWRITE,
     ],
 };

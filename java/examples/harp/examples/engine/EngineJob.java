@@ -110,10 +110,16 @@ public class EngineJob extends Configured implements Tool {
     return job;
   }
 
-  /** {@code pagerank}, {@code mds}, {@code layout}, {@code components} and {@code id3} for the program driver. */
+  /** {@code pagerank}, {@code lda}, {@code mds}, {@code layout}, {@code components} and {@code id3} for the program driver. */
   public static class PageRank {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("pagerank"), args));
+    }
+  }
+
+  public static class Lda {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("lda"), args));
     }
   }
 

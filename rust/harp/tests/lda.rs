@@ -1,0 +1,237 @@
+//! `harp::apps::lda` on in-process workers: one worker and one thread is the sequential sampler
+//! exactly; 1, 2 and 4 workers (with 1 or 2 threads) keep every count consistent, converge to
+//! log-likelihoods within 1 % of each other and find the topics a corpus was generated from;
+//! bad input fails every worker naming the file and line.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use harp::apps::lda::{self, sampler, Generate, Options, Outcome, Share, Words};
+
+use common::{config, on_workers};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-lda-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A corpus of `docs` documents of about `length` words among `vocabulary`, from `topics`.
+fn generate(
+    docs: usize,
+    vocabulary: usize,
+    topics: usize,
+    length: usize,
+    seed: u64,
+    ids: bool,
+) -> Generate {
+    Generate {
+        docs,
+        vocabulary,
+        topics,
+        length,
+        seed,
+        ids,
+    }
+}
+
+fn corpus(dir: &std::path::Path, g: &Generate) -> String {
+    let mut text = Vec::new();
+    g.write(&mut text).unwrap();
+    let f = dir.join("corpus.txt");
+    std::fs::write(&f, text).unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+fn run(p: usize, o: &Options) -> Vec<Outcome> {
+    on_workers(p, config(Duration::from_secs(30)), |w| {
+        let r = lda::run(&w, o, |_| {}).unwrap();
+        w.close();
+        r
+    })
+}
+
+/// The word-topic counts of all slices, `k` per word, for `v` words.
+fn word_topic(out: &[Outcome], v: usize, k: usize) -> Vec<i32> {
+    let mut nwk = vec![0; v * k];
+    for o in out {
+        for (i, &w) in o.slice_words.iter().enumerate() {
+            nwk[w as usize * k..(w as usize + 1) * k]
+                .copy_from_slice(&o.slice_counts[i * k..(i + 1) * k]);
+        }
+    }
+    nwk
+}
+
+/// Every count agrees with every other: words, documents and totals.
+fn consistent(out: &[Outcome], v: usize, k: usize) {
+    let nwk = word_topic(out, v, k);
+    let tokens = out[0].tokens as i64;
+    assert_eq!(out[0].nk.iter().sum::<i64>(), tokens);
+    for o in out {
+        assert_eq!(o.nk, out[0].nk, "every worker has the same totals");
+        assert!(o.ndk.iter().all(|&c| c >= 0) && o.slice_counts.iter().all(|&c| c >= 0));
+    }
+    for t in 0..k {
+        let by_word: i64 = (0..v).map(|w| nwk[w * k + t] as i64).sum();
+        let by_doc: i64 = out
+            .iter()
+            .map(|o| {
+                o.ndk
+                    .iter()
+                    .skip(t)
+                    .step_by(k)
+                    .map(|&c| c as i64)
+                    .sum::<i64>()
+            })
+            .sum();
+        assert_eq!((by_word, by_doc), (out[0].nk[t], out[0].nk[t]), "topic {t}");
+    }
+}
+
+#[test]
+fn one_worker_is_the_sequential_sampler() {
+    let dir = tmpdir("sequential");
+    let g = generate(120, 300, 6, 50, 7, true);
+    let input = corpus(&dir, &g);
+    let mut share = Share::new();
+    for l in std::fs::read(&input).unwrap().split(|c| *c == b'\n') {
+        share.parse_line(l, Words::Ids).unwrap();
+    }
+    let docs: Vec<(Vec<u8>, Vec<u32>)> = (0..share.docs())
+        .map(|d| (share.ids[d].clone(), share.doc(d).to_vec()))
+        .collect();
+    let v = *share.words.iter().max().unwrap() as usize + 1;
+    let k = 8;
+    let want = sampler::sequential(&docs, v, k, 0.1, 0.01, 5, 6);
+    let mut o = Options::new(input);
+    o.words = Words::Ids;
+    o.topics = k;
+    o.iterations = 6;
+    o.seed = 5;
+    let got = run(1, &o);
+    consistent(&got, v, k);
+    assert_eq!(got[0].ndk, want.ndk, "document-topic counts");
+    assert_eq!(word_topic(&got, v, k), want.nwk, "word-topic counts");
+    let nk: Vec<i64> = want.nk.iter().map(|&n| n as i64).collect();
+    assert_eq!(got[0].nk, nk);
+    for (a, b) in got[0].iterations.iter().zip(&want.ll) {
+        assert!((a.ll - b).abs() <= 1e-12 * b.abs(), "{} vs {b}", a.ll);
+    }
+    // The likelihood rises from the random start.
+    assert!(want.ll[5] > want.ll[0], "{:?}", want.ll);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn workers_1_2_4_agree_and_find_the_generating_topics() {
+    let dir = tmpdir("workers");
+    let g = generate(1500, 500, 5, 100, 3, false);
+    let input = corpus(&dir, &g);
+    let mut o = Options::new(input);
+    o.topics = 5;
+    o.iterations = 40;
+    o.top_words = 10;
+    let mut finals = Vec::new();
+    for (p, threads) in [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1)] {
+        o.threads = threads;
+        let out = run(p, &o);
+        let v = out[0].vocabulary;
+        assert_eq!(v, 500, "every word occurs");
+        consistent(&out, v, 5);
+        let lls: Vec<f64> = out[0].iterations.iter().map(|x| x.ll).collect();
+        for r in &out {
+            let same: Vec<f64> = r.iterations.iter().map(|x| x.ll).collect();
+            assert_eq!(same, lls, "every worker reports the same log-likelihood");
+        }
+        assert!(lls[39] > lls[0] + 0.3, "W = {p}, T = {threads}: {lls:?}");
+        finals.push(lls[39]);
+        // A reproducible run for a given W, T and seed.
+        let again = run(p, &o);
+        assert_eq!(again[0].nk, out[0].nk);
+        assert_eq!(again[0].ndk, out[0].ndk);
+        // Each learned topic's top words come from one generating band, and every band is
+        // found (the vocabulary is sorted: token wN is not word N).
+        let topics = out[0].topics.as_ref().expect("rank 0 has the topics");
+        let mut bands = std::collections::BTreeSet::new();
+        for line in topics.lines() {
+            let (_, words) = line.split_once('\t').unwrap();
+            let mut count = [0usize; 5];
+            for wp in words.split(' ') {
+                let (name, _) = wp.split_once(':').unwrap();
+                let id: usize = name[1..].parse().unwrap();
+                count[g.band_of(id)] += 1;
+            }
+            let (band, &most) = count.iter().enumerate().max_by_key(|x| x.1).unwrap();
+            assert!(most >= 8, "W = {p}, T = {threads}: {line}");
+            bands.insert(band);
+        }
+        assert_eq!(bands.len(), 5, "W = {p}, T = {threads}: {topics}");
+        assert!(out.iter().skip(1).all(|r| r.topics.is_none()));
+        // Every document appears once among the part files, its shares sum to about 1.
+        let lines: Vec<String> = out
+            .iter()
+            .flat_map(|r| r.mixtures.lines().map(String::from).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(lines.len(), 1500);
+    }
+    let (lo, hi) = finals
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    assert!(
+        (hi - lo) / hi.abs() < 0.01,
+        "final log-likelihoods {finals:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_fails_every_worker_naming_file_and_line() {
+    let dir = tmpdir("bad");
+    let f = dir.join("docs.txt");
+    let good = "d1 1 2 3\nd2 4 5\n";
+    std::fs::write(&f, format!("{good}{good}d3 7 x8 9\n{good}")).unwrap();
+    let mut o = Options::new(f.to_str().unwrap());
+    o.words = Words::Ids;
+    o.topics = 3;
+    o.iterations = 2;
+    for p in [1, 2, 4] {
+        let errs = on_workers(p, config(Duration::from_secs(30)), |w| {
+            let e = lda::run(&w, &o, |_| {}).unwrap_err().to_string();
+            drop(w);
+            e
+        });
+        for e in errs {
+            assert!(
+                e.contains(&format!("{}:5:", f.display())) && e.contains("bad word id 'x8'"),
+                "{e}"
+            );
+        }
+    }
+    // As tokens the same file is fine.
+    o.words = Words::Tokens;
+    let out = run(2, &o);
+    assert_eq!(out[0].tokens, 18);
+    // No words at all, a missing input, bad options: every worker fails with the reason.
+    std::fs::write(&f, "d1\nd2\n\n").unwrap();
+    let errs = on_workers(2, config(Duration::from_secs(30)), |w| {
+        lda::run(&w, &o, |_| {}).unwrap_err().to_string()
+    });
+    assert!(errs.iter().all(|e| e.contains("hold no words")), "{errs:?}");
+    let mut missing = o.clone();
+    missing.input = dir.join("nothing").to_str().unwrap().into();
+    let errs = on_workers(2, config(Duration::from_secs(30)), |w| {
+        lda::run(&w, &missing, |_| {}).unwrap_err().to_string()
+    });
+    assert!(errs.iter().all(|e| e.contains("nothing")), "{errs:?}");
+    for (topics, alpha) in [(0, 0.1), (70000, 0.1), (3, 0.0), (3, f64::NAN)] {
+        let mut b = o.clone();
+        b.topics = topics;
+        b.alpha = alpha;
+        assert!(b.validate().is_err(), "{topics} {alpha}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
