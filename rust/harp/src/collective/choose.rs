@@ -60,14 +60,29 @@ use crate::topology::Topology;
 pub fn broadcast_candidates(net: Option<&NetModel>) -> &'static [BroadcastAlgorithm] {
     use BroadcastAlgorithm::*;
     match net {
-        None => &[Binomial, Chain],
-        Some(_) => &[Binomial, Chain, NetChain, NetHierarchy, NetTree],
+        None => &[Binomial, Chain, ScatterAllgather],
+        Some(_) => &[
+            Binomial,
+            Chain,
+            NetChain,
+            NetHierarchy,
+            NetTree,
+            ScatterAllgather,
+        ],
     }
 }
 
+/// Whether the scatter-allgather broadcast's bandwidth term, 2(p−1)/p · nβ, is below the
+/// pipelined chain's, (n + (p−2)c)β with chunks of `chunk` bytes: for p ≥ 3 exactly when
+/// n < p·c (the chain's pipeline is still filling for most of the message).
+pub fn scatter_allgather_beats_chain(bytes: u64, p: usize, chunk: u64) -> bool {
+    p >= 3 && bytes < (p as u64).saturating_mul(chunk)
+}
+
 /// Broadcast of `bytes` (the root's table). Without a model: binomial tree up to `crossover`
-/// bytes (latency bound: ⌈log2 p⌉ hops instead of p−1), pipelined chain above. With one: the
-/// candidate ([`broadcast_candidates`]) of least [`predict_broadcast`] (chunk `chunk`).
+/// bytes (latency bound: ⌈log2 p⌉ hops instead of p−1), then scatter-allgather while
+/// [`scatter_allgather_beats_chain`], pipelined chain above. With one: the candidate
+/// ([`broadcast_candidates`]) of least [`predict_broadcast`] (chunk `chunk`).
 pub fn broadcast(
     bytes: u64,
     crossover: u64,
@@ -83,6 +98,8 @@ pub fn broadcast(
     }
     if bytes <= crossover {
         BroadcastAlgorithm::Binomial
+    } else if scatter_allgather_beats_chain(bytes, topo.size(), chunk) {
+        BroadcastAlgorithm::ScatterAllgather
     } else {
         BroadcastAlgorithm::Chain
     }
@@ -343,8 +360,23 @@ mod tests {
             broadcast(8192, 8192, None, &topo, 0, 8192),
             BroadcastAlgorithm::Binomial
         );
+        // Above the crossover: scatter-allgather while n < p·c, the chain from there on.
         assert_eq!(
             broadcast(8193, 8192, None, &topo, 0, 8192),
+            BroadcastAlgorithm::ScatterAllgather
+        );
+        assert_eq!(
+            broadcast(4 * 8192 - 1, 8192, None, &topo, 0, 8192),
+            BroadcastAlgorithm::ScatterAllgather
+        );
+        assert_eq!(
+            broadcast(4 * 8192, 8192, None, &topo, 0, 8192),
+            BroadcastAlgorithm::Chain
+        );
+        // Two workers: the chain is one link, nothing to gain.
+        let two = Topology::flat((0..2).map(|i| format!("h{i}:1")).collect());
+        assert_eq!(
+            broadcast(8193, 8192, None, &two, 0, 8192),
             BroadcastAlgorithm::Chain
         );
         assert_eq!(

@@ -26,7 +26,12 @@ public final class Algorithm {
     /** Network model: pipelined chain over the network performance hierarchy (else CHAIN). */
     NET_HIERARCHY("net-hierarchy"),
     /** Network model: pipelined over the spanning tree of least predicted time (else CHAIN). */
-    NET_TREE("net-tree");
+    NET_TREE("net-tree"),
+    /**
+     * Scatter-allgather (van de Geijn): the root scatters p segments, then a ring allgathers
+     * them; ahead of the chain while the table is a few pipeline chunks per worker.
+     */
+    SCATTER_ALLGATHER("scatter-allgather");
 
     private final String wireName;
 
