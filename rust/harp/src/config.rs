@@ -355,7 +355,7 @@ pub static OPTIONS: &[EngineOption] = &[
         flag: "broadcast-crossover",
         java: "harp.broadcast.crossover.bytes",
         unit: Unit::Bytes,
-        help: "Automatic broadcast uses the binomial tree up to this size, scatter-allgather or the chain above.",
+        help: "Automatic broadcast uses the binomial tree up to this size, the chain above.",
         get: |c| Value::Bytes(c.broadcast_crossover),
         put: |c, v| {
             c.broadcast_crossover = v.bytes();

@@ -48,8 +48,9 @@ impl AllreduceAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BroadcastAlgorithm {
     /// Binomial tree for messages up to `Config::broadcast_crossover` bytes (latency-bound:
-    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above. The root decides (only it knows the
-    /// size) and announces its choice in the first frame.
+    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above; with a network model the
+    /// candidate of least predicted time (`choose::broadcast`), scatter-allgather among them. The root decides (only it knows the size) and announces its
+    /// choice in the first frame.
     Auto,
     /// Pipelined chain in rack order (Twister/Harp chain broadcast).
     Chain,
@@ -77,7 +78,7 @@ pub enum BroadcastAlgorithm {
     /// scatters p segments straight to their owners, then the segments travel around the
     /// rack-order ring, which is broken at the root (it already holds everything), in p − 1
     /// steps. Every link carries about (p−1)/p · n bytes and no worker waits for a pipeline
-    /// to fill.
+    /// to fill. Cost 2(p−1)α + 2(p−1)/p · nβ.
     ScatterAllgather,
 }
 

@@ -29,7 +29,7 @@ public final class Algorithm {
     NET_TREE("net-tree"),
     /**
      * Scatter-allgather (van de Geijn): the root scatters p segments, then a ring allgathers
-     * them; ahead of the chain while the table is a few pipeline chunks per worker.
+     * them (≈ 2(p−1)/p · n/B; a candidate of AUTO only with a network model).
      */
     SCATTER_ALLGATHER("scatter-allgather");
 
