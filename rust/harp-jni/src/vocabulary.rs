@@ -17,20 +17,14 @@ use crate::errors::{fail, Failure, JNI_KINDS};
 /// gains a variant, so this list cannot silently fall behind.
 fn broadcast_algorithms() -> Vec<&'static str> {
     use BroadcastAlgorithm::*;
-    let offered = [
-        Auto,
-        Chain,
-        Binomial,
-        OneByOne,
-        NetChain,
-        NetHierarchy,
-        NetTree,
-    ];
-    for a in offered {
+    let offered: Vec<_> = std::iter::once(Auto)
+        .chain(BroadcastAlgorithm::announced())
+        .collect();
+    for a in &offered {
         match a {
             // A seeded random chain is a benchmark baseline of the CLI, not offered to Java.
             Auto | Chain | Binomial | OneByOne | ChainRandom(_) | NetChain | NetHierarchy
-            | NetTree => {}
+            | NetTree | ScatterAllgather => {}
         }
     }
     offered.into_iter().map(BroadcastAlgorithm::name).collect()

@@ -32,7 +32,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = harp::config::parse_bytes, default_value = "1m")]
     pub bytes: u64,
     /// Algorithm (broadcast: auto, chain, chain-random, binomial, one-by-one, net-chain,
-    /// net-hierarchy, net-tree; allreduce: auto, bidirectional-exchange, regroup-allgather;
+    /// net-hierarchy, net-tree, scatter-allgather; allreduce: auto, bidirectional-exchange, regroup-allgather;
     /// allgather: auto, ring, recursive-doubling, known-total; reduce-scatter: auto, ring,
     /// recursive-halving; reduce: auto, binomial, binary, scatter-gather, net-hierarchy,
     /// net-ring, chain, net-chain; gather and scatter: auto, direct, binomial, binary, delegate,

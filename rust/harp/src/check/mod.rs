@@ -118,6 +118,7 @@ pub fn run(
             BroadcastAlgorithm::NetChain,
             BroadcastAlgorithm::NetHierarchy,
             BroadcastAlgorithm::NetTree,
+            BroadcastAlgorithm::ScatterAllgather,
         ] {
             tick()?;
             let mut t = mine();
@@ -315,21 +316,22 @@ pub fn run(
     Ok(Report { verified })
 }
 
-/// Results [`run`] verifies per round: allreduce ×3, broadcast ×8, allgather ×4 (ring,
+/// Results [`run`] verifies per round: allreduce ×3, broadcast ×9, allgather ×4 (ring,
 /// recursive doubling, auto, known total), reduce ×8 (auto, binomial, binary,
 /// scatter-gather, net-hierarchy, net-ring, chain, net-chain), gather ×8 (auto, direct,
 /// net-tree, parallel, binomial, binary, delegate, net-relay), scatter ×8, reduce-scatter ×3
 /// (ring, recursive halving, auto), regroup ×2, push, pull, rotate ×2.
-pub const CHECKS_PER_ROUND: usize = 48;
+pub const CHECKS_PER_ROUND: usize = 49;
 
 /// Results [`run_kv`] (and [`run_edges`]) verifies per round.
-pub const KV_CHECKS_PER_ROUND: usize = 17;
+pub const KV_CHECKS_PER_ROUND: usize = 18;
 
 /// Checks the collectives that move whole partitions on key-value tables (i64 or str keys; sum
 /// of i64 or append of i32 arrays; uneven partitions whose keys overlap between ranks) against
 /// the model: allreduce (bidirectional exchange, regroup-allgather, auto), allgather (ring,
 /// known total, recursive doubling), regroup (modulo, master-planned), broadcast (chain:
-/// partitions cut into chunks and reassembled, binomial), reduce (binomial, scatter-gather), reduce-scatter (ring,
+/// partitions cut into chunks and reassembled, binomial, scatter-allgather: whole partitions
+/// scattered to their owners and passed around the ring), reduce (binomial, scatter-gather), reduce-scatter (ring,
 /// recursive halving) and rotate.
 /// Results are compared in [`canonical`] form (append's concatenation order depends on the
 /// order partitions meet).
@@ -415,7 +417,11 @@ fn run_whole(
             Opts::default().algorithm(AllgatherAlgorithm::Ring),
         )?;
         check("regroup/planned", &u, &all)?;
-        for algo in [BroadcastAlgorithm::Chain, BroadcastAlgorithm::Binomial] {
+        for algo in [
+            BroadcastAlgorithm::Chain,
+            BroadcastAlgorithm::Binomial,
+            BroadcastAlgorithm::ScatterAllgather,
+        ] {
             let mut t = mine();
             w.broadcast(label, &mut t, Opts::default().root(root).algorithm(algo))?;
             check(&format!("broadcast/{}", algo.name()), &t, &inputs[root])?;

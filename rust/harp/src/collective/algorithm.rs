@@ -48,8 +48,9 @@ impl AllreduceAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BroadcastAlgorithm {
     /// Binomial tree for messages up to `Config::broadcast_crossover` bytes (latency-bound:
-    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above. The root decides (only it knows the
-    /// size) and announces its choice in the first frame.
+    /// ⌈log2 p⌉ hops instead of p−1), pipelined chain above; with a network model the
+    /// candidate of least predicted time (`choose::broadcast`), scatter-allgather among them. The root decides (only it knows the size) and announces its
+    /// choice in the first frame.
     Auto,
     /// Pipelined chain in rack order (Twister/Harp chain broadcast).
     Chain,
@@ -73,6 +74,12 @@ pub enum BroadcastAlgorithm {
     /// to 8 workers, e.g. a root that feeds two children over fast links where every chain
     /// crosses a slow one); the net-chain beyond 8 workers, the rack-order chain without a model.
     NetTree,
+    /// Van de Geijn's bucket broadcast (what MPI libraries use for large messages): the root
+    /// scatters p segments straight to their owners, then the segments travel around the
+    /// rack-order ring, which is broken at the root (it already holds everything), in p − 1
+    /// steps. Every link carries about (p−1)/p · n bytes and no worker waits for a pipeline
+    /// to fill. Cost 2(p−1)α + 2(p−1)/p · nβ.
+    ScatterAllgather,
 }
 
 impl BroadcastAlgorithm {
@@ -86,6 +93,7 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::NetChain => 5,
             BroadcastAlgorithm::NetHierarchy => 6,
             BroadcastAlgorithm::NetTree => 7,
+            BroadcastAlgorithm::ScatterAllgather => 8,
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -98,22 +106,31 @@ impl BroadcastAlgorithm {
             "net-chain" => BroadcastAlgorithm::NetChain,
             "net-hierarchy" => BroadcastAlgorithm::NetHierarchy,
             "net-tree" => BroadcastAlgorithm::NetTree,
+            "scatter-allgather" => BroadcastAlgorithm::ScatterAllgather,
             _ => {
                 return Err(Error::config(format!(
                     "unknown broadcast algorithm '{s}' (auto, chain, chain-random, binomial, \
-                     one-by-one, net-chain, net-hierarchy, net-tree)"
+                     one-by-one, net-chain, net-hierarchy, net-tree, scatter-allgather)"
                 )))
             }
         })
     }
 
-    /// The algorithm an automatic broadcast's root announced by its [`code`](Self::code) (never
-    /// `Auto`, nor a seeded random chain).
-    pub(crate) fn from_announced(code: u32) -> Option<BroadcastAlgorithm> {
+    /// Every algorithm an automatic broadcast's root may announce: all but `Auto` and the
+    /// seeded random chain.
+    pub fn announced() -> impl Iterator<Item = BroadcastAlgorithm> {
         use BroadcastAlgorithm::*;
-        [Chain, Binomial, OneByOne, NetChain, NetHierarchy, NetTree]
-            .into_iter()
-            .find(|a| u32::from(a.code()) == code)
+        [Chain, Binomial, OneByOne].into_iter().chain([
+            NetChain,
+            NetHierarchy,
+            NetTree,
+            ScatterAllgather,
+        ])
+    }
+
+    /// The algorithm an automatic broadcast's root announced by its [`code`](Self::code).
+    pub(crate) fn from_announced(code: u32) -> Option<BroadcastAlgorithm> {
+        Self::announced().find(|a| u32::from(a.code()) == code)
     }
 
     pub fn name(self) -> &'static str {
@@ -126,6 +143,7 @@ impl BroadcastAlgorithm {
             BroadcastAlgorithm::NetChain => "net-chain",
             BroadcastAlgorithm::NetHierarchy => "net-hierarchy",
             BroadcastAlgorithm::NetTree => "net-tree",
+            BroadcastAlgorithm::ScatterAllgather => "scatter-allgather",
         }
     }
 }

@@ -27,6 +27,9 @@ pub fn predict_broadcast(
     chunk: u64,
 ) -> f64 {
     let p = net.workers();
+    if algo == BroadcastAlgorithm::ScatterAllgather {
+        return predict_scatter_allgather(net, &shapes::order(algo, topo, Some(net), p, root), n);
+    }
     let kids: Vec<Vec<usize>> = if algo == BroadcastAlgorithm::NetTree {
         hierarchy::best_broadcast_tree(net, root).children
     } else {
@@ -45,6 +48,25 @@ pub fn predict_broadcast(
         })
         .fold(0.0, f64::max);
     pace + fill(net, &kids, root, n.min(chunk.max(1)), false)
+}
+
+/// Predicted seconds of a scatter-allgather broadcast of `n` bytes around `ring` (root
+/// first): the scatter of n/p bytes to each worker, costed as the direct gather
+/// ([`predict_tree`] on the star: the root's link shared by its p − 1 transfers), then p − 1
+/// ring steps of n/p bytes each at the pace of the ring's slowest link, max_v (α + nβ/p)
+/// over the links ring[v] → ring[v+1] (none into the root).
+pub fn predict_scatter_allgather(net: &NetModel, ring: &[usize], n: u64) -> f64 {
+    let p = ring.len();
+    if p < 2 {
+        return 0.0;
+    }
+    let share = n.div_ceil(p as u64);
+    let scatter = predict_tree(net, &star(p, ring[0]), ring[0], share, true);
+    let step = ring
+        .windows(2)
+        .map(|w| net.cost(w[0], w[1], share))
+        .fold(0.0, f64::max);
+    scatter + (p - 1) as f64 * step
 }
 
 /// The fill time of a pipeline of `c`-byte chunks over the tree `kids` from `root`: the
@@ -153,6 +175,42 @@ mod tests {
         let cost = |a| predict_broadcast(&m, &topo, a, 0, 16 << 20, 256 << 10);
         use BroadcastAlgorithm as B;
         assert!(cost(B::NetTree) < 0.55 * cost(B::NetChain));
+    }
+
+    /// The scatter-allgather prediction on a uniform model: the scatter as a direct gather of
+    /// n/p per worker (α + (p−1)/p · nβ: the transfers overlap), then p − 1 ring steps of
+    /// α + nβ/p; ahead of the chain and the binomial tree for a table of two chunks, behind
+    /// the chain for a large one. On a ring through a slow link every step runs at its pace.
+    #[test]
+    fn scatter_allgather_prediction_follows_its_formula() {
+        let (p, a, b) = (8usize, 1e-4, 25e6);
+        let m = NetModel::uniform(p, a, b);
+        let topo = Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
+        let n = 8u64 << 20;
+        let sa = predict_broadcast(
+            &m,
+            &topo,
+            BroadcastAlgorithm::ScatterAllgather,
+            0,
+            n,
+            1 << 16,
+        );
+        let (share, steps) = ((n / p as u64) as f64, (p - 1) as f64);
+        let want = a + steps * share / b + steps * (a + share / b);
+        assert!((sa - want).abs() < 1e-9 * want, "{sa} {want}");
+        let cost = |algo, n: u64| predict_broadcast(&m, &topo, algo, 0, n, 8192);
+        use BroadcastAlgorithm as B;
+        assert!(cost(B::ScatterAllgather, 16384) < cost(B::Chain, 16384));
+        assert!(cost(B::ScatterAllgather, 16384) < cost(B::Binomial, 16384));
+        assert!(cost(B::ScatterAllgather, 64 << 20) > cost(B::Chain, 64 << 20));
+        // The link 3 → 4 at a quarter of the rate: every ring step at its pace.
+        let mut bw = vec![b; p * p];
+        bw[3 * p + 4] = b / 4.0;
+        let slow = NetModel::new(p, vec![a; p * p], bw).unwrap();
+        let ring: Vec<usize> = (0..p).collect();
+        let t = predict_scatter_allgather(&slow, &ring, n);
+        let want = a + steps * share / b + steps * (a + share / (b / 4.0));
+        assert!((t - want).abs() < 1e-9 * want, "{t} {want}");
     }
 
     /// A scatter is costed as the gather of the same name.

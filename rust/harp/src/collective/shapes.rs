@@ -27,7 +27,8 @@ pub fn order(
             BroadcastAlgorithm::Chain
             | BroadcastAlgorithm::NetChain
             | BroadcastAlgorithm::NetHierarchy
-            | BroadcastAlgorithm::NetTree,
+            | BroadcastAlgorithm::NetTree
+            | BroadcastAlgorithm::ScatterAllgather,
             _,
         ) => topo.chain_order(root),
         (BroadcastAlgorithm::ChainRandom(seed), _) => trees::random_order(p, root, seed),
@@ -81,7 +82,9 @@ pub fn tree_in(algo: BroadcastAlgorithm, order: &[usize], r: usize) -> (Option<u
             pos.checked_sub(1).map(|i| order[i]),
             order.get(pos + 1).copied().into_iter().collect(),
         ),
-        BroadcastAlgorithm::OneByOne => {
+        // The scatter-allgather's first phase: the root sends straight to every worker (its
+        // ring is [`order`]'s chain, closed at the root).
+        BroadcastAlgorithm::OneByOne | BroadcastAlgorithm::ScatterAllgather => {
             if pos == 0 {
                 (None, order[1..].to_vec())
             } else {

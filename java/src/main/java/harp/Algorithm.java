@@ -26,7 +26,12 @@ public final class Algorithm {
     /** Network model: pipelined chain over the network performance hierarchy (else CHAIN). */
     NET_HIERARCHY("net-hierarchy"),
     /** Network model: pipelined over the spanning tree of least predicted time (else CHAIN). */
-    NET_TREE("net-tree");
+    NET_TREE("net-tree"),
+    /**
+     * Scatter-allgather (van de Geijn): the root scatters p segments, then a ring allgathers
+     * them (≈ 2(p−1)/p · n/B; a candidate of AUTO only with a network model).
+     */
+    SCATTER_ALLGATHER("scatter-allgather");
 
     private final String wireName;
 
