@@ -52,4 +52,4 @@ pub use error::{Error, Result};
 pub use netmodel::NetModel;
 pub use pool::{Buf, Pool, PoolConfig, PoolStats};
 pub use topology::Topology;
-pub use worker::{Collectives, Group, Listener, Opts, Worker};
+pub use worker::{Collectives, Group, Listener, Opts, Pending, Worker};
