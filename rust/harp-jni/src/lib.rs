@@ -4,6 +4,8 @@
 //! - [`native`]: `harp.Native` (starting a worker, the shared vocabularies, the self-test);
 //! - [`worker`]: `harp.Worker` (rank, size, pool counters, close, abort, one export per
 //!   collective);
+//! - [`pending`]: `harp.Pending` (collectives started without blocking: `Worker.*Start`,
+//!   test, get, close);
 //! - [`table`]: `harp.Table` (partitions as direct buffers over pooled memory; key-value
 //!   entry batches);
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
@@ -27,6 +29,7 @@ mod job;
 mod kmeans;
 mod kv_combiner;
 mod native;
+mod pending;
 mod table;
 mod vocabulary;
 mod worker;

@@ -159,7 +159,7 @@ fn collective<'l>(
 /// Runs collective `op` as [`collective`] does, in the whole job (`members` null) or in the
 /// group of those world ranks (`Worker::group`, whose errors become the call's: an empty list,
 /// a rank listed twice or out of range, this worker not a member).
-fn in_group<'l>(
+pub(crate) fn in_group<'l>(
     env: EnvUnowned<'l>,
     w: jlong,
     members: JIntArray<'l>,
@@ -191,7 +191,7 @@ fn members_of(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize
 
 /// The ranks in an `int[]` (null: none); a negative rank becomes an out-of-range one, which the
 /// engine reports.
-fn ranks(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
+pub(crate) fn ranks(env: &Env<'_>, members: &JIntArray<'_>) -> Result<Option<Vec<usize>>, Failure> {
     Ok(ints(env, members)?.map(|m| {
         m.into_iter()
             .map(|r| usize::try_from(r).unwrap_or(usize::MAX))
@@ -229,7 +229,7 @@ fn in_table(
 
 /// Table `t`, which must be one of this worker's: a table of another worker in the same JVM
 /// (LocalJobRunner runs several) holds that worker's pool memory and may be in its collective.
-fn own_table(wk: &dyn Collectives, t: jlong) -> Result<Arc<TableEntry>, Failure> {
+pub(crate) fn own_table(wk: &dyn Collectives, t: jlong) -> Result<Arc<TableEntry>, Failure> {
     let e = table(t)?;
     if !e.pool.same(wk.pool()) {
         return Err(fail(format!(
@@ -240,13 +240,13 @@ fn own_table(wk: &dyn Collectives, t: jlong) -> Result<Arc<TableEntry>, Failure>
     Ok(e)
 }
 
-fn root(r: jint) -> Result<usize, Failure> {
+pub(crate) fn root(r: jint) -> Result<usize, Failure> {
     usize::try_from(r).map_err(|_| fail(format!("bad root {r}")))
 }
 
 /// An explicit partition → worker map (`ids[i]` goes to `owners[i]`), or modulo when both are
 /// null.
-fn partitioner(
+pub(crate) fn partitioner(
     env: &Env<'_>,
     ids: &JIntArray<'_>,
     owners: &JIntArray<'_>,
@@ -374,15 +374,21 @@ pub extern "system" fn Java_harp_Worker_allgather<'l>(
     total: jint,
 ) {
     in_group(env, w, members, Op::Allgather, label, |_, wk, label| {
-        let a = match usize::try_from(total) {
-            Ok(0) => AllgatherAlgorithm::Auto,
-            Ok(n) => AllgatherAlgorithm::KnownTotal(n),
-            Err(_) => return Err(fail(format!("bad total partition count {total}"))),
-        };
+        let a = allgather_algorithm(total)?;
         in_table(wk, t, |tb| {
             wk.allgather(label, tb, Opts::default().algorithm(a))
         })
     })
+}
+
+/// Allgather's algorithm from `total`: > 0 the known number of partitions on all workers
+/// together, 0 unknown.
+pub(crate) fn allgather_algorithm(total: jint) -> Result<AllgatherAlgorithm, Failure> {
+    match usize::try_from(total) {
+        Ok(0) => Ok(AllgatherAlgorithm::Auto),
+        Ok(n) => Ok(AllgatherAlgorithm::KnownTotal(n)),
+        Err(_) => Err(fail(format!("bad total partition count {total}"))),
+    }
 }
 
 /// `algorithm`: `auto`, `bidirectional-exchange`, `regroup-allgather`.
@@ -456,7 +462,7 @@ pub extern "system" fn Java_harp_Worker_regroup<'l>(
 }
 
 /// The two tables of push and pull: the local one and the global one (never the same).
-fn two_tables(
+pub(crate) fn two_tables(
     wk: &dyn Collectives,
     local: jlong,
     global: jlong,

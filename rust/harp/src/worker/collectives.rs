@@ -5,9 +5,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::pending::{Launch, Pending};
 use super::{Group, Worker};
 use crate::collective::{
     self, choose, costs, segment, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, Ctx,
@@ -133,6 +135,10 @@ pub trait Collectives: sealed::Sealed {
     /// operation's endpoint, and on failure the worker is poisoned (`algo` is the algorithm
     /// code the frames carry).
     fn run_op<'a>(&'a self, op: Op, algo: u8, label: &str, body: OpBody<'a>) -> Result<()>;
+    /// The operation counter of the job or the group and where its operations run, owned (for
+    /// the non-blocking calls).
+    #[doc(hidden)]
+    fn launch_scope(&self) -> (&AtomicU64, Launch);
 
     /// Waits until every member has called `barrier`.
     fn barrier(&self, label: &str) -> Result<()> {
@@ -294,17 +300,7 @@ pub trait Collectives: sealed::Sealed {
             Op::Allreduce,
             code,
             label,
-            body(move |cx| async move {
-                match algo {
-                    AllreduceAlgorithm::Auto => collective::allreduce::auto(&cx, table).await,
-                    AllreduceAlgorithm::RegroupAllgather => {
-                        collective::allreduce::regroup_allgather(&cx, table).await
-                    }
-                    AllreduceAlgorithm::BidirectionalExchange => {
-                        collective::allreduce::bidirectional_exchange(&cx, table).await
-                    }
-                }
-            }),
+            body(move |cx| async move { allreduce_with(&cx, table, algo).await }),
         )
     }
 
@@ -394,6 +390,108 @@ pub trait Collectives: sealed::Sealed {
             body(move |cx| async move { collective::regroup::rotate(&cx, table, map).await }),
         )
     }
+
+    // The non-blocking calls (`pending.rs`): each starts the blocking call of the same name
+    // as the next operation of the job or the group, on the worker's progress thread, and
+    // returns at once; its handle's `wait` gives back the tables, changed as the blocking call
+    // changes them. Every worker starts them in the same order; they complete in that order.
+    // The network model's drift window does not record them.
+
+    /// [`Collectives::barrier`], started without blocking.
+    fn barrier_start(&self, label: &str) -> Result<Pending<()>> {
+        start(self, Op::Barrier, 0, label, (), |cx, _| {
+            Box::pin(async move { collective::barrier::dissemination(&cx).await })
+        })
+    }
+
+    /// [`Collectives::broadcast`], started without blocking.
+    fn broadcast_start(
+        &self,
+        label: &str,
+        table: Table,
+        opts: Opts<BroadcastAlgorithm>,
+    ) -> Result<Pending<Table>> {
+        let Opts {
+            algorithm: algo,
+            root,
+        } = opts;
+        start(
+            self,
+            Op::Broadcast,
+            algo.code(),
+            label,
+            table,
+            move |cx, t| {
+                Box::pin(async move {
+                    cx.ep.set_root(root);
+                    collective::broadcast::broadcast(&cx, t, root, algo).await
+                })
+            },
+        )
+    }
+
+    /// [`Collectives::allgather`], started without blocking.
+    fn allgather_start(
+        &self,
+        label: &str,
+        table: Table,
+        opts: Opts<AllgatherAlgorithm>,
+    ) -> Result<Pending<Table>> {
+        let code = opts.algorithm.code();
+        start(self, Op::Allgather, code, label, table, move |cx, t| {
+            Box::pin(async move { collective::allgather::allgather(&cx, t, opts.algorithm).await })
+        })
+    }
+
+    /// [`Collectives::allreduce`], started without blocking.
+    fn allreduce_start(
+        &self,
+        label: &str,
+        table: Table,
+        opts: Opts<AllreduceAlgorithm>,
+    ) -> Result<Pending<Table>> {
+        let algo = opts.algorithm;
+        let code = crate::wire::with_combiner(algo.code(), table.combiner().code());
+        start(self, Op::Allreduce, code, label, table, move |cx, t| {
+            Box::pin(async move { allreduce_with(&cx, t, algo).await })
+        })
+    }
+
+    /// [`Collectives::push`] of `(local, global)`, started without blocking: the handle gives
+    /// them back, `global` with the pushed partitions combined in.
+    fn push_start(
+        &self,
+        label: &str,
+        tables: (Table, Table),
+        part: Partitioner,
+    ) -> Result<Pending<(Table, Table)>> {
+        let code = crate::wire::with_combiner(0, tables.1.combiner().code());
+        start_pair(self, Op::Push, code, label, tables, part)
+    }
+
+    /// [`Collectives::pull`] of `(local, global)`, started without blocking: the handle gives
+    /// them back, `local` replaced by the owners' copies.
+    fn pull_start(
+        &self,
+        label: &str,
+        tables: (Table, Table),
+        part: Partitioner,
+    ) -> Result<Pending<(Table, Table)>> {
+        start_pair(self, Op::Pull, 0, label, tables, part)
+    }
+
+    /// [`Collectives::rotate`], started without blocking: the handle gives back the table
+    /// received from the previous rank (or from the rank `map` sends to this one).
+    fn rotate_start(
+        &self,
+        label: &str,
+        table: Table,
+        map: Option<Vec<usize>>,
+    ) -> Result<Pending<Table>> {
+        start(self, Op::Rotate, 0, label, table, move |cx, t| {
+            Box::pin(async move { collective::regroup::rotate(&cx, t, map.as_deref()).await })
+        })
+    }
 }
 
 /// Seconds since `t0` recorded in the worker's drift window against `predict()` on the model of
@@ -405,4 +503,48 @@ fn predicted<C: Collectives + ?Sized>(
     predict: impl FnOnce(&NetModel) -> f64,
 ) {
     c.worker().predicted_on(c.net_model(), op, t0, predict)
+}
+
+/// Starts `f` on `state` as the next operation of `c` (the job or a group).
+fn start<C, T, F>(c: &C, op: Op, algo: u8, label: &str, state: T, f: F) -> Result<Pending<T>>
+where
+    C: Collectives + ?Sized,
+    T: Send + 'static,
+    F: for<'a> FnOnce(Ctx<'a>, &'a mut T) -> OpFuture<'a> + Send + 'static,
+{
+    let (seq, scope) = c.launch_scope();
+    c.worker().launch(seq, scope, op, algo, label, state, f)
+}
+
+/// The allreduce of `algo` on `t`, blocking or not.
+async fn allreduce_with(cx: &Ctx<'_>, t: &mut Table, algo: AllreduceAlgorithm) -> Result<()> {
+    match algo {
+        AllreduceAlgorithm::Auto => collective::allreduce::auto(cx, t).await,
+        AllreduceAlgorithm::RegroupAllgather => {
+            collective::allreduce::regroup_allgather(cx, t).await
+        }
+        AllreduceAlgorithm::BidirectionalExchange => {
+            collective::allreduce::bidirectional_exchange(cx, t).await
+        }
+    }
+}
+
+/// [`Collectives::push_start`] (`op` push) or [`Collectives::pull_start`] (`op` pull).
+fn start_pair<C: Collectives + ?Sized>(
+    c: &C,
+    op: Op,
+    code: u8,
+    label: &str,
+    tables: (Table, Table),
+    part: Partitioner,
+) -> Result<Pending<(Table, Table)>> {
+    start(c, op, code, label, tables, move |cx, s| {
+        Box::pin(async move {
+            let (local, global) = s;
+            match op {
+                Op::Push => collective::regroup::push(&cx, local, global, &part).await,
+                _ => collective::regroup::pull(&cx, local, global, &part).await,
+            }
+        })
+    })
 }

@@ -187,4 +187,12 @@ impl Collectives for Group<'_> {
         };
         self.w.run(scope, op, algo, label, body)
     }
+    fn launch_scope(&self) -> (&AtomicU64, super::pending::Launch) {
+        let scope = super::pending::Launch {
+            members: Some(self.members.clone()),
+            topo: self.topo.clone(),
+            net: self.net_model(),
+        };
+        (&self.seq, scope)
+    }
 }

@@ -112,14 +112,16 @@ impl Worker {
             net: Mutex::new(None),
             drift: Mutex::default(),
             pool,
-            transport,
+            transport: Arc::new(transport),
             seq: AtomicU64::new(0),
-            groups: Mutex::default(),
-            busy: AtomicBool::new(false),
-            poisoned: Mutex::new(None),
+            groups: Arc::default(),
+            busy: Arc::new(AtomicBool::new(false)),
+            poisoned: Arc::new(Mutex::new(None)),
+            inflight: Arc::default(),
+            progress: Mutex::new(None),
             events: Default::default(),
             finished: false,
-            driver,
+            driver: Arc::new(driver),
             _runtime: runtime,
         }
     }
@@ -236,9 +238,12 @@ impl Worker {
     /// `reason`, prefixed with this worker's rank unless it already starts with it) and closes
     /// the connections. Call it when a job fails outside the collectives (bad input, a failed
     /// computation), so that the peers report the cause instead of a closed connection.
+    /// Operations started without blocking and not yet run fail (their handles return the
+    /// error).
     pub fn abort(mut self, reason: &str) {
         self.finished = true;
         self.abort_now(reason);
+        self.stop_progress();
     }
 
     fn abort_now(&self, reason: &str) {
@@ -248,12 +253,19 @@ impl Worker {
         } else {
             format!("{own} {reason}")
         };
+        // Operations still queued fail at once with this reason.
+        self.poisoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| msg.clone());
         self.driver.block_on(self.transport.abort(&msg));
     }
 
-    /// Orderly shutdown: tells every peer this worker is leaving.
+    /// Orderly shutdown: tells every peer this worker is leaving, after the operations started
+    /// without blocking have run.
     pub fn close(mut self) {
         self.finished = true;
+        self.stop_progress();
         self.driver.block_on(self.transport.close());
     }
 }
@@ -263,7 +275,12 @@ impl Drop for Worker {
     /// it, a panic) aborts, so that its peers fail at once with a reason instead of waiting. Not
     /// from inside async code, where it cannot block: there the connections just close.
     fn drop(&mut self) {
-        if self.finished || Handle::try_current().is_ok() {
+        if self.finished {
+            return;
+        }
+        if Handle::try_current().is_ok() {
+            // Inside async code: no blocking wait for the progress thread either; it ends by
+            // itself once its queue is empty.
             return;
         }
         let why = if std::thread::panicking() {
@@ -273,5 +290,6 @@ impl Drop for Worker {
              the collectives)"
         };
         self.abort_now(why);
+        self.stop_progress();
     }
 }

@@ -9,7 +9,9 @@
 //! The files: `lifecycle.rs` (start, in-process jobs, watching the peers, close and abort),
 //! `run.rs` (the operation runner: sequence numbers, refusal, poisoning), `group.rs`
 //! ([`Group`]), `drift.rs` (the network model and how far measured times drift from it) and
-//! `collectives.rs` (the [`Collectives`] trait: every collective, written once for both).
+//! `collectives.rs` (the [`Collectives`] trait: every collective, written once for both, and
+//! its non-blocking form) and `pending.rs` (the non-blocking calls: their [`Pending`] handles
+//! and the progress thread that runs them in start order).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,6 +34,7 @@ mod collectives;
 mod drift;
 mod group;
 mod lifecycle;
+mod pending;
 mod run;
 
 pub use agree::{agree, same_everywhere};
@@ -41,6 +44,7 @@ use drift::Drift;
 pub use drift::{DRIFT_LIMIT, DRIFT_WINDOW};
 pub use group::Group;
 use group::GroupSeq;
+pub use pending::Pending;
 
 /// A multi-threaded tokio runtime for the transport (one per process is enough; workers only
 /// hold handles to it).
@@ -82,21 +86,25 @@ pub struct Worker {
     /// Predicted and measured seconds of the latest operations under the model.
     drift: Mutex<Drift>,
     pool: Pool,
-    transport: Transport,
+    transport: Arc<Transport>,
     seq: AtomicU64,
     /// Every group this worker has created: its members and its operation counter.
-    groups: Mutex<HashMap<u64, GroupSeq>>,
+    groups: Arc<Mutex<HashMap<u64, GroupSeq>>>,
     /// Set while an operation runs: a worker runs one at a time (a second thread's call is
     /// refused instead of sending frames that its peers would take for the first's).
-    busy: AtomicBool,
-    poisoned: Mutex<Option<String>>,
+    busy: Arc<AtomicBool>,
+    poisoned: Arc<Mutex<Option<String>>>,
+    /// The operations started without blocking and not yet complete.
+    inflight: Arc<pending::Inflight>,
+    /// The thread that runs them, started with the first (`pending.rs`).
+    progress: Mutex<Option<pending::Progress>>,
     /// Counters and queued control messages of the event lane (driven by `crate::events`).
     pub(crate) events: crate::transport::event_state::State,
     /// Set by [`Worker::close`] and [`Worker::abort`]; a worker dropped without either aborts.
     finished: bool,
     /// What runs this worker's operations and I/O (`Config::io_driver`); dropped after the
     /// transport.
-    driver: Driver,
+    driver: Arc<Driver>,
     /// The runtime of in-process workers, kept alive by the workers that share it (dropped
     /// last).
     _runtime: Option<Arc<Runtime>>,

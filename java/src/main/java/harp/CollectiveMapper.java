@@ -4,10 +4,6 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.apache.hadoop.mapreduce.Mapper;
@@ -355,6 +351,66 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     collective(w -> w.rotate(label, t, map));
   }
 
+  // ---- Started without blocking (docs/java-guide.md "Non-blocking collectives") ----
+
+  /** Starts one operation ({@code op} returns its native handle) and wraps it. */
+  private <T> Pending<T> started(java.util.function.ToLongFunction<Worker> op, T value, Table... tables) {
+    long[] h = new long[1];
+    collective(w -> h[0] = op.applyAsLong(w));
+    return new Pending<>(h[0], value, tables);
+  }
+
+  /** {@link #barrier}, started without blocking. */
+  public Pending<Void> barrierStart(String label) {
+    return started(w -> w.startBarrier(null, label), null);
+  }
+
+  /** {@link #broadcast}, started without blocking; {@code get()} returns {@code t}. */
+  public Pending<Table> broadcastStart(String label, Table t, Options o) {
+    return started(w -> w.startBroadcast(null, label, t, o), t, t);
+  }
+
+  public Pending<Table> broadcastStart(String label, Table t) {
+    return broadcastStart(label, t, Options.defaults());
+  }
+
+  /** {@link #allgather}, started without blocking; {@code get()} returns {@code t}. */
+  public Pending<Table> allgatherStart(String label, Table t, Options o) {
+    return started(w -> w.startAllgather(null, label, t, o), t, t);
+  }
+
+  public Pending<Table> allgatherStart(String label, Table t) {
+    return allgatherStart(label, t, Options.defaults());
+  }
+
+  /** {@link #allreduce}, started without blocking; {@code get()} returns {@code t}. */
+  public Pending<Table> allreduceStart(String label, Table t, Options o) {
+    return started(w -> w.startAllreduce(null, label, t, o), t, t);
+  }
+
+  public Pending<Table> allreduceStart(String label, Table t) {
+    return allreduceStart(label, t, Options.defaults());
+  }
+
+  /** {@link #push}, started without blocking; {@code get()} returns {@code global}. */
+  public Pending<Table> pushStart(String label, Table local, Table global, Partitioner p) {
+    return started(w -> w.startPushPull(null, label, true, local, global, p), global, local, global);
+  }
+
+  /** {@link #pull}, started without blocking; {@code get()} returns {@code local}. */
+  public Pending<Table> pullStart(String label, Table local, Table global, Partitioner p) {
+    return started(w -> w.startPushPull(null, label, false, local, global, p), local, local, global);
+  }
+
+  /** {@link #rotate}, started without blocking; {@code get()} returns {@code t}. */
+  public Pending<Table> rotateStart(String label, Table t, int[] map) {
+    return started(w -> w.startRotate(null, label, t, map), t, t);
+  }
+
+  public Pending<Table> rotateStart(String label, Table t) {
+    return rotateStart(label, t, null);
+  }
+
   // ---- Events (docs/java-guide.md "Events", docs/events.md) ----
 
   /**
@@ -469,31 +525,17 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   /**
    * Runs {@code task} over {@code inputs} on {@code threads} threads and returns the results in
-   * input order (the Harp paper's {@code doTasks}). The first failure is rethrown.
+   * input order (the Harp paper's {@code doTasks}): a {@link DynamicScheduler} for the call. The
+   * first failure is rethrown. For threads that live across iterations and keep state, use a
+   * {@link DynamicScheduler} or {@link StaticScheduler} directly.
    */
   public static <I, O> List<O> doTasks(List<I> inputs, int threads, Function<I, O> task) {
-    ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, threads));
-    try {
-      List<Future<O>> futures = new ArrayList<>(inputs.size());
-      for (I in : inputs) {
-        futures.add(pool.submit(() -> task.apply(in)));
-      }
-      List<O> out = new ArrayList<>(inputs.size());
-      for (Future<O> f : futures) {
-        out.add(f.get());
-      }
-      return out;
-    } catch (ExecutionException e) {
-      Throwable c = e.getCause();
-      if (c instanceof RuntimeException) {
-        throw (RuntimeException) c;
-      }
-      throw new RuntimeException(c);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new RuntimeException(e);
-    } finally {
-      pool.shutdownNow();
+    List<Task<I, O>> tasks = new ArrayList<>();
+    for (int t = 0; t < Math.max(1, threads); t++) {
+      tasks.add(task::apply);
+    }
+    try (DynamicScheduler<I, O> s = new DynamicScheduler<>(tasks)) {
+      return s.runAll(inputs);
     }
   }
 }

@@ -261,6 +261,41 @@ final class Worker implements AutoCloseable {
     rotate(handle(), g, label, t.changing(), map == null ? null : Arrays.copyOf(map, map.length));
   }
 
+  // Started without blocking (docs/java-guide.md, "Non-blocking collectives"): each returns the
+  // handle of a harp.Pending; the natives are in rust/harp-jni/src/pending.rs.
+
+  long startBarrier(int[] g, String label) {
+    return start(handle(), g, label, "barrier", 0, 0, 0, null, 0, null, null, null);
+  }
+
+  long startBroadcast(int[] g, String label, Table t, Options o) {
+    return start(handle(), g, label, "broadcast", t.changing(), 0, o.root, o.broadcast.wireName(), 0, null, null,
+        null);
+  }
+
+  long startAllgather(int[] g, String label, Table t, Options o) {
+    return start(handle(), g, label, "allgather", t.changing(), 0, 0, null, o.totalPartitions, null, null, null);
+  }
+
+  long startAllreduce(int[] g, String label, Table t, Options o) {
+    return start(handle(), g, label, "allreduce", t.changing(), 0, 0, o.allreduce.wireName(), 0, null, null, null);
+  }
+
+  long startPushPull(int[] g, String label, boolean push, Table local, Table global, Partitioner p) {
+    int[][] m = map(local, p, g);
+    return start(handle(), g, label, push ? "push" : "pull", local.changing(), global.changing(), 0, null, 0, m[0],
+        m[1], null);
+  }
+
+  long startRotate(int[] g, String label, Table t, int[] map) {
+    int[] m = map == null ? null : Arrays.copyOf(map, map.length);
+    return start(handle(), g, label, "rotate", t.changing(), 0, 0, null, 0, null, null, m);
+  }
+
+  /** One export for every started collective: {@code op} names it; it reads the arguments it takes. */
+  static native long start(long worker, int[] group, String label, String op, long table, long global, int root,
+      String algorithm, int total, int[] ids, int[] owners, int[] map);
+
   static native int rank(long worker);
 
   static native int size(long worker);
