@@ -574,3 +574,119 @@ fn a_worker_failing_after_its_part_is_written_stops_the_commit() {
     assert!(!labels.join("part-00000").exists(), "{:?}", tree(&labels));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `harp pagerank`, `harp mds` and `harp layout` with 3 worker processes: an uninterrupted run;
+/// the same run with `--checkpoint-every` and worker 1 failing after an iteration
+/// (`HARP_FAIL_AFTER`), which fails the job and leaves no result; `--resume`, which continues
+/// from the last complete checkpoint in `OUTPUT/_checkpoints` and writes the same bytes.
+#[test]
+fn pagerank_mds_and_layout_resume_to_the_same_bytes() {
+    let dir = tmpdir("apps");
+    let mut edges = String::new();
+    let mut x: u64 = 7;
+    for _ in 0..1500 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        edges.push_str(&format!("{} {}\n", (x >> 33) % 200, (x >> 13) % 230));
+    }
+    let graph = dir.join("edges.txt");
+    std::fs::write(&graph, edges).unwrap();
+    let matrix = dir.join("d.txt");
+    ok(harp(&[
+        "gen",
+        "dist",
+        "--n",
+        "60",
+        "--seed",
+        "3",
+        "--noise",
+        "0.1",
+        "--output",
+        &s(&matrix),
+    ]));
+    // (job, input, its extra flags, the result files to compare)
+    let jobs: [(&str, &Path, &[&str], &[&str]); 3] = [
+        (
+            "pagerank",
+            &graph,
+            &["--iterations", "9"],
+            &["part-00000", "part-00001", "part-00002"],
+        ),
+        (
+            "mds",
+            &matrix,
+            &["--iterations", "9", "--temperature", "0.05"],
+            &["coords.txt", "stress.txt"],
+        ),
+        (
+            "layout",
+            &graph,
+            &["--iterations", "9"],
+            &["part-00000", "part-00001", "part-00002"],
+        ),
+    ];
+    for (job, input, extra, files) in jobs {
+        let args = |out: &Path, more: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = [
+                job,
+                "--workers",
+                "3",
+                "--input",
+                &s(input),
+                "--output",
+                &s(out),
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            v.extend(extra.iter().chain(more).map(|a| a.to_string()));
+            v
+        };
+        let strs = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+        let full = dir.join(format!("{job}-full"));
+        run(&args(&full, &[]));
+        let out = dir.join(format!("{job}-resumed"));
+        let ck = ["--checkpoint-every", "4"];
+        let e = failed(harp_env(
+            &args(&out, &ck)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            &[("HARP_FAIL_AFTER", "6:1")],
+        ));
+        assert!(
+            e.contains("injected failure after iteration 6"),
+            "{job}: {e}"
+        );
+        assert!(!out.join("_SUCCESS").exists(), "{job}");
+        assert_eq!(
+            names(&out.join("_checkpoints")),
+            [harp::checkpoint::dir_name(4)],
+            "{job}"
+        );
+        let resumed = run(&args(&out, &["--checkpoint-every", "4", "--resume"]));
+        assert!(
+            resumed.contains("resumed from the checkpoint at iteration 4"),
+            "{job} ({}): {resumed}",
+            strs(&args(&out, &[]))
+        );
+        for f in files {
+            assert_eq!(read(&out.join(f)), read(&full.join(f)), "{job}: {f}");
+        }
+        if job != "pagerank" {
+            assert_eq!(summary(&out)["resumed_from"].as_u64(), Some(4), "{job}");
+            assert_eq!(
+                summary(&out)["iterations"].as_array().unwrap().len(),
+                9,
+                "{job}"
+            );
+        }
+        assert_eq!(
+            names(&out.join("_checkpoints")),
+            [harp::checkpoint::dir_name(8), harp::checkpoint::dir_name(9)],
+            "{job}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

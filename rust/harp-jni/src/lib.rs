@@ -10,6 +10,8 @@
 //!   entry batches);
 //! - [`kmeans`]: `harp.KMeans` (the engine's whole K-means loop);
 //! - [`job`]: `harp.HarpJob` (one of the `harp` tool's jobs, run by a Hadoop task);
+//! - [`checkpoint`]: `harp.Checkpoints` (a Java job's checkpoints of named tables and the
+//!   iteration it resumes from);
 //! - [`events`]: `harp.Events` (events between workers and termination detection, with Java
 //!   handlers called back);
 //! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
@@ -21,6 +23,7 @@
 //! connections and sequence numbers (several mappers of one JVM are independent). The contract
 //! of each method is documented in `docs/jni-contract.md`.
 
+mod checkpoint;
 mod convert;
 mod errors;
 mod events;

@@ -23,18 +23,20 @@ pub struct LayoutArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
 pub fn run(w: &Worker, a: &LayoutArgs) -> Result<()> {
-    let o = layout::Options {
-        input: a.input.clone(),
-        iterations: a.iterations,
-        seed: a.seed,
-        threads: a.threads,
-    };
+    let mut o = layout::Options::new(a.input.clone());
+    o.iterations = a.iterations;
+    o.seed = a.seed;
+    o.threads = a.threads;
+    o.recovery = a.recovery.recovery(&a.output)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "layout-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &oo, "layout-output")?;
     crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
@@ -48,6 +50,9 @@ fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {
             );
         }
     })?;
+    if let (true, Some(it)) = (master, res.resumed_from) {
+        println!("resumed from the checkpoint at iteration {it}");
+    }
     let summary = if master {
         let compute: f64 = res.iterations.iter().map(|i| i.compute_s).sum();
         let comm: f64 = res.iterations.iter().map(|i| i.comm_s).sum();
@@ -62,6 +67,7 @@ fn run_into(w: &Worker, o: &layout::Options, out: &Output) -> Result<()> {
             "load_s": res.load_s,
             "compute_s": compute,
             "comm_s": comm,
+            "resumed_from": res.resumed_from,
         });
         out.write(
             "summary.json",

@@ -41,6 +41,8 @@ pub struct MdsArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -63,6 +65,7 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
     o.cg_tolerance = a.cg_tolerance;
     o.temperature = a.temperature;
     o.cooling = a.cooling;
+    o.recovery = a.recovery.recovery(&a.output)?;
     o.validate()?;
     Ok(o)
 }
@@ -70,7 +73,8 @@ pub fn options(a: &MdsArgs) -> Result<mds::Options> {
 pub fn run(w: &Worker, a: &MdsArgs) -> Result<()> {
     let o = options(a)?;
     // A failed run leaves the output directory as it was (no staging left behind).
-    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "mds-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &oo, "mds-output")?;
     crate::output::into_output(w, out, |out| run_into(w, &o, out))
 }
 
@@ -94,6 +98,9 @@ fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
             );
         }
     })?;
+    if let (true, Some(it)) = (master, res.resumed_from) {
+        println!("resumed from the checkpoint at iteration {it}");
+    }
     // The commit waits until every worker has finished without error (the final agreement);
     // a failure of the commit itself is the master's.
     out.finish(w, "mds-commit")?;
@@ -135,6 +142,7 @@ fn run_into(w: &Worker, o: &mds::Options, out: &Output) -> Result<()> {
                 "comm_s_per_iteration": comm / n_it,
                 "final_stress": res.final_stress.0,
                 "final_normalized_stress": res.final_stress.1,
+                "resumed_from": res.resumed_from,
             });
             out.write(
                 "summary.json",

@@ -4,13 +4,63 @@
 
 use clap::Args;
 use harp::apps::output::Output;
-use harp::{Result, Worker};
+use harp::checkpoint::Recovery;
+use harp::config::apps;
+use harp::{Error, Result, Worker};
 
 /// The options of every job that writes an output directory, besides `--output`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct OutputOpts {
     #[arg(long, help = harp::config::apps::OVERWRITE.short_help())]
     pub overwrite: bool,
+}
+
+/// `--checkpoint-every`, `--checkpoint-dir`, `--resume`: the checkpoint options of the
+/// iterative jobs that resume bit-identically with the same number of workers (PageRank, MDS,
+/// layout), from `harp::config::apps`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct RecoveryOpts {
+    #[arg(long, help = apps::CHECKPOINT_EVERY.short_help(), default_value = apps::CHECKPOINT_EVERY.default.expect("a default"))]
+    pub checkpoint_every: usize,
+    #[arg(long, help = apps::CHECKPOINT_DIR.short_help())]
+    pub checkpoint_dir: Option<String>,
+    #[arg(long, help = apps::RESUME.short_help())]
+    pub resume: bool,
+}
+
+impl RecoveryOpts {
+    /// The engine's recovery options for a job writing into `output`: the checkpoint directory
+    /// defaults to `OUTPUT/_checkpoints`; a failure is injected when `HARP_FAIL_AFTER` says so
+    /// (tests).
+    pub fn recovery(&self, output: &str) -> Result<Recovery> {
+        let on = self.checkpoint_every > 0 || self.resume;
+        if !on && self.checkpoint_dir.is_some() {
+            return Err(Error::config(
+                "--checkpoint-dir needs --checkpoint-every N or --resume",
+            ));
+        }
+        let dir = self
+            .checkpoint_dir
+            .clone()
+            .unwrap_or_else(|| format!("{}/_checkpoints", output.trim_end_matches('/')));
+        let mut r = Recovery {
+            every: self.checkpoint_every,
+            dir: on.then_some(dir),
+            resume: self.resume,
+            fail_after: None,
+            job: job_name(),
+        };
+        r.fail_after_from_env()?;
+        Ok(r)
+    }
+
+    /// The output options of a run with these: `--resume` continues the run whose result and
+    /// checkpoints the output directory holds, so it may hold a result.
+    pub fn output(&self, out: &OutputOpts) -> OutputOpts {
+        OutputOpts {
+            overwrite: out.overwrite || self.resume,
+        }
+    }
 }
 
 /// Runs `body` writing into `out` ([`prepare_output`]); if it fails, the master removes the

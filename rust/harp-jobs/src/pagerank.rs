@@ -24,6 +24,8 @@ pub struct PagerankArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -35,13 +37,15 @@ fn options(a: &PagerankArgs) -> Result<Options> {
         .messages
         .parse::<Messages>()
         .map_err(|e| Error::config(format!("--messages: {e}")))?;
+    o.recovery = a.recovery.recovery(&a.output)?;
     o.validate()?;
     Ok(o)
 }
 
 pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
     let opts = options(a)?;
-    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "pagerank-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &oo, "pagerank-output")?;
     let master = w.is_master();
     let done = (|| {
         let res = pagerank::run(w, &opts, |it, secs| {
@@ -63,6 +67,9 @@ pub fn run(w: &Worker, a: &PagerankArgs) -> Result<()> {
             return Err(e);
         }
     };
+    if let (true, Some(it)) = (master, res.resumed_from) {
+        println!("resumed from the checkpoint at iteration {it}");
+    }
     if master {
         // An empty f64 sum is -0.0: start from +0.0 so no iterations print 0.000, not -0.000.
         let iters: f64 = res.iteration_s.iter().fold(0.0, |a, b| a + b);

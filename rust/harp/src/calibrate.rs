@@ -545,6 +545,19 @@ impl Worker {
         self.calibrate(opts).map(Some)
     }
 
+    /// The recalibration the iterative jobs run at the end of every iteration: with a network
+    /// model and `net_recalibrate` on (the default), [`Worker::recalibrate_if_drifted`] with the
+    /// configured measurement bounds (one small allreduce, and a measurement only when a
+    /// worker's predictions drift more than 20%); nothing, and no collective, without a model.
+    /// Every worker of a job holds a model or none (it is set collectively or from the same
+    /// file), so all of them take the same path.
+    pub fn recalibrate_on_drift(&self) -> Result<Option<Arc<NetModel>>> {
+        if !self.config().net_recalibrate || self.net_model().is_none() {
+            return Ok(None);
+        }
+        self.recalibrate_if_drifted(&CalibrateOptions::from_config(self.config()))
+    }
+
     /// [`Worker::calibrate`] with the measurement's cost.
     pub fn measure_network(&self, opts: &CalibrateOptions) -> Result<Measurement> {
         self.calibrate_op(opts, None)

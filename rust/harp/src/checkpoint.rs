@@ -373,6 +373,18 @@ impl Checkpoints {
         Ok(Some(m))
     }
 
+    /// The manifest of the complete checkpoint at `iteration`; an error names the checkpoint
+    /// when it is torn or missing.
+    pub fn manifest(&self, iteration: u64) -> Result<Manifest> {
+        self.complete(iteration, &dir_name(iteration))?
+            .ok_or_else(|| {
+                Error::data(format!(
+                    "checkpoint {} is not complete (its manifest or a part is missing)",
+                    self.path(iteration)
+                ))
+            })
+    }
+
     /// The newest complete checkpoint whose every part matches its manifest's size and SHA-256,
     /// if any. Torn ones and those with a corrupt part are skipped, each with a warning that
     /// names it and why, in favour of the previous complete, verified one.
@@ -440,6 +452,320 @@ impl Checkpoints {
             )));
         }
         Ok(tables)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery of an iterative application
+
+/// Fault injection for the recovery tests of the jobs that use [`Recovery`]:
+/// `HARP_FAIL_AFTER=I[:R]` makes worker `R` (default the last) fail after iteration `I`, after
+/// that iteration's checkpoint if one is due ([`Recovery::fail_after_from_env`]).
+pub const FAIL_AFTER: &str = "HARP_FAIL_AFTER";
+
+/// What an application records in a manifest and checks on resume (its shape and options).
+pub type Meta = serde_json::Value;
+
+/// The `meta` of an application whose state is only named tables (the Java jobs): the
+/// application and the names.
+pub fn tables_meta(app: &str, names: &[String]) -> Meta {
+    serde_json::json!({ "app": app, "tables": names })
+}
+
+/// The checkpoint options every iterative application shares (`--checkpoint-every`,
+/// `--checkpoint-dir`, `--resume`; `harp.checkpoint.every`, `harp.checkpoint.dir`,
+/// `harp.resume`), and the one way an application uses them: [`Recovery::open`] before the
+/// first iteration, [`Recovering::resume`] once the shape of the run is known, and
+/// [`Recovering::after_iteration`] at the end of every iteration. The application adds only
+/// what its state is (named tables, this worker's part) and what must match to resume (`meta`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Save a checkpoint every this many iterations (and after the last); 0: never.
+    pub every: usize,
+    /// The checkpoint directory (a local path, `file://` or `hdfs://` URL), the same on every
+    /// worker; needed with `every > 0` or `resume`.
+    pub dir: Option<String>,
+    /// Continue from the newest complete checkpoint in `dir` (from the start if there is none).
+    /// Without it, a run that saves checkpoints removes the old ones first.
+    pub resume: bool,
+    /// Fault injection for tests: worker `.1` (None: the last) fails after iteration `.0`.
+    pub fail_after: Option<(usize, Option<usize>)>,
+    /// The job's name, recorded in the manifests (empty: the application's).
+    pub job: String,
+}
+
+impl Recovery {
+    /// Checkpoints and resume need a directory.
+    pub fn validate(&self) -> Result<()> {
+        if (self.every > 0 || self.resume) && self.dir.is_none() {
+            return Err(Error::config(
+                "checkpoints (checkpoint_every, resume) need a checkpoint directory",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sets [`Recovery::fail_after`] from [`FAIL_AFTER`] when it is set.
+    pub fn fail_after_from_env(&mut self) -> Result<()> {
+        let Ok(v) = std::env::var(FAIL_AFTER) else {
+            return Ok(());
+        };
+        let bad = || {
+            Error::config(format!(
+                "{FAIL_AFTER}: expected ITERATION[:RANK], got '{v}'"
+            ))
+        };
+        let (it, rank) = match v.split_once(':') {
+            Some((i, r)) => (i, Some(r.parse::<usize>().map_err(|_| bad())?)),
+            None => (v.as_str(), None),
+        };
+        self.fail_after = Some((it.parse::<usize>().map_err(|_| bad())?, rank));
+        Ok(())
+    }
+
+    /// Collective, before the first iteration: opens the directory (the same on every worker,
+    /// or every worker fails saying so), checks on the master that it can be written when
+    /// checkpoints are saved and, for a fresh run (no `resume`), removes the checkpoints an
+    /// earlier run left there. `app` names the application (labels its collectives, and is
+    /// checked on resume).
+    pub fn open(&self, w: &Worker, app: &'static str) -> Result<Recovering> {
+        self.validate()?;
+        let label = format!("{app}-checkpoints");
+        let ck = match &self.dir {
+            Some(d) if self.every > 0 || self.resume => {
+                let ck = Checkpoints::new(d, Some(w.runtime().clone()));
+                let ready = match (&ck, w.is_master() && self.every > 0) {
+                    (Ok(ck), true) => {
+                        ck.check_writable()
+                            .and_then(|()| if self.resume { Ok(()) } else { ck.clear() })
+                    }
+                    (Ok(_), false) => Ok(()),
+                    (Err(e), _) => Err(Error::config(e.to_string())),
+                };
+                crate::worker::agree(w, &label, ready)?;
+                // One checkpoint holds every worker's part: a directory per worker would leave
+                // each checkpoint torn (the manifest in one, the parts spread over the others).
+                crate::worker::same_everywhere(w, &label, "checkpoint_dir", d)?;
+                Some(ck?)
+            }
+            _ => None,
+        };
+        Ok(Recovering {
+            every: self.every,
+            resume: self.resume,
+            fail_after: self.fail_after,
+            ck,
+            job: match self.job.as_str() {
+                "" => app.to_string(),
+                j => j.to_string(),
+            },
+            app,
+            label,
+        })
+    }
+}
+
+/// The state a run resumes from: the iteration of the checkpoint and this worker's tables.
+#[derive(Debug)]
+pub struct Restored {
+    /// The iterations done (the checkpoint was saved after this one).
+    pub iteration: usize,
+    pub tables: Vec<(String, Table)>,
+}
+
+impl Restored {
+    /// Takes table `name` out of the restored state; an error names the checkpoint when it is
+    /// missing.
+    pub fn take(&mut self, name: &str) -> Result<Table> {
+        let at = self.tables.iter().position(|(n, _)| n == name);
+        let at = at.ok_or_else(|| {
+            Error::data(format!(
+                "the checkpoint at iteration {} holds no table '{name}'",
+                self.iteration
+            ))
+        })?;
+        Ok(self.tables.swap_remove(at).1)
+    }
+}
+
+/// A run's checkpoints, from [`Recovery::open`].
+pub struct Recovering {
+    every: usize,
+    resume: bool,
+    fail_after: Option<(usize, Option<usize>)>,
+    ck: Option<Checkpoints>,
+    job: String,
+    app: &'static str,
+    label: String,
+}
+
+impl Recovering {
+    /// The checkpoint directory, when checkpoints are saved or read.
+    pub fn checkpoints(&self) -> Option<&Checkpoints> {
+        self.ck.as_ref()
+    }
+
+    /// Collective: with `resume`, this worker's part of the newest complete checkpoint; `None`
+    /// (start afresh) without `resume` or when there is none. The checkpoint must have been
+    /// written by this application with the same `meta` (every key equal: the shape of the run
+    /// and the options its result depends on) by as many workers as this run has, at most
+    /// `iterations` iterations in; otherwise every worker fails, naming the checkpoint and what
+    /// differs. A failure to read any worker's part fails every worker with its cause.
+    pub fn resume(
+        &self,
+        w: &Worker,
+        meta: &serde_json::Value,
+        iterations: usize,
+    ) -> Result<Option<Restored>> {
+        let Some(ck) = self.ck.as_ref().filter(|_| self.resume) else {
+            return Ok(None);
+        };
+        let found = if w.is_master() {
+            self.find(w, ck, meta, iterations)
+        } else {
+            Ok(None)
+        };
+        let it = found.as_ref().ok().copied().flatten();
+        crate::worker::agree(w, &self.label, found.map(|_| ()))?;
+        // The master's finding, to every worker: iteration + 1, or 0 for none.
+        let mut t = Table::new(Combiner::Max);
+        t.put(
+            0,
+            Array::from_slice(w.pool(), &[it.map_or(0, |i| i as i64 + 1)]),
+        );
+        w.allreduce(&self.label, &mut t, Opts::default())?;
+        let it = t.get(0).expect("iteration").as_slice::<i64>()?[0];
+        if it == 0 {
+            return Ok(None);
+        }
+        let it = (it - 1) as u64;
+        let mine = ck
+            .manifest(it)
+            .and_then(|m| ck.load_part(&m, w.rank(), w.pool()));
+        let tables = match mine {
+            Ok(t) => {
+                crate::worker::agree(w, &self.label, Ok(()))?;
+                t
+            }
+            Err(e) => return Err(crate::worker::agree(w, &self.label, Err(e)).expect_err("agreed")),
+        };
+        Ok(Some(Restored {
+            iteration: it as usize,
+            tables,
+        }))
+    }
+
+    /// The master's part of [`Recovering::resume`]: the iteration of the checkpoint to resume
+    /// from, checked against this run.
+    fn find(
+        &self,
+        w: &Worker,
+        ck: &Checkpoints,
+        meta: &serde_json::Value,
+        iterations: usize,
+    ) -> Result<Option<u64>> {
+        let Some(m) = ck.latest()? else {
+            tracing::info!("no complete checkpoint in {}: starting afresh", ck.dir());
+            return Ok(None);
+        };
+        let what = format!("checkpoint at iteration {} in {}", m.iteration, ck.dir());
+        let app = m.meta.get("app").and_then(|a| a.as_str());
+        if app != Some(self.app) {
+            return Err(Error::config(format!(
+                "cannot resume {} from the {what}: it was written by {}",
+                self.app,
+                app.unwrap_or("another job")
+            )));
+        }
+        if m.workers != w.size() {
+            return Err(Error::config(format!(
+                "cannot resume from the {what}: it was written by {} workers, this run has {} \
+                 (resume with the same number of workers)",
+                m.workers,
+                w.size()
+            )));
+        }
+        let keys = meta
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .chain(m.meta.as_object().into_iter().flatten().map(|(k, _)| k));
+        for key in keys {
+            if m.meta.get(key) != meta.get(key) {
+                let null = serde_json::Value::Null;
+                return Err(Error::config(format!(
+                    "cannot resume from the {what}: its {key} is {}, this run's is {}",
+                    m.meta.get(key).unwrap_or(&null),
+                    meta.get(key).unwrap_or(&null)
+                )));
+            }
+        }
+        if m.iteration as usize > iterations {
+            return Err(Error::config(format!(
+                "cannot resume from the {what}: it is past the {iterations} iterations asked for"
+            )));
+        }
+        tracing::info!("resuming from the {what}");
+        Ok(Some(m.iteration))
+    }
+
+    /// Whether a checkpoint is saved after iteration `it` (1-based) of `last`: every
+    /// `every`-th, and the last.
+    pub fn due(&self, it: usize, last: usize) -> bool {
+        self.ck.is_some() && self.every > 0 && (it.is_multiple_of(self.every) || it == last)
+    }
+
+    /// Collective, at the end of every iteration `it` (1-based) of `last`: recalibrates the
+    /// network model when the measured times drift from it
+    /// ([`Worker::recalibrate_on_drift`]), saves this worker's `state()` (named tables) with
+    /// `meta` when a checkpoint is due ([`Recovering::due`]), then fails if a failure is
+    /// injected here ([`FAIL_AFTER`]).
+    pub fn after_iteration<S: AsRef<str>>(
+        &self,
+        w: &Worker,
+        it: usize,
+        last: usize,
+        meta: &serde_json::Value,
+        state: impl FnOnce() -> Result<Vec<(S, Table)>>,
+    ) -> Result<()> {
+        w.recalibrate_on_drift()?;
+        if let (Some(ck), true) = (&self.ck, self.due(it, last)) {
+            let tables = state()?;
+            let named: Vec<(&str, &Table)> = tables.iter().map(|(n, t)| (n.as_ref(), t)).collect();
+            ck.save(w, &self.job, it as u64, &named, meta, 2)?;
+        }
+        self.injected(w, it)
+    }
+
+    /// [`Recovering::after_iteration`] with tables the caller holds (saved when due).
+    pub fn after_iteration_of(
+        &self,
+        w: &Worker,
+        it: usize,
+        last: usize,
+        meta: &serde_json::Value,
+        tables: &[(&str, &Table)],
+    ) -> Result<()> {
+        self.after_iteration(w, it, last, meta, || {
+            Ok(tables
+                .iter()
+                .map(|(n, t)| (*n, t.duplicate(w.pool())))
+                .collect::<Vec<_>>())
+        })
+    }
+
+    /// The failure injected after iteration `it` on this worker, if any ([`FAIL_AFTER`]).
+    fn injected(&self, w: &Worker, it: usize) -> Result<()> {
+        if let Some((i, rank)) = self.fail_after {
+            if i == it && rank.unwrap_or(w.size() - 1) == w.rank() {
+                return Err(Error::config(format!(
+                    "{}: injected failure after iteration {it} ({FAIL_AFTER})",
+                    self.app
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -57,6 +57,11 @@ pub struct Config {
     pub net_measure_bytes: u64,
     /// Time budget of the whole measurement (the transfers shrink to fit it).
     pub net_measure_time: Duration,
+    /// Whether the iterative jobs that hold a network model measure it anew when the measured
+    /// times of their collectives drift more than 20% from its predictions
+    /// ([`Worker::recalibrate_on_drift`](crate::Worker::recalibrate_on_drift), checked at the
+    /// end of every iteration).
+    pub net_recalibrate: bool,
     /// Directory of the measurement cache (None: `$XDG_CACHE_HOME/harp` or `~/.cache/harp`).
     pub net_cache_dir: Option<String>,
     /// A cache entry older than this is measured again.
@@ -147,6 +152,7 @@ impl Default for Config {
             net_measure: NetMeasure::Off,
             net_measure_bytes: 4 << 20,
             net_measure_time: Duration::from_secs(20),
+            net_recalibrate: true,
             net_cache_dir: None,
             net_cache_max_age: Duration::from_secs(24 * 3600),
             io_driver: IoDriver::Caller,
@@ -488,6 +494,21 @@ pub static OPTIONS: &[EngineOption] = &[
         get: |c| Value::Time(c.net_measure_time),
         put: |c, v| {
             c.net_measure_time = v.time();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "net_recalibrate",
+        flag: "net-recalibrate",
+        java: "harp.net.recalibrate",
+        unit: Unit::Switch,
+        help: "With a network model, the iterative jobs (K-means, PageRank, MDS, layout, Java \
+               jobs that checkpoint) measure the network anew at the end of an iteration when \
+               the measured times of the last 16 predicted collectives drift more than 20% from \
+               the model (docs/network-model.md).",
+        get: |c| Value::Switch(c.net_recalibrate),
+        put: |c, v| {
+            c.net_recalibrate = v.switch();
             Ok(())
         },
     },

@@ -30,7 +30,9 @@ use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, offsets};
 use crate::apps::kmeans::kernel::Kernel;
+use crate::checkpoint::{Recovery, Restored};
 use crate::data::graph::parse_edge_line;
+use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{read_lines, split, LineError};
@@ -46,6 +48,21 @@ pub struct Options {
     pub iterations: usize,
     pub seed: u64,
     pub threads: usize,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`).
+    pub recovery: Recovery,
+}
+
+impl Options {
+    /// The defaults of `harp layout` for `input`.
+    pub fn new(input: impl Into<String>) -> Options {
+        Options {
+            input: input.into(),
+            iterations: crate::config::apps::LAYOUT.default_of("iterations"),
+            seed: crate::config::apps::LAYOUT.default_of("seed"),
+            threads: crate::config::apps::LAYOUT.default_of("threads"),
+            recovery: Recovery::default(),
+        }
+    }
 }
 
 /// An undirected simple graph: sorted vertex ids, and for each vertex its neighbours' indices in
@@ -228,6 +245,8 @@ pub struct Outcome {
     pub count: usize,
     pub iterations: Vec<Iteration>,
     pub load_s: f64,
+    /// The iteration of the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
 }
 
 /// Collective: reads the graph and runs the layout.
@@ -239,6 +258,8 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     }
     let t0 = Instant::now();
     let kernel = Kernel::new(o.threads)?;
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = o.recovery.open(w, "layout")?;
     let (rank, p) = (w.rank(), w.size());
     let read = (|| {
         let st = storage::for_path_on(&o.input, Some(w.runtime().clone()))?;
@@ -294,7 +315,24 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let load_s = t0.elapsed().as_secs_f64();
     let mut mine = vec![0.0; 2 * count];
     let mut iterations = Vec::new(); // grows as they run: --iterations has no bound
-    for k in 1..=o.iterations {
+                                     // The temperatures depend on --iterations: a resume must ask for the same number.
+    let meta = serde_json::json!({
+        "app": "layout",
+        "vertices": nv,
+        "edges": graph.edges(),
+        "seed": o.seed,
+        "iterations": o.iterations,
+    });
+    let start = match rec.resume(w, &meta, o.iterations)? {
+        Some(r) => {
+            let done = agree_on(w, "layout-resume", || restore(r, &mut mine))?;
+            pos = allgather_blocks(w, "layout-resume", &mine, &lens)?;
+            iterations = done;
+            iterations.len()
+        }
+        None => 0,
+    };
+    for k in start + 1..=o.iterations {
         let t_it = Instant::now();
         let t = temperature(sd, k, o.iterations);
         kernel.install(|| step(&graph, &pos, first, t, sd, &mut mine));
@@ -309,6 +347,9 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         };
         progress(&it);
         iterations.push(it);
+        rec.after_iteration(w, k, o.iterations, &meta, || {
+            Ok(state(w, &mine, &iterations))
+        })?;
     }
     Ok(Outcome {
         graph,
@@ -317,7 +358,62 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         count,
         iterations,
         load_s,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// Runs the local step `f` and makes every worker fail with the first failing worker's cause.
+fn agree_on<T>(w: &Worker, label: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match f() {
+        Ok(v) => agree(w, label, Ok(())).map(|_| v),
+        Err(e) => Err(agree(w, label, Err(e)).expect_err("a failure is agreed")),
+    }
+}
+
+/// This worker's state after an iteration: table `positions` (partition 0: its block of
+/// positions, 2 f64 per vertex) and table `history` (partition 0: 3 f64 per iteration:
+/// temperature, compute and communication seconds).
+fn state(w: &Worker, mine: &[f64], its: &[Iteration]) -> Vec<(&'static str, Table)> {
+    let mut c = Table::new(Combiner::Sum);
+    c.put(0, Array::from_slice(w.pool(), mine));
+    let recs: Vec<f64> = its
+        .iter()
+        .flat_map(|i| [i.temperature, i.compute_s, i.comm_s])
+        .collect();
+    let mut h = Table::new(Combiner::Sum);
+    h.put(0, Array::from_slice(w.pool(), &recs));
+    vec![("positions", c), ("history", h)]
+}
+
+/// This worker's block of positions (into `mine`) and the iterations done, from [`state`].
+fn restore(mut r: Restored, mine: &mut [f64]) -> Result<Vec<Iteration>> {
+    let it = r.iteration;
+    let (positions, history) = (r.take("positions")?, r.take("history")?);
+    let (Some(c), Some(h)) = (positions.get(0), history.get(0)) else {
+        return Err(Error::data(format!(
+            "the checkpoint at iteration {it} does not hold layout state"
+        )));
+    };
+    if c.len() != mine.len() || h.len() != 3 * it {
+        return Err(Error::data(format!(
+            "the checkpoint at iteration {it} holds {} positions for this worker, not {} (the \
+             same input with the same number of workers resumes)",
+            c.len(),
+            mine.len()
+        )));
+    }
+    mine.copy_from_slice(c.as_slice::<f64>()?);
+    let mut its = Vec::with_capacity(it);
+    for (r, iteration) in h.as_slice::<f64>()?.chunks_exact(3).zip(1..) {
+        let (temperature, compute_s, comm_s) = (r[0], r[1], r[2]);
+        its.push(Iteration {
+            iteration,
+            temperature,
+            compute_s,
+            comm_s,
+        });
+    }
+    Ok(its)
 }
 
 /// Formats vertices `first..first + count` as `id x y` lines at full precision.

@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::checkpoint::{Recovering, Recovery};
 use crate::collective::AllgatherAlgorithm;
 use crate::data::graph::{parse_edge_line, EdgeBuilder, Edges, Endpoint};
 use crate::data::kv::Key;
@@ -74,6 +75,8 @@ pub struct Options {
     /// Compute threads per worker.
     pub threads: usize,
     pub messages: Messages,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`).
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -84,6 +87,7 @@ impl Options {
             damping: crate::config::apps::PAGERANK.default_of("damping"),
             threads: crate::config::apps::PAGERANK.default_of("threads"),
             messages: crate::config::apps::PAGERANK.default_of("messages"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -98,7 +102,7 @@ impl Options {
             return Err(Error::config("--threads must be at least 1"));
         }
         crate::apps::check_threads(self.threads)?;
-        Ok(())
+        self.recovery.validate()
     }
 }
 
@@ -113,8 +117,10 @@ pub struct Outcome {
     pub edges: u64,
     /// Reading, regrouping and planning, in seconds.
     pub load_s: f64,
-    /// Seconds per iteration.
+    /// Seconds per iteration (those of a checkpoint resumed from first).
     pub iteration_s: Vec<f64>,
+    /// The iteration of the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -628,6 +634,8 @@ fn run_in(
 ) -> Result<Outcome> {
     let (me, p) = (w.rank(), w.size());
     let t0 = Instant::now();
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = opts.recovery.open(w, "pagerank")?;
     let storage = crate::storage::for_path_on(&opts.input, Some(w.runtime().clone()))?;
     let loaded = storage.list_input(&opts.input, false).and_then(|files| {
         if files.is_empty() {
@@ -688,11 +696,27 @@ fn run_in(
         Messages::Compiled => Vec::new(),
     };
     let mut rank = vec![1.0 / nf; g.vertices.len()];
+    let mut iteration_s = Vec::new(); // grows as they run: --iterations has no bound
+                                      // The ranks depend on the graph and d only (the message plan gives the same bits).
+    let meta = serde_json::json!({
+        "app": "pagerank",
+        "vertices": n,
+        "edges": m,
+        "damping": d,
+    });
+    let start = resume(
+        w,
+        &rec,
+        &meta,
+        opts,
+        &g.vertices,
+        &mut rank,
+        &mut iteration_s,
+    )?;
     let mut share = vec![0.0f64; g.vertices.len()];
     // Each vertex's incoming sum, refilled every iteration.
     let mut incoming = vec![0.0f64; g.vertices.len()];
-    let mut iteration_s = Vec::new(); // grows as they run: --iterations has no bound
-    for it in 0..opts.iterations {
+    for it in start..opts.iterations {
         let ti = Instant::now();
         let mut dangling = 0.0f64;
         for (i, (&r, &k)) in rank.iter().zip(&g.outdeg).enumerate() {
@@ -734,6 +758,9 @@ fn run_in(
         let secs = ti.elapsed().as_secs_f64();
         iteration_s.push(secs);
         each(it + 1, secs);
+        rec.after_iteration(w, it + 1, opts.iterations, &meta, || {
+            Ok(state(w, &g.vertices, &rank, &iteration_s))
+        })?;
     }
     let mut out: Vec<(i64, f64)> = g.vertices.iter().copied().zip(rank).collect();
     out.par_sort_unstable_by_key(|x| x.0);
@@ -744,7 +771,59 @@ fn run_in(
         edges: m,
         load_s,
         iteration_s,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// This worker's state after an iteration: table `ranks` (partition 0: the ranks of its
+/// vertices in local order, f64; partition 1: those vertices' ids, i64, to check a resume
+/// against) and table `history` (partition 0: the seconds of every iteration so far).
+fn state(w: &Worker, vertices: &[i64], rank: &[f64], secs: &[f64]) -> Vec<(&'static str, Table)> {
+    let mut r = Table::new(Combiner::Sum);
+    r.put(0, Array::from_slice(w.pool(), rank));
+    r.put(1, Array::from_slice(w.pool(), vertices));
+    let mut h = Table::new(Combiner::Sum);
+    h.put(0, Array::from_slice(w.pool(), secs));
+    vec![("ranks", r), ("history", h)]
+}
+
+/// With `--resume`, this worker's ranks and the iteration times from the newest checkpoint
+/// ([`state`]); returns the iterations done (0 for a fresh start). A part whose vertices are
+/// not this worker's fails every worker.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    opts: &Options,
+    vertices: &[i64],
+    rank: &mut [f64],
+    secs: &mut Vec<f64>,
+) -> Result<usize> {
+    let Some(mut r) = rec.resume(w, meta, opts.iterations)? else {
+        return Ok(0);
+    };
+    let it = r.iteration;
+    let check = (|| {
+        let (ranks, history) = (r.take("ranks")?, r.take("history")?);
+        let got = (ranks.get(0), ranks.get(1), history.get(0));
+        let (Some(rk), Some(ids), Some(h)) = got else {
+            return Err(Error::data(format!(
+                "the checkpoint at iteration {it} does not hold PageRank state"
+            )));
+        };
+        if ids.as_slice::<i64>()? != vertices || rk.len() != vertices.len() || h.len() != it {
+            return Err(Error::data(format!(
+                "the checkpoint at iteration {it} holds other vertices for rank {} than the \
+                 input gives it (the same input with the same number of workers resumes)",
+                w.rank()
+            )));
+        }
+        rank.copy_from_slice(rk.as_slice::<f64>()?);
+        *secs = h.as_slice::<f64>()?.to_vec();
+        Ok(())
+    })();
+    crate::worker::agree(w, "pagerank-resume", check)?;
+    Ok(it)
 }
 
 /// `vertex<TAB>rank` lines, ranks in Rust's shortest round-trip form.

@@ -70,6 +70,33 @@ pub const OVERWRITE: AppOption = opt(
      that holds anything is refused (the result is committed only when the run succeeds).",
 );
 
+/// `--checkpoint-every`, `--checkpoint-dir` and `--resume`: the checkpoint options of every
+/// iterative job (`harp::checkpoint::Recovery`), the same keys for all of them.
+pub const CHECKPOINT_EVERY: AppOption = opt(
+    "checkpoint_every",
+    "harp.checkpoint.every",
+    Kind::Value,
+    Some("0"),
+    "Save a checkpoint every N iterations (and after the last); 0: never.",
+);
+/// See [`CHECKPOINT_EVERY`].
+pub const CHECKPOINT_DIR: AppOption = opt(
+    "checkpoint_dir",
+    "harp.checkpoint.dir",
+    Kind::Value,
+    None,
+    "Checkpoint directory (default: OUTPUT/_checkpoints).",
+);
+/// See [`CHECKPOINT_EVERY`].
+pub const RESUME: AppOption = opt(
+    "resume",
+    "harp.resume",
+    Kind::Switch,
+    None,
+    "Continue from the newest complete checkpoint up to --iterations (from the start if there \
+     is none).",
+);
+
 /// An application job and its options.
 #[derive(Debug)]
 pub struct AppJob {
@@ -161,9 +188,9 @@ pub static KMEANS: AppJob = AppJob {
         opt("iterations", "harp.kmeans.iterations", Kind::Value, Some("10"), "Iterations of Lloyd's algorithm (fewer when --tolerance stops it)."),
         opt("output", "harp.kmeans.output", Kind::Required, None, "Output directory for centroids.txt, summary.json and _SUCCESS (written by rank 0 when the run is complete; a failed run leaves the directory's earlier result as it was)."),
         OVERWRITE,
-        opt("checkpoint_every", "harp.checkpoint.every", Kind::Value, Some("0"), "Save a checkpoint every N iterations (and after the last); 0: never."),
-        opt("checkpoint_dir", "harp.checkpoint.dir", Kind::Value, None, "Checkpoint directory (default: OUTPUT/_checkpoints)."),
-        opt("resume", "harp.resume", Kind::Switch, None, "Continue from the newest complete checkpoint up to --iterations (from the start if there is none)."),
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
         opt("threads", "harp.kmeans.threads", Kind::Value, Some("1"), "Compute threads per worker."),
         opt("format", "harp.kmeans.format", Kind::Value, Some("text"), "Input format: text (one point per line) or f32 (raw little-endian f32 records)."),
         opt("skip_columns", "harp.kmeans.skip.columns", Kind::Value, Some("0"), "Leading columns to ignore on each text line (3 for the papers' HOG files)."),
@@ -203,6 +230,9 @@ pub static PAGERANK: AppJob = AppJob {
         opt("messages", "harp.pagerank.messages", Kind::Value, Some("compiled"), "How contributions travel: compiled (dense arrays in a fixed key order) or kv (a key-value message table every iteration). Same ranks either way."),
         opt("output", "harp.pagerank.output", Kind::Required, None, "Output directory: one part-RRRRR file per worker of `vertex<TAB>rank` lines, and _SUCCESS (nothing is written on failure)."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 
@@ -247,6 +277,9 @@ pub static MDS: AppJob = AppJob {
         opt("cooling", "harp.mds.cooling", Kind::Value, Some("0.95"), "Deterministic annealing: temperature factor per iteration, in (0, 1)."),
         opt("output", "harp.mds.output", Kind::Required, None, "Output directory: coords.txt, stress.txt, summary.json, _SUCCESS."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 
@@ -262,6 +295,9 @@ pub static LAYOUT: AppJob = AppJob {
         opt("threads", "harp.layout.threads", Kind::Value, Some("1"), "Compute threads per worker."),
         opt("output", "harp.layout.output", Kind::Required, None, "Output directory: part-RRRRR files of `vertex x y` lines (each worker's vertices, in id order), summary.json, _SUCCESS."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 

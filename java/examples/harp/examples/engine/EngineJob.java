@@ -83,9 +83,16 @@ public class EngineJob extends Configured implements Tool {
         }
       }
     }
+    String checkpoints = checkpointDir(rest, output);
+    if (checkpoints != null) {
+      // In the job's configuration, so that the workers of a restarted YARN master (attempt 2
+      // and later) resume from it (docs/checkpoints.md).
+      conf.set(RESUME_DIR, checkpoints);
+    }
+    boolean resume = rest.contains("--resume") || conf.getBoolean(RESUME, false);
     String refused = input == null ? null : MapCollectiveJobs.checkInput(conf, input, name);
     if (refused == null && output != null) {
-      refused = MapCollectiveJobs.checkOutput(conf, output, name, rest.contains("--overwrite") || rest.contains("--resume"));
+      refused = MapCollectiveJobs.checkOutput(conf, output, name, rest.contains("--overwrite") || resume);
     }
     if (refused != null) {
       System.err.println(refused);
@@ -95,6 +102,30 @@ public class EngineJob extends Configured implements Tool {
     conf.set(ARGS, String.join("\n", rest));
     job = MapCollectiveJobs.create(conf, "harp-" + name, EngineJob.class, workers, input, EngineJobMapper.class);
     return MapCollectiveJobs.runToEnd(job, output);
+  }
+
+  static final String RESUME_DIR = "harp.checkpoint.dir";
+  static final String RESUME = "harp.resume";
+
+  /**
+   * The checkpoint directory of a job whose arguments save or read checkpoints
+   * ({@code --checkpoint-every N} with N > 0, or {@code --resume}): {@code --checkpoint-dir}, or
+   * else {@code <output>/_checkpoints}, which is then added to the arguments; null otherwise.
+   */
+  static String checkpointDir(List<String> rest, Path output) {
+    int at = rest.indexOf("--checkpoint-dir");
+    if (at >= 0 && at + 1 < rest.size()) {
+      return rest.get(at + 1);
+    }
+    int every = rest.indexOf("--checkpoint-every");
+    boolean saving = every >= 0 && every + 1 < rest.size() && !rest.get(every + 1).trim().equals("0");
+    if (!(saving || rest.contains("--resume")) || output == null) {
+      return null;
+    }
+    String dir = new Path(output, "_checkpoints").toString();
+    rest.add("--checkpoint-dir");
+    rest.add(dir);
+    return dir;
   }
 
   /**

@@ -28,6 +28,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
   private final AtomicInteger inCollective = new AtomicInteger();
   /** Whether {@link #runUntilQuiet} is running (its handler may send events, not call collectives). */
   private boolean inHandler;
+  /** The checkpoints opened by {@link #checkpoints}, closed at the end of {@link #run}. */
+  private final List<Checkpoints> checkpoints = new ArrayList<>();
 
   /** Counter group through which {@link #setProgress} reaches the YARN master (not summed). */
   public static final String PROGRESS_GROUP = "harp.progress";
@@ -71,6 +73,8 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
       if (keeper != null) {
         keeper.interrupt();
       }
+      checkpoints.forEach(Checkpoints::close);
+      checkpoints.clear();
       if (worker != null) {
         // Frees the tables still open, then leaves (or aborts) the job.
         Worker w = worker;
@@ -409,6 +413,22 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
 
   public Pending<Table> rotateStart(String label, Table t) {
     return rotateStart(label, t, null);
+  }
+
+  /**
+   * Collective, once before the first iteration: the job's checkpoints of the tables named
+   * {@code names} ({@code harp.checkpoint.every}, {@code harp.checkpoint.dir},
+   * {@code harp.resume} from the job's configuration; docs/checkpoints.md), and, when resuming,
+   * the iteration to resume from ({@link Checkpoints#resumeIteration}) and this worker's tables
+   * ({@link Checkpoints#restore}). Call {@link Checkpoints#afterIteration} at the end of every
+   * iteration.
+   */
+  public Checkpoints checkpoints(Context context, String... names) {
+    org.apache.hadoop.conf.Configuration conf = context.getConfiguration();
+    Checkpoints c = new Checkpoints(this, ConfNumbers.getInt(conf, Checkpoints.EVERY, 0), conf.get(Checkpoints.DIR),
+        conf.getBoolean(Checkpoints.RESUME, false), context.getJobID().toString(), names);
+    checkpoints.add(c);
+    return c;
   }
 
   // ---- Events (docs/java-guide.md "Events", docs/events.md) ----

@@ -116,6 +116,35 @@ class EngineJobTest {
     sameResult(tmp.resolve("rust-cc"), tmp.resolve("java-cc"), 0);
   }
 
+  /**
+   * The wiring of a YARN master restart without YARN: a pagerank job with checkpoints puts their
+   * directory into {@code harp.checkpoint.dir}; a rerun of the same arguments with only
+   * {@code harp.resume=true} in the configuration (what {@code LaunchSpec.resumeOnRestart} sets
+   * for attempt 2) is let into its output directory and resumes, ending with the bits of an
+   * uninterrupted job.
+   */
+  @Test
+  @Timeout(180)
+  void aPagerankJobResumesWhenItsConfigurationSaysSo(@TempDir Path tmp) throws Exception {
+    Path in = edges(tmp.resolve("edges"), 200, 700, 4);
+    String out = tmp.resolve("java-ck").toUri().toString();
+    assertEquals(0, example(tmp, "pagerank", "--workers", "3", "--input", in.toUri().toString(), "--iterations", "8",
+        "--output", tmp.resolve("java-full").toUri().toString()));
+    EngineJob first = new EngineJob("pagerank");
+    assertEquals(0, ToolRunner.run(JobTestSupport.localConf(tmp, 3), first, new String[] {"--workers", "3",
+        "--input", in.toUri().toString(), "--iterations", "4", "--checkpoint-every", "2", "--output", out}));
+    String dir = first.job().getConfiguration().get("harp.checkpoint.dir");
+    assertEquals(tmp.resolve("java-ck").resolve("_checkpoints").toUri().toString().replaceAll("/$", ""),
+        dir.replace("file:/", "file:///").replaceAll("/$", ""));
+    assertTrue(Files.exists(tmp.resolve("java-ck/_checkpoints/ckpt-0000000004/manifest.json")));
+    org.apache.hadoop.conf.Configuration restarted = JobTestSupport.localConf(tmp, 3);
+    restarted.setBoolean("harp.resume", true);
+    assertEquals(0, ToolRunner.run(restarted, new EngineJob("pagerank"), new String[] {"--workers", "3",
+        "--input", in.toUri().toString(), "--iterations", "8", "--checkpoint-every", "2", "--output", out}));
+    assertTrue(Files.exists(tmp.resolve("java-ck/_checkpoints/ckpt-0000000008/manifest.json")));
+    sameResult(tmp.resolve("java-full"), tmp.resolve("java-ck"), 0);
+  }
+
   @Test
   @Timeout(180)
   void mdsAndLayoutEqualTheHarpTool(@TempDir Path tmp) throws Exception {

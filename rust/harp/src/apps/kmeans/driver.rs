@@ -718,6 +718,8 @@ fn run_as<T: Real>(
             }
         });
         its.push(rec);
+        // With a network model, measure it anew when the collectives drift from it.
+        w.recalibrate_on_drift()?;
         if let Some(ck) = &ck {
             let every = o.checkpoint_every;
             if every > 0 && (it % every == 0 || it == o.iterations || stop.is_some()) {

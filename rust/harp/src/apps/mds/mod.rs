@@ -36,6 +36,8 @@ use rayon::prelude::*;
 
 use crate::apps::dense::{allgather_blocks, allgather_counts, allreduce_sum, offsets};
 use crate::apps::kmeans::kernel::Kernel;
+use crate::checkpoint::Recovery;
+use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
 use crate::storage::{self, Storage};
 use crate::util::Rng;
@@ -76,6 +78,8 @@ pub struct Options {
     /// Initial temperature of deterministic annealing (0: off).
     pub temperature: f64,
     pub cooling: f64,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`).
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -96,6 +100,7 @@ impl Options {
             cg_tolerance: crate::config::apps::MDS.default_of("cg_tolerance"),
             temperature: crate::config::apps::MDS.default_of("temperature"),
             cooling: crate::config::apps::MDS.default_of("cooling"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -120,7 +125,7 @@ impl Options {
                 "--solver guttman needs unit weights: use --solver cg (or auto) with --weights",
             ));
         }
-        Ok(())
+        self.recovery.validate()
     }
 
     /// The solver actually used.
@@ -161,6 +166,37 @@ pub struct Iteration {
     pub comm_s: f64,
 }
 
+impl Iteration {
+    /// The record a checkpoint keeps: stress, normalized stress, temperature, CG steps,
+    /// compute and communication seconds.
+    fn record(&self) -> [f64; 6] {
+        let steps = self.cg_steps as f64;
+        [
+            self.stress,
+            self.normalized_stress,
+            self.temperature,
+            steps,
+            self.compute_s,
+            self.comm_s,
+        ]
+    }
+
+    /// The inverse of [`Iteration::record`] for iteration `k`.
+    fn of_record((r, k): (&[f64], usize)) -> Iteration {
+        let [stress, normalized_stress, temperature, steps, compute_s, comm_s] =
+            r.try_into().expect("6 values");
+        Iteration {
+            iteration: k,
+            stress,
+            normalized_stress,
+            temperature,
+            cg_steps: steps as usize,
+            compute_s,
+            comm_s,
+        }
+    }
+}
+
 /// The result, the same on every worker.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -175,6 +211,8 @@ pub struct Outcome {
     pub rows: Vec<u64>,
     pub load_s: f64,
     pub solver: Solver,
+    /// The iteration of the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
 }
 
 /// The rows `first..first + rows` of B(X)·X into `out` (rows×D), with δ̂ = max(δ − shift, 0),
@@ -506,6 +544,8 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     o.validate()?;
     let t0 = Instant::now();
     let kernel = Kernel::new(o.threads)?;
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = o.recovery.open(w, "mds")?;
     let st = storage::for_path_on(&o.input, Some(w.runtime().clone()))?;
     let (rank, p) = (w.rank(), w.size());
     // Distances: N, then this worker's share; every worker learns every block's length.
@@ -561,6 +601,31 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let mut bx = vec![0.0; rows * dim];
     let mut st_rows = vec![0.0; rows * 2];
     let mut iterations = Vec::new(); // grows as they run: --iterations has no bound
+                                     // What the coordinates depend on besides the matrices; --iterations may grow on resume
+                                     // (T_k does not depend on it).
+    let meta = serde_json::json!({
+        "app": "mds",
+        "n": n,
+        "dim": dim,
+        "weighted": o.weights.is_some(),
+        "solver": solver.name(),
+        "format": o.format.name(),
+        "init": o.init.is_some(),
+        "seed": o.seed,
+        "cg_iterations": o.cg_iterations,
+        "cg_tolerance": o.cg_tolerance,
+        "temperature": o.temperature,
+        "cooling": o.cooling,
+    });
+    let start = match rec.resume(w, &meta, o.iterations)? {
+        Some(r) => {
+            let (done, mine) = agreed(w, "mds-resume", || restore(r, first, rows, dim))?;
+            x = allgather_blocks(w, "mds-resume", &mine, &lens)?;
+            iterations = done;
+            iterations.len()
+        }
+        None => 0,
+    };
     let wts = weights.as_deref();
     let mut stress_of =
         |x: &[f64], shift: f64, bx: &mut [f64], comm: &mut f64| -> Result<[f64; 2]> {
@@ -574,7 +639,7 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
             *comm += tc.elapsed().as_secs_f64();
             Ok([g[0] / 2.0, if g[1] > 0.0 { g[0] / g[1] } else { 0.0 }])
         };
-    for k in 1..=o.iterations {
+    for k in start + 1..=o.iterations {
         let t_it = Instant::now();
         let mut comm = 0.0;
         let temperature = o.temperature_at(k);
@@ -601,6 +666,10 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         };
         progress(&it);
         iterations.push(it);
+        let mine = &x[first * dim..(first + rows) * dim];
+        rec.after_iteration(w, k, o.iterations, &meta, || {
+            Ok(state(w, mine, &iterations))
+        })?;
     }
     let mut comm = 0.0;
     let [fs, fnorm] = stress_of(&x, 0.0, &mut bx, &mut comm)?;
@@ -613,7 +682,48 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         rows: counts,
         load_s,
         solver,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// This worker's state after an iteration: table `coords` (partition 0: its rows of X, f64)
+/// and table `history` (partition 0: 6 f64 per iteration: stress, normalized stress,
+/// temperature, CG steps, compute and communication seconds).
+fn state(w: &Worker, mine: &[f64], its: &[Iteration]) -> Vec<(&'static str, Table)> {
+    let mut c = Table::new(Combiner::Sum);
+    c.put(0, Array::from_slice(w.pool(), mine));
+    let recs: Vec<f64> = its.iter().flat_map(Iteration::record).collect();
+    let mut h = Table::new(Combiner::Sum);
+    h.put(0, Array::from_slice(w.pool(), &recs));
+    vec![("coords", c), ("history", h)]
+}
+
+/// The iterations done and this worker's rows of X from a checkpoint's [`state`].
+fn restore(
+    mut r: crate::checkpoint::Restored,
+    first: usize,
+    rows: usize,
+    dim: usize,
+) -> Result<(Vec<Iteration>, Vec<f64>)> {
+    let it = r.iteration;
+    let (coords, history) = (r.take("coords")?, r.take("history")?);
+    let (Some(c), Some(h)) = (coords.get(0), history.get(0)) else {
+        return Err(Error::data(format!(
+            "the checkpoint at iteration {it} does not hold MDS state"
+        )));
+    };
+    if c.len() != rows * dim || h.len() != 6 * it {
+        return Err(Error::data(format!(
+            "the checkpoint at iteration {it} holds {} coordinates for rows {first}..{}, not \
+             {} (the same input with the same number of workers resumes)",
+            c.len(),
+            first + rows,
+            rows * dim
+        )));
+    }
+    let recs = h.as_slice::<f64>()?.chunks_exact(6);
+    let its = recs.zip(1..).map(Iteration::of_record).collect();
+    Ok((its, c.as_slice::<f64>()?.to_vec()))
 }
 
 /// Conjugate gradients on V·Y = B·X for this worker's rows, started from Y = X. Returns the
