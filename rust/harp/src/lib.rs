@@ -39,6 +39,7 @@ pub mod graph;
 pub mod io;
 pub mod netmodel;
 pub mod pool;
+pub mod sim;
 pub mod storage;
 pub mod topology;
 pub mod transport;
