@@ -4,7 +4,7 @@
  * the median, min and max over repetitions as one JSON line with the field names of
  * `harp bench --json` plus "impl":"openmpi".
  *
- * Message sizes mean what they mean in `harp bench` (rust/harp-cli/src/bench.rs), with
+ * Message sizes mean what they mean in `harp bench` (rust/harp-jobs/src/bench.rs), with
  * n = max(bytes / 8, 1) doubles:
  *   bcast, reduce, allreduce     each rank's buffer is n doubles (root 0, MPI_SUM)
  *   reduce_scatter               each rank holds n doubles, gets n/p of the sum

@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::Args;
 use harp::{Error, Listener, Result, Topology, Worker};
 
-use crate::jobs::{InWorker, Job, Local};
+use harp_jobs::jobs::{InWorker, Job, Local};
 
 #[derive(Args)]
 pub struct WorkerArgs {
@@ -92,7 +92,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let cfg = args.run.cluster().config()?;
     let rt = harp::worker::runtime(args.run.cluster().io_threads.into())?;
     let secret = match &args.secret_file {
-        Some(f) => crate::options::secret_file(f)?,
+        Some(f) => harp_jobs::options::secret_file(f)?,
         None => std::env::var("HARP_SECRET")
             .map_err(|_| Error::config("no job secret: set HARP_SECRET or pass --secret-file"))?
             .into_bytes(),
@@ -136,7 +136,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         (topo, listener)
     };
     harp::util::memory::set_workers_on_host(match topo.addrs() {
-        Ok(addrs) => crate::jobs::workers_on_host(&addrs, args.rank),
+        Ok(addrs) => harp_jobs::jobs::workers_on_host(&addrs, args.rank),
         Err(_) => 1,
     });
     let w = Worker::start(

@@ -1,5 +1,5 @@
 //! `harp.HarpJob`: runs one of the `harp` tool's jobs (wordcount, pagerank, mds, layout,
-//! components, kmeans, …: `harp_cli::run_job`, the same arguments, checks and output as
+//! components, kmeans, …: `harp_jobs::run_job`, the same arguments, checks and output as
 //! `harp worker … JOB …`) as the part of a worker this JVM started. A Hadoop example is then a
 //! mapper that passes its arguments through.
 
@@ -29,7 +29,7 @@ pub extern "system" fn Java_harp_HarpJob_runJob<'l>(
             let s = args.get_element(env, i)?;
             v.push(jstr(env, &s)?);
         }
-        harp_cli::run_job(&we.worker, &v)?;
+        harp_jobs::run_job(&we.worker, &v)?;
         Ok(())
     })
 }

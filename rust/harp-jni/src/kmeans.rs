@@ -3,7 +3,9 @@
 //! job description as `key=value` lines (parsed here), an optional per-iteration callback, and
 //! gets back one `double[]` (layout in [`encode`], decoded by `harp.KMeans.Result`).
 
-use harp::apps::kmeans::driver::{self, InitMethod, Iteration, Options, Outcome, StopReason};
+use harp::apps::kmeans::driver::{
+    self, AssignPath, InitMethod, Iteration, Options, Outcome, StopReason,
+};
 use harp::apps::kmeans::input::ByteRange;
 use harp::collective::AllreduceAlgorithm;
 use harp::config::apps::KMEANS;
@@ -114,9 +116,11 @@ fn options(spec: &str) -> Result<Options, Failure> {
     Ok(o)
 }
 
-/// `[k, dim, points, load_s, threads, stop (0 iterations, 1 tolerance, 2 converged), m,
-/// m × (inertia, compute_s, comm_s, pool_allocations), k·dim centroids, resumed_from (the
-/// checkpoint's iteration, 0 when the run did not resume)]`.
+/// `[k, dim, points, load_s, threads, stop (0 iterations, 1 tolerance, 2 converged), assign
+/// (the path used: its index in `AssignPath::ALL`, the vocabulary `kmeans-assign`), m,
+/// m × (inertia, compute_s, comm_s, pool_allocations, distances (the share computed; NaN when
+/// not counted)), k·dim centroids, resumed_from (the checkpoint's iteration, 0 when the run did
+/// not resume)]`.
 fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
     let c = &out.centroids;
     let stop = match out.stop_reason {
@@ -124,7 +128,11 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
         StopReason::Tolerance => 1.0,
         StopReason::Converged => 2.0,
     };
-    let mut v = Vec::with_capacity(8 + 4 * out.iterations.len() + c.data.len());
+    let assign = AssignPath::ALL
+        .iter()
+        .position(|a| *a == out.assign)
+        .expect("a path of AssignPath::ALL");
+    let mut v = Vec::with_capacity(9 + 5 * out.iterations.len() + c.data.len());
     v.extend([
         c.n as f64,
         c.dim as f64,
@@ -132,6 +140,7 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
         out.load_s,
         threads as f64,
         stop,
+        assign as f64,
         out.iterations.len() as f64,
     ]);
     for it in &out.iterations {
@@ -140,6 +149,7 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
             it.compute_s,
             it.comm_s,
             it.pool_allocations as f64,
+            it.distances.unwrap_or(f64::NAN),
         ]);
     }
     v.extend_from_slice(&c.data);
@@ -147,7 +157,8 @@ fn encode(out: &Outcome, threads: usize) -> Vec<f64> {
     v
 }
 
-/// Calls `progress.iteration(i, inertia, computeSeconds, commSeconds)`. After a Java exception
+/// Calls `progress.iteration(i, inertia, computeSeconds, commSeconds, distances)` (`distances`
+/// NaN when not counted). After a Java exception
 /// the callback is not called again; the exception stays pending and is thrown when the native
 /// method returns.
 fn report(env: &mut Env<'_>, progress: &JObject<'_>, it: &Iteration) {
@@ -157,12 +168,13 @@ fn report(env: &mut Env<'_>, progress: &JObject<'_>, it: &Iteration) {
     let _ = env.call_method(
         progress,
         jni_str!("iteration"),
-        jni_sig!("(IDDD)V"),
+        jni_sig!("(IDDDD)V"),
         &[
             JValue::Int(it.iteration as i32),
             JValue::Double(it.inertia),
             JValue::Double(it.compute_s),
             JValue::Double(it.comm_s),
+            JValue::Double(it.distances.unwrap_or(f64::NAN)),
         ],
     );
 }

@@ -4,6 +4,7 @@
 //! parsed by the engine's own parsers (`harp.Native.canonicalName`). Java's enums are checked
 //! against these lists in both directions (`VocabularyTest`).
 
+use harp::apps::kmeans::driver::AssignPath;
 use harp::collective::{AllreduceAlgorithm, BroadcastAlgorithm, ReduceAlgorithm};
 use harp::config::apps;
 use harp::data::kv::{KeyType, ValueType};
@@ -118,7 +119,7 @@ fn app_key(name: &str) -> Result<String, Failure> {
 
 fn unknown_vocabulary(v: &str) -> Failure {
     fail(format!(
-        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective, key, value, app-key)"
+        "unknown vocabulary {v:?} (dtype, combiner, broadcast, allreduce, reduce, error-kind, collective, key, value, app-key, kmeans-assign)"
     ))
 }
 
@@ -139,6 +140,7 @@ pub fn names(vocabulary: &str) -> Result<Vec<String>, Failure> {
         "key" => owned(KeyType::ALL.into_iter().map(KeyType::name).collect()),
         "value" => ValueType::all().into_iter().map(ValueType::name).collect(),
         "app-key" => app_keys(),
+        "kmeans-assign" => owned(AssignPath::ALL.iter().map(|a| a.name()).collect()),
         _ => return Err(unknown_vocabulary(vocabulary)),
     })
 }
@@ -157,6 +159,7 @@ pub fn canonical(vocabulary: &str, name: &str) -> Result<String, Failure> {
         "error-kind" if error_kinds().contains(&name) => name.to_string(),
         "error-kind" => return Err(fail(format!("unknown error kind {name:?}"))),
         "app-key" => app_key(name)?,
+        "kmeans-assign" => name.parse::<AssignPath>()?.name().to_string(),
         _ => return Err(unknown_vocabulary(vocabulary)),
     })
 }

@@ -8,7 +8,8 @@
 //! `super::` that climbs out of the file's layer folder. Comments and string literals are not
 //! code; test-only code (an item under `#[cfg(test)]` or `#[cfg(all(test, …))]`, e.g.
 //! `mod tests`) is exempt, since tests may build their data with anything. The engine never
-//! names the crates above it (`harp_cli`, `harp_jni`, `jni`).
+//! names the crates above it (`harp_jobs`, `harp_cli`, `harp_jni`, `jni`), and that
+//! those crates depend on each other one way: jobs ← cli, jobs ← jni.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -488,7 +489,7 @@ fn the_engine_never_names_the_crates_above_it() {
     for file in rust_files(&src) {
         let text = std::fs::read_to_string(&file).expect("read source");
         for (n, line) in code_only(&text).lines().enumerate() {
-            for name in ["harp_cli", "harp_jni", "jni::"] {
+            for name in ["harp_jobs", "harp_cli", "harp_jni", "jni::"] {
                 let hit = line.match_indices(name).any(|(at, _)| {
                     !line[..at]
                         .chars()
@@ -502,7 +503,7 @@ fn the_engine_never_names_the_crates_above_it() {
         }
     }
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("read Cargo.toml");
-    for name in ["harp-cli", "harp-jni", "jni"] {
+    for name in ["harp-jobs", "harp-cli", "harp-jni", "jni"] {
         if manifest.lines().any(|l| {
             l.trim_start().starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}."))
         }) {
@@ -510,6 +511,31 @@ fn the_engine_never_names_the_crates_above_it() {
         }
     }
     assert!(errors.is_empty(), "\n{}", errors.join("\n"));
+}
+
+/// The crates on top of the engine depend one way: `harp-jobs` (the jobs) on the engine alone;
+/// `harp-cli` (the tool) and `harp-jni` (the JNI shell) on the jobs, never on each other.
+#[test]
+fn the_crates_on_top_depend_one_way() {
+    let rust = root().join("..");
+    let deps = |krate: &str| -> Vec<String> {
+        let path = rust.join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).expect("read a manifest");
+        let section = text
+            .split("\n[dependencies]\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{} has no [dependencies]", path.display()));
+        let section = section.split("\n[").next().unwrap();
+        section
+            .lines()
+            .filter_map(|l| l.split(['=', '.', ' ']).next())
+            .filter(|n| n.starts_with("harp"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(deps("harp-jobs"), ["harp"]);
+    assert_eq!(deps("harp-cli"), ["harp", "harp-jobs"]);
+    assert_eq!(deps("harp-jni"), ["harp", "harp-jobs"]);
 }
 
 #[test]

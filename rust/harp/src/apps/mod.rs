@@ -20,6 +20,9 @@ macro_rules! named_enum {
         pub enum $name { $($(#[$vm])* $var,)+ }
 
         impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$var,)+];
+
             /// The canonical command-line name.
             pub fn name(self) -> &'static str {
                 match self { $($name::$var => $canon,)+ }

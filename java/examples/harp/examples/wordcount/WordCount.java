@@ -30,7 +30,7 @@ import org.apache.hadoop.util.ToolRunner;
  * every worker has written its own: a failed job leaves no result. {@code
  * -Dharp.wordcount.partitions=N} (the key of {@code --partitions}; the earlier {@code
  * wordcount.partitions} is read as an alias when it is unset) sets the number of key partitions
- * (default 4 per worker).
+ * (default 8 per worker, as {@code harp wordcount}'s).
  */
 public class WordCount extends Configured implements Tool {
   public static final String OUTPUT = "harp.wordcount.output";

@@ -23,7 +23,7 @@ public class WordCountMapper extends CollectiveMapper<FilePosition, Text, Object
   protected void mapCollective(KeyValReader<FilePosition, Text> reader, Context context)
       throws IOException, InterruptedException {
     Configuration conf = context.getConfiguration();
-    int partitions = conf.getInt(WordCount.PARTITIONS, conf.getInt(WordCount.PARTITIONS_ALIAS, 4 * getNumWorkers()));
+    int partitions = conf.getInt(WordCount.PARTITIONS, conf.getInt(WordCount.PARTITIONS_ALIAS, 8 * getNumWorkers()));
     Path dir = new Path(conf.get(WordCount.OUTPUT));
     FileSystem fs = dir.getFileSystem(conf);
     Path tmp = new Path(new Path(dir, "_temporary"), context.getJobID().toString());

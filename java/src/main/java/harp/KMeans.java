@@ -103,12 +103,19 @@ public final class KMeans {
     public final double inertia;
     public final double computeSeconds;
     public final double commSeconds;
+    /**
+     * The share of the n·k point–centroid distances computed in this iteration, over all
+     * workers: 1 on the {@code gemm} path, less where {@code yinyang} bounds skipped some;
+     * NaN when not counted (the {@code pruned} path, iterations loaded from a checkpoint).
+     */
+    public final double distances;
 
-    Iteration(int iteration, double inertia, double computeSeconds, double commSeconds) {
+    Iteration(int iteration, double inertia, double computeSeconds, double commSeconds, double distances) {
       this.iteration = iteration;
       this.inertia = inertia;
       this.computeSeconds = computeSeconds;
       this.commSeconds = commSeconds;
+      this.distances = distances;
     }
   }
 
@@ -127,6 +134,8 @@ public final class KMeans {
     public final String stopReason;
     /** The iteration of the checkpoint this run resumed from (its earlier iterations are listed too), or 0. */
     public final int resumedFrom;
+    /** The assignment path used, {@code auto} resolved: {@code gemm}, {@code pruned} or {@code yinyang}. */
+    public final String assign;
     private final double[] centroids;
 
     /** Decodes {@code runEngine}'s array (layout in rust/harp-jni/src/kmeans.rs). */
@@ -137,14 +146,16 @@ public final class KMeans {
       loadSeconds = v[3];
       threads = (int) v[4];
       stopReason = new String[] {"iterations", "tolerance", "converged"}[(int) v[5]];
-      int m = (int) v[6];
+      assign = Native.names("kmeans-assign").split("\n")[(int) v[6]];
+      int m = (int) v[7];
       List<Iteration> its = new ArrayList<>(m);
       for (int i = 0; i < m; i++) {
-        its.add(new Iteration(i + 1, v[7 + 4 * i], v[8 + 4 * i], v[9 + 4 * i]));
+        int at = 8 + 5 * i;
+        its.add(new Iteration(i + 1, v[at], v[at + 1], v[at + 2], v[at + 4]));
       }
       iterations = Collections.unmodifiableList(its);
-      centroids = java.util.Arrays.copyOfRange(v, 7 + 4 * m, 7 + 4 * m + k * dim);
-      resumedFrom = (int) v[7 + 4 * m + k * dim];
+      centroids = java.util.Arrays.copyOfRange(v, 8 + 5 * m, 8 + 5 * m + k * dim);
+      resumedFrom = (int) v[8 + 5 * m + k * dim];
     }
 
     /** Centroid {@code j} (a copy). */
@@ -179,11 +190,12 @@ public final class KMeans {
         compute += it.computeSeconds;
         comm += it.commSeconds;
         sb.append(it.iteration == 1 ? "\n" : ",\n").append(String.format(Locale.ROOT,
-            "    {\"iteration\": %d, \"inertia\": %s, \"compute_s\": %s, \"comm_s\": %s}",
-            it.iteration, num(it.inertia), num(it.computeSeconds), num(it.commSeconds)));
+            "    {\"iteration\": %d, \"inertia\": %s, \"compute_s\": %s, \"comm_s\": %s, \"distances\": %s}",
+            it.iteration, num(it.inertia), num(it.computeSeconds), num(it.commSeconds), num(it.distances)));
       }
       sb.append("\n  ],\n");
       sb.append("  \"stop_reason\": \"").append(stopReason).append("\",\n");
+      sb.append("  \"assign\": \"").append(assign).append("\",\n");
       sb.append("  \"resumed_from\": ").append(resumedFrom == 0 ? "null" : Integer.toString(resumedFrom)).append(",\n");
       sb.append("  \"load_s\": ").append(num(loadSeconds)).append(",\n");
       sb.append("  \"compute_s\": ").append(num(compute)).append(",\n");
@@ -441,7 +453,7 @@ public final class KMeans {
   /**
    * The engine's K-means loop on {@code worker} as described by {@code spec} ({@code key=value}
    * lines, see {@link Builder}); {@code progress} (may be null) gets {@code iteration(int, double,
-   * double, double)} after every iteration. Returns the encoded outcome (see {@link Result}).
+   * double, double, double)} after every iteration. Returns the encoded outcome (see {@link Result}).
    * The native is in {@code rust/harp-jni/src/kmeans.rs}; the library is loaded by then (the
    * worker exists).
    */
@@ -455,8 +467,8 @@ public final class KMeans {
       this.c = c;
     }
 
-    void iteration(int i, double inertia, double computeSeconds, double commSeconds) {
-      c.accept(new Iteration(i, inertia, computeSeconds, commSeconds));
+    void iteration(int i, double inertia, double computeSeconds, double commSeconds, double distances) {
+      c.accept(new Iteration(i, inertia, computeSeconds, commSeconds, distances));
     }
   }
 }

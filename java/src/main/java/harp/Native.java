@@ -131,7 +131,8 @@ public final class Native {
   /**
    * The engine's names of one vocabulary, one per line: {@code dtype}, {@code combiner},
    * {@code broadcast}, {@code allreduce}, {@code reduce} (the algorithms offered to Java),
-   * {@code error-kind}, {@code collective}.
+   * {@code error-kind}, {@code collective}, {@code key}, {@code value}, {@code app-key},
+   * {@code kmeans-assign} (K-means' assignment paths).
    */
   static native String names(String vocabulary);
 

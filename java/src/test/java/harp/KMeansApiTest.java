@@ -45,6 +45,18 @@ class KMeansApiTest {
           }
         }
       }
+      // The path used and the share of distances computed: all of them on gemm (the automatic
+      // choice for 2 dimensions and 2 centroids); fewer once Yinyang's bounds hold.
+      if (!a.assign.equals("gemm") || a.iterations.stream().anyMatch(it -> it.distances != 1.0)) {
+        throw new AssertionError("assign " + a.assign + ", distances " + shares(a));
+      }
+      KMeans.Result y = KMeans.forTask(this, context).init(conf.get("test.init")).iterations(3)
+          .option("assign", "yinyang").run();
+      double last = y.iterations.get(2).distances;
+      if (!y.assign.equals("yinyang") || !(last >= 0 && last < 1)
+          || !y.summaryJson(2).contains("\"assign\": \"yinyang\"")) {
+        throw new AssertionError("assign " + y.assign + ", distances " + shares(y));
+      }
       if (a.points != 4 || a.k != 2 || a.dim != 2 || a.threads != 2) {
         throw new AssertionError("points " + a.points + " k " + a.k + " dim " + a.dim + " threads " + a.threads);
       }
@@ -53,6 +65,12 @@ class KMeansApiTest {
       }
       context.getCounter("harp-test", "verified").increment(1);
     }
+  }
+
+  static List<Double> shares(KMeans.Result r) {
+    List<Double> v = new ArrayList<>();
+    r.iterations.forEach(it -> v.add(it.distances));
+    return v;
   }
 
   /** Throws from the per-iteration callback on rank 1. */

@@ -150,8 +150,6 @@ pub struct InWorker {}
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     #[test]
     fn workers_sharing_a_host_are_counted_by_address() {
         let a = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
@@ -165,45 +163,5 @@ mod tests {
         assert_eq!(super::workers_on_host(&addrs, 1), 1);
         assert_eq!(super::workers_on_host(&addrs, 3), 3);
         assert_eq!(super::workers_on_host(&addrs, 9), 1);
-    }
-
-    #[test]
-    fn every_job_runs_in_both_modes_and_only_the_launcher_takes_workers() {
-        for job in [
-            "kmeans",
-            "wordcount",
-            "pagerank",
-            "mds",
-            "layout",
-            "components",
-            "id3",
-            "bench",
-            "check",
-            "events-check",
-            "netmap",
-        ] {
-            let extra: &[&str] = match job {
-                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3" => {
-                    &["--input", "p", "--output", "o"]
-                }
-                "bench" => &["allreduce"],
-                _ => &[],
-            };
-            let local = crate::Cli::try_parse_from(
-                [&["harp", job, "-w", "3", "--timeout", "7"][..], extra].concat(),
-            )
-            .unwrap_or_else(|e| panic!("{job}: {e}"));
-            match local.cmd {
-                crate::Cmd::Launch(j) => {
-                    assert_eq!(j.extra().workers, 3);
-                    assert_eq!(j.cluster().config().unwrap().op_timeout.as_secs(), 7);
-                }
-                _ => panic!("{job} is not a launched job"),
-            }
-            let worker = [&["harp", "worker", "--rank", "0", job][..], extra].concat();
-            assert!(crate::Cli::try_parse_from(&worker).is_ok(), "{job}");
-            let with_workers = [&worker[..], &["--workers", "3"]].concat();
-            assert!(crate::Cli::try_parse_from(with_workers).is_err(), "{job}");
-        }
     }
 }

@@ -293,62 +293,8 @@ mod tests {
         );
     }
 
-    /// One rule for whole numbers in every job, through the same parser the binary and
-    /// `run_job` use: negatives name the option and the range; a count in AT_LEAST_ONE
-    /// refuses 0 whichever job has it.
     #[test]
-    fn whole_number_options_refuse_negatives_and_zero_counts() {
-        use clap::{CommandFactory, FromArgMatches};
-        let parse = |args: &[&str]| {
-            whole_numbers(crate::Cli::command())
-                .try_get_matches_from(args)
-                .and_then(|m| crate::Cli::from_arg_matches(&m))
-                .map(|_| ())
-        };
-        let io = ["--input", "i", "--output", "o"];
-        for job in ["kmeans", "pagerank", "mds", "layout"] {
-            for (v, want) in [
-                ("0", "expected a whole number, at least 1"),
-                ("-1", "negative numbers are not allowed"),
-                ("x", "expected a whole number, at least 1"),
-            ] {
-                let args = [&["harp", job][..], &io, &["--iterations", v]].concat();
-                let e = parse(&args).unwrap_err().to_string();
-                assert!(
-                    e.contains(&format!("invalid value '{v}' for '--iterations"))
-                        && e.contains(want),
-                    "{job} {v}: {e}"
-                );
-            }
-            parse(&[&["harp", job][..], &io, &["--iterations", "3"]].concat()).unwrap();
-        }
-        let e = parse(&["harp", "worker", "--rank", "-1", "check"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("expected a whole number, at least 0"), "{e}");
-        // Signed and fractional options still take negative values (checked by their jobs).
-        parse(&[
-            "harp",
-            "kmeans",
-            "--input",
-            "i",
-            "--output",
-            "o",
-            "--tolerance",
-            "-1",
-        ])
-        .unwrap();
-        parse(&[
-            "harp",
-            "pagerank",
-            "--input",
-            "i",
-            "--output",
-            "o",
-            "--damping",
-            "-2",
-        ])
-        .unwrap();
+    fn whole_numbers_name_their_range() {
         assert_eq!(
             whole::<u32>("4294967296", 0),
             Err("expected a whole number from 0 to 4294967295".into())
