@@ -41,7 +41,7 @@ pub const OPS: [&str; 9] = [
 
 /// One collective call as `harp bench` makes it: `bytes` is each worker's table (for allgather
 /// and gather the total gathered), `partitions` per table (default 1, 4 per worker where
-/// partitions move to owners), root 0.
+/// partitions move to owners: reduce-scatter, regroup, scatter), root 0.
 #[derive(Debug, Clone)]
 pub struct Case {
     pub op: String,
@@ -231,7 +231,7 @@ pub(crate) fn record_tables(
     };
     let algorithm = resolved(algo, cfg, netmodel.as_deref(), &topo, case.bytes);
     let parts = case.partitions.unwrap_or(match case.op.as_str() {
-        "reduce-scatter" | "regroup" => 4 * p,
+        "reduce-scatter" | "regroup" | "scatter" => 4 * p,
         _ => 1,
     });
     if parts == 0 {
