@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cluster;
+mod sim;
 #[cfg(test)]
 mod vocabulary_tests;
 
@@ -40,6 +41,8 @@ enum Cmd {
     Worker(cluster::WorkerArgs),
     /// List the engine options: CLI flag, Java job key, engine key, default, meaning.
     Options(options::OptionsArgs),
+    /// Simulate one collective's own schedule on a modelled network of p hosts.
+    Sim(sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -70,6 +73,7 @@ pub fn main() -> ExitCode {
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),
+        Cmd::Sim(a) => sim::run(&a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,7 +18,7 @@ use harp::collective::{
     choose, segment, AllgatherAlgorithm, AllreduceAlgorithm, BroadcastAlgorithm, GatherAlgorithm,
     ReduceAlgorithm, ReduceScatterAlgorithm, ScatterAlgorithm,
 };
-use harp::{Array, Combiner, DType, Error, Partitioner, Result, Table, Worker};
+use harp::{Array, Combiner, Error, Partitioner, Result, Table, Worker};
 
 use crate::options::ClusterOpts;
 
@@ -92,29 +92,7 @@ enum Algo {
 
 /// Builds this worker's input table for one repetition.
 fn table(w: &Worker, op: &str, bytes: u64, parts: usize) -> Table {
-    let (r, p) = (w.rank(), w.size());
-    let mut t = Table::new(Combiner::Sum);
-    let elems = (bytes / 8).max(1) as usize;
-    let mut add = |id: u32, n: usize| {
-        let mut a = Array::uninit(w.pool(), DType::F64, n);
-        a.as_mut_slice::<f64>().expect("f64").fill(r as f64 + 1.0);
-        t.add(id, a).expect("fresh ids");
-    };
-    match op {
-        "broadcast" | "scatter" if r != 0 => {}
-        "allgather" | "gather" => {
-            let mine = (elems / p).max(1);
-            for i in 0..parts {
-                add((r * parts + i) as u32, (mine / parts).max(1));
-            }
-        }
-        _ => {
-            for i in 0..parts {
-                add(i as u32, (elems / parts).max(1));
-            }
-        }
-    }
-    t
+    harp::sim::bench_table(w.pool(), op, w.rank(), w.size(), bytes, parts)
 }
 
 fn once(w: &Worker, op: &str, algo: &Algo, t: &mut Table, parts: usize) -> Result<()> {

@@ -40,6 +40,7 @@ pub mod io;
 pub mod netmodel;
 pub mod pool;
 pub mod sched;
+pub mod sim;
 pub mod storage;
 pub mod topology;
 pub mod transport;

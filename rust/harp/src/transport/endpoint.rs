@@ -502,7 +502,10 @@ impl Endpoint<'_> {
     /// Turns a mailbox answer into this operation's result (`None`: nothing yet).
     fn taken(&self, t: Take) -> Option<Result<Frame>> {
         match t {
-            Take::Frame(f) => Some(Ok(f)),
+            Take::Frame(f) => {
+                self.t.link.took(&f.hdr);
+                Some(Ok(f))
+            }
             Take::Mismatch { peer, op, algo } => Some(Err(self.mismatch(peer, op, algo))),
             Take::Gone { peer, reason } => Some(Err(self.lost(peer, reason))),
             Take::Empty => None,

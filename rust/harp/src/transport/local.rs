@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::mailbox::{lane_of, Frame, Mailbox, LEFT};
 use super::{heartbeat_interval, Io, Link, Transport, TrySend};
-use crate::pool::Pool;
+use crate::pool::{Buf, Pool};
 use crate::wire::{Header, Kind};
 
 /// What the workers of one in-process job share.
@@ -61,17 +61,33 @@ impl Local {
                 "the peer has left",
             ))
         } else {
-            let len: usize = parts.iter().map(|p| p.len()).sum();
-            let mut body = hub.pools[dst].get(len);
-            let mut at = 0;
-            for p in parts {
-                body[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
+            let body = gather(&hub.pools[dst], parts);
             hub.mailboxes[dst].seen(self.rank);
             hub.mailboxes[dst].push(lane_of(&hdr), Frame { hdr, body });
             Ok(())
         }
+    }
+}
+
+/// The concatenation of `parts` in a buffer of `pool` (a frame's body as its receiver holds
+/// it).
+pub(super) fn gather(pool: &Pool, parts: &[&[u8]]) -> Buf {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut body = pool.get(len);
+    let mut at = 0;
+    for p in parts {
+        body[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    body
+}
+
+/// Why the peers see a worker gone whose link closes with `last` (an `Abort` with its error
+/// as `body`, or a `Bye`).
+pub(super) fn leave_reason(last: Header, body: &[u8]) -> String {
+    match last.kind {
+        Kind::Abort => format!("it failed: {}", String::from_utf8_lossy(body)),
+        _ => LEFT.to_string(),
     }
 }
 
@@ -93,10 +109,7 @@ impl Link for Local {
     }
 
     fn close<'a>(&'a self, last: Header, body: &'a [u8]) -> Io<'a, ()> {
-        let reason = match last.kind {
-            Kind::Abort => format!("it failed: {}", String::from_utf8_lossy(body)),
-            _ => LEFT.to_string(),
-        };
+        let reason = leave_reason(last, body);
         self.leave(|| reason.clone());
         Box::pin(std::future::ready(()))
     }

@@ -46,6 +46,7 @@ mod local;
 mod mailbox;
 mod mesh;
 mod reader;
+mod record;
 mod socket;
 
 use std::future::Future;
@@ -56,6 +57,7 @@ pub use driver::{CallerDriver, Driver, HANDOVER_AFTER, RECV_SPIN};
 pub use endpoint::{Endpoint, Members, Transport};
 pub use events::Event;
 pub use mailbox::{EventQueueStats, Frame};
+pub use record::{Recorder, Step};
 pub use socket::auto_congestion;
 #[cfg(target_os = "linux")]
 pub use socket::congestion_of;
@@ -123,6 +125,10 @@ pub(crate) trait Link: Send + Sync {
     fn open_peers(&self) -> Vec<usize> {
         Vec::new()
     }
+
+    /// The operation took the frame with header `hdr` from the mailbox (the recording link
+    /// logs it; the others keep this default).
+    fn took(&self, _hdr: &Header) {}
 
     /// Writes out what a [`TrySend::Rest`] left queued for `dst` (a link whose `try_send`
     /// never returns `Rest` keeps this default).
