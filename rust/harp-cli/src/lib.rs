@@ -11,7 +11,7 @@ mod cluster;
 #[cfg(test)]
 mod vocabulary_tests;
 
-use harp_jobs::{jobs, kmeans, mds, options};
+use harp_jobs::{jobs, kmeans, mds, mfsgd, options};
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +48,9 @@ enum GenCmd {
     Points(kmeans::GenArgs),
     /// A reproducible N×N Euclidean distance matrix (for `harp mds`).
     Dist(mds::GenDistArgs),
+    /// Reproducible ratings (a low-rank truth plus noise, power-law users and items) for
+    /// `harp mfsgd`: a training and a test file.
+    Ratings(mfsgd::GenRatingsArgs),
 }
 
 /// The `harp` command line.
@@ -62,6 +65,9 @@ pub fn main() -> ExitCode {
         Cmd::Gen {
             what: GenCmd::Dist(a),
         } => mds::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Ratings(a),
+        } => mfsgd::gen(&a),
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),
@@ -100,15 +106,15 @@ mod tests {
             "layout",
             "components",
             "id3",
+            "mfsgd",
             "bench",
             "check",
             "events-check",
             "netmap",
         ] {
             let extra: &[&str] = match job {
-                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3" => {
-                    &["--input", "p", "--output", "o"]
-                }
+                "kmeans" | "wordcount" | "pagerank" | "mds" | "layout" | "components" | "id3"
+                | "mfsgd" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

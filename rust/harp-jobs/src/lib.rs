@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod kmeans;
 pub mod layout;
 pub mod mds;
+pub mod mfsgd;
 pub mod netmap;
 pub mod options;
 pub mod output;
