@@ -12,7 +12,7 @@ mod sim;
 #[cfg(test)]
 mod vocabulary_tests;
 
-use harp_jobs::{jobs, kmeans, lda, mds, options};
+use harp_jobs::{jobs, kmeans, lda, mds, mfsgd, options};
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +53,9 @@ enum GenCmd {
     Dist(mds::GenDistArgs),
     /// A reproducible corpus generated from known topics (for `harp lda`).
     Corpus(lda::GenCorpusArgs),
+    /// Reproducible ratings (a low-rank truth plus noise, power-law users and items) for
+    /// `harp mfsgd`: a training and a test file.
+    Ratings(mfsgd::GenRatingsArgs),
 }
 
 /// The `harp` command line.
@@ -70,6 +73,9 @@ pub fn main() -> ExitCode {
         Cmd::Gen {
             what: GenCmd::Corpus(a),
         } => lda::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Ratings(a),
+        } => mfsgd::gen(&a),
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),
@@ -110,6 +116,7 @@ mod tests {
             "layout",
             "components",
             "id3",
+            "mfsgd",
             "bench",
             "check",
             "events-check",
@@ -117,7 +124,7 @@ mod tests {
         ] {
             let extra: &[&str] = match job {
                 "kmeans" | "wordcount" | "pagerank" | "lda" | "mds" | "layout" | "components"
-                | "id3" => &["--input", "p", "--output", "o"],
+                | "id3" | "mfsgd" => &["--input", "p", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

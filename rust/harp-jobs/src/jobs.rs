@@ -9,7 +9,7 @@ use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
 use crate::{
-    bench, check, components, events_check, id3, kmeans, layout, lda, mds, netmap, pagerank,
+    bench, check, components, events_check, id3, kmeans, layout, lda, mds, mfsgd, netmap, pagerank,
     wordcount,
 };
 
@@ -61,6 +61,8 @@ jobs! {
     Components(components::ComponentsArgs) => components::run,
     #[command(about = apps::ID3.about)]
     Id3(id3::Id3Args) => id3::run,
+    #[command(about = apps::MFSGD.about)]
+    Mfsgd(mfsgd::MfsgdArgs) => mfsgd::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,
     /// Measure latency and bandwidth of every worker pair (the network model).
@@ -85,6 +87,7 @@ impl<X: Args> Job<X> {
             Job::Layout(a) => (&a.job.output, None),
             Job::Components(a) => (&a.job.output, None),
             Job::Id3(a) => (&a.job.output, None),
+            Job::Mfsgd(a) => (&a.job.output, None),
             Job::Bench(_) | Job::Check(_) | Job::EventsCheck(_) | Job::Netmap(_) => {
                 return Vec::new()
             }

@@ -18,6 +18,7 @@ pub mod kmeans;
 pub mod layout;
 pub mod lda;
 pub mod mds;
+pub mod mfsgd;
 pub mod netmap;
 pub mod options;
 pub mod output;

@@ -106,6 +106,8 @@ pub const AT_LEAST_ONE: &[&str] = &[
     "dim",
     "files",
     "clusters",
+    "epochs",
+    "blocks",
 ];
 
 /// `cmd` and its subcommands with one rule for whole-number options (those of type `usize` or

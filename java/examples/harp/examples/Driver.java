@@ -16,6 +16,7 @@ public final class Driver {
     pd.addClass("layout", harp.examples.engine.EngineJob.Layout.class, "force-directed graph layout (the engine's harp layout)");
     pd.addClass("components", harp.examples.engine.EngineJob.Components.class, "connected components over events (the engine's harp components)");
     pd.addClass("id3", harp.examples.engine.EngineJob.Id3.class, "an ID3 decision tree over events (the engine's harp id3)");
+    pd.addClass("mfsgd", harp.examples.engine.EngineJob.Mfsgd.class, "matrix factorisation by SGD with model rotation (the engine's harp mfsgd)");
     pd.addClass("bench", harp.examples.bench.Bench.class, "time allreduce/broadcast through the Java API");
     System.exit(pd.run(args));
   }

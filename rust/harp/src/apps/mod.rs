@@ -6,6 +6,7 @@
 //! * [`mds`]: multidimensional scaling (WDA-SMACOF).
 //! * [`layout`]: force-directed graph drawing (Fruchterman–Reingold).
 //! * [`pagerank`]: PageRank on the graph tables.
+//! * [`mfsgd`]: matrix factorisation by SGD with model rotation.
 //! * [`components`]: connected components by label propagation over events.
 //! * [`lda`]: latent Dirichlet allocation by collapsed Gibbs sampling with model rotation.
 //! * [`id3`]: an ID3 decision tree over events (Anthill's Counter, Attribute and Decision
@@ -66,6 +67,15 @@ pub fn check_threads(threads: usize) -> crate::error::Result<()> {
     Ok(())
 }
 
+/// A pool of `threads` compute threads for one application run.
+pub fn compute_threads(threads: usize) -> crate::error::Result<rayon::ThreadPool> {
+    check_threads(threads)?;
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| crate::error::Error::config(format!("cannot start {threads} threads: {e}")))
+}
+
 pub mod components;
 pub mod dense;
 pub mod id3;
@@ -73,6 +83,7 @@ pub mod kmeans;
 pub mod layout;
 pub mod lda;
 pub mod mds;
+pub mod mfsgd;
 pub mod output;
 pub mod pagerank;
 pub mod wordcount;

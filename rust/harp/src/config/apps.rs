@@ -142,7 +142,7 @@ impl AppJob {
 }
 
 /// Every application job, in the order `harp --help` lists them.
-pub static JOBS: [&AppJob; 8] = [
+pub static JOBS: [&AppJob; 9] = [
     &KMEANS,
     &WORDCOUNT,
     &PAGERANK,
@@ -151,6 +151,7 @@ pub static JOBS: [&AppJob; 8] = [
     &LAYOUT,
     &COMPONENTS,
     &ID3,
+    &MFSGD,
 ];
 
 /// The application job called `name`.
@@ -324,6 +325,29 @@ pub static ID3: AppJob = AppJob {
         OVERWRITE,
     ],
 };
+
+/// `harp mfsgd`.
+#[rustfmt::skip]
+pub static MFSGD: AppJob = AppJob {
+    name: "mfsgd",
+    about: "Matrix factorisation by SGD with model rotation.",
+    options: &[
+        opt("input", "harp.mfsgd.input", Kind::Required, None, "Training ratings: a file or a directory of files, one `user item rating` line per rating (non-negative integer ids, a finite number; blank lines and lines starting with `#` are skipped)."),
+        opt("test", "harp.mfsgd.test", Kind::Value, None, "Held-out ratings in the same format: the test RMSE is printed after every epoch (without it, none)."),
+        opt("rank", "harp.mfsgd.rank", Kind::Value, Some("16"), "Factors per user and per item."),
+        opt("lambda", "harp.mfsgd.lambda", Kind::Value, Some("0.05"), "L2 regularisation of the factors."),
+        opt("alpha", "harp.mfsgd.alpha", Kind::Value, Some("0.04"), "SGD learning rate of the first epoch."),
+        opt("decay", "harp.mfsgd.decay", Kind::Value, Some("0.7"), "The learning rate is multiplied by this each epoch, in (0, 1] (1: constant)."),
+        opt("epochs", "harp.mfsgd.epochs", Kind::Value, Some("10"), "Passes over the training ratings."),
+        opt("seed", "harp.mfsgd.seed", Kind::Value, Some("1"), "Seed of the initial factors (each vector's from the seed and its id)."),
+        opt("threads", "harp.mfsgd.threads", Kind::Value, Some("1"), "Compute threads per worker (the result does not depend on it)."),
+        opt("blocks", "harp.mfsgd.blocks", Kind::Value, Some("8"), "User groups and item sub-slices per slice: each round updates this many disjoint blocks in parallel (the update order, so the result, depends on it)."),
+        opt("rotation", "harp.mfsgd.rotation", Kind::Value, Some("pipelined"), "pipelined (a slice rotates while the worker updates its other slice) or blocking (each rotate is waited for). Same factors either way."),
+        opt("output", "harp.mfsgd.output", Kind::Required, None, "Output directory: one part-RRRRR file per worker (`u<TAB>user<TAB>factors` lines for its users, `i<TAB>item<TAB>factors` for the items of its two home slices), rmse.txt (epoch and test RMSE) and _SUCCESS; nothing is written on failure."),
+        OVERWRITE,
+    ],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ import org.apache.hadoop.util.Tool;
  * {@code hadoop jar harp-rs-examples.jar JOB [generic -D options] --workers W <the arguments of harp JOB>},
  * e.g. {@code pagerank --workers 4 --input edges --iterations 20 --output ranks}. The arguments
  * are those of {@code harp JOB} (docs/apps.md), checked by the engine the same way; paths
- * ({@code --input}, {@code --output}, {@code --weights}, {@code --init}) without a scheme are
+ * ({@code --input}, {@code --output}, {@code --weights}, {@code --init}, {@code --test}) without a scheme are
  * resolved against the job's default file system (HDFS on a cluster), as Hadoop resolves
  * paths. Each of the W map tasks runs one worker ({@link harp.HarpJob}); the engine reads that
  * worker's share of the input and the workers commit the output with {@code _SUCCESS}, so a
@@ -31,7 +31,8 @@ public class EngineJob extends Configured implements Tool {
   public static final String JOB = "harp.example.job";
   public static final String ARGS = "harp.example.args";
   static final Set<String> PATHS = java.util.Collections.unmodifiableSet(new java.util.HashSet<>(
-      java.util.Arrays.asList("--input", "--output", "--weights", "--init", "--labels", "--checkpoint-dir")));
+      java.util.Arrays.asList("--input", "--output", "--weights", "--init", "--labels", "--checkpoint-dir",
+          "--test")));
 
   private final String name;
   private Job job;
@@ -141,7 +142,7 @@ public class EngineJob extends Configured implements Tool {
     return job;
   }
 
-  /** {@code pagerank}, {@code lda}, {@code mds}, {@code layout}, {@code components} and {@code id3} for the program driver. */
+  /** {@code pagerank}, {@code lda}, {@code mds}, {@code layout}, {@code components}, {@code id3} and {@code mfsgd} for the program driver. */
   public static class PageRank {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("pagerank"), args));
@@ -175,6 +176,12 @@ public class EngineJob extends Configured implements Tool {
   public static class Id3 {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("id3"), args));
+    }
+  }
+
+  public static class Mfsgd {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("mfsgd"), args));
     }
   }
 }
