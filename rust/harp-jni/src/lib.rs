@@ -11,6 +11,8 @@
 //! - [`events`]: `harp.Events` (events between workers and termination detection, with Java
 //!   handlers called back);
 //! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
+//! - [`dense_combiner`]: `harp.DenseCombiner` (combiners of dense partitions written in Java,
+//!   called back);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
 //!   Java values, [`vocabulary`]: the names shared with Java.
@@ -20,6 +22,7 @@
 //! of each method is documented in `docs/jni-contract.md`.
 
 mod convert;
+mod dense_combiner;
 mod errors;
 mod events;
 mod handles;
