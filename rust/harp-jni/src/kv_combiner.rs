@@ -66,44 +66,56 @@ impl KvCombiner for JavaKvCombiner {
                 self.name
             ))
         };
-        let got =
-            self.vm
-                .attach_current_thread(|env| -> Result<Option<Vec<u8>>, jni::errors::Error> {
-                    let k = env.byte_array_from_slice(&key_bytes(key))?;
-                    let a = env.byte_array_from_slice(acc.payload)?;
-                    let b = env.byte_array_from_slice(other.payload)?;
-                    let r = env
-                        .call_method(
-                            &self.obj,
-                            jni_str!("combine"),
-                            jni_sig!("([B[B[B)[B"),
-                            &[JValue::Object(&k), JValue::Object(&a), JValue::Object(&b)],
-                        )?
-                        .l()?;
-                    if r.is_null() {
-                        return Ok(None);
-                    }
-                    let r = env.cast_local::<JByteArray>(r)?;
-                    Ok(Some(env.convert_byte_array(&r)?))
-                });
+        let got = call_java(&self.vm, self.rank, failed, |env| {
+            let k = env.byte_array_from_slice(&key_bytes(key))?;
+            let a = env.byte_array_from_slice(acc.payload)?;
+            let b = env.byte_array_from_slice(other.payload)?;
+            let r = env
+                .call_method(
+                    &self.obj,
+                    jni_str!("combine"),
+                    jni_sig!("([B[B[B)[B"),
+                    &[JValue::Object(&k), JValue::Object(&a), JValue::Object(&b)],
+                )?
+                .l()?;
+            if r.is_null() {
+                return Ok(None);
+            }
+            let r = env.cast_local::<JByteArray>(r)?;
+            Ok(Some(env.convert_byte_array(&r)?))
+        })?;
         match got {
-            Ok(Some(bytes)) => {
+            Some(bytes) => {
                 out.extend_from_slice(&bytes);
                 Ok(())
             }
-            Ok(None) => Err(failed("it returned null".into())),
-            Err(jni::errors::Error::CaughtJavaException {
-                exception,
-                name,
-                msg,
-                ..
-            }) => {
-                let e = failed(format!("{name}: {msg}"));
-                keep_cause(self.rank, e.to_string(), exception);
-                Err(e)
-            }
-            Err(e) => Err(failed(e.to_string())),
+            None => Err(failed("it returned null".into())),
         }
+    }
+}
+
+/// Runs `f` (a call into a Java combiner) on this thread, attached to the JVM: a Java
+/// exception becomes the error `failed` makes of its class and message, and is kept as the
+/// cause of the `HarpException` worker `rank`'s caller gets ([`take_cause`]).
+pub(crate) fn call_java<T>(
+    vm: &JavaVM,
+    rank: usize,
+    failed: impl Fn(String) -> Error,
+    f: impl FnOnce(&mut jni::Env<'_>) -> Result<T, jni::errors::Error>,
+) -> harp::Result<T> {
+    match vm.attach_current_thread(f) {
+        Ok(v) => Ok(v),
+        Err(jni::errors::Error::CaughtJavaException {
+            exception,
+            name,
+            msg,
+            ..
+        }) => {
+            let e = failed(format!("{name}: {msg}"));
+            keep_cause(rank, e.to_string(), exception);
+            Err(e)
+        }
+        Err(e) => Err(failed(e.to_string())),
     }
 }
 

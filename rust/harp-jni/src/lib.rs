@@ -15,6 +15,8 @@
 //! - [`events`]: `harp.Events` (events between workers and termination detection, with Java
 //!   handlers called back);
 //! - [`kv_combiner`]: `harp.KvCombiner` (key-value combiners written in Java, called back);
+//! - [`dense_combiner`]: `harp.DenseCombiner` (combiners of dense partitions written in Java,
+//!   called back);
 //! - [`errors`]: the one jni error policy (engine errors and panics become
 //!   `harp.HarpException`), [`handles`]: the registry behind the `long` handles, [`convert`]:
 //!   Java values, [`vocabulary`]: the names shared with Java.
@@ -25,6 +27,7 @@
 
 mod checkpoint;
 mod convert;
+mod dense_combiner;
 mod errors;
 mod events;
 mod handles;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use harp::data::kv::{KeyType, ValueType};
 use harp::{Array, Combiner, DType, Layout, Table};
-use jni::objects::{JByteBuffer, JClass, JIntArray, JObject, JString};
+use jni::objects::{JByteBuffer, JClass, JIntArray, JLongArray, JObject, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned};
 
@@ -102,6 +102,115 @@ pub extern "system" fn Java_harp_Table_openWith<'l>(
             );
             Ok(Combiner::KeyValue(Arc::new(bridge)))
         })
+    })
+}
+
+/// A new empty table of worker `w` whose dense partitions are combined by Java code: `bridge`
+/// is the `harp.DenseCombinerBridge` around a `harp.DenseCombiner` named `name` (called back
+/// through JNI: see `dense_combiner.rs`); `elementwise` lets the engine combine large partitions
+/// range by range.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_openDense<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    w: jlong,
+    name: JString<'l>,
+    bridge: JObject<'l>,
+    elementwise: jboolean,
+) -> jlong {
+    call(&mut env, |env, scope| {
+        new_table(w, scope, || {
+            if bridge.is_null() {
+                return Err(fail("the combiner is null"));
+            }
+            let c = crate::dense_combiner::JavaDenseCombiner::new(
+                env.get_java_vm()?,
+                env.new_global_ref(&bridge)?,
+                jstr(env, &name)?,
+                elementwise,
+                worker(w)?.worker.rank(),
+            );
+            Ok(Combiner::Custom(Arc::new(c)))
+        })
+    })
+}
+
+/// Local aggregation: moves every partition of the tables `others` (handles of the same
+/// worker, each once, not `t`) into table `t`, combining equal partition ids with `t`'s
+/// combiner, in parallel (`harp::data::aggregate`, a pairwise tree on the engine's threads);
+/// the tables of `others` are left empty. Their combiners must be of `t`'s kind. Pending
+/// key-value entries are combined first. On a combiner's failure `t` and `others` are left
+/// empty and the error names it.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_merge<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+    others: JLongArray<'l>,
+) {
+    call(&mut env, |env, scope| {
+        if others.is_null() {
+            return Err(fail("the tables to merge are null"));
+        }
+        let mut handles = vec![0i64; others.len(env)?];
+        others.get_region(env, 0, &mut handles)?;
+        let into = table_in(scope, t)?;
+        let combiner = into.lock()?.combiner().clone();
+        let mut seen = vec![t];
+        let mut tables = Vec::with_capacity(handles.len() + 1);
+        for h in handles {
+            if seen.contains(&h) {
+                return Err(fail(format!(
+                    "table handle {h} is given twice (or is the table merged into)"
+                )));
+            }
+            seen.push(h);
+            let e = table_in(scope, h)?;
+            if e.rank != into.rank {
+                return Err(fail(format!(
+                    "a table of worker {} cannot be merged into a table of worker {}",
+                    e.rank, into.rank
+                )));
+            }
+            let mut g = e.lock()?;
+            if g.combiner().code() != combiner.code() {
+                return Err(fail(format!(
+                    "a table combined by {} cannot be merged into a table combined by {}",
+                    g.combiner().name(),
+                    combiner.name()
+                )));
+            }
+            tables.push(std::mem::replace(&mut *g, Table::new(combiner.clone())));
+        }
+        let mut g = into.lock()?;
+        let own = std::mem::replace(&mut *g, Table::new(combiner.clone()));
+        tables.insert(0, own);
+        // Every table combines with the receiving table's combiner.
+        let tables = tables
+            .into_iter()
+            .map(|mut tb| {
+                let mut out = Table::new(combiner.clone());
+                for p in tb.take_all() {
+                    out.put(p.id, p.data);
+                }
+                out
+            })
+            .collect();
+        *g = harp::data::aggregate(tables)?;
+        Ok(())
+    })
+}
+
+/// The bytes of all partitions of table `t` (what a collective that moves every partition
+/// sends of it), pending key-value entries combined first.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_harp_Table_bytes<'l>(
+    mut env: EnvUnowned<'l>,
+    _c: JClass<'l>,
+    t: jlong,
+) -> jlong {
+    call(&mut env, |_, scope| {
+        Ok(table_in(scope, t)?.lock()?.bytes() as jlong)
     })
 }
 

@@ -29,8 +29,7 @@ pub struct Shape {
 /// The shape of `round`: a random element type and combiner, and for each of 12 partition ids
 /// a length among 0, 1, 3, 100, 1000, `max_elems`/7 and `max_elems`.
 pub fn shape(seed: u64, round: u64, max_elems: usize) -> Shape {
-    let dtype = [DType::F64, DType::F32, DType::I64, DType::I32, DType::U8]
-        [(h(&[seed, round, 1]) % 5) as usize];
+    let dtype = DType::ALL[(h(&[seed, round, 1]) % DType::ALL.len() as u64) as usize];
     let combiner =
         [Combiner::Sum, Combiner::Min, Combiner::Max][(h(&[seed, round, 2]) % 3) as usize].clone();
     let sizes = [0usize, 1, 3, 100, 1000, max_elems / 7, max_elems];
@@ -86,6 +85,11 @@ pub fn fill(a: &mut Array, key: &[u64]) {
         DType::I64 => set(a, v),
         DType::I32 => set(a, |i| v(i) as i32),
         DType::U8 => set(a, |i| v(i) as u8),
+        DType::I16 => set(a, |i| v(i) as i16),
+        DType::I8 => set(a, |i| v(i) as i8),
+        DType::U16 => set(a, |i| v(i) as u16),
+        DType::U32 => set(a, |i| v(i) as u32),
+        DType::U64 => set(a, |i| v(i) as u64),
     }
 }
 

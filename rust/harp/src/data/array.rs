@@ -1,4 +1,5 @@
-//! Typed arrays: the element types ([`DType`], [`Elem`]) and [`Array`], a typed vector in a
+//! Typed arrays: the element types ([`DType`], [`Elem`]: f64, f32, i64, i32, u8, i16, i8, u16,
+//! u32, u64) and [`Array`], a typed vector in a
 //! pooled, 64-byte aligned buffer whose bytes are little-endian native values (they go on the
 //! wire and across JNI without any encoding).
 
@@ -15,14 +16,20 @@ pub enum DType {
     I64 = 2,
     I32 = 3,
     U8 = 4,
+    I16 = 5,
+    I8 = 6,
+    U16 = 7,
+    U32 = 8,
+    U64 = 9,
 }
 
 impl DType {
     pub fn size(self) -> usize {
         match self {
-            DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::U8 => 1,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::I16 | DType::U16 => 2,
+            DType::U8 | DType::I8 => 1,
         }
     }
     pub fn from_u8(v: u8) -> Result<DType> {
@@ -32,11 +39,29 @@ impl DType {
             2 => DType::I64,
             3 => DType::I32,
             4 => DType::U8,
+            5 => DType::I16,
+            6 => DType::I8,
+            7 => DType::U16,
+            8 => DType::U32,
+            9 => DType::U64,
             _ => return Err(Error::Protocol(format!("unknown element type {v}"))),
         })
     }
-    /// Every element type, in wire-code order.
-    pub const ALL: [DType; 5] = [DType::F64, DType::F32, DType::I64, DType::I32, DType::U8];
+    /// Every element type, in wire-code order. A code is below 16: a checkpoint's layout byte
+    /// keeps 16 and up for the other layouts (`checkpoint.rs`), and a key-value value type's
+    /// byte adds 64 for arrays.
+    pub const ALL: [DType; 10] = [
+        DType::F64,
+        DType::F32,
+        DType::I64,
+        DType::I32,
+        DType::U8,
+        DType::I16,
+        DType::I8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+    ];
 
     /// Parses a name given by [`DType::name`] (the vocabulary shared with Java).
     pub fn parse(name: &str) -> Result<DType> {
@@ -45,7 +70,7 @@ impl DType {
             .find(|d| d.name() == name)
             .ok_or_else(|| {
                 Error::config(format!(
-                    "unknown element type {name:?} (f64, f32, i64, i32, u8)"
+                    "unknown element type {name:?} (f64, f32, i64, i32, u8, i16, i8, u16, u32, u64)"
                 ))
             })
     }
@@ -57,6 +82,11 @@ impl DType {
             DType::I64 => "i64",
             DType::I32 => "i32",
             DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::I8 => "i8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 }
@@ -65,21 +95,16 @@ impl DType {
 pub trait Elem: bytemuck::Pod + PartialOrd + std::ops::Add<Output = Self> + Send + Sync {
     const DTYPE: DType;
 }
-impl Elem for f64 {
-    const DTYPE: DType = DType::F64;
+/// `impl Elem` for each Rust type and its element type.
+macro_rules! elems {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(impl Elem for $t {
+            const DTYPE: DType = DType::$d;
+        })*
+    };
 }
-impl Elem for f32 {
-    const DTYPE: DType = DType::F32;
-}
-impl Elem for i64 {
-    const DTYPE: DType = DType::I64;
-}
-impl Elem for i32 {
-    const DTYPE: DType = DType::I32;
-}
-impl Elem for u8 {
-    const DTYPE: DType = DType::U8;
-}
+elems!(f64 => F64, f32 => F32, i64 => I64, i32 => I32, u8 => U8, i16 => I16, i8 => I8,
+    u16 => U16, u32 => U32, u64 => U64);
 
 /// A partition's data in a pooled buffer: a typed array ([`Layout::Dense`]) or the encoded
 /// bytes of another layout (key-value partitions, [`super::kv`]; edge partitions,
@@ -261,7 +286,18 @@ mod tests {
         for d in DType::ALL {
             assert_eq!(DType::parse(d.name()).unwrap(), d);
             assert_eq!(DType::from_u8(d as u8).unwrap(), d);
+            assert!((d as u8) < 16, "{d:?}: a checkpoint keeps codes 16 and up");
         }
+        for (i, d) in DType::ALL.into_iter().enumerate() {
+            assert_eq!(d as usize, i, "ALL is in wire-code order");
+        }
+        assert!(DType::from_u8(DType::ALL.len() as u8).is_err());
+        let sizes: Vec<usize> = DType::ALL.into_iter().map(DType::size).collect();
+        assert_eq!(sizes, [8, 4, 8, 4, 1, 2, 1, 2, 4, 8]);
+        let a = Array::from_slice(&Pool::default(), &[-3i16, 7]);
+        assert_eq!(a.layout(), Layout::dense(DType::I16));
+        assert_eq!(a.as_slice::<i16>().unwrap(), &[-3, 7]);
+        assert!(a.as_slice::<u16>().is_err());
         assert!(DType::parse("float").is_err());
         let pool = Pool::default();
         assert!(Array::from_slice(&pool, &[1u8]).as_slice::<f64>().is_err());

@@ -103,6 +103,11 @@ fn fold_typed(dtype: DType, acc: &mut [u8], other: &[u8], op: &Combiner) {
         DType::I64 => fold_op::<i64>(acc, other, op, i64::wrapping_add),
         DType::I32 => fold_op::<i32>(acc, other, op, i32::wrapping_add),
         DType::U8 => fold_op::<u8>(acc, other, op, u8::wrapping_add),
+        DType::I16 => fold_op::<i16>(acc, other, op, i16::wrapping_add),
+        DType::I8 => fold_op::<i8>(acc, other, op, i8::wrapping_add),
+        DType::U16 => fold_op::<u16>(acc, other, op, u16::wrapping_add),
+        DType::U32 => fold_op::<u32>(acc, other, op, u32::wrapping_add),
+        DType::U64 => fold_op::<u64>(acc, other, op, u64::wrapping_add),
     }
 }
 
@@ -316,5 +321,49 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("keep-first"));
+    }
+
+    #[test]
+    fn every_integer_type_folds_with_its_own_arithmetic() {
+        let pool = Pool::default();
+        let fold = |c: &Combiner, a: Array, b: Array| {
+            let mut a = a;
+            c.combine(0, &mut a, &b).unwrap();
+            a
+        };
+        let a = |v: &[i16]| Array::from_slice(&pool, v);
+        let s = fold(&Combiner::Sum, a(&[i16::MAX, -5, 3]), a(&[1, -6, 4]));
+        assert_eq!(s.as_slice::<i16>().unwrap(), &[i16::MIN, -11, 7]);
+        let m = fold(&Combiner::Min, a(&[i16::MAX, -5, 3]), a(&[1, -6, 4]));
+        assert_eq!(m.as_slice::<i16>().unwrap(), &[1, -6, 3]);
+        let x = fold(&Combiner::Max, a(&[i16::MAX, -5, 3]), a(&[1, -6, 4]));
+        assert_eq!(x.as_slice::<i16>().unwrap(), &[i16::MAX, -5, 4]);
+        // Unsigned types compare unsigned; i8 wraps at its own width.
+        let u = |v: &[u16]| Array::from_slice(&pool, v);
+        let m = fold(&Combiner::Max, u(&[u16::MAX, 2]), u(&[1, 3]));
+        assert_eq!(m.as_slice::<u16>().unwrap(), &[u16::MAX, 3]);
+        let w = |v: &[u32]| Array::from_slice(&pool, v);
+        let m = fold(&Combiner::Min, w(&[u32::MAX, 2]), w(&[1, 3]));
+        assert_eq!(m.as_slice::<u32>().unwrap(), &[1, 2]);
+        let q = |v: &[u64]| Array::from_slice(&pool, v);
+        let s = fold(&Combiner::Sum, q(&[u64::MAX, 2]), q(&[2, 3]));
+        assert_eq!(s.as_slice::<u64>().unwrap(), &[1, 5]);
+        let b = |v: &[i8]| Array::from_slice(&pool, v);
+        let s = fold(&Combiner::Sum, b(&[100, -100]), b(&[100, -100]));
+        assert_eq!(s.as_slice::<i8>().unwrap(), &[-56, 56]);
+        // Unaligned folding (the values of key-value entries) agrees with the aligned one.
+        let mut acc = 40000u16.to_le_bytes().to_vec();
+        fold_unaligned(
+            DType::U16,
+            &mut acc,
+            &30000u16.to_le_bytes(),
+            &Combiner::Sum,
+        );
+        assert_eq!(u16::from_le_bytes([acc[0], acc[1]]), 4464);
+        let e = Combiner::Sum
+            .combine(0, &mut a(&[1]).duplicate(&pool), &u(&[1]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("i16") && e.contains("u16"), "{e}");
     }
 }

@@ -120,8 +120,8 @@ impl ValueType {
             .find(|v| v.name() == name)
             .ok_or_else(|| {
                 Error::config(format!(
-                    "unknown value type {name:?} (a number type f64, f32, i64, i32, u8; an \
-                     array of one, e.g. f64[]; or bytes)"
+                    "unknown value type {name:?} (a number type f64, f32, i64, i32, u8, i16, i8, \
+                     u16, u32, u64; an array of one, e.g. f64[]; or bytes)"
                 ))
             })
     }
@@ -1230,7 +1230,7 @@ mod tests {
             assert_eq!(KeyType::parse(k.name()).unwrap(), k);
         }
         let all = ValueType::all();
-        assert_eq!(all.len(), 11);
+        assert_eq!(all.len(), 2 * DType::ALL.len() + 1);
         for v in all {
             assert_eq!(ValueType::parse(&v.name()).unwrap(), v);
         }
@@ -1496,6 +1496,44 @@ mod tests {
         t.add(0, words(&pool, Combiner::Sum, x)).unwrap();
         t.add(0, words(&pool, Combiner::Sum, &[])).unwrap();
         assert_eq!(pairs(t.get(0).unwrap()).len(), 3);
+    }
+
+    #[test]
+    fn small_and_unsigned_integer_values_combine() {
+        let pool = Pool::default();
+        // i16 scalars: sum wraps like the other integers (32767 - 3 + 32767 = -5 in 16
+        // bits); min keeps the smaller.
+        for (c, want) in [
+            (Combiner::Sum, [(1i64, -5), (2, -7)]),
+            (Combiner::Min, [(1, -3), (2, -7)]),
+        ] {
+            let mut t = KvTable::new(KeyType::I64, ValueType::Scalar(DType::I16), c, 1).unwrap();
+            t.add(Key::I64(1), Value::scalar(&i16::MAX)).unwrap();
+            t.add(Key::I64(2), Value::scalar(&-7i16)).unwrap();
+            t.add(Key::I64(1), Value::scalar(&-3i16)).unwrap();
+            t.add(Key::I64(1), Value::scalar(&i16::MAX)).unwrap();
+            let got: Vec<(i64, i16)> = entries(&t.into_table(&pool).unwrap().remove(0).unwrap())
+                .unwrap()
+                .map(|(k, v)| match k {
+                    Key::I64(k) => (k, v.get::<i16>().unwrap()),
+                    _ => unreachable!(),
+                })
+                .collect();
+            assert_eq!(got, want);
+        }
+        // u64 arrays under max: compared unsigned (a signed compare would keep 1).
+        let mut t =
+            KvTable::new(KeyType::I32, ValueType::Array(DType::U64), Combiner::Max, 1).unwrap();
+        t.add(Key::I32(4), Value::array(&[1u64, u64::MAX])).unwrap();
+        t.add(Key::I32(4), Value::array(&[u64::MAX, 2])).unwrap();
+        let a = t.into_table(&pool).unwrap().remove(0).unwrap();
+        let (_, v) = entries(&a).unwrap().next().unwrap();
+        assert_eq!(v.to_vec::<u64>().unwrap(), vec![u64::MAX, u64::MAX]);
+        for d in DType::ALL {
+            for v in [ValueType::Scalar(d), ValueType::Array(d)] {
+                assert_eq!(ValueType::parse(&v.name()).unwrap(), v);
+            }
+        }
     }
 
     #[test]

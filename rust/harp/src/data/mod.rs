@@ -1,6 +1,7 @@
 //! The data model: typed arrays → partitions → tables.
 //!
-//! * [`array`]: an [`Array`] is a typed vector (f64, f32, i64, i32 or u8) held in a pooled,
+//! * [`array`]: an [`Array`] is a typed vector (f64, f32, i64, i32, u8, i16, i8, u16, u32 or u64) held
+//!   in a pooled,
 //!   64-byte aligned [`Buf`](crate::pool::Buf). Its bytes are little-endian native values, so
 //!   they go on the wire and across JNI without any encoding.
 //! * [`layout`]: how a partition's bytes are arranged ([`Layout`]); every piece on the wire

@@ -223,6 +223,11 @@ public abstract class CollectiveMapper<KEYIN, VALUEIN, KEYOUT, VALUEOUT>
     return w().newTable(combiner);
   }
 
+  /** A new empty table whose dense partitions are combined by Java code (see {@link DenseCombiner}). */
+  public Table newTable(DenseCombiner combiner) {
+    return w().newTable(combiner);
+  }
+
   /**
    * A new empty key-value table of {@code keys → values} spread over {@code partitions} partition
    * ids (a few per worker is typical), combined with {@code combiner}; closed automatically at the

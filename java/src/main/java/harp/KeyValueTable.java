@@ -61,6 +61,25 @@ public final class KeyValueTable implements AutoCloseable {
     return table;
   }
 
+  /**
+   * Local aggregation ({@link Table#merge}): moves every entry of {@code others} (one table per
+   * map thread, say) into this table, equal keys combined with this table's combiner, in one
+   * native call; {@code others} are left empty. They must have this table's key type, value type
+   * and number of partitions.
+   */
+  public void merge(KeyValueTable... others) {
+    Table[] tables = new Table[others.length];
+    for (int i = 0; i < others.length; i++) {
+      KeyValueTable o = others[i];
+      if (o.keyType != keyType || !o.valueType.equals(valueType) || o.partitions != partitions) {
+        throw new IllegalArgumentException("table " + i + " holds " + o.keyType + " -> " + o.valueType + " over "
+            + o.partitions + " partitions, this one " + keyType + " -> " + valueType + " over " + partitions);
+      }
+      tables[i] = o.table();
+    }
+    table().merge(tables);
+  }
+
   // ---- adding ---------------------------------------------------------------------------------
 
   public void add(long key, long value) {
@@ -228,7 +247,7 @@ public final class KeyValueTable implements AutoCloseable {
   }
 
   private static boolean integral(DType d) {
-    return d == DType.I64 || d == DType.I32 || d == DType.U8;
+    return d.isInteger();
   }
 
   /** Makes room for one entry of {@code key + value} bytes. */
@@ -259,14 +278,7 @@ public final class KeyValueTable implements AutoCloseable {
   }
 
   private void putLong(long v) {
-    DType d = valueType.dtype();
-    if (d == DType.I64) {
-      batch.putLong(v);
-    } else if (d == DType.I32) {
-      batch.putInt((int) v);
-    } else {
-      batch.put((byte) v);
-    }
+    valueType.dtype().putInteger(batch, v);
   }
 
   private void putDouble(double v) {
@@ -302,7 +314,7 @@ public final class KeyValueTable implements AutoCloseable {
 
   private void checkFits(long v) {
     DType d = valueType.dtype();
-    if ((d == DType.I32 && v != (int) v) || (d == DType.U8 && (v < 0 || v > 255))) {
+    if (!d.fits(v)) {
       throw new IllegalArgumentException("value " + v + " does not fit the table's " + d.wireName() + " values");
     }
   }
@@ -430,16 +442,10 @@ public final class KeyValueTable implements AutoCloseable {
     /** A scalar numeric value as a long (integer types). */
     public long longValue() {
       check();
-      switch (valueType.isScalar() ? valueType.dtype() : DType.F64) {
-        case I64:
-          return part.getLong(valueAt);
-        case I32:
-          return part.getInt(valueAt);
-        case U8:
-          return part.get(valueAt) & 0xff;
-        default:
-          throw new IllegalStateException("the table holds " + valueType + " values, not integers");
+      if (!valueType.isScalar() || !integral(valueType.dtype())) {
+        throw new IllegalStateException("the table holds " + valueType + " values, not integers");
       }
+      return valueType.dtype().getInteger(part, valueAt);
     }
 
     /** A scalar numeric value as a double (f64 and f32). */
@@ -474,7 +480,7 @@ public final class KeyValueTable implements AutoCloseable {
       return out;
     }
 
-    /** An array value (i64[], i32[] or u8[]) as longs. */
+    /** An array value of an integer type (i64[], i32[], u8[], i16[], …) as longs. */
     public long[] longs() {
       check();
       DType d = valueType.dtype();
@@ -483,8 +489,7 @@ public final class KeyValueTable implements AutoCloseable {
       }
       long[] out = new long[valueLength()];
       for (int i = 0; i < out.length; i++) {
-        out[i] = d == DType.I64 ? part.getLong(valueAt + 8 * i)
-            : d == DType.I32 ? part.getInt(valueAt + 4 * i) : part.get(valueAt + i) & 0xff;
+        out[i] = d.getInteger(part, valueAt + d.size() * i);
       }
       return out;
     }

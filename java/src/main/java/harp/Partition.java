@@ -5,6 +5,7 @@ import java.nio.DoubleBuffer;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.nio.LongBuffer;
+import java.nio.ShortBuffer;
 
 /**
  * A view of one partition of a {@link Table}: its id, element type and native memory.
@@ -59,9 +60,15 @@ public final class Partition {
   }
 
   private void want(DType t) {
+    want(t, t);
+  }
+
+  /** Checks that the partition holds {@code t} or {@code u} (a signed type and its unsigned twin). */
+  private void want(DType t, DType u) {
     check();
-    if (type != t) {
-      throw new IllegalStateException("partition " + id + " holds " + type + ", not " + t);
+    if (type != t && type != u) {
+      throw new IllegalStateException("partition " + id + " holds " + type + ", not " + t
+          + (t == u ? "" : " or " + u));
     }
   }
 
@@ -75,14 +82,28 @@ public final class Partition {
     return bytes().asFloatBuffer();
   }
 
+  /** The values of an i64 or u64 partition (u64: the bits of each unsigned value). */
   public LongBuffer longs() {
-    want(DType.I64);
+    want(DType.I64, DType.U64);
     return bytes().asLongBuffer();
   }
 
+  /** The values of an i32 or u32 partition (u32: the bits of each unsigned value). */
   public IntBuffer ints() {
-    want(DType.I32);
+    want(DType.I32, DType.U32);
     return bytes().asIntBuffer();
+  }
+
+  /** The values of an i16 or u16 partition (u16: the bits of each unsigned value). */
+  public ShortBuffer shorts() {
+    want(DType.I16, DType.U16);
+    return bytes().asShortBuffer();
+  }
+
+  /** The values of an i8 or u8 partition (u8: the bits of each unsigned value). */
+  public ByteBuffer bytesOf() {
+    want(DType.I8, DType.U8);
+    return bytes();
   }
 
   /** A copy of the values (F64 partitions). */
@@ -103,6 +124,13 @@ public final class Partition {
   public int[] toIntArray() {
     IntBuffer b = ints();
     int[] out = new int[b.remaining()];
+    b.get(out);
+    return out;
+  }
+
+  public short[] toShortArray() {
+    ShortBuffer b = shorts();
+    short[] out = new short[b.remaining()];
     b.get(out);
     return out;
   }

@@ -38,6 +38,14 @@ public final class Table implements AutoCloseable {
     this.handle = openWith(worker.handle(), combiner.name(), combiner);
   }
 
+  /** A table whose dense partitions are combined by Java code (see {@link DenseCombiner}). */
+  Table(Worker worker, DenseCombiner combiner) {
+    this.worker = worker;
+    this.combiner = null;
+    this.handle = openDense(worker.handle(), combiner.name(), new DenseCombinerBridge(combiner),
+        combiner.elementwise());
+  }
+
   long handle() {
     if (handle == 0) {
       throw new HarpException(HarpException.Kind.CLOSED, "table is closed");
@@ -61,7 +69,7 @@ public final class Table implements AutoCloseable {
     return generation;
   }
 
-  /** The built-in combiner, or null for a table combined by a {@link KvCombiner}. */
+  /** The built-in combiner, or null for a table combined by a {@link KvCombiner} or {@link DenseCombiner}. */
   public Combiner combiner() {
     return combiner;
   }
@@ -95,6 +103,13 @@ public final class Table implements AutoCloseable {
     return p;
   }
 
+  /** Creates an i16 partition holding a copy of {@code values}. */
+  public Partition put(int id, short[] values) {
+    Partition p = create(id, DType.I16, values.length);
+    p.shorts().put(values);
+    return p;
+  }
+
   public Partition put(int id, float[] values) {
     Partition p = create(id, DType.F32, values.length);
     p.floats().put(values);
@@ -118,6 +133,33 @@ public final class Table implements AutoCloseable {
     }
     ByteBuffer b = get(h, id);
     return new Partition(this, id, DType.fromWireName(t), b.order(ByteOrder.nativeOrder()));
+  }
+
+  /**
+   * Local aggregation: moves every partition of {@code others} into this table in one native
+   * call, equal partition ids combined with this table's combiner, in parallel on the engine's
+   * threads; {@code others} are left empty (still open). Fill one table per thread (a table is
+   * not thread-safe, but different tables may be filled at once), then merge them here before a
+   * collective: the collective sends each partition once, combined, instead of once per thread.
+   * The order in which the tables are combined is unspecified (it matters only for
+   * {@code KEEP_FIRST} and {@code APPEND}). The tables must belong to this table's worker, be
+   * given once each, and combine with a combiner of the same kind. If the combiner fails, this
+   * table and {@code others} are left empty.
+   */
+  public void merge(Table... others) {
+    long[] handles = new long[others.length];
+    for (int i = 0; i < others.length; i++) {
+      if (others[i].worker != worker) {
+        throw new IllegalArgumentException("table " + i + " belongs to another worker");
+      }
+      handles[i] = others[i].changing();
+    }
+    merge(changing(), handles);
+  }
+
+  /** The bytes of all partitions (what a collective that moves every partition sends of this table). */
+  public long byteSize() {
+    return bytes(handle());
   }
 
   /** Whether the table was closed or changed since {@code generation} (a view made then is stale). */
@@ -177,6 +219,13 @@ public final class Table implements AutoCloseable {
   static native long open(long worker, String combiner);
 
   static native long openWith(long worker, String name, KvCombiner combiner);
+
+  static native long openDense(long worker, String name, DenseCombinerBridge bridge, boolean elementwise);
+
+  /** Moves every partition of the tables {@code others} into {@code table}, combined. */
+  static native void merge(long table, long[] others);
+
+  static native long bytes(long table);
 
   /** Adds {@code len} bytes of key-value entries (any order, keys may repeat) from a direct buffer. */
   static native void addEntries(long table, String keyType, String valueType, int partitions, ByteBuffer batch,

@@ -69,6 +69,13 @@ final class Worker implements AutoCloseable {
     return t;
   }
 
+  /** A new empty table whose dense partitions are combined by Java code. */
+  Table newTable(DenseCombiner combiner) {
+    Table t = new Table(this, combiner);
+    open.add(t);
+    return t;
+  }
+
   /** A new empty key-value table. */
   KeyValueTable newKeyValueTable(KeyType k, ValueType v, Combiner c, int partitions) {
     return new KeyValueTable(newTable(c), k, v, partitions);
