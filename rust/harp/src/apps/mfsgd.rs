@@ -43,7 +43,7 @@ use rayon::prelude::*;
 use crate::data::kv::FastMap;
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
-use crate::io::{read_lines, spread, LineError};
+use crate::io::lines::for_each_line_of_share;
 use crate::storage::{FileInfo, Storage};
 use crate::util::hash::splitmix64;
 use crate::util::quote;
@@ -298,26 +298,13 @@ pub fn load_share(
     rank: usize,
     workers: usize,
 ) -> Result<Vec<Vec<Rating>>> {
-    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
     let mut out: Vec<Vec<Rating>> = vec![Vec::new(); workers];
-    for (f, (s, e)) in files.iter().zip(spread(&sizes, rank, workers)) {
-        read_lines(
-            storage,
-            f,
-            s,
-            e,
-            crate::io::lines::STREAM_BLOCK,
-            |lines, _| {
-                crate::io::lines::for_each_line(lines, |line, line_start| {
-                    let r = parse_rating_line(line).map_err(|msg| LineError { line_start, msg })?;
-                    if let Some(r) = r {
-                        out[owner_of(r.user, workers)].push(r);
-                    }
-                    Ok(())
-                })
-            },
-        )?;
-    }
+    for_each_line_of_share(storage, files, rank, workers, |line| {
+        if let Some(r) = parse_rating_line(line)? {
+            out[owner_of(r.user, workers)].push(r);
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -75,6 +75,31 @@ pub fn read_lines(
     read_lines_upto(storage, f, s, e, block, MAX_LINE, each).map(|_| ())
 }
 
+/// Calls `each(line)` for every line of this worker's share of `files` (the files cut into
+/// per-worker byte ranges by [`super::split::spread`]; a range owns the lines that start in
+/// it), in order, read [`STREAM_BLOCK`] bytes at a time. An `Err(msg)` from `each` fails the
+/// read with the file and the line named.
+pub fn for_each_line_of_share(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    rank: usize,
+    workers: usize,
+    mut each: impl FnMut(&[u8]) -> std::result::Result<(), String>,
+) -> Result<()> {
+    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
+    for (f, (s, e)) in files
+        .iter()
+        .zip(super::split::spread(&sizes, rank, workers))
+    {
+        read_lines(storage, f, s, e, STREAM_BLOCK, |lines, _| {
+            for_each_line(lines, |line, line_start| {
+                each(line).map_err(|msg| LineError { line_start, msg })
+            })
+        })?;
+    }
+    Ok(())
+}
+
 /// The work of one [`read_lines`]: what a range costs, whatever its lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadWork {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::io::{read_lines, spread, LineError};
+use crate::io::lines::for_each_line_of_share;
 use crate::storage::{FileInfo, Storage};
 use crate::util::quote;
 use crate::util::rng::Rng;
@@ -143,23 +143,10 @@ pub fn load_share(
     workers: usize,
     words: Words,
 ) -> Result<Share> {
-    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
     let mut out = Share::new();
-    for (f, (s, e)) in files.iter().zip(spread(&sizes, rank, workers)) {
-        read_lines(
-            storage,
-            f,
-            s,
-            e,
-            crate::io::lines::STREAM_BLOCK,
-            |lines, _| {
-                crate::io::lines::for_each_line(lines, |line, line_start| {
-                    out.parse_line(line, words)
-                        .map_err(|msg| LineError { line_start, msg })
-                })
-            },
-        )?;
-    }
+    for_each_line_of_share(storage, files, rank, workers, |line| {
+        out.parse_line(line, words)
+    })?;
     Ok(out)
 }
 
