@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The Hadoop examples of harp-rs (wordcount, pagerank unweighted and weighted, components, mds,
-# layout) on a REAL YARN +
+# layout, mfsgd, lda) on a REAL YARN +
 # HDFS cluster, each compared with `harp JOB --workers W` run locally on the same input:
 #   HADOOP_CONF_DIR=… scripts/yarn-apps.sh [WORKERS] [JOB…]     (default: 2, every job)
 # Needs a running cluster and its own Hadoop client (`hadoop` on the PATH, or
 # $HADOOP_HOME/bin/hadoop), like scripts/yarn-e2e.sh; it neither builds nor starts Hadoop.
 # Generates small inputs (text, a random edge list in 3 files, the same with weights on most lines
-# of two of the files, an edge list of several components, `harp gen dist`), puts them on HDFS, runs every job with
+# of two of the files, an edge list of several components, `harp gen dist`, `harp gen ratings`,
+# `harp gen corpus`), puts them on HDFS, runs every job with
 # -Dmapreduce.framework.name=map-collective and fully qualified hdfs:// input and output, fetches
 # the results and compares them:
-#   wordcount, components   the same lines, in any order
+#   wordcount, components,  the same lines, in any order (mfsgd's factors and lda's document
+#   mfsgd, lda              mixtures: the same bytes, as a run is reproducible for a worker count)
 #   pagerank                the same vertices, ranks equal to 1e-12 relative
 #   mds, layout             the same coordinates to 1e-9 relative (relative to the largest
 #                           magnitude of the result, so coordinates near 0 do not flake)
@@ -27,7 +29,7 @@ die() { echo "yarn-apps: $*" >&2; exit 2; }
 W=${1:-2}
 shift || true
 JOBS=("$@")
-[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank pagerank-weighted components mds layout bad-input)
+[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank pagerank-weighted components mds layout mfsgd lda bad-input)
 [[ -n ${HADOOP_CONF_DIR:-} ]] || die "HADOOP_CONF_DIR is not set: point it at the cluster's configuration"
 grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" 2>/dev/null \
   || die "$HADOOP_CONF_DIR/yarn-site.xml configures no ResourceManager (the jobs would run in local mode)"
@@ -87,10 +89,14 @@ with open(f"{root}/comp/edges.txt", "w") as out:  # several components: blocks o
     out.write("1000 1001\n1001 1002\n")
 EOF
 $H gen dist --n 120 --dim 3 --seed 3 --output "$WORK/in/dist.txt" >/dev/null || die "harp gen dist failed"
+$H gen ratings --users 2000 --items 500 --ratings 60000 --seed 4 --output "$WORK/in/ratings.txt" \
+  --test "$WORK/in/ratings-test.txt" >/dev/null || die "harp gen ratings failed"
+$H gen corpus --docs 600 --vocabulary 2000 --topics 10 --length 50 --seed 5 --output "$WORK/in/corpus.txt" \
+  >/dev/null || die "harp gen corpus failed"
 "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
 "$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" || die "cannot create $HARP_HDFS_DIR on HDFS"
 "$HADOOP" fs -put "$WORK/in/text" "$WORK/in/edges" "$WORK/in/wedges" "$WORK/in/comp" "$WORK/in/dist.txt" \
-  "$HARP_HDFS_DIR/" \
+  "$WORK/in/ratings.txt" "$WORK/in/ratings-test.txt" "$WORK/in/corpus.txt" "$HARP_HDFS_DIR/" \
   || die "cannot put the inputs on HDFS"
 
 results=()
@@ -232,6 +238,13 @@ for job in "${JOBS[@]}"; do
     layout)
       run_job layout layout layout --workers "$W" --input "$I/edges" --iterations 10 --output "$WORK/layout.local" \
         -- layout --workers "$W" --input "$D/edges" --iterations 10 --output "$D/out-layout" ;;
+    mfsgd)
+      run_job mfsgd lines mfsgd --workers "$W" --input "$I/ratings.txt" --test "$I/ratings-test.txt" --epochs 5 \
+        --output "$WORK/mfsgd.local" \
+        -- mfsgd --workers "$W" --input "$D/ratings.txt" --test "$D/ratings-test.txt" --epochs 5 --output "$D/out-mfsgd" ;;
+    lda)
+      run_job lda lines lda --workers "$W" --input "$I/corpus.txt" --topics 10 --iterations 10 --output "$WORK/lda.local" \
+        -- lda --workers "$W" --input "$D/corpus.txt" --topics 10 --iterations 10 --output "$D/out-lda" ;;
     bad-input)
       t0=$(now)
       # shellcheck disable=SC2086
@@ -245,7 +258,7 @@ for job in "${JOBS[@]}"; do
       else
         record bad-input 1 "$secs" "exit $rc, message: ${msg:-none} $(tail -n 2 "$WORK/bad.log" | tr '\n' ' ')"
       fi ;;
-    *) die "unknown job '$job' (wordcount pagerank pagerank-weighted components mds layout bad-input)" ;;
+    *) die "unknown job '$job' (wordcount pagerank pagerank-weighted components mds layout mfsgd lda bad-input)" ;;
   esac
 done
 
