@@ -15,6 +15,9 @@
 #                    master after the first complete checkpoint: YARN starts attempt 2, its workers
 #                    resume from the checkpoint, the job succeeds and its centroids are
 #                    bit-identical to the same job run without interruption
+#   am-restart-pagerank  the same for PageRank, an engine job (`--checkpoint-every`): attempt 2's
+#                    workers are started with --resume and its ranks are byte-identical to an
+#                    uninterrupted run's
 #   mapred-kill      `mapred job -kill` (the cluster's own client, framework yarn): KILLED within
 #                    5 s, nothing committed, staging directory removed
 #   yarn-kill        `yarn application -kill`: the same
@@ -221,6 +224,42 @@ scenario_am_restart() {
   record am-restart $ok "$secs" "killed once ${first#"$dir"/} was seen; $st after $attempts attempts; ${resumed:-resumed_from not in summary.json}; centroids md5 $ours vs uninterrupted $ref"
 }
 
+scenario_am_restart_pagerank() {
+  local w=3 iters=${AM_RESTART_ITERATIONS:-3000} every=${AM_RESTART_EVERY:-300} st ref ours attempts
+  local args=(--workers "$w" --input "$HARP_HDFS_DIR/edges" --iterations "$iters")
+  python3 -c 'import random; r = random.Random(9); print("\n".join(f"{r.randrange(20000)} {r.randrange(20000)}" for _ in range(200000)))' \
+    >"$WORK/edges.txt"
+  "$HADOOP" fs -put -f "$WORK/edges.txt" "$HARP_HDFS_DIR/edges" || { record am-restart-pagerank 1 0 "cannot put the edges"; return; }
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" pagerank -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "${args[@]}" \
+    --output "$HARP_HDFS_DIR/prref" >"$WORK/prref.log" 2>&1 \
+    || { record am-restart-pagerank 1 0 "the reference job failed: $(tail -n 2 "$WORK/prref.log" | tr '\n' ' ')"; return; }
+  JOBLOG=$WORK/prr.log
+  # shellcheck disable=SC2086
+  (exec -a harp-scenario-client "$HADOOP" jar "$JAR" pagerank -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
+    "${args[@]}" --checkpoint-every "$every" --output "$HARP_HDFS_DIR/prr" >"$JOBLOG" 2>&1) &
+  CLIENT=$!
+  CLIENTS+=("$CLIENT")
+  local dir=$HARP_HDFS_DIR/prr/_checkpoints first="" t0
+  for _ in $(seq 1 1500); do # until the first complete checkpoint
+    APP=$(app_of "$JOBLOG")
+    first=$("$HADOOP" fs -ls "$dir/*/manifest.json" 2>/dev/null | awk '/manifest.json/{print $NF}' | head -n 1)
+    [[ -n $first && -n $APP ]] && break
+    sleep 0.2
+  done
+  [[ -n $first ]] || { record am-restart-pagerank 1 0 "no checkpoint appeared under $dir"; return; }
+  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
+  st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
+  wait "$CLIENT" 2>/dev/null
+  attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
+    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+  ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prref/part-*" 2>/dev/null | md5sum | cut -c1-12)
+  ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prr/part-*" 2>/dev/null | md5sum | cut -c1-12)
+  local ok=1
+  [[ $st == FINISHED/SUCCEEDED && $attempts == 2 && $ref == "$ours" ]] && ! no_success prr && ok=0
+  record am-restart-pagerank $ok "$secs" "killed once ${first#"$dir"/} was seen; $st after $attempts attempts; ranks md5 $ours vs uninterrupted $ref"
+}
+
 scenario_kill() { # name no-op-command kill-command
   local name=$1 noop=$2 cmd=$3
   local b0; b0=$(now); $noop >/dev/null 2>&1; local base; base=$(since "$b0")
@@ -358,7 +397,7 @@ scenario_master_node_lost() {
 }
 
 list=("$@")
-[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart mapred-kill yarn-kill bad-input bad-init subdir-input rerun-killed)
+[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart am-restart-pagerank mapred-kill yarn-kill bad-input bad-init subdir-input rerun-killed)
 for s in "${list[@]}"; do
   case $s in
     kmeans2) scenario_kmeans 2 ;;
@@ -367,6 +406,7 @@ for s in "${list[@]}"; do
     kill-worker) scenario_kill_worker ;;
     kill-master) scenario_kill_master ;;
     am-restart) scenario_am_restart ;;
+    am-restart-pagerank) scenario_am_restart_pagerank ;;
     mapred-kill) scenario_kill mapred-kill mapred_noop mapred_kill ;;
     yarn-kill) scenario_kill yarn-kill yarn_noop yarn_kill ;;
     bad-input) scenario_bad bad-input "$HARP_HDFS_DIR/no-such-points" "$HARP_HDFS_DIR/init.txt" "no-such-points" ;;
