@@ -364,25 +364,28 @@ fn an_aborted_peer_fails_every_pending_handle_naming_it() {
 }
 
 #[test]
-fn a_peer_that_never_calls_times_out_every_pending_handle_naming_it() {
+fn a_peer_that_never_calls_times_out_every_pending_handle() {
     // Rank 2 stays alive (its heartbeats go on) but never calls: the first pending operation
-    // times out, and the ones after it fail with that error.
+    // times out, and the ones after it fail with that error. Which wait times out first is a
+    // race, as with blocking calls: rank 0 waiting for rank 2, or rank 1 waiting for rank 0
+    // (which waits for rank 2; the message then says the peer may be waiting for another
+    // worker). So the test asserts a timeout on every handle within the bound, not the rank.
     let errors = pending_with_rank_2_leaving(|w| {
         std::thread::sleep(Duration::from_secs(6));
         w.close()
     });
     assert_eq!(errors.len(), 6);
-    // A worker may time out waiting for the other one, which waits for rank 2 (as with
-    // blocking calls); rank 2 is named by the first to time out.
-    assert!(
-        errors.iter().any(|(_, e, _)| e.contains("rank 2")),
-        "{errors:?}"
-    );
-    for (r, e, _) in errors {
+    for (r, e, secs) in errors {
         assert!(
             e.contains("timed out") || e.contains("timeout"),
             "rank {r}: {e}"
         );
+        assert!(
+            e.contains("rank 2")
+                || e.contains("may be stuck outside the collectives or waiting for another worker"),
+            "rank {r}: {e}"
+        );
+        assert!(secs < 8.0, "rank {r}: {secs} s: {e}");
     }
 }
 
