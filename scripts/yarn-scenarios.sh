@@ -195,8 +195,30 @@ scenario_kill_master() {
   [[ $left -eq 0 && $sg -eq 0 ]]; record kill-master $? "$secs" "$st, workers left: $left, staging removed: $([[ $sg -eq 0 ]] && echo yes || echo no)"
 }
 
+# Polls (at most $2 times, 0.2 s apart) until the first complete checkpoint under $1 is on HDFS
+# and the application ($APP, read from $JOBLOG) is known, then kills its application master and
+# waits for the application's final state. Sets FIRST (the checkpoint, relative to $1), ST,
+# SECS (from the kill to the final state) and ATTEMPTS. Returns 1 if no checkpoint appeared.
+kill_am_after_checkpoint() {
+  local dir=$1 polls=$2 t0
+  FIRST=""
+  for _ in $(seq 1 "$polls"); do
+    APP=$(app_of "$JOBLOG")
+    FIRST=$("$HADOOP" fs -ls "$dir/*/manifest.json" 2>/dev/null | awk '/manifest.json/{print $NF}' | head -n 1)
+    [[ -n $FIRST && -n $APP ]] && break
+    sleep 0.2
+  done
+  [[ -n $FIRST ]] || return 1
+  FIRST=${FIRST#"$dir"/}
+  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
+  ST=$(wait_final "$APP"); SECS=$(since "$t0")
+  wait "$CLIENT" 2>/dev/null
+  ATTEMPTS=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
+    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+}
+
 scenario_am_restart() {
-  local w=3 iters=${AM_RESTART_ITERATIONS:-4000} every=${AM_RESTART_EVERY:-500} t0 st ref ours attempts
+  local w=3 iters=${AM_RESTART_ITERATIONS:-4000} every=${AM_RESTART_EVERY:-500} ref ours
   local ck=(-Dharp.checkpoint.every="$every")
   # The reference: the same job, uninterrupted.
   # shellcheck disable=SC2086
@@ -204,28 +226,18 @@ scenario_am_restart() {
     "$HARP_HDFS_DIR/points" "$HARP_HDFS_DIR/init.txt" "$HARP_HDFS_DIR/amref" "$iters" "$w" >"$WORK/amref.log" 2>&1 \
     || { record am-restart 1 0 "the reference job failed: $(tail -n 2 "$WORK/amref.log" | tr '\n' ' ')"; return; }
   start_long "$w" amr "$iters" "${ck[@]}" || { record am-restart 1 0 "the job did not start"; return; }
-  local dir=$HARP_HDFS_DIR/amr/_checkpoints first=""
-  for _ in $(seq 1 600); do # until the first complete checkpoint
-    first=$("$HADOOP" fs -ls "$dir/*/manifest.json" 2>/dev/null | awk '/manifest.json/{print $NF}' | head -n 1)
-    [[ -n $first ]] && break
-    sleep 0.2
-  done
-  [[ -n $first ]] || { record am-restart 1 0 "no checkpoint appeared under $dir"; return; }
-  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
-  st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
-  wait "$CLIENT" 2>/dev/null
-  attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
-    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+  kill_am_after_checkpoint "$HARP_HDFS_DIR/amr/_checkpoints" 600 \
+    || { record am-restart 1 0 "no checkpoint appeared under $HARP_HDFS_DIR/amr/_checkpoints"; return; }
   ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/amref/centroids.txt" 2>/dev/null | md5sum | cut -c1-12)
   ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/amr/centroids.txt" 2>/dev/null | md5sum | cut -c1-12)
   local resumed; resumed=$(grep -o '"resumed_from": *[0-9]*' <("$HADOOP" fs -cat "$HARP_HDFS_DIR/amr/summary.json" 2>/dev/null) | head -n 1)
   local ok=1
-  [[ $st == FINISHED/SUCCEEDED && $attempts == 2 && $ref == "$ours" ]] && ! no_success amr && ok=0
-  record am-restart $ok "$secs" "killed once ${first#"$dir"/} was seen; $st after $attempts attempts; ${resumed:-resumed_from not in summary.json}; centroids md5 $ours vs uninterrupted $ref"
+  [[ $ST == FINISHED/SUCCEEDED && $ATTEMPTS == 2 && $ref == "$ours" ]] && ! no_success amr && ok=0
+  record am-restart $ok "$SECS" "killed once $FIRST was seen; $ST after $ATTEMPTS attempts; ${resumed:-resumed_from not in summary.json}; centroids md5 $ours vs uninterrupted $ref"
 }
 
 scenario_am_restart_pagerank() {
-  local w=3 iters=${AM_RESTART_ITERATIONS:-3000} every=${AM_RESTART_EVERY:-300} st ref ours attempts
+  local w=3 iters=${AM_RESTART_ITERATIONS:-3000} every=${AM_RESTART_EVERY:-300} ref ours
   local args=(--workers "$w" --input "$HARP_HDFS_DIR/edges" --iterations "$iters")
   python3 -c 'import random; r = random.Random(9); print("\n".join(f"{r.randrange(20000)} {r.randrange(20000)}" for _ in range(200000)))' \
     >"$WORK/edges.txt"
@@ -240,24 +252,13 @@ scenario_am_restart_pagerank() {
     "${args[@]}" --checkpoint-every "$every" --output "$HARP_HDFS_DIR/prr" >"$JOBLOG" 2>&1) &
   CLIENT=$!
   CLIENTS+=("$CLIENT")
-  local dir=$HARP_HDFS_DIR/prr/_checkpoints first="" t0
-  for _ in $(seq 1 1500); do # until the first complete checkpoint
-    APP=$(app_of "$JOBLOG")
-    first=$("$HADOOP" fs -ls "$dir/*/manifest.json" 2>/dev/null | awk '/manifest.json/{print $NF}' | head -n 1)
-    [[ -n $first && -n $APP ]] && break
-    sleep 0.2
-  done
-  [[ -n $first ]] || { record am-restart-pagerank 1 0 "no checkpoint appeared under $dir"; return; }
-  t0=$(now); kill -9 $(app_pids "$APP" 'harp.yarn.AppMaster')
-  st=$(wait_final "$APP"); local secs; secs=$(since "$t0")
-  wait "$CLIENT" 2>/dev/null
-  attempts=$(curl -sf --max-time 5 "http://$RM_WEB/ws/v1/cluster/apps/$APP/appattempts" \
-    | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["appAttempts"]["appAttempt"]))' 2>/dev/null)
+  kill_am_after_checkpoint "$HARP_HDFS_DIR/prr/_checkpoints" 1500 \
+    || { record am-restart-pagerank 1 0 "no checkpoint appeared under $HARP_HDFS_DIR/prr/_checkpoints"; return; }
   ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prref/part-*" 2>/dev/null | md5sum | cut -c1-12)
   ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prr/part-*" 2>/dev/null | md5sum | cut -c1-12)
   local ok=1
-  [[ $st == FINISHED/SUCCEEDED && $attempts == 2 && $ref == "$ours" ]] && ! no_success prr && ok=0
-  record am-restart-pagerank $ok "$secs" "killed once ${first#"$dir"/} was seen; $st after $attempts attempts; ranks md5 $ours vs uninterrupted $ref"
+  [[ $ST == FINISHED/SUCCEEDED && $ATTEMPTS == 2 && $ref == "$ours" ]] && ! no_success prr && ok=0
+  record am-restart-pagerank $ok "$SECS" "killed once $FIRST was seen; $ST after $ATTEMPTS attempts; ranks md5 $ours vs uninterrupted $ref"
 }
 
 scenario_kill() { # name no-op-command kill-command
