@@ -4,22 +4,18 @@
 use crate::util::hash::splitmix64;
 use crate::util::rng::Rng;
 
-/// Topics per block of the sampling kernel's two-level cumulative sum.
-const BLOCK: usize = 8;
+/// Lanes of the sampling kernel: topic i is in lane `i mod LANES`.
+const LANES: usize = 16;
 
 /// Scratch space of the sampling kernel for `k` topics.
 #[derive(Debug, Clone)]
 pub struct Scratch {
     p: Vec<f32>,
-    bsum: Vec<f32>,
 }
 
 impl Scratch {
     pub fn new(k: usize) -> Scratch {
-        Scratch {
-            p: vec![0.0; k],
-            bsum: vec![0.0; k.div_ceil(BLOCK)],
-        }
+        Scratch { p: vec![0.0; k] }
     }
 }
 
@@ -29,12 +25,36 @@ pub fn inverse(nk: i32, vbeta: f32) -> f32 {
     1.0 / (nk as f32 + vbeta)
 }
 
+/// The 16 lane sums of `p`: lane j adds `p[j], p[j + 16], …` in that order (one vector
+/// register, or two, or four, whatever the CPU has: the same sums).
+#[inline(always)]
+fn lanes_of(p: &[f32]) -> [f32; LANES] {
+    let mut acc = [0.0f32; LANES];
+    let mut chunks = p.chunks_exact(LANES);
+    for c in &mut chunks {
+        // A fixed-size array: the compiler turns the lane loop into vector additions.
+        let c: &[f32; LANES] = c.try_into().expect("16");
+        for j in 0..LANES {
+            acc[j] += c[j];
+        }
+    }
+    for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += x;
+    }
+    acc
+}
+
 /// Draws a topic for a token whose own assignment has been removed from the counts, with
 /// probability proportional to `(n_dk + α)(n_wk + β) / (n_k + Vβ)`: `ndk` the document's
-/// counts, `nwk` the word's, `inv` the topics' [`inverse`]s, `u` uniform in [0, 1). The
-/// weights are summed in blocks of 8 topics, then block by block, so that the search for `u`
-/// reads the block sums first. Both samplers call it, so they draw the same topic from the
-/// same counts and random number.
+/// counts, `nwk` the word's, `inv` the topics' [`inverse`]s, `u` uniform in [0, 1).
+///
+/// The weights are summed in 16 lanes: lane j adds up the weights of topics j, j + 16,
+/// j + 32, … ([`lanes_of`]: 16 independent sums, vector additions), the lanes' sums are
+/// added pairwise into the total, and `u · total` is found lane by lane, then inside its lane
+/// (what rounding leaves over goes to the last topic of the last lane).
+/// Every operation is the same, in the same order, whatever vector width the compiler uses, so
+/// the same topic is drawn on any CPU. Both samplers call it, so they draw the same topic from
+/// the same counts and random number.
 #[inline(always)]
 pub fn draw(
     ndk: &[i32],
@@ -50,28 +70,50 @@ pub fn draw(
     for i in 0..k {
         p[i] = (ndk[i] as f32 + alpha) * (nwk[i] as f32 + beta) * inv[i];
     }
-    let mut total = 0.0f32;
-    for (b, chunk) in p.chunks(BLOCK).enumerate() {
-        let sum: f32 = chunk.iter().sum();
-        s.bsum[b] = sum;
-        total += sum;
+    let acc = lanes_of(p);
+    let mut half = acc;
+    let mut n = LANES;
+    while n > 1 {
+        n /= 2;
+        for j in 0..n {
+            half[j] += half[j + n];
+        }
     }
-    let mut x = u * total;
-    for (b, &sum) in s.bsum.iter().enumerate() {
-        if x < sum {
-            let from = b * BLOCK;
-            let to = (from + BLOCK).min(k);
-            for (i, &pi) in p[from..to].iter().enumerate() {
-                if x < pi {
-                    return from + i;
+    let mut x = u * half[0];
+    // The last lane takes what rounding leaves over.
+    let lanes = k.min(LANES);
+    for (j, &sum) in acc[..lanes].iter().enumerate() {
+        if x < sum || j + 1 == lanes {
+            let mut i = j;
+            while i + LANES < k {
+                if x < p[i] {
+                    return i;
                 }
-                x -= pi;
+                x -= p[i];
+                i += LANES;
             }
-            return to - 1;
+            return i;
         }
         x -= sum;
     }
     k - 1
+}
+
+/// Asks the CPU to bring the counts `row` into its cache, ahead of their use.
+#[inline(always)]
+pub fn prefetch(row: &[i32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(16) {
+        // SAFETY: a prefetch reads nothing the program sees and cannot fault; the address is
+        // inside `row`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
 }
 
 /// Uniform in [0, 1) with 24 random bits (an f32's precision).
@@ -291,10 +333,34 @@ mod tests {
         assert!((t.of(5000) - (lgamma(5000.1) - lgamma(0.1))).abs() < 1e-9);
     }
 
+    /// Draws `n` topics with uniform numbers from `seed` and checks that their frequencies
+    /// follow the weights `(n_dk + α)(n_wk + β)·inv` (within 5 standard deviations).
+    fn follows(ndk: &[i32], nwk: &[i32], inv: &[f32], a: f32, b: f32, n: usize, seed: u64) {
+        let k = inv.len();
+        let mut s = Scratch::new(k);
+        let mut rng = Rng::new(seed);
+        let mut hits = vec![0usize; k];
+        for _ in 0..n {
+            hits[draw(ndk, nwk, inv, a, b, &mut s, uniform_f32(&mut rng))] += 1;
+        }
+        let w: Vec<f64> = (0..k)
+            .map(|i| (ndk[i] as f64 + a as f64) * (nwk[i] as f64 + b as f64) * inv[i] as f64)
+            .collect();
+        let total: f64 = w.iter().sum();
+        for i in 0..k {
+            let want = w[i] / total * n as f64;
+            assert!(
+                (hits[i] as f64 - want).abs() < 5.0 * want.sqrt() + 5.0,
+                "topic {i}: {} vs {want}",
+                hits[i]
+            );
+        }
+    }
+
     #[test]
     fn draw_follows_the_weights() {
         // Topic weights (n_dk + α)(n_wk + β)/(n_k + Vβ) with α = β = 0 and equal totals are
-        // n_dk·n_wk: 0, 1, 0, …, 3 over 11 topics (two blocks): topic 1 takes a quarter of u.
+        // n_dk·n_wk: 0, 1, 0, …, 3 over 11 topics: topic 1 takes a quarter of u.
         let k = 11;
         let mut ndk = vec![0; k];
         let mut nwk = vec![0; k];
@@ -309,24 +375,32 @@ mod tests {
         assert_eq!(draw(&ndk, &nwk, &inv, 0.0, 0.0, &mut s, 0.2501), 10);
         assert_eq!(draw(&ndk, &nwk, &inv, 0.0, 0.0, &mut s, 0.9999999), 10);
         // Frequencies over many uniform draws follow the weights (α, β > 0: every topic).
-        let mut rng = Rng::new(3);
-        let mut hits = vec![0usize; k];
-        let n = 200_000;
-        for _ in 0..n {
-            hits[draw(&ndk, &nwk, &inv, 0.5, 0.5, &mut s, uniform_f32(&mut rng))] += 1;
+        follows(&ndk, &nwk, &inv, 0.5, 0.5, 200_000, 3);
+    }
+
+    #[test]
+    fn draw_follows_the_weights_over_many_lanes() {
+        // 37 topics: two full rows of 16 lanes and 5 more. Random counts; the frequencies of
+        // the drawn topics follow the weights, and u = 0 draws the first topic of lane 0 with
+        // a positive weight.
+        let k = 37;
+        let mut rng = Rng::new(11);
+        let ndk: Vec<i32> = (0..k).map(|_| (rng.next_u64() % 5) as i32).collect();
+        let nwk: Vec<i32> = (0..k).map(|_| (rng.next_u64() % 7) as i32).collect();
+        let inv: Vec<f32> = (0..k).map(|i| inverse(100 + i as i32, 2.0)).collect();
+        let mut s = Scratch::new(k);
+        let first = [0, 16, 32]
+            .into_iter()
+            .find(|&i| ndk[i] > 0 && nwk[i] > 0)
+            .unwrap_or(usize::MAX);
+        if first != usize::MAX {
+            assert_eq!(draw(&ndk, &nwk, &inv, 0.0, 0.0, &mut s, 0.0), first);
         }
-        let w: Vec<f64> = (0..k)
-            .map(|i| (ndk[i] as f64 + 0.5) * (nwk[i] as f64 + 0.5))
-            .collect();
-        let total: f64 = w.iter().sum();
-        for i in 0..k {
-            let want = w[i] / total * n as f64;
-            assert!(
-                (hits[i] as f64 - want).abs() < 5.0 * want.sqrt() + 5.0,
-                "topic {i}: {} vs {want}",
-                hits[i]
-            );
-        }
+        let (a, b) = (0.3f32, 0.2f32);
+        follows(&ndk, &nwk, &inv, a, b, 400_000, 5);
+        // The largest u takes the last topic of the last lane with weight.
+        let top = draw(&ndk, &nwk, &inv, a, b, &mut s, 0.99999994);
+        assert_eq!(top % 16, 15, "{top}");
     }
 
     #[test]
