@@ -12,7 +12,7 @@ mod sim;
 #[cfg(test)]
 mod vocabulary_tests;
 
-use harp_jobs::{jobs, kmeans, lda, mds, mfsgd, options};
+use harp_jobs::{cg, jobs, kmeans, lda, mds, mfsgd, options};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +56,8 @@ enum GenCmd {
     /// Reproducible ratings (a low-rank truth plus noise, power-law users and items) for
     /// `harp mfsgd`: a training and a test file.
     Ratings(mfsgd::GenRatingsArgs),
+    /// The 2-D Poisson matrix of a G×G grid, as `harp cg --input` reads it.
+    Poisson(cg::GenPoissonArgs),
 }
 
 /// The `harp` command line.
@@ -76,6 +78,9 @@ pub fn main() -> ExitCode {
         Cmd::Gen {
             what: GenCmd::Ratings(a),
         } => mfsgd::gen(&a),
+        Cmd::Gen {
+            what: GenCmd::Poisson(a),
+        } => cg::gen(&a),
         Cmd::Launch(job) => cluster::launch(&job, matches.subcommand_name().expect("a job")),
         Cmd::Worker(w) => cluster::worker(w),
         Cmd::Options(a) => options::print(&a),
@@ -117,6 +122,8 @@ mod tests {
             "components",
             "id3",
             "mfsgd",
+            "nbody",
+            "cg",
             "bench",
             "check",
             "events-check",
@@ -125,6 +132,8 @@ mod tests {
             let extra: &[&str] = match job {
                 "kmeans" | "wordcount" | "pagerank" | "lda" | "mds" | "layout" | "components"
                 | "id3" | "mfsgd" => &["--input", "p", "--output", "o"],
+                "nbody" => &["--output", "o"],
+                "cg" => &["--grid", "4", "--output", "o"],
                 "bench" => &["allreduce"],
                 _ => &[],
             };

@@ -9,8 +9,8 @@ use harp::{Result, Worker};
 
 use crate::options::ClusterOpts;
 use crate::{
-    bench, check, components, events_check, id3, kmeans, layout, lda, mds, mfsgd, netmap, pagerank,
-    wordcount,
+    bench, cg, check, components, events_check, id3, kmeans, layout, lda, mds, mfsgd, nbody,
+    netmap, pagerank, wordcount,
 };
 
 /// Declares [`Job`] from one line per job: its doc (the `--help` line), its name (the
@@ -63,6 +63,10 @@ jobs! {
     Id3(id3::Id3Args) => id3::run,
     #[command(about = apps::MFSGD.about)]
     Mfsgd(mfsgd::MfsgdArgs) => mfsgd::run,
+    #[command(about = apps::NBODY.about)]
+    Nbody(nbody::NbodyArgs) => nbody::run,
+    #[command(about = apps::CG.about)]
+    Cg(cg::CgArgs) => cg::run,
     /// Verify events and termination detection under a random workload with delays.
     EventsCheck(events_check::EventsCheckArgs) => events_check::run,
     /// Measure latency and bandwidth of every worker pair (the network model).
@@ -88,6 +92,8 @@ impl<X: Args> Job<X> {
             Job::Components(a) => (&a.job.output, None),
             Job::Id3(a) => (&a.job.output, None),
             Job::Mfsgd(a) => (&a.job.output, None),
+            Job::Nbody(a) => (&a.job.output, None),
+            Job::Cg(a) => (&a.job.output, None),
             Job::Bench(_) | Job::Check(_) | Job::EventsCheck(_) | Job::Netmap(_) => {
                 return Vec::new()
             }

@@ -9,6 +9,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use harp::Worker;
 
 pub mod bench;
+pub mod cg;
 pub mod check;
 pub mod components;
 pub mod events_check;
@@ -19,6 +20,7 @@ pub mod layout;
 pub mod lda;
 pub mod mds;
 pub mod mfsgd;
+pub mod nbody;
 pub mod netmap;
 pub mod options;
 pub mod output;

@@ -99,3 +99,28 @@ pub fn job_name() -> String {
         .filter(|j| !j.is_empty())
         .unwrap_or_else(|| "harp".into())
 }
+
+/// The end of a job that writes its part and a `summary.json`: the master writes `summary`
+/// (built only there), every worker learns whether it could, then every worker's `part` is
+/// committed with it.
+pub fn commit_with_summary(
+    w: &Worker,
+    out: &Output,
+    job: &str,
+    summary: impl FnOnce() -> serde_json::Value,
+    part: &str,
+) -> Result<()> {
+    let wrote = if w.is_master() {
+        let text = serde_json::to_string_pretty(&summary()).expect("json");
+        out.write("summary.json", text.as_bytes())
+    } else {
+        Ok(())
+    };
+    harp::worker::agree(w, &format!("{job}-summary"), wrote)?;
+    out.commit_parts(
+        w,
+        &format!("{job}-commit"),
+        part.as_bytes(),
+        &["summary.json"],
+    )
+}

@@ -11,6 +11,10 @@
 //! * [`lda`]: latent Dirichlet allocation by collapsed Gibbs sampling with model rotation.
 //! * [`id3`]: an ID3 decision tree over events (Anthill's Counter, Attribute and Decision
 //!   filters routed by label).
+//! * [`exchange`]: the blocks and fixed-order sums of N-body and CG, gathered by a gather and a
+//!   broadcast (the network model's choices) or by the engine's allgather.
+//! * [`nbody`]: N-body, direct forces and leapfrog steps.
+//! * [`cg`]: conjugate gradient on a sparse symmetric positive-definite system.
 // Defines a fieldless option enum with its command-line names: `name()`, `Display` and a
 // case-insensitive `FromStr` (the first name is canonical, the others are aliases) whose error
 // lists the valid values.
@@ -76,14 +80,17 @@ pub fn compute_threads(threads: usize) -> crate::error::Result<rayon::ThreadPool
         .map_err(|e| crate::error::Error::config(format!("cannot start {threads} threads: {e}")))
 }
 
+pub mod cg;
 pub mod components;
 pub mod dense;
+pub mod exchange;
 pub mod id3;
 pub mod kmeans;
 pub mod layout;
 pub mod lda;
 pub mod mds;
 pub mod mfsgd;
+pub mod nbody;
 pub mod output;
 pub mod pagerank;
 pub mod wordcount;

@@ -142,7 +142,7 @@ impl AppJob {
 }
 
 /// Every application job, in the order `harp --help` lists them.
-pub static JOBS: [&AppJob; 9] = [
+pub static JOBS: [&AppJob; 11] = [
     &KMEANS,
     &WORDCOUNT,
     &PAGERANK,
@@ -152,6 +152,8 @@ pub static JOBS: [&AppJob; 9] = [
     &COMPONENTS,
     &ID3,
     &MFSGD,
+    &NBODY,
+    &CG,
 ];
 
 /// The application job called `name`.
@@ -348,6 +350,42 @@ pub static MFSGD: AppJob = AppJob {
     ],
 };
 
+/// `harp nbody`.
+#[rustfmt::skip]
+pub static NBODY: AppJob = AppJob {
+    name: "nbody",
+    about: "N-body: direct forces with softening, leapfrog steps, positions allgathered each step.",
+    options: &[
+        opt("bodies", "harp.nbody.bodies", Kind::Value, Some("4096"), "Bodies, generated from the seed: mass 1/n, a position uniform in the unit ball, a velocity of three normals × 0.1."),
+        opt("steps", "harp.nbody.steps", Kind::Value, Some("10"), "Leapfrog steps (kick, drift, positions gathered, forces, kick)."),
+        opt("dt", "harp.nbody.dt", Kind::Value, Some("0.001"), "Time step (G = 1)."),
+        opt("softening", "harp.nbody.softening", Kind::Value, Some("0.01"), "Softening length ε: forces go as d / (|d|² + ε²)^{3/2}."),
+        opt("seed", "harp.nbody.seed", Kind::Value, Some("1"), "Seed of the bodies (each body's from the seed and its index)."),
+        opt("threads", "harp.nbody.threads", Kind::Value, Some("1"), "Compute threads per worker (the result does not depend on it)."),
+        opt("exchange", "harp.nbody.exchange", Kind::Value, Some("gather-broadcast"), "gather-broadcast (a gather to rank 0, then a broadcast: with a network model the network-aware algorithms) or allgather (the engine's allgather). Same result either way."),
+        opt("output", "harp.nbody.output", Kind::Required, None, "Output directory: part-RRRRR files of `i x y z vx vy vz` lines (each worker's bodies, in index order), summary.json (energies and their drift, time per step), _SUCCESS."),
+        OVERWRITE,
+    ],
+};
+
+/// `harp cg`.
+#[rustfmt::skip]
+pub static CG: AppJob = AppJob {
+    name: "cg",
+    about: "Conjugate gradient on a sparse symmetric positive-definite system, rows partitioned.",
+    options: &[
+        opt("input", "harp.cg.input", Kind::Value, None, "The matrix: `row col value` lines of its lower triangle (row ≥ col, 0-based; the upper half is implied; repeated entries are added; blank lines and lines starting with `#` are skipped). Without it, --grid."),
+        opt("grid", "harp.cg.grid", Kind::Value, None, "Generate the 2-D Poisson matrix (5-point Laplacian, Dirichlet) of a G×G grid instead of reading --input: n = G² rows."),
+        opt("rhs", "harp.cg.rhs", Kind::Value, None, "The right-hand side: `row value` lines (rows not listed are 0). Without it, b = A·1 (the solution is all ones)."),
+        opt("tolerance", "harp.cg.tolerance", Kind::Value, Some("1e-5"), "Stop when ‖r‖₂ ≤ tolerance · ‖r₀‖₂ (r₀ = b, x₀ = 0)."),
+        opt("max_iterations", "harp.cg.max.iterations", Kind::Value, Some("1000"), "Stop after this many iterations if not converged (the summary says so)."),
+        opt("threads", "harp.cg.threads", Kind::Value, Some("1"), "Compute threads per worker (the result does not depend on it)."),
+        opt("exchange", "harp.cg.exchange", Kind::Value, Some("gather-broadcast"), "gather-broadcast (the vector gathered to rank 0 and broadcast, dot products reduced and broadcast: with a network model the network-aware algorithms) or allgather (the engine's allgather and allreduce). Same result either way."),
+        opt("output", "harp.cg.output", Kind::Required, None, "Output directory: part-RRRRR files of `row x` lines (each worker's rows), summary.json (iterations, residual, time per iteration), _SUCCESS."),
+        OVERWRITE,
+    ],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,7 +421,10 @@ mod tests {
                 }
             }
             assert_eq!(job(j.name).map(|x| x.name), Some(j.name));
-            assert_eq!(j.option("input").kind, Kind::Required);
+            // A job whose input can be generated instead (nbody, cg) has none or an optional one.
+            if let Some(i) = j.options.iter().find(|o| o.name == "input") {
+                assert_ne!(i.kind, Kind::Switch, "{}", j.name);
+            }
             assert_eq!(j.option("output").kind, Kind::Required);
             assert_eq!(j.option("overwrite").java, "harp.overwrite");
         }

@@ -76,3 +76,35 @@ pub fn tcp_job<T: Send>(
     drop(rt);
     out
 }
+
+/// A model of `p` workers whose pairs differ up to 50× in bandwidth (a pattern of slow pairs),
+/// for runs in which the network-aware algorithms must be chosen.
+pub fn uneven_model(p: usize) -> harp::NetModel {
+    let pairs = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
+        (0..p * p)
+            .map(|k| if k / p == k % p { 0.0 } else { f(k / p, k % p) })
+            .collect()
+    };
+    let bandwidth = pairs(&|i, j| if (3 * i + j) % 4 == 1 { 2e6 } else { 1e8 });
+    harp::NetModel::new(p, pairs(&|i, j| 1e-4 * (1 + (i + j) % 3) as f64), bandwidth).unwrap()
+}
+
+/// [`on_workers`] with `f` given each worker (holding [`uneven_model`] when `model`), which is
+/// closed after a success and aborted with the error after a failure.
+pub fn run_apps<T: Send>(
+    p: usize,
+    model: bool,
+    f: impl Fn(&Worker) -> harp::Result<T> + Sync,
+) -> Vec<harp::Result<T>> {
+    on_workers(p, config(Duration::from_secs(30)), |w| {
+        if model {
+            w.set_net_model(Some(uneven_model(p))).unwrap();
+        }
+        let r = f(&w);
+        match &r {
+            Ok(_) => w.close(),
+            Err(e) => w.abort(&e.to_string()),
+        }
+        r
+    })
+}
