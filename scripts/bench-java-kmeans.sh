@@ -15,12 +15,35 @@
 #   tree RSS MB             peak total RSS of the process tree (harp: launcher + workers)
 # then per tool the median of its per-run medians, and the best run, with the Java / harp ratios
 # (medians: on a shared machine other processes' bursts land on random iterations).
+#
+#   scripts/bench-java-kmeans.sh marginal [N] [ROUNDS] [LO] [HI]       (defaults 200000 4 5 25)
+# measures instead the marginal cost of an iteration, (T_HI - T_LO) / (HI - LO) with T the wall
+# time of a whole run (start-up, loading and the end cancel out), both tools at their defaults
+# (`harp kmeans --workers W`, the Java example without -D options but the framework). Each round
+# runs harp LO, java LO, harp HI, java HI (the next round starts with java). Per run it prints
+# the wall time, the sum of the iteration times of summary.json and the load average; per round
+# each tool's marginal cost, whole-run and in-engine (the iteration times alone), and the
+# Java / harp ratios; at the end the median ratio, the ratio of the mean marginal costs, and the
+# marginal costs from the fastest and from the median run of each kind. GROUP_NICE=-20 runs each
+# command in a scheduling group of its own at that nice value (Linux autogroups; below 0 needs
+# root): on a machine shared with other jobs, the runs then get the cores as on a quiet one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MODE=report
+if [[ ${1:-} == marginal ]]; then
+  MODE=marginal
+  shift
+fi
 N=${1:-200000}
-T=${2:-1}
-IT=${3:-20}
-REPS=${4:-2}
+if [[ $MODE == marginal ]]; then
+  ROUNDS=${2:-4}
+  LO=${3:-5}
+  HI=${4:-25}
+else
+  T=${2:-1}
+  IT=${3:-20}
+  REPS=${4:-2}
+fi
 W=${WORKERS:-2}
 DIM=${DIM:-32}
 K=${K:-256}
@@ -34,6 +57,79 @@ fi
 D=${BENCH_DIR:-target/bench-java-kmeans}/n$N-d$DIM-k$K
 if [[ ! -f $D/init.txt ]]; then
   $HARP gen points --n "$N" --dim "$DIM" --seed 7 --init "$K" --files 4 --output "$D" > /dev/null
+fi
+if [[ $MODE == marginal ]]; then
+  # One run: prints "wall_s iterations_s" (iterations_s: the sum of compute + allreduce over the
+  # run's iterations, from its summary.json).
+  whole_run() {
+    local tool=$1 it=$2 out=$D/out-marginal
+    rm -rf "$out"
+    local t0 t1
+    t0=$(date +%s.%N)
+    local run=()
+    if [[ -n ${GROUP_NICE:-} ]]; then
+      # shellcheck disable=SC2016
+      run=(setsid sh -c 'echo "$0" > /proc/self/autogroup && exec "$@"' "$GROUP_NICE")
+    fi
+    if [[ $tool == harp ]]; then
+      "${run[@]}" $HARP kmeans --workers "$W" --input "$D/points" --init "$D/init.txt" --iterations "$it" \
+        --output "$out" > "$D/marginal.log" 2>&1
+    else
+      "${run[@]}" scripts/hadoop jar $JAR kmeans -Dmapreduce.framework.name=map-collective \
+        "$D/points" "$D/init.txt" "$out" "$it" "$W" > "$D/marginal.log" 2>&1
+    fi || { cat "$D/marginal.log" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert len(s["iterations"]) == int(sys.argv[4]), "iterations in summary.json"
+print("%.3f %.4f" % (float(sys.argv[3]) - float(sys.argv[2]),
+                     sum(i["compute_s"] + i["comm_s"] for i in s["iterations"])))' \
+      "$out/summary.json" "$t0" "$t1" "$it"
+    rm -rf "$out"
+  }
+  echo "# marginal cost per iteration, $N x $DIM, k=$K, $W workers, defaults, runs of $LO and $HI iterations," \
+    "$(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), $(nproc) cores${GROUP_NICE:+, group nice $GROUP_NICE}"
+  printf '%-5s %-5s %-4s %8s %14s %s\n' round tool its "wall s" "iterations s" "load average (1 5 15 min)"
+  results=""
+  for r in $(seq 1 "$ROUNDS"); do
+    order=(harp java)
+    ((r % 2 == 0)) && order=(java harp)
+    declare -A wall=() eng=()
+    for it in $LO $HI; do
+      for tool in "${order[@]}"; do
+        load=$(cut -d' ' -f1-3 /proc/loadavg)
+        read -r w e <<< "$(whole_run $tool "$it")"
+        printf '%-5s %-5s %-4s %8s %14s %s\n' "$r" $tool "$it" "$w" "$e" "$load"
+        wall[$tool$it]=$w
+        eng[$tool$it]=$e
+      done
+    done
+    results="$results ${wall[harp$LO]},${wall[harp$HI]},${wall[java$LO]},${wall[java$HI]}"
+    results="$results,${eng[harp$LO]},${eng[harp$HI]},${eng[java$LO]},${eng[java$HI]}"
+  done
+  python3 -c '
+import statistics, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+rounds = [list(map(float, r.split(","))) for r in sys.argv[3].split()]
+m = lambda a, b: (b - a) / (hi - lo)
+print("round  harp s/it  java s/it  java/harp  |  in-engine: harp s/it  java s/it  java/harp")
+hs, js, ratios = [], [], []
+for i, r in enumerate(rounds, 1):
+    h, j, eh, ej = m(r[0], r[1]), m(r[2], r[3]), m(r[4], r[5]), m(r[6], r[7])
+    hs.append(h); js.append(j); ratios.append(j / h)
+    print("%-5d  %9.4f  %9.4f  %9.3f  |             %9.4f  %9.4f  %9.3f" % (i, h, j, j / h, eh, ej, ej / eh))
+print("median java/harp over rounds: %.3f; mean marginal: harp %.4f  java %.4f  java/harp %.3f"
+      % (statistics.median(ratios), statistics.mean(hs), statistics.mean(js), statistics.mean(js) / statistics.mean(hs)))
+# Whole runs carry start-up and end delays that vary by seconds from run to run (other processes,
+# timers); the fastest run of each kind is the least disturbed one.
+col = lambda i: [r[i] for r in rounds]
+h, j = m(min(col(0)), min(col(1))), m(min(col(2)), min(col(3)))
+print("fastest runs: harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))
+h, j = m(statistics.median(col(0)), statistics.median(col(1))), m(statistics.median(col(2)), statistics.median(col(3)))
+print("median runs:  harp %.4f  java %.4f  java/harp %.3f" % (h, j, j / h))
+' "$LO" "$HI" "$results"
+  exit 0
 fi
 PRECISION_HARP=()
 [[ $PRECISION != f64 ]] && PRECISION_HARP=(--precision "$PRECISION")

@@ -505,10 +505,15 @@ struct TcpMesh {
 /// Waits until the peer has acknowledged every byte written to `w` (Linux's `SIOCOUTQ` reads 0).
 /// Closing a socket that still has unread input resets the connection, and a reset throws away
 /// what the send queue still holds: without this wait, the end of the last operation's data
-/// could be lost to a peer still reading it. The caller bounds the wait.
+/// could be lost to a peer still reading it. The caller bounds the wait. A connection the peer
+/// has already closed (it left first: our last frame drew a reset) acknowledges nothing more:
+/// no wait then.
 async fn acknowledged(w: &OwnedWriteHalf) {
     let fd = w.as_ref().as_raw_fd();
     loop {
+        if closed_by_peer(fd) {
+            return;
+        }
         let mut queued: libc::c_int = 0;
         // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int through the pointer; `fd` is the open
         // socket of `w`, which outlives this call.
@@ -518,6 +523,26 @@ async fn acknowledged(w: &OwnedWriteHalf) {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Whether the TCP connection of `fd` is over (state `CLOSE`: reset by the peer), so that
+/// nothing in its send queue will ever be acknowledged.
+fn closed_by_peer(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: an all-zero tcp_info is a valid value of this plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: TCP_INFO writes at most `len` bytes into `info`; `fd` is an open socket.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    // 7 is TCP_CLOSE in Linux's enum of TCP states (include/net/tcp_states.h).
+    r == 0 && info.tcpi_state == 7
 }
 
 /// The error of a write to a connection this worker has closed.
@@ -829,6 +854,39 @@ impl Transport {
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
+
+    /// The last worker to leave writes its `Bye` to a peer that has already closed its end: the
+    /// peer's kernel answers with a reset, and the frame stays counted in the send queue for
+    /// ever. The wait for its acknowledgement ends at once instead of at the close timeout.
+    #[test]
+    fn no_wait_for_an_acknowledgement_from_a_peer_that_has_left() {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let dialed = TcpStream::connect(l.local_addr().unwrap());
+            let (ours, theirs) = tokio::join!(dialed, l.accept());
+            let (mut rd, mut wr) = ours.unwrap().into_split();
+            // The peer leaves: its end is closed, its FIN reaches us.
+            drop(theirs.unwrap());
+            let mut b = [0u8; 1];
+            assert_eq!(rd.read(&mut b).await.unwrap(), 0);
+            // Our Bye draws the reset.
+            let _ = wr.write_all(b"bye-frame!").await;
+            let _ = wr.flush().await;
+            let fd = wr.as_ref().as_raw_fd();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !closed_by_peer(fd) {
+                assert!(Instant::now() < deadline, "no reset from the closed peer");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let _ = wr.shutdown().await;
+            // Bounded only so that a regression fails instead of hanging the test run: the
+            // close itself bounds this wait at 2 s, so an unbounded wait for an acknowledgement
+            // that never comes would show up here as a timeout.
+            tokio::time::timeout(Duration::from_secs(20), acknowledged(&wr))
+                .await
+                .expect("waited for an acknowledgement from a peer that has left");
+        });
+    }
 
     /// Two workers that dial each other at the same moment, many times over, end with one
     /// connection each (the one the higher rank dialed), and a frame crosses it both ways.

@@ -22,8 +22,12 @@ import org.apache.hadoop.mapreduce.protocol.ClientProtocolProvider;
  * (or with {@code harp.local=true}) the job runs in Hadoop's own LocalJobRunner with every map task of the job
  * running at once in this JVM (each an engine worker on loopback). A job that needs more
  * concurrent map tasks than {@code mapreduce.local.map.tasks.maximum} allows fails at
- * submission with a clear message. Gives every job a fresh secret, carried in the job's
- * credentials only ({@link JobSecret}).
+ * submission with a clear message. In local mode the client looks at the job's status every
+ * {@value #LOCAL_POLL_MS} ms ({@link #PROGRESS_POLL} and {@link #COMPLETION_POLL}, unless the
+ * job or a site file sets them): the job runs in this JVM, a look costs microseconds, and
+ * Hadoop's defaults (1 and 5 s, made for a remote cluster) would add up to a second to every
+ * job's end. Gives every job a fresh secret, carried in the job's credentials only
+ * ({@link JobSecret}).
  */
 public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider {
   public static final String FRAMEWORK = "map-collective";
@@ -36,6 +40,12 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
   public static final String YARN = "yarn";
   /** Most workers of a local job (the local runner's threads in this JVM; `harp --workers` has the same bound). */
   public static final int LOCAL_MAX_WORKERS = 256;
+  /** How often {@code Job.waitForCompletion(true)} looks at the job's status (Hadoop: 1000 ms). */
+  static final String PROGRESS_POLL = "mapreduce.client.progressmonitor.pollinterval";
+  /** How often {@code Job.waitForCompletion(false)} looks at the job's status (Hadoop: 5000 ms). */
+  static final String COMPLETION_POLL = "mapreduce.client.completion.pollinterval";
+  /** Both intervals of a local job unless set: its end is seen within this many ms. */
+  static final int LOCAL_POLL_MS = 20;
 
   @Override
   public ClientProtocol create(Configuration conf) throws IOException {
@@ -54,6 +64,11 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
     }
     if (workers > 0 && conf.get(LOCAL_MAX_MAPS) == null) {
       conf.setInt(LOCAL_MAX_MAPS, workers);
+    }
+    for (String poll : new String[] {PROGRESS_POLL, COMPLETION_POLL}) {
+      if (onlyDefault(conf, poll)) {
+        conf.setInt(poll, LOCAL_POLL_MS);
+      }
     }
     LocalJobRunner local = new LocalJobRunner(conf);
     // Check the job's number of maps against the runner's concurrency before it starts.
@@ -110,6 +125,20 @@ public class MapCollectiveClientProtocolProvider extends ClientProtocolProvider 
         + "YARN submitter is on the classpath: the job jar lacks yarn-appmaster's classes (harp.yarn.*) and their "
         + "META-INF/services/" + ClusterSubmitter.class.getName() + " entry; submit with harp-rs.jar or "
         + "harp-rs-examples.jar as java/build.sh makes them, or set " + LOCAL + "=true to run in local mode");
+  }
+
+  /** True when {@code key} is unset or comes from Hadoop's defaults (a *-default.xml) only. */
+  static boolean onlyDefault(Configuration conf, String key) {
+    String[] sources = conf.getPropertySources(key);
+    if (conf.get(key) == null || sources == null) {
+      return true;
+    }
+    for (String s : sources) {
+      if (!s.endsWith("-default.xml")) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** True when a ResourceManager address comes from a site file or the job, not the defaults. */

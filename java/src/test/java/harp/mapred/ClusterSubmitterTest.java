@@ -70,6 +70,28 @@ class ClusterSubmitterTest {
     assertNotNull(new MapCollectiveClientProtocolProvider().create(conf));
   }
 
+  /**
+   * A local job's client looks at the job's status every 20 ms instead of Hadoop's 1 s (5 s
+   * without progress output), so that the job's end is seen at once; a value the job sets stays.
+   */
+  @Test
+  void aLocalJobIsPolledOftenUnlessTheJobSaysOtherwise() throws IOException {
+    String progress = MapCollectiveClientProtocolProvider.PROGRESS_POLL;
+    String completion = MapCollectiveClientProtocolProvider.COMPLETION_POLL;
+    // A JobConf reads mapred-default.xml: Hadoop's defaults are there, and count as unset.
+    Configuration conf = new org.apache.hadoop.mapred.JobConf(job(false));
+    assertEquals(1000, conf.getInt(progress, 0));
+    assertTrue(MapCollectiveClientProtocolProvider.onlyDefault(conf, progress));
+    assertNotNull(new MapCollectiveClientProtocolProvider().create(conf));
+    assertEquals(MapCollectiveClientProtocolProvider.LOCAL_POLL_MS, conf.getInt(progress, 0));
+    assertEquals(MapCollectiveClientProtocolProvider.LOCAL_POLL_MS, conf.getInt(completion, 0));
+    Configuration set = new org.apache.hadoop.mapred.JobConf(job(false));
+    set.setInt(progress, 700);
+    assertNotNull(new MapCollectiveClientProtocolProvider().create(set));
+    assertEquals(700, set.getInt(progress, 0));
+    assertEquals(MapCollectiveClientProtocolProvider.LOCAL_POLL_MS, set.getInt(completion, 0));
+  }
+
   @Test
   void aResourceManagerWithoutTheYarnSubmitterIsAClearError() {
     IOException e = assertThrows(IOException.class,
