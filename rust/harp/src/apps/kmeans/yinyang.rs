@@ -6,18 +6,20 @@
 //! upper bound `ub ≥ ‖x − c_a‖` and one lower bound per group, `lb[g] ≤ ‖x − c_j‖` for every
 //! centroid `j ≠ a` of group `g`: `n × (t + 1)` f64 and `n` u32 in all.
 //!
-//! **First assignment** (and whenever the state is empty, e.g. after a resume): the blocked GEMM
-//! of [`kernel`](super::kernel) gives every `‖x‖² − 2x·c + ‖c‖²`; with `e` a rigorous bound of
-//! that expression's rounding error, each value gives an interval around the true squared
-//! distance. Groups whose lowest interval end is not above the smallest upper end hold every
-//! possible nearest centroid; their members' distances are computed exactly and decide the
-//! centroid. The other groups take the lowest interval end as their bound.
+//! **First assignment** (and whenever the state is empty, e.g. after a resume): a blocked GEMM
+//! gives every `‖x‖² − 2x·c + ‖c‖²`; with `e` a rigorous bound of that expression's rounding
+//! error, each value gives an interval around the true squared distance. The centroids whose
+//! lower end is not above the smallest upper end are every possible nearest centroid; their
+//! distances are computed exactly and decide. A group's bound is the lowest lower end (or
+//! exact distance) of its other members.
 //!
 //! **Later assignments.** With `δ_j` the distance centroid `j` moved and `Δ_g` the largest in
 //! group `g`: `ub += δ_a`, `lb[g] −= Δ_g`. If `min_g lb[g] > ub`, the point keeps its centroid
 //! without computing a distance (global filter). Otherwise `ub` is made exact and, for each
 //! group whose bound does not exceed the best distance found (group filter), each member `j` whose
-//! `lb_old[g] − δ_j` does not exceed it either (local filter) has its distance computed.
+//! `lb_old[g] − δ_j` does not exceed it either (local filter) has its distance computed. A point
+//! whose candidate groups hold many centroids is gathered instead: blocks of such points go
+//! through the first assignment's blocked GEMM, which recomputes their bounds ([`gather_at`]).
 //!
 //! **Exactness.** Every decision compares [`dist2_fast`] values (f64, on the exact f64 values of
 //! the points and centroids), lowest index on equal values. A centroid is skipped only when its
@@ -64,6 +66,8 @@ pub struct Yinyang {
     lb: Vec<f64>,
     /// Distances computed in the last assignment.
     computed: u64,
+    /// Points of the last assignment decided by a gathered block.
+    gathered: u64,
 }
 
 /// Per-iteration data shared by every chunk.
@@ -78,6 +82,19 @@ struct Step<'a, T> {
     /// Drift of each centroid (rounded up), and the largest of each group.
     drift: &'a [f64],
     group_drift: &'a [f64],
+    /// The centroids in group order (row `p` is centroid `members[p]`), for the blocked GEMM.
+    perm: &'a [T],
+    /// Per row of `perm`: `‖c‖²·(1 − e)` and `‖c‖²·(1 + e)` (see [`full_block`]), its group.
+    lo_off: &'a [T],
+    hi_off: &'a [T],
+    col_group: &'a [usize],
+    /// The relative rounding bound `e` of the GEMM's distances.
+    e: f64,
+    /// Points per GEMM block: the block's products with all `k` centroids are kept.
+    mb: usize,
+    /// A point that fails the filters goes to a blocked GEMM when the groups it must examine
+    /// hold at least this many centroids (see [`gather_at`]).
+    gather_at: usize,
 }
 
 /// One chunk's mutable state.
@@ -107,6 +124,7 @@ impl Yinyang {
             ub: Vec::new(),
             lb: Vec::new(),
             computed: 0,
+            gathered: 0,
         }
     }
 
@@ -123,6 +141,11 @@ impl Yinyang {
     /// The number of point–centroid distances the last assignment computed.
     pub fn computed(&self) -> u64 {
         self.computed
+    }
+
+    /// The number of points the last assignment sent to a gathered block (see [`gather_at`]).
+    pub fn gathered(&self) -> u64 {
+        self.gathered
     }
 
     /// The share of the `n·k` point–centroid distances the last assignment computed (the first
@@ -179,6 +202,19 @@ impl Yinyang {
             }
             (drift, gd)
         };
+        let e = rounding_bound::<T>(dim);
+        let mut perm = Vec::with_capacity(k * dim);
+        let mut lo_off = vec![T::ZERO; k];
+        let mut hi_off = vec![T::ZERO; k];
+        let mut col_group = vec![0usize; k];
+        for (p, &j) in self.members.iter().enumerate() {
+            let c = &centroids[j as usize * dim..(j as usize + 1) * dim];
+            let cn: f64 = c.iter().map(|v| v.to_f64() * v.to_f64()).sum();
+            lo_off[p] = T::from_f64(cn * (1.0 - e));
+            hi_off[p] = T::from_f64(cn * (1.0 + e));
+            col_group[p] = self.group_of[j as usize] as usize;
+            perm.extend_from_slice(c);
+        }
         let step = Step {
             dim,
             k,
@@ -189,6 +225,13 @@ impl Yinyang {
             members: &self.members,
             drift: &drift,
             group_drift: &group_drift,
+            perm: &perm,
+            lo_off: &lo_off,
+            hi_off: &hi_off,
+            col_group: &col_group,
+            e,
+            mb: block_points(k),
+            gather_at: gather_at(dim, k),
         };
         let mut jobs = points
             .chunks(CHUNK_POINTS * dim)
@@ -206,21 +249,24 @@ impl Yinyang {
         let isa = Isa::detect();
         let mut inertia = 0.0;
         let mut computed = 0u64;
+        let mut gathered = 0u64;
         while jobs.peek().is_some() {
             let group: Vec<Job<T>> = jobs.by_ref().take(wave).collect();
-            let partials: Vec<(Partial, u64)> = kernel.install(|| {
+            let partials: Vec<(Partial, u64, u64)> = kernel.install(|| {
                 group
                     .into_par_iter()
                     .map(|job| chunk_for(isa, &step, job, full))
                     .collect()
             });
-            for (p, c) in partials {
+            for (p, c, gath) in partials {
                 p.add_to(sums, counts);
                 inertia += p.inertia;
                 computed += c;
+                gathered += gath;
             }
         }
         self.computed = computed;
+        self.gathered = gathered;
         self.last = c64;
         inertia
     }
@@ -323,15 +369,15 @@ fn beyond(lb: f64, best: f64) -> bool {
 }
 
 /// [`chunk`] compiled for the detected instruction set.
-fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+        unsafe fn avx512<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
             chunk(s, job, full)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64) {
+        unsafe fn avx2<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
             chunk(s, job, full)
         }
         match isa {
@@ -346,11 +392,12 @@ fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partia
 }
 
 /// One chunk: decides every point's centroid (and bounds), then adds the points to the chunk's
-/// sums in order. Returns the partial sums and the number of distances computed.
+/// sums in order. Returns the partial sums, the number of distances computed and the number of
+/// points gathered.
 #[inline(always)]
-fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64) {
-    let computed = if full {
-        chunk_full(s, &mut job)
+fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64, u64) {
+    let (computed, gathered) = if full {
+        (chunk_full(s, &mut job), 0)
     } else {
         chunk_update(s, &mut job)
     };
@@ -358,7 +405,7 @@ fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64) {
     for (x, &j) in job.pts.chunks_exact(s.dim).zip(job.labels.iter()) {
         part.add_point(x, j as usize, s.centroids);
     }
-    (part, computed)
+    (part, computed, gathered)
 }
 
 /// The distance the exact decisions use.
@@ -368,115 +415,262 @@ fn dist<T: Real>(x: &[T], centroids: &[T], j: usize) -> f64 {
     dist2_fast(x, &centroids[j * dim..(j + 1) * dim])
 }
 
-/// The first assignment: every distance through the GEMM, then the groups that may hold the
-/// nearest centroid exactly.
-///
-/// The GEMM gives, for a block of centroids (in group order) × a block of points,
-/// `g = −2 c·x` with one row per centroid, so that the per-group minima over a block of points
-/// are element-wise minima of rows (they vectorise). With `e` the rounding bound below,
-/// `‖x‖² + g + ‖c‖²` is within `e·(‖x‖² + ‖c‖²)` of the true squared distance (the dot
-/// product's error is at most `(d + 2)·eps·Σ|x_i c_i|`, and the additions, conversions and
-/// offsets add a few `eps` of the same magnitude). So `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a
-/// lower and `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper bound of it.
-#[inline(always)]
-fn chunk_full<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
-    let (dim, k, t) = (s.dim, s.k, s.t);
-    let (pts, labels, ub, lb) = (job.pts, &mut *job.labels, &mut *job.ub, &mut *job.lb);
+/// The relative bound `e` of the rounding error of `‖x‖² − 2x·c + ‖c‖²` computed in `T` (see
+/// [`full_block`]).
+fn rounding_bound<T: Real>(dim: usize) -> f64 {
     let eps_t = if T::NAME == "f32" {
         f32::EPSILON as f64
     } else {
         f64::EPSILON
     };
-    let e = 2.0 * ((dim as f64 + 8.0) * (eps_t + f64::EPSILON));
-    // Row p is centroid members[p], with its offsets and group.
-    let mut perm = Vec::with_capacity(k * dim);
-    let mut lo_off = vec![T::ZERO; k];
-    let mut hi_off = vec![T::ZERO; k];
-    let mut col_group = vec![0usize; k];
-    for (p, &j) in s.members.iter().enumerate() {
-        let c = &s.centroids[j as usize * dim..(j as usize + 1) * dim];
-        let cn: f64 = c.iter().map(|v| v.to_f64() * v.to_f64()).sum();
-        lo_off[p] = T::from_f64(cn * (1.0 - e));
-        hi_off[p] = T::from_f64(cn * (1.0 + e));
-        col_group[p] = s.group_of[j as usize] as usize;
-        perm.extend_from_slice(c);
+    2.0 * ((dim as f64 + 8.0) * (eps_t + f64::EPSILON))
+}
+
+/// Points per block of the blocked exact assignment: the products of a block with all `k`
+/// centroids are kept (`k × mb` values), so the block shrinks as `k` grows.
+fn block_points(k: usize) -> usize {
+    (BLOCK_POINTS * 2048 / k.max(1)).clamp(16, BLOCK_POINTS)
+}
+
+/// The number of candidate centroids from which a point's distances are cheaper through the
+/// blocked GEMM (all `k`, at the GEMM's rate) than one by one ([`dist2_fast`], `d` values each,
+/// plus the local filter). At small `d` the GEMM is many times faster per distance (its
+/// micro-kernel runs near peak, an exact distance pays a conversion and a reduction per pair).
+/// Below 128 centroids the blocks are too narrow for the GEMM to gain: no gathering.
+fn gather_at(dim: usize, k: usize) -> usize {
+    if k < 128 {
+        return usize::MAX;
     }
-    let kb_max = k.min(BLOCK_CENTROIDS);
-    const BP: usize = BLOCK_POINTS;
-    let mut g = vec![T::ZERO; BP * kb_max];
-    // Per group, then per point of the block: the lowest lower end; per point the lowest upper.
-    let mut gmin = vec![T::INFINITY; t * BP];
-    let mut hmin = [T::INFINITY; BP];
+    let ratio = if dim < 128 { 8 } else { 2 };
+    k.div_ceil(ratio)
+}
+
+/// Where [`full_block`] writes each point's centroid, `ub` and `t` group bounds.
+struct Out<'a> {
+    labels: &'a mut [u32],
+    ub: &'a mut [f64],
+    lb: &'a mut [f64],
+}
+
+/// Buffers of [`full_block`], reused across the blocks of a chunk.
+struct Scratch<T> {
+    /// `−2 c·x`, one row of `mb` points per centroid (group order).
+    g: Vec<T>,
+    /// Per group, then per point: the lowest lower end (or exact distance) of its members.
+    gmin: Vec<f64>,
+    /// Per point: the lowest upper end, `‖x‖²·(1 − e)` and the candidate limit.
+    hmin: Vec<T>,
+    xlo: Vec<f64>,
+    limit: Vec<f64>,
+    /// (point, row) pairs whose lower end does not exceed the point's limit, and the exact
+    /// distance of each.
+    cands: Vec<(u32, u32)>,
+    exact: Vec<f64>,
+    /// Gathered points (`mb × dim`), their indices in the chunk and the results.
+    buf: Vec<T>,
+    at: Vec<usize>,
+    labels: Vec<u32>,
+    ub: Vec<f64>,
+    lb: Vec<f64>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(s: &Step<T>) -> Scratch<T> {
+        let (mb, k, t) = (s.mb, s.k, s.t);
+        Scratch {
+            g: vec![T::ZERO; k * mb],
+            gmin: vec![f64::INFINITY; t * mb],
+            hmin: vec![T::INFINITY; mb],
+            xlo: vec![0.0; mb],
+            limit: vec![0.0; mb],
+            cands: Vec::with_capacity(2 * mb),
+            exact: Vec::with_capacity(2 * mb),
+            buf: Vec::new(),
+            at: Vec::with_capacity(mb),
+            labels: Vec::new(),
+            ub: Vec::new(),
+            lb: Vec::new(),
+        }
+    }
+}
+
+/// The exact assignment of a block of at most `s.mb` points (`block`, row-major) from scratch:
+/// every distance through the GEMM, then the few centroids that may be nearest exactly. Writes
+/// each point's centroid, exact distance (`ub`) and group bounds (`lb`, `t` per point) and
+/// returns the number of distances computed.
+///
+/// The GEMM gives, for all centroids (in group order) × the block, `g = −2 c·x` with one row per
+/// centroid, so the per-point minima over a row are element-wise (they vectorise). With `e`
+/// the rounding bound of [`rounding_bound`], `‖x‖² + g + ‖c‖²` is within `e·(‖x‖² + ‖c‖²)` of
+/// the true squared distance (the dot product's error is at most `(d + 2)·eps·Σ|x_i c_i|`, and
+/// the additions, conversions and offsets add a few `eps` of the same magnitude). So
+/// `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a lower and `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper
+/// bound of it. A centroid whose lower end exceeds the lowest upper end (by the margin) cannot be
+/// nearest; the others (usually one or two) are computed exactly and decide. A group's bound is
+/// the lowest lower end of its other members, or exact distance where one was computed (never
+/// the chosen centroid's).
+#[inline(always)]
+fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) -> u64 {
+    let Out { labels, ub, lb } = out;
+    let (dim, k, t) = (s.dim, s.k, s.t);
+    let m = block.len() / dim;
+    debug_assert!(m <= s.mb && labels.len() == m && ub.len() == m && lb.len() == m * t);
+    let e = s.e;
+    let g = &mut sc.g[..k * m];
+    let hmin = &mut sc.hmin[..m];
+    hmin.fill(T::INFINITY);
+    let mut j0 = 0;
+    while j0 < k {
+        let kb = BLOCK_CENTROIDS.min(k - j0);
+        let rows = &mut g[j0 * m..(j0 + kb) * m];
+        let (a, bp, gp) = (
+            s.perm[j0 * dim..].as_ptr(),
+            block.as_ptr(),
+            rows.as_mut_ptr(),
+        );
+        let (alpha, rs, mi) = (T::from_f64(-2.0), dim as isize, m as isize);
+        // SAFETY: rows j0..j0+kb of `perm` (k × dim, row-major), `block` read as its transpose
+        // (dim × m: row stride 1, column stride dim) and `rows` (kb × m, row-major), all in
+        // bounds.
+        unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
+        for (row, &hi) in rows.chunks_exact(m).zip(&s.hi_off[j0..j0 + kb]) {
+            for (&v, h) in row.iter().zip(hmin.iter_mut()) {
+                let u = v + hi;
+                if u < *h {
+                    *h = u;
+                }
+            }
+        }
+        j0 += kb;
+    }
+    let mut computed = (m * k) as u64;
+    for (i, x) in block.chunks_exact(dim).enumerate() {
+        let xn: f64 = x.iter().map(|v| v.to_f64() * v.to_f64()).sum();
+        sc.xlo[i] = xn * (1.0 - e);
+        sc.limit[i] = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
+    }
+    let (xlo, limit) = (&sc.xlo[..m], &sc.limit[..m]);
+    let gmin = &mut sc.gmin[..t * m];
+    gmin.fill(f64::INFINITY);
+    let cands = &mut sc.cands;
+    cands.clear();
+    for (p, row) in g.chunks_exact(m).enumerate() {
+        let lo = s.lo_off[p];
+        let grp = s.col_group[p];
+        let gm = &mut gmin[grp * m..(grp + 1) * m];
+        let mut i0 = 0;
+        let whole = m / 8 * 8;
+        while i0 < whole {
+            if lower_ends::<T, 8>(&row[i0..], lo, &xlo[i0..], &limit[i0..], &mut gm[i0..]) {
+                push_candidates(&row[i0..i0 + 8], lo, &xlo[i0..], &limit[i0..], i0, p, cands);
+            }
+            i0 += 8;
+        }
+        for i in whole..m {
+            if lower_ends::<T, 1>(&row[i..], lo, &xlo[i..], &limit[i..], &mut gm[i..]) {
+                push_candidates(&row[i..i + 1], lo, &xlo[i..], &limit[i..], i, p, cands);
+            }
+        }
+    }
+    cands.sort_unstable();
+    let exact = &mut sc.exact;
+    exact.clear();
+    let mut c = 0;
+    for (i, x) in block.chunks_exact(dim).enumerate() {
+        let (mut best, mut best_j, mut best_p) = (f64::INFINITY, u32::MAX, usize::MAX);
+        let first = c;
+        while c < cands.len() && cands[c].0 as usize == i {
+            let p = cands[c].1 as usize;
+            let j = s.members[p];
+            let d = dist(x, s.centroids, j as usize);
+            computed += 1;
+            exact.push(d);
+            if d < best || (d == best && j < best_j) {
+                (best, best_j, best_p) = (d, j, p);
+            }
+            c += 1;
+        }
+        if best_j == u32::MAX {
+            // Only infinite or NaN distances (values too large for their squares): any
+            // centroid; the driver refuses the infinite inertia.
+            (best, best_j) = (f64::INFINITY, s.members[0]);
+        }
+        // The other candidates' exact distances join their groups' bounds.
+        for (&(_, p), &d) in cands[first..c].iter().zip(&exact[first..c]) {
+            let p = p as usize;
+            if p != best_p {
+                let slot = &mut gmin[s.col_group[p] * m + i];
+                if d < *slot {
+                    *slot = d;
+                }
+            }
+        }
+        for (grp, l) in lb[i * t..(i + 1) * t].iter_mut().enumerate() {
+            *l = gmin[grp * m + i].max(0.0).sqrt();
+        }
+        labels[i] = best_j;
+        ub[i] = best.sqrt();
+    }
+    computed
+}
+
+/// For `L` points: lowers each point's group minimum `gm` by the centroid's lower end when that
+/// exceeds the point's limit; returns whether some lower end does not (a candidate).
+#[inline(always)]
+fn lower_ends<T: Real, const L: usize>(
+    row: &[T],
+    lo: T,
+    xlo: &[f64],
+    limit: &[f64],
+    gm: &mut [f64],
+) -> bool {
+    let (row, xlo, limit, gm) = (&row[..L], &xlo[..L], &limit[..L], &mut gm[..L]);
+    let mut any = false;
+    for l in 0..L {
+        let v = (row[l] + lo).to_f64() + xlo[l];
+        let beyond = v > limit[l];
+        any |= !beyond;
+        let w = if beyond { v } else { f64::INFINITY };
+        gm[l] = if w < gm[l] { w } else { gm[l] };
+    }
+    any
+}
+
+/// Records the (point, row) pairs among `row`'s points whose lower end does not exceed the
+/// point's limit (the same test as [`lower_ends`]).
+#[inline(always)]
+fn push_candidates<T: Real>(
+    row: &[T],
+    lo: T,
+    xlo: &[f64],
+    limit: &[f64],
+    i0: usize,
+    p: usize,
+    cands: &mut Vec<(u32, u32)>,
+) {
+    for (l, &r) in row.iter().enumerate() {
+        let v = (r + lo).to_f64() + xlo[l];
+        let beyond = v > limit[l];
+        if !beyond {
+            cands.push(((i0 + l) as u32, p as u32));
+        }
+    }
+}
+
+/// The first assignment: [`full_block`] over the chunk's blocks.
+#[inline(always)]
+fn chunk_full<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
+    let (dim, t, mb) = (s.dim, s.t, s.mb);
+    let mut sc = Scratch::new(s);
     let mut computed = 0u64;
-    let mut exact: Vec<(usize, f64, f64, u32)> = Vec::with_capacity(t);
-    for (b, block) in pts.chunks(BP * dim).enumerate() {
-        let m = block.len() / dim;
-        gmin.fill(T::INFINITY);
-        hmin.fill(T::INFINITY);
-        let mut j0 = 0;
-        while j0 < k {
-            let kb = kb_max.min(k - j0);
-            let (a, bp, gp) = (perm[j0 * dim..].as_ptr(), block.as_ptr(), g.as_mut_ptr());
-            let (alpha, rs, mi) = (T::from_f64(-2.0), dim as isize, m as isize);
-            // SAFETY: rows j0..j0+kb of `perm` (k × dim, row-major), `block` read as its
-            // transpose (dim × m: row stride 1, column stride dim) and `g` (kb × m, row-major),
-            // all in bounds.
-            unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
-            for (jj, row) in g[..kb * m].chunks_exact(m).enumerate() {
-                let p = j0 + jj;
-                let (lo, hi) = (lo_off[p], hi_off[p]);
-                let gm = &mut gmin[col_group[p] * BP..col_group[p] * BP + m];
-                for ((&v, gl), h) in row.iter().zip(gm.iter_mut()).zip(hmin.iter_mut()) {
-                    let l = v + lo;
-                    if l < *gl {
-                        *gl = l;
-                    }
-                    let u = v + hi;
-                    if u < *h {
-                        *h = u;
-                    }
-                }
-            }
-            j0 += kb;
-        }
-        computed += (m * k) as u64;
-        for (i, x) in block.chunks_exact(dim).enumerate() {
-            let p = b * BP + i;
-            let xn: f64 = x.iter().map(|v| v.to_f64() * v.to_f64()).sum();
-            let limit = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
-            let (mut best, mut best_j) = (f64::INFINITY, u32::MAX);
-            // The groups that may hold the nearest centroid, exactly; their bound is their
-            // second smallest exact distance (or smallest when the nearest is elsewhere).
-            let lbp = &mut lb[p * t..(p + 1) * t];
-            exact.clear();
-            for (grp, l) in lbp.iter_mut().enumerate() {
-                let lo = gmin[grp * BP + i].to_f64() + xn * (1.0 - e);
-                if lo > limit {
-                    *l = lo.max(0.0).sqrt();
-                    continue;
-                }
-                let mut two = (f64::INFINITY, f64::INFINITY, u32::MAX);
-                for &j in &s.members[s.starts[grp]..s.starts[grp + 1]] {
-                    let d = dist(x, s.centroids, j as usize);
-                    computed += 1;
-                    keep_two(&mut two, d, j);
-                    if d < best || (d == best && j < best_j) {
-                        (best, best_j) = (d, j);
-                    }
-                }
-                exact.push((grp, two.0, two.1, two.2));
-            }
-            if best_j == u32::MAX {
-                // Only infinite distances (values too large for their squares): any centroid;
-                // the driver refuses the infinite inertia.
-                (best, best_j) = (f64::INFINITY, 0);
-            }
-            for &(grp, m1, m2, i1) in &exact {
-                lbp[grp] = if i1 == best_j { m2 } else { m1 }.sqrt();
-            }
-            labels[p] = best_j;
-            ub[p] = best.sqrt();
-        }
+    for (((block, labels), ub), lb) in job
+        .pts
+        .chunks(mb * dim)
+        .zip(job.labels.chunks_mut(mb))
+        .zip(job.ub.chunks_mut(mb))
+        .zip(job.lb.chunks_mut(mb * t))
+    {
+        computed += full_block(s, &mut sc, block, Out { labels, ub, lb });
     }
     computed
 }
@@ -491,9 +685,10 @@ fn keep_two(two: &mut (f64, f64, u32), v: f64, j: u32) {
     }
 }
 
-/// A later assignment: bounds moved by the drift, then the group and local filters.
+/// A later assignment: bounds moved by the drift, then the group and local filters. Returns the
+/// number of distances computed and of points gathered.
 #[inline(always)]
-fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
+fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
     let (dim, t) = (s.dim, s.t);
     let (pts, labels, ub, lb) = (job.pts, &mut *job.labels, &mut *job.ub, &mut *job.lb);
     let mut computed = 0u64;
@@ -504,6 +699,8 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
     let mut m2 = vec![0.0f64; t];
     let mut i1 = vec![0u32; t];
     let mut examined: Vec<usize> = Vec::with_capacity(t);
+    let mut sc = Scratch::new(s);
+    let mut gathered = 0u64;
     for (p, x) in pts.chunks_exact(dim).enumerate() {
         let a = labels[p] as usize;
         let lbp = &mut lb[p * t..(p + 1) * t];
@@ -523,6 +720,22 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
         let ra = da.sqrt();
         ub[p] = ra;
         if beyond(glob, ra) {
+            continue;
+        }
+        // Many candidate centroids: gather the point for a blocked GEMM (which recomputes all
+        // its bounds) rather than compute their distances one by one.
+        let mut wide = 0;
+        for (grp, &l) in lbp.iter().enumerate() {
+            if !beyond(l, ra) {
+                wide += s.starts[grp + 1] - s.starts[grp];
+            }
+        }
+        if wide >= s.gather_at {
+            gathered += 1;
+            sc.at.push(p);
+            if sc.at.len() == s.mb {
+                computed += gather(s, &mut sc, pts, Out { labels, ub, lb });
+            }
             continue;
         }
         let (mut best, mut best_j, mut rb) = (da, a as u32, ra);
@@ -564,6 +777,44 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> u64 {
             ub[p] = rb;
         }
     }
+    (
+        computed + gather(s, &mut sc, pts, Out { labels, ub, lb }),
+        gathered,
+    )
+}
+
+/// [`full_block`] for the gathered points `sc.at` (indices into the chunk), whose results are
+/// written back to their places; empties `sc.at`.
+fn gather<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, pts: &[T], out: Out) -> u64 {
+    let Out { labels, ub, lb } = out;
+    let (dim, t, m) = (s.dim, s.t, sc.at.len());
+    if m == 0 {
+        return 0;
+    }
+    let mut buf = std::mem::take(&mut sc.buf);
+    let mut bl = std::mem::take(&mut sc.labels);
+    let mut bu = std::mem::take(&mut sc.ub);
+    let mut bb = std::mem::take(&mut sc.lb);
+    buf.clear();
+    for &p in &sc.at {
+        buf.extend_from_slice(&pts[p * dim..(p + 1) * dim]);
+    }
+    bl.resize(m, 0);
+    bu.resize(m, 0.0);
+    bb.resize(m * t, 0.0);
+    let into = Out {
+        labels: &mut bl,
+        ub: &mut bu,
+        lb: &mut bb,
+    };
+    let computed = full_block(s, sc, &buf, into);
+    for (i, &p) in sc.at.iter().enumerate() {
+        labels[p] = bl[i];
+        ub[p] = bu[i];
+        lb[p * t..(p + 1) * t].copy_from_slice(&bb[i * t..(i + 1) * t]);
+    }
+    sc.at.clear();
+    (sc.buf, sc.labels, sc.ub, sc.lb) = (buf, bl, bu, bb);
     computed
 }
 
@@ -656,6 +907,30 @@ mod tests {
         let (dim, k) = (12, 40);
         let pts = random(2000 * dim, 3);
         lloyd(&pts, &random(k * dim, 4), dim, 25, true);
+    }
+
+    /// Random data with many centroids: most points that fail the filters have many candidate
+    /// centroids and are decided in gathered blocks, which must give the same answer.
+    #[test]
+    fn gathered_blocks_equal_the_reference_and_gemm() {
+        let (n, dim, k) = (CHUNK_POINTS + 900, 8, 200);
+        let pts = random(n * dim, 31);
+        let init = random(k * dim, 32);
+        let kernel = Kernel::new(2).unwrap();
+        let mut yy = Yinyang::new(n, dim, k);
+        let mut cen = init.clone();
+        let mut gathered = 0;
+        for _ in 0..4 {
+            let (mut s, mut c) = (vec![0.0; k * dim], vec![0.0; k]);
+            yy.assign(&kernel, &pts, &cen, &mut s, &mut c);
+            gathered += yy.gathered();
+            update(&s, &c, &mut cen, dim);
+        }
+        assert!(gathered > 0, "no point was gathered");
+        lloyd(&pts, &init, dim, 6, true);
+        let p32: Vec<f32> = pts.iter().map(|&v| v as f32).collect();
+        let i32: Vec<f32> = init.iter().map(|&v| v as f32).collect();
+        lloyd(&p32, &i32, dim, 6, false);
     }
 
     /// Coordinates on a coarse grid, duplicated points and centroids: exact ties everywhere,
