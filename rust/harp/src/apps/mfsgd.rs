@@ -333,8 +333,20 @@ pub fn load_share(
     let piece = total
         .div_ceil(4 * rayon::current_num_threads() as u64)
         .max(PIECE);
+    load_pieces(storage, files, &ranges, workers, piece)
+}
+
+/// [`load_share`] of the byte `ranges` of `files` (one per file), parsed in pieces of at most
+/// `piece` bytes.
+fn load_pieces(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    ranges: &[(u64, u64)],
+    workers: usize,
+    piece: u64,
+) -> Result<Vec<Vec<Rating>>> {
     let mut pieces = Vec::new();
-    for (f, &(s, e)) in files.iter().zip(&ranges) {
+    for (f, &(s, e)) in files.iter().zip(ranges) {
         let mut a = s;
         while a < e {
             let b = e.min(a + piece);
@@ -1212,6 +1224,69 @@ mod tests {
             let e = err(&format!("1 2 {bad}"));
             assert!(e.contains(&format!("bad rating '{bad}'")), "{e}");
         }
+    }
+
+    /// Whatever the size of the pieces parsed in parallel, each worker's ratings come in input
+    /// order, and an error names the first bad line.
+    #[test]
+    fn pieces_keep_the_input_order_and_name_the_first_bad_line() {
+        use crate::io::split::spread;
+        let d = std::env::temp_dir().join(format!("harp-mfsgd-pieces-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("r.txt").to_str().unwrap().to_string();
+        let s = crate::storage::LocalStorage;
+        let mut text = String::new();
+        for j in 0..300u64 {
+            text.push_str(&format!("{} {}\t{}.5\n", j * 7 % 101, j % 13, j));
+            if j % 50 == 0 {
+                text.push_str("# c\n\n");
+            }
+        }
+        std::fs::write(&path, &text).unwrap();
+        let files = s.list_input(&path, false).unwrap();
+        let sizes = [files[0].size];
+        let want: Vec<Rating> = text
+            .lines()
+            .filter_map(|l| parse_rating_line(l.as_bytes()).unwrap())
+            .collect();
+        assert_eq!(want.len(), 300);
+        for piece in [1u64, 5, 64, 1 << 20] {
+            for workers in [1usize, 3] {
+                let mut got = vec![Vec::new(); workers];
+                for rank in 0..workers {
+                    let ranges = spread(&sizes, rank, workers);
+                    let b = load_pieces(&s, &files, &ranges, workers, piece).unwrap();
+                    for (o, v) in b.into_iter().enumerate() {
+                        got[o].extend(v);
+                    }
+                }
+                for (o, g) in got.iter().enumerate() {
+                    let w: Vec<Rating> = want
+                        .iter()
+                        .filter(|r| owner_of(r.user, workers) == o)
+                        .copied()
+                        .collect();
+                    assert_eq!(g, &w, "piece {piece}, {workers} workers, owner {o}");
+                }
+            }
+        }
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[100] = "1 2 x";
+        lines[250] = "1 2";
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let files = s.list_input(&path, false).unwrap();
+        let ranges = spread(&[files[0].size], 0, 1);
+        for piece in [1u64, 5, 1 << 20] {
+            let e = load_pieces(&s, &files, &ranges, 1, piece)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("r.txt:101:") && e.contains("bad rating 'x'"),
+                "{e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
