@@ -43,7 +43,7 @@ use rayon::prelude::*;
 use crate::data::kv::FastMap;
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
-use crate::io::lines::for_each_line_of_share;
+use crate::io::lines::{for_each_line, read_lines, LineError, STREAM_BLOCK};
 use crate::storage::{FileInfo, Storage};
 use crate::util::hash::splitmix64;
 use crate::util::quote;
@@ -239,43 +239,67 @@ pub fn sgd_step(p: &mut [f32], q: &mut [f32], r: f32, alpha: f32, lambda: f32) {
 // ---------------------------------------------------------------------------------------------
 // Input
 
+/// A field separator of a rating line.
+#[inline]
+fn is_sep(b: u8) -> bool {
+    b == b' ' || b == b'\t' || b == b'\r'
+}
+
+/// A non-negative integer id of only ASCII digits (leading zeros allowed), at most `i64::MAX`.
+#[inline]
+fn parse_id(tok: &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for &c in tok {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    (!tok.is_empty() && v <= i64::MAX as u64).then_some(v)
+}
+
 /// The rating on one line, `None` for a blank or comment line.
 pub fn parse_rating_line(line: &[u8]) -> std::result::Result<Option<Rating>, String> {
-    let mut fields = line
-        .split(|b| *b == b' ' || *b == b'\t' || *b == b'\r')
-        .filter(|f| !f.is_empty());
-    let (u, i, r) = match (fields.next(), fields.next(), fields.next(), fields.next()) {
-        (None, ..) => return Ok(None),
-        (Some(t), ..) if t[0] == b'#' => return Ok(None),
-        (Some(u), Some(i), Some(r), None) => (u, i, r),
-        _ => {
-            let n = line
-                .split(|b| *b == b' ' || *b == b'\t' || *b == b'\r')
-                .filter(|f| !f.is_empty())
-                .count();
-            let s = if n == 1 { "" } else { "s" };
-            return Err(format!(
-                "expected a rating 'user item rating', found {n} field{s}: {}",
-                quote(line.trim_ascii_end())
-            ));
+    // The first three fields, and how many there are.
+    let mut tok: [&[u8]; 3] = [&[]; 3];
+    let (mut n, mut pos) = (0usize, 0usize);
+    while pos < line.len() {
+        if is_sep(line[pos]) {
+            pos += 1;
+            continue;
         }
-    };
+        let from = pos;
+        while pos < line.len() && !is_sep(line[pos]) {
+            pos += 1;
+        }
+        if n < 3 {
+            tok[n] = &line[from..pos];
+        }
+        n += 1;
+    }
+    if n == 0 || tok[0][0] == b'#' {
+        return Ok(None);
+    }
+    if n != 3 {
+        let s = if n == 1 { "" } else { "s" };
+        return Err(format!(
+            "expected a rating 'user item rating', found {n} field{s}: {}",
+            quote(line.trim_ascii_end())
+        ));
+    }
     let id = |tok: &[u8], what: &str| {
-        std::str::from_utf8(tok)
-            .ok()
-            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|s| s.parse::<u64>().ok())
-            .filter(|&v| v <= i64::MAX as u64)
-            .ok_or_else(|| {
-                format!(
-                    "bad {what} id {}: expected an integer from 0 to {}",
-                    quote(tok),
-                    i64::MAX
-                )
-            })
+        parse_id(tok).ok_or_else(|| {
+            format!(
+                "bad {what} id {}: expected an integer from 0 to {}",
+                quote(tok),
+                i64::MAX
+            )
+        })
     };
-    let user = id(u, "user")?;
-    let item = id(i, "item")?;
+    let user = id(tok[0], "user")?;
+    let item = id(tok[1], "item")?;
+    let r = tok[2];
     let value = std::str::from_utf8(r)
         .ok()
         .and_then(|s| s.parse::<f32>().ok())
@@ -290,22 +314,79 @@ pub fn parse_rating_line(line: &[u8]) -> std::result::Result<Option<Rating>, Str
     Ok(Some(Rating { user, item, value }))
 }
 
+/// The least bytes of input one thread parses at a time.
+const PIECE: u64 = 4 << 20;
+
 /// The ratings of the lines of `files` that belong to `rank` of `workers` (Hadoop-style line
-/// shares), bucketed by the worker that owns their user.
+/// shares), bucketed by the worker that owns their user, each bucket in input order. The share
+/// is cut into byte ranges (a range owns the lines that start in it) parsed in parallel on the
+/// current thread pool; an error names the file and line of the first bad line.
 pub fn load_share(
     storage: &dyn Storage,
     files: &[FileInfo],
     rank: usize,
     workers: usize,
 ) -> Result<Vec<Vec<Rating>>> {
-    let mut out: Vec<Vec<Rating>> = vec![Vec::new(); workers];
-    for_each_line_of_share(storage, files, rank, workers, |line| {
-        if let Some(r) = parse_rating_line(line)? {
-            out[owner_of(r.user, workers)].push(r);
+    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
+    let ranges = crate::io::split::spread(&sizes, rank, workers);
+    let total: u64 = ranges.iter().map(|&(s, e)| e.saturating_sub(s)).sum();
+    let piece = total
+        .div_ceil(4 * rayon::current_num_threads() as u64)
+        .max(PIECE);
+    load_pieces(storage, files, &ranges, workers, piece)
+}
+
+/// [`load_share`] of the byte `ranges` of `files` (one per file), parsed in pieces of at most
+/// `piece` bytes.
+fn load_pieces(
+    storage: &dyn Storage,
+    files: &[FileInfo],
+    ranges: &[(u64, u64)],
+    workers: usize,
+    piece: u64,
+) -> Result<Vec<Vec<Rating>>> {
+    let mut pieces = Vec::new();
+    for (f, &(s, e)) in files.iter().zip(ranges) {
+        let mut a = s;
+        while a < e {
+            let b = e.min(a + piece);
+            pieces.push((f, a, b));
+            a = b;
         }
-        Ok(())
-    })?;
-    Ok(out)
+    }
+    let parts: Vec<Result<Vec<Vec<Rating>>>> = pieces
+        .par_iter()
+        .map(|&(f, s, e)| {
+            let mut out: Vec<Vec<Rating>> = vec![Vec::new(); workers];
+            read_lines(storage, f, s, e, STREAM_BLOCK.min(piece), |lines, _| {
+                for_each_line(lines, |line, line_start| {
+                    match parse_rating_line(line) {
+                        Ok(Some(r)) => out[owner_of(r.user, workers)].push(r),
+                        Ok(None) => {}
+                        Err(msg) => return Err(LineError { line_start, msg }),
+                    }
+                    Ok(())
+                })
+            })?;
+            Ok(out)
+        })
+        .collect();
+    let mut done = Vec::with_capacity(parts.len());
+    for part in parts {
+        done.push(part?);
+    }
+    if done.len() == 1 {
+        return Ok(done.pop().expect("one piece"));
+    }
+    Ok((0..workers)
+        .map(|o| {
+            let mut v = Vec::with_capacity(done.iter().map(|d| d[o].len()).sum());
+            for d in &mut done {
+                v.extend_from_slice(&std::mem::take(&mut d[o]));
+            }
+            v
+        })
+        .collect())
 }
 
 /// Every rating of `path` (a file or a directory), in input order (tests and the reference).
@@ -315,8 +396,8 @@ pub fn read_all(storage: &dyn Storage, path: &str) -> Result<Vec<Rating>> {
 }
 
 /// Reads this worker's share of `path` and regroups the ratings to the workers owning their
-/// users: this worker's ratings, sorted by user, item and rating. Collective (every worker
-/// agrees first that every read succeeded).
+/// users: this worker's ratings, in the order of the workers that read them and of their
+/// input. Collective (every worker agrees first that every read succeeded).
 fn load_regrouped(w: &Worker, what: &str, path: &str) -> Result<Vec<Rating>> {
     let (me, p) = (w.rank(), w.size());
     let storage = crate::storage::for_path_on(path, Some(w.runtime().clone()))?;
@@ -331,7 +412,10 @@ fn load_regrouped(w: &Worker, what: &str, path: &str) -> Result<Vec<Rating>> {
     });
     let failed = loaded.as_ref().err().map(|e| Error::config(e.to_string()));
     crate::worker::agree(w, &format!("mfsgd-{what}-read"), failed.map_or(Ok(()), Err))?;
-    let buckets = loaded?;
+    let mut buckets = loaded?;
+    if p == 1 {
+        return Ok(buckets.pop().expect("one bucket"));
+    }
     let mut t = Table::new(Combiner::Reject);
     for (o, b) in buckets.into_iter().enumerate() {
         if b.is_empty() {
@@ -361,7 +445,6 @@ fn load_regrouped(w: &Worker, what: &str, path: &str) -> Result<Vec<Rating>> {
     }
     drop(t);
     w.pool().trim();
-    out.par_sort_unstable_by_key(Rating::order_key);
     Ok(out)
 }
 
@@ -577,6 +660,58 @@ fn update_slice(
     }
 }
 
+/// Ids to what is known of them: an array indexed by id when the ids are small enough, a hash
+/// map otherwise.
+enum IdIndex<T> {
+    Dense(Vec<Option<T>>),
+    Map(FastMap<u64, T>),
+}
+
+impl<T: Copy> IdIndex<T> {
+    /// An empty index of ids up to `max`.
+    fn new(max: u64, dense: bool) -> IdIndex<T> {
+        if dense {
+            IdIndex::Dense(vec![None; max as usize + 1])
+        } else {
+            IdIndex::Map(FastMap::default())
+        }
+    }
+
+    fn insert(&mut self, id: u64, v: T) {
+        match self {
+            IdIndex::Dense(a) => a[id as usize] = Some(v),
+            IdIndex::Map(m) => {
+                m.insert(id, v);
+            }
+        }
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<T> {
+        match self {
+            IdIndex::Dense(a) => a.get(id as usize).copied().flatten(),
+            IdIndex::Map(m) => m.get(&id).copied(),
+        }
+    }
+}
+
+/// The distinct values of `ids` (each at most `max`) in ascending order: flags in an array
+/// indexed by id when `dense`, a sort otherwise.
+fn distinct(ids: impl Iterator<Item = u64>, max: u64, dense: bool) -> Vec<u64> {
+    if dense {
+        let mut seen = vec![false; max as usize + 1];
+        for id in ids {
+            seen[id as usize] = true;
+        }
+        (0..=max).filter(|&id| seen[id as usize]).collect()
+    } else {
+        let mut v: Vec<u64> = ids.collect();
+        v.par_sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
 /// Where each of `n` runs starts when values with the given run numbers are laid out by run
 /// (and where the last ends): counts, then prefix sums.
 fn starts(n: usize, keys: impl Iterator<Item = usize>) -> Vec<usize> {
@@ -591,7 +726,7 @@ fn starts(n: usize, keys: impl Iterator<Item = usize>) -> Vec<usize> {
 }
 
 /// `rows` cut at `start` (row numbers; `k` values per row) into mutable pieces.
-fn split_rows<'a>(mut rows: &'a mut [f32], start: &[usize], k: usize) -> Vec<&'a mut [f32]> {
+fn split_rows<'a, T>(mut rows: &'a mut [T], start: &[usize], k: usize) -> Vec<&'a mut [T]> {
     let mut out = Vec::with_capacity(start.len() - 1);
     for w in start.windows(2) {
         let (a, rest) = rows.split_at_mut((w[1] - w[0]) * k);
@@ -652,7 +787,7 @@ fn run_in(
     let (me, p) = (w.rank(), w.size());
     let (k, b, s) = (opts.rank, opts.blocks, 2 * p);
     let t0 = Instant::now();
-    let train = load_regrouped(w, "input", &opts.input)?;
+    let mut train = load_regrouped(w, "input", &opts.input)?;
     let test = match &opts.test {
         Some(t) => load_regrouped(w, "test", t)?,
         None => Vec::new(),
@@ -660,10 +795,19 @@ fn run_in(
     let read_s = t0.elapsed().as_secs_f64();
     let t_read = Instant::now();
 
+    // Ids become rows through an array indexed by id when the ids are small (at most about
+    // two per rating), through a hash map otherwise.
+    let dense_below = (2 * train.len() as u64).max(1 << 20);
     // Every item with a training rating, on every worker.
-    let mut mine: Vec<i64> = train.iter().map(|r| r.item as i64).collect();
-    mine.par_sort_unstable();
-    mine.dedup();
+    let max_item = train.par_iter().map(|r| r.item).max().unwrap_or(0);
+    let mine: Vec<i64> = distinct(
+        train.iter().map(|r| r.item),
+        max_item,
+        max_item < dense_below,
+    )
+    .into_iter()
+    .map(|x| x as i64)
+    .collect();
     let mut t = Table::new(Combiner::Reject);
     t.put(me as u32, Array::from_slice(w.pool(), &mine));
     w.allgather("mfsgd-items", &mut t, Opts::default())?;
@@ -679,9 +823,10 @@ fn run_in(
         slices[slice_of(it, s)].push((sub_of(it, s, b), it));
     }
     let n_items = all.len() as u64;
+    let max_item = all.last().copied().unwrap_or(0);
     drop(all);
-    // item → (slice, row in its sub-slice)
-    let mut item_at: FastMap<u64, (u32, u32)> = FastMap::default();
+    // item → (slice, sub-slice, row in its sub-slice)
+    let mut item_at = IdIndex::new(max_item, max_item < dense_below.max(4 * n_items));
     let slices: Vec<SliceItems> = slices
         .into_iter()
         .enumerate()
@@ -689,7 +834,7 @@ fn run_in(
             v.sort_unstable();
             let sub_start = starts(b, v.iter().map(|x| x.0));
             for (row, &(sub, id)) in v.iter().enumerate() {
-                item_at.insert(id, (si as u32, (row - sub_start[sub]) as u32));
+                item_at.insert(id, (si as u32, sub as u32, (row - sub_start[sub]) as u32));
             }
             SliceItems {
                 ids: v.into_iter().map(|x| x.1).collect(),
@@ -698,15 +843,23 @@ fn run_in(
         })
         .collect();
 
-    // This worker's users, by group then id; their factors.
-    let mut users: Vec<(usize, u64)> = train
-        .iter()
-        .map(|r| (group_of(r.user, p, b), r.user))
-        .collect();
-    users.dedup();
-    users.par_sort_unstable();
-    users.dedup();
-    let group_start = starts(b, users.iter().map(|x| x.0));
+    // This worker's users, by group then id (a counting sort of the ids in order); their
+    // factors.
+    let max_user = train.par_iter().map(|r| r.user).max().unwrap_or(0);
+    let ids = distinct(
+        train.iter().map(|r| r.user),
+        max_user,
+        max_user < dense_below,
+    );
+    let group_start = starts(b, ids.iter().map(|&u| group_of(u, p, b)));
+    let mut users = vec![(0usize, 0u64); ids.len()];
+    let mut fill = group_start.clone();
+    for &u in &ids {
+        let g = group_of(u, p, b);
+        users[fill[g]] = (g, u);
+        fill[g] += 1;
+    }
+    drop(ids);
     if users.len() > u32::MAX as usize - 1
         || slices.iter().any(|x| x.ids.len() >= u32::MAX as usize)
     {
@@ -714,11 +867,11 @@ fn run_in(
             "more than 2^32 − 1 users on a worker or items in a slice: use more workers",
         ));
     }
-    let user_at: FastMap<u64, u32> = users
-        .iter()
-        .enumerate()
-        .map(|(row, &(g, id))| (id, (row - group_start[g]) as u32))
-        .collect();
+    // user → (group, row in its group)
+    let mut user_at = IdIndex::new(max_user, max_user < dense_below);
+    for (row, &(g, id)) in users.iter().enumerate() {
+        user_at.insert(id, (g as u32, (row - group_start[g]) as u32));
+    }
     crate::util::memory::check_fits(
         "the factors",
         (users.len() as u128 + n_items as u128).checked_mul(k as u128 * 4),
@@ -729,33 +882,45 @@ fn run_in(
         .zip(&users)
         .for_each(|(f, &(_, id))| initial_factors(opts.seed, id, false, f));
 
-    // The blocks of the training ratings (in their sorted order within each block).
+    // The blocks of the training ratings: a counting sort by block, then each block sorted
+    // into its fixed order (rows follow the ids' order, so by user id, item id and rating).
     let nb = s * b * b;
-    let key = |r: &Rating| {
-        let (sl, _) = item_at[&r.item];
-        (sl as usize * b + group_of(r.user, p, b)) * b + sub_of(r.item, s, b)
+    let place = |r: &Rating| -> (usize, (u32, u32, f32)) {
+        let (g, urow) = user_at.get(r.user).expect("a user of this worker");
+        let (sl, sub, irow) = item_at.get(r.item).expect("an item with a rating");
+        let block = (sl as usize * b + g as usize) * b + sub as usize;
+        (block, (urow, irow, r.value))
     };
-    let start = starts(nb, train.iter().map(key));
+    // Each rating's ids become its block (in `user`) and its two rows (in `item`), in parallel.
+    train.par_iter_mut().for_each(|r| {
+        let (block, (u, i, _)) = place(r);
+        r.user = block as u64;
+        r.item = (u as u64) << 32 | i as u64;
+    });
+    let start = starts(nb, train.iter().map(|r| r.user as usize));
     let mut fill = start.clone();
     let mut data = vec![(0u32, 0u32, 0.0f32); train.len()];
     for r in &train {
-        let kk = key(r);
-        data[fill[kk]] = (user_at[&r.user], item_at[&r.item].1, r.value);
-        fill[kk] += 1;
+        let block = r.user as usize;
+        data[fill[block]] = ((r.item >> 32) as u32, r.item as u32, r.value);
+        fill[block] += 1;
     }
+    drop(fill);
+    split_rows(&mut data, &start, 1)
+        .into_par_iter()
+        .for_each(|block| {
+            block.sort_unstable_by_key(|&(u, i, r)| ((u as u64) << 32 | i as u64, r.to_bits()))
+        });
     let blocks = Blocks { start, data, b };
     // Test ratings by slice: (user row, item row, rating) with absolute rows, u32::MAX unknown.
     let mut tests: Vec<Vec<(u32, u32, f32)>> = vec![Vec::new(); s];
     let mut unknown: Vec<(u32, u32, f32)> = Vec::new();
     for r in &test {
-        let u = user_at
-            .get(&r.user)
-            .map(|&row| row as usize + group_start[group_of(r.user, p, b)]);
-        match (u, item_at.get(&r.item)) {
-            (Some(u), Some(&(sl, row))) => {
-                let sub = sub_of(r.item, s, b);
-                let abs = row as usize + slices[sl as usize].sub_start[sub];
-                tests[sl as usize].push((u as u32, abs as u32, r.value))
+        match (user_at.get(r.user), item_at.get(r.item)) {
+            (Some((g, urow)), Some((sl, sub, irow))) => {
+                let u = urow as usize + group_start[g as usize];
+                let i = irow as usize + slices[sl as usize].sub_start[sub as usize];
+                tests[sl as usize].push((u as u32, i as u32, r.value))
             }
             _ => unknown.push((u32::MAX, u32::MAX, r.value)),
         }
@@ -1059,6 +1224,69 @@ mod tests {
             let e = err(&format!("1 2 {bad}"));
             assert!(e.contains(&format!("bad rating '{bad}'")), "{e}");
         }
+    }
+
+    /// Whatever the size of the pieces parsed in parallel, each worker's ratings come in input
+    /// order, and an error names the first bad line.
+    #[test]
+    fn pieces_keep_the_input_order_and_name_the_first_bad_line() {
+        use crate::io::split::spread;
+        let d = std::env::temp_dir().join(format!("harp-mfsgd-pieces-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("r.txt").to_str().unwrap().to_string();
+        let s = crate::storage::LocalStorage;
+        let mut text = String::new();
+        for j in 0..300u64 {
+            text.push_str(&format!("{} {}\t{}.5\n", j * 7 % 101, j % 13, j));
+            if j % 50 == 0 {
+                text.push_str("# c\n\n");
+            }
+        }
+        std::fs::write(&path, &text).unwrap();
+        let files = s.list_input(&path, false).unwrap();
+        let sizes = [files[0].size];
+        let want: Vec<Rating> = text
+            .lines()
+            .filter_map(|l| parse_rating_line(l.as_bytes()).unwrap())
+            .collect();
+        assert_eq!(want.len(), 300);
+        for piece in [1u64, 5, 64, 1 << 20] {
+            for workers in [1usize, 3] {
+                let mut got = vec![Vec::new(); workers];
+                for rank in 0..workers {
+                    let ranges = spread(&sizes, rank, workers);
+                    let b = load_pieces(&s, &files, &ranges, workers, piece).unwrap();
+                    for (o, v) in b.into_iter().enumerate() {
+                        got[o].extend(v);
+                    }
+                }
+                for (o, g) in got.iter().enumerate() {
+                    let w: Vec<Rating> = want
+                        .iter()
+                        .filter(|r| owner_of(r.user, workers) == o)
+                        .copied()
+                        .collect();
+                    assert_eq!(g, &w, "piece {piece}, {workers} workers, owner {o}");
+                }
+            }
+        }
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[100] = "1 2 x";
+        lines[250] = "1 2";
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let files = s.list_input(&path, false).unwrap();
+        let ranges = spread(&[files[0].size], 0, 1);
+        for piece in [1u64, 5, 1 << 20] {
+            let e = load_pieces(&s, &files, &ranges, 1, piece)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("r.txt:101:") && e.contains("bad rating 'x'"),
+                "{e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
