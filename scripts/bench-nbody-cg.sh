@@ -16,7 +16,12 @@
 #   --cg "G I"           grid side and iterations of `harp cg --grid` (--max-iterations I
 #                        and a tolerance it cannot reach, so every run makes I iterations)
 #                                                                           ["512 40"]
-#   --apps "nbody cg"    which applications
+#   --apps "nbody cg"    which applications; `cg-mpi` adds the same CG written with mpi4py
+#                        on Open MPI (scripts/bench/cg_mpi.py: the same matrix, blocks of
+#                        rows, an MPI_Allgatherv of the direction and two MPI_Allreduce dot
+#                        products per iteration), one rank per host (needs mpirun:
+#                        apt-get install openmpi-bin libopenmpi-dev; mpi4py and numpy are
+#                        installed into a venv at $MPI_PYTHON's place, /tmp/venv-mpi)
 #   --exchange E         --exchange of both apps (gather-broadcast, allgather)
 #                                                                 [gather-broadcast]
 #   --out FILE           JSONL to append to            [bench/netns/nbody-cg.jsonl]
@@ -82,6 +87,16 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$(dirname "$OUT")/netmodels"
+if [[ " $APPS " == *" cg-mpi "* ]]; then
+  command -v mpirun >/dev/null || die "cg-mpi needs mpirun (apt-get install -y openmpi-bin libopenmpi-dev)"
+  MPI_PYTHON=${MPI_PYTHON:-/tmp/venv-mpi/bin/python}
+  if ! "$MPI_PYTHON" -c 'import mpi4py, numpy' >/dev/null 2>&1; then
+    python3 -m venv "$(dirname "$(dirname "$MPI_PYTHON")")"
+    "$(dirname "$MPI_PYTHON")/pip" install -q mpi4py numpy
+  fi
+  chmod 755 "$TMP"
+  write_netns_rsh "$TMP" "$PREFIX" "$TMP"
+fi
 
 RUN=0
 # on_hosts P NAME ARGS... : `harp worker ARGS` on hosts 0..P-1 of the cluster (job NAME);
@@ -110,6 +125,16 @@ for p in $PS_LIST; do
   log "p=$p: $(grep -m1 'measured in' "$TMP/r$RUN.0.out" || true); model in $model"
   for (( rep = 1; rep <= REPS; rep++ )); do
     for app in $APPS; do
+      if [[ $app == cg-mpi ]]; then
+        netns_mpirun "$PREFIX" "$p" "$TMP" "$TMP" 900 -- "$MPI_PYTHON" "$ROOT/scripts/bench/cg_mpi.py" \
+          "$GRID" "$ITERS" >"$TMP/mpi.out" 2>"$TMP/mpi.err" || { cat "$TMP/mpi.err" >&2; die "cg-mpi p=$p failed"; }
+        jq -c --argjson rep "$rep" --arg rate "$RATE" --argjson uneven "$UNEVEN" --arg commit "$COMMIT" \
+          --arg lbl "$LABEL" --arg time "$(date -u +%FT%TZ)" \
+          '{kind: "app", app: "cg-mpi", model: "openmpi", rep: $rep, rate: $rate, uneven_seed: $uneven,
+            commit: $commit, "label": $lbl, time: $time} + .' "$TMP/mpi.out" >>"$OUT"
+        log "cg-mpi p=$p rep $rep: $(jq -r '.iteration_s * 1000 | tostring | .[0:7]' "$TMP/mpi.out") ms per iteration"
+        continue
+      fi
       for m in off on; do
         margs=()
         [[ $m == on ]] && margs=(--net-model "$model" --net-recalibrate=false)
@@ -140,9 +165,13 @@ jq -rs --arg commit "$COMMIT" '
   | group_by([.app, .p]) | .[]
   | (.[0].app) as $app | (.[0].p) as $p
   | def med: sort | .[(length - 1) / 2 | floor];
+    if $app == "cg-mpi" then
+      "\($app) p=\($p): \([.[] | .iteration_s] | med * 1000 | floor) ms per iteration; comm \([.[] | .comm_s] | med | . * 100 | round / 100) s"
+    else
     ([.[] | select(.model == "off") | (.step_s // .iteration_s)] | med) as $off
   | ([.[] | select(.model == "on") | (.step_s // .iteration_s)] | med) as $on
   | ([.[] | select(.model == "off") | .comm_s] | med) as $coff
   | ([.[] | select(.model == "on") | .comm_s] | med) as $con
   | "\($app) p=\($p): off \($off * 1000 | floor) ms, on \($on * 1000 | floor) ms per step/iteration; gain \((1 - $on / $off) * 1000 | round / 10) %; comm \($coff | . * 100 | round / 100) s -> \($con | . * 100 | round / 100) s"
+    end
 ' "$OUT"
