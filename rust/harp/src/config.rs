@@ -31,6 +31,16 @@ pub struct Config {
     pub chunk_size: usize,
     /// `BroadcastAlgorithm::Auto` uses the binomial tree up to this many bytes, the chain above.
     pub broadcast_crossover: u64,
+    /// The fault-tolerant chain broadcast (docs/algorithms.md, "Broadcast fault tolerance"):
+    /// how many times the root restarts a chain broadcast around a link that did not deliver
+    /// within the acknowledgement window before it fails; 0: off (the plain chain).
+    pub broadcast_retries: u32,
+    /// The fixed part of the root's wait for every receiver's acknowledgement in one attempt of
+    /// the fault-tolerant chain broadcast; the message's time at 10 MB/s is added to it.
+    pub broadcast_ack_window: Duration,
+    /// A link fault for tests (no option: set in code only): the link between two ranks
+    /// delivers nothing for a while, as a cut cable or a firewall rule that drops its packets.
+    pub link_fault: Option<LinkFault>,
     /// `AllreduceAlgorithm::Auto` uses bidirectional exchange below this many bytes,
     /// regroup-allgather from it on; the automatic allgather and reduce-scatter use recursive
     /// doubling below it and the ring from it on (the largest table of any worker decides).
@@ -144,6 +154,9 @@ impl Default for Config {
             tcp_congestion: TcpCongestion::Auto,
             chunk_size: 0,
             broadcast_crossover: 8 * 1024,
+            broadcast_retries: 0,
+            broadcast_ack_window: Duration::from_secs(2),
+            link_fault: None,
             allreduce_crossover: 16 * 1024,
             segment_min_bytes: 16 * 1024,
             event_window: 16 << 20,
@@ -159,6 +172,18 @@ impl Default for Config {
             pool: PoolConfig::default(),
         }
     }
+}
+
+/// A link that stops delivering for a while ([`Config::link_fault`], tests only): once a worker
+/// at one end of the link between ranks `a` and `b` has sent `after` data frames of collectives
+/// over it, each of its frames to the other end waits until `stall` has passed since then.
+/// Both ends hold the same value; each counts its own frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkFault {
+    pub a: usize,
+    pub b: usize,
+    pub after: u64,
+    pub stall: Duration,
 }
 
 /// The TCP congestion control of every connection (option `tcp_congestion`).
@@ -202,6 +227,9 @@ impl TcpCongestion {
 /// The longest duration any option accepts: 365 days (a job that must never time out can use
 /// it; every deadline computed from it stays far from overflowing a clock).
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The most restarts [`Config::broadcast_retries`] allows.
+pub const MAX_BROADCAST_RETRIES: u32 = 16;
+
 /// The shortest duration any option accepts.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
 /// The largest value any byte option ([`Unit::Bytes`]) accepts: 4 GiB. Buffers, chunks and
@@ -248,6 +276,8 @@ pub enum Unit {
     Switch,
     /// A file system path (no control characters); empty means unset.
     Path,
+    /// A whole number (a count of times or things), from 0.
+    Count,
 }
 
 impl Unit {
@@ -259,6 +289,7 @@ impl Unit {
             Unit::Name => "NAME",
             Unit::Switch => "BOOL",
             Unit::Path => "PATH",
+            Unit::Count => "N",
         }
     }
 
@@ -270,6 +301,7 @@ impl Unit {
             Unit::Name => "name",
             Unit::Switch => "boolean",
             Unit::Path => "path",
+            Unit::Count => "count",
         }
     }
 }
@@ -281,6 +313,7 @@ enum Value {
     Bytes(u64),
     Name(Option<String>),
     Switch(bool),
+    Count(u64),
 }
 
 /// One settable engine option, named in every layer.
@@ -365,6 +398,36 @@ pub static OPTIONS: &[EngineOption] = &[
         get: |c| Value::Bytes(c.broadcast_crossover),
         put: |c, v| {
             c.broadcast_crossover = v.bytes();
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "broadcast_retries",
+        flag: "broadcast-retries",
+        java: "harp.broadcast.retries",
+        unit: Unit::Count,
+        help: "Chain broadcast: restarts around a link that did not deliver within the acknowledgement window before failing (0: off, the plain chain; at most 16).",
+        get: |c| Value::Count(u64::from(c.broadcast_retries)),
+        put: |c, v| {
+            c.broadcast_retries = u32::try_from(v.count()).unwrap_or(u32::MAX);
+            if c.broadcast_retries > MAX_BROADCAST_RETRIES {
+                return Err(Error::config(format!(
+                    "option broadcast_retries: {} is more than {MAX_BROADCAST_RETRIES}",
+                    c.broadcast_retries
+                )));
+            }
+            Ok(())
+        },
+    },
+    EngineOption {
+        key: "broadcast_ack_window_ms",
+        flag: "broadcast-ack-window",
+        java: "harp.broadcast.ack.window.ms",
+        unit: Unit::Millis,
+        help: "Fault-tolerant chain broadcast: the root's wait for every receiver's acknowledgement in one attempt, plus the message's time at 10 MB/s.",
+        get: |c| Value::Time(c.broadcast_ack_window),
+        put: |c, v| {
+            c.broadcast_ack_window = v.time();
             Ok(())
         },
     },
@@ -596,6 +659,12 @@ impl Value {
             v => unreachable!("a name option got {v:?}"),
         }
     }
+    fn count(self) -> u64 {
+        match self {
+            Value::Count(n) => n,
+            v => unreachable!("a count option got {v:?}"),
+        }
+    }
     fn switch(self) -> bool {
         match self {
             Value::Switch(b) => b,
@@ -622,6 +691,7 @@ impl EngineOption {
             Value::Bytes(n) => n.to_string(),
             Value::Name(n) => n.unwrap_or_default(),
             Value::Switch(b) => b.to_string(),
+            Value::Count(n) => n.to_string(),
         }
     }
 
@@ -632,6 +702,7 @@ impl EngineOption {
             Value::Bytes(n) => Some(n.to_string()),
             Value::Name(n) => n,
             Value::Switch(b) => Some(b.to_string()),
+            Value::Count(n) => Some(n.to_string()),
         }
     }
 
@@ -658,6 +729,12 @@ impl EngineOption {
             Unit::Name => name(key, value)?,
             Unit::Switch => Value::Switch(switch(key, value)?),
             Unit::Path => path(key, value)?,
+            Unit::Count => Value::Count(value.trim().parse::<u64>().map_err(|_| {
+                Error::config(format!(
+                    "option {key}: expected a whole number, got {}",
+                    quote(value)
+                ))
+            })?),
         };
         (self.put)(cfg, v)
     }

@@ -113,6 +113,24 @@ fn check_frames(head: &[u8], metas: &[PieceMeta]) -> Result<()> {
     Ok(())
 }
 
+/// The frames of a batch as [`send_batch_inline`] would write them, for a sender that writes
+/// them one at a time itself: the `Batch` frame's payload (the head with the inline pieces
+/// copied behind it), then the payload of each `Data` frame.
+pub fn batch_frames<'b>(pieces: &[Out<'b>], inline_max: u64) -> Result<(Vec<u8>, Vec<&'b [u8]>)> {
+    let mut metas: Vec<PieceMeta> = pieces.iter().map(|p| p.meta).collect();
+    let mut head = batch_head(&mut metas, inline_max);
+    check_frames(&head, &metas)?;
+    let mut data = Vec::new();
+    for (p, m) in pieces.iter().zip(&metas) {
+        if m.inline {
+            head.extend_from_slice(p.bytes);
+        } else {
+            data.push(p.bytes);
+        }
+    }
+    Ok((head, data))
+}
+
 /// Sends a batch of pieces: one `Batch` frame (with the small pieces inline), then one `Data`
 /// frame per remaining piece, written from the callers' buffers.
 pub async fn send_batch(

@@ -64,6 +64,12 @@ pub const CAL_ACK: Phase = Phase(17);
 /// The size agreement of an automatic reduce with a network model (dissemination rounds of the
 /// largest table seen, a `Ctrl` u64 each).
 pub const AGREE: Phase = Phase(18);
+/// The fault-tolerant chain broadcast, per attempt (the step): the data along the chain...
+pub const BCAST_TRY: Phase = Phase(19);
+/// ... every receiver's acknowledgement to the root ...
+pub const BCAST_ACK: Phase = Phase(20);
+/// ... and the root's verdict to every receiver (done, or restart around a link).
+pub const BCAST_VERDICT: Phase = Phase(21);
 
 /// Fails clearly when `p` workers would need more ring steps than a phase holds.
 pub fn check_workers(p: usize) -> Result<()> {
@@ -80,7 +86,7 @@ mod tests {
     use super::*;
 
     /// Every phase of this file; `all_lists_every_phase_of_this_file` checks none is missing.
-    const ALL: [Phase; 19] = [
+    const ALL: [Phase; 22] = [
         MAIN,
         ROUND,
         RING_REDUCE,
@@ -100,6 +106,9 @@ mod tests {
         CAL_PLAN,
         CAL_ACK,
         AGREE,
+        BCAST_TRY,
+        BCAST_ACK,
+        BCAST_VERDICT,
     ];
 
     #[test]

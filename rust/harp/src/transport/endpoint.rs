@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use super::mailbox::{Call, Mailbox, Take, LEFT};
 use super::{heartbeat_interval, Frame, Link, TrySend};
+use crate::config::LinkFault;
 use crate::error::{Error, OpContext, Result};
 use crate::wire::{self, Header, Kind, Op};
 
@@ -34,6 +35,17 @@ pub struct Transport {
     spin: Duration,
     pub(super) mailbox: Arc<Mailbox>,
     link: Box<dyn Link>,
+    /// A link fault of the tests ([`crate::config::LinkFault`]) and, once it has begun, when.
+    fault: std::sync::OnceLock<std::sync::Mutex<FaultState>>,
+}
+
+/// Where a [`LinkFault`] stands at one of its ends.
+struct FaultState {
+    fault: LinkFault,
+    /// Data frames this worker has sent over the link.
+    sent: u64,
+    /// When the link delivers again, once the fault has begun.
+    until: Option<tokio::time::Instant>,
 }
 
 impl Transport {
@@ -53,7 +65,37 @@ impl Transport {
             spin: Duration::ZERO,
             mailbox,
             link,
+            fault: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the link fault of the tests (`Config::link_fault`): this worker's data frames over
+    /// that link stall once it has sent `after` of them.
+    pub fn set_link_fault(&self, fault: Option<LinkFault>) {
+        if let Some(fault) = fault.filter(|f| f.a == self.rank || f.b == self.rank) {
+            let _ = self.fault.set(std::sync::Mutex::new(FaultState {
+                fault,
+                sent: 0,
+                until: None,
+            }));
+        }
+    }
+
+    /// How long a frame of `kind` to world rank `dst` must wait for the link fault, if any.
+    fn stalled_until(&self, dst: usize, kind: Kind) -> Option<tokio::time::Instant> {
+        let mut st = self.fault.get()?.lock().unwrap_or_else(|e| e.into_inner());
+        let f = st.fault;
+        if !(f.a == dst || f.b == dst) || f.a == f.b {
+            return None;
+        }
+        if st.until.is_none() && kind == Kind::Data {
+            st.sent += 1;
+            if st.sent > f.after {
+                tracing::debug!(rank = self.rank, peer = dst, "link fault: the link stalls");
+                st.until = Some(tokio::time::Instant::now() + f.stall);
+            }
+        }
+        st.until.filter(|&u| u > tokio::time::Instant::now())
     }
 
     /// How long a receive that finds nothing polls (yielding the CPU between polls) before it
@@ -232,6 +274,13 @@ impl Endpoint<'_> {
         self.timeout
     }
 
+    /// Drops this operation's frames with a tag in `tags` from every sender, queued now or
+    /// arriving later: the frames of an attempt the operation abandoned (the fault-tolerant
+    /// broadcast's). The number dropped now.
+    pub fn discard(&self, tags: std::ops::Range<u32>) -> usize {
+        self.t.mailbox.discard(self.group_id(), self.seq, tags)
+    }
+
     /// The same endpoint with another deadline (the start-up handshake uses the connect timeout).
     pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -397,6 +446,10 @@ impl Endpoint<'_> {
         let dst = self.world_rank(dst);
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let h = self.header(kind, tag, aux, len as u64);
+        if let Some(until) = self.t.stalled_until(dst, kind) {
+            // The tests' link fault: nothing is written until the link delivers again.
+            tokio::time::sleep_until(until).await;
+        }
         // A small frame usually goes out at once; only what must wait takes the timed path.
         let mut send = match self.t.link.try_send(dst, h, parts) {
             TrySend::Sent => return Ok(()),

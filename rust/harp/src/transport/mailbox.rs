@@ -165,7 +165,14 @@ struct State {
     first_failure: Option<(usize, String)>,
     watchers: FastMap<Spot, Vec<Arc<Notify>>>,
     flow: Flow,
+    /// Tag ranges of operations whose frames are dropped on arrival (group, sequence, tags):
+    /// an abandoned attempt's frames still on their way ([`Mailbox::discard`]); the last
+    /// [`DISCARDS_KEPT`].
+    discarded: VecDeque<(u64, u64, std::ops::Range<u32>)>,
 }
+
+/// How many discarded tag ranges the mailbox remembers.
+const DISCARDS_KEPT: usize = 64;
 
 /// The outcome of one attempt to take a frame.
 #[derive(Debug)]
@@ -246,6 +253,7 @@ impl Mailbox {
                     due: vec![0; size],
                     in_flight: vec![0; size],
                 },
+                discarded: VecDeque::new(),
             }),
             calls: Mutex::new(Calls {
                 mine: VecDeque::new(),
@@ -335,6 +343,14 @@ impl Mailbox {
         let spot = match lane {
             Lane::Collective => {
                 let (group, seq, tag) = (frame.hdr.group, frame.hdr.seq, frame.hdr.tag);
+                if !st.discarded.is_empty()
+                    && st
+                        .discarded
+                        .iter()
+                        .any(|(g, s, r)| *g == group && *s == seq && r.contains(&tag))
+                {
+                    return;
+                }
                 let State {
                     ops,
                     spare_tags,
@@ -515,6 +531,32 @@ impl Mailbox {
             .filter(|((g, s, _), _)| *g == group && *s <= seq)
             .map(|((_, s, src), pos)| (*src, *s, pos.tags.iter().map(|(_, q)| q.len()).sum()))
             .min_by_key(|&(src, s, _)| (s, src))
+    }
+
+    /// Drops the frames of operation `seq` of `group` with a tag in `tags`, from every sender:
+    /// those queued now and those that arrive later (an attempt the operation abandoned, whose
+    /// frames may still be on their way). The number of frames dropped now.
+    pub fn discard(&self, group: u64, seq: u64, tags: std::ops::Range<u32>) -> usize {
+        let mut st = self.lock();
+        let mut dropped = 0;
+        st.ops.retain(|&(g, s, _), pos| {
+            if g != group || s != seq {
+                return true;
+            }
+            pos.tags.retain(|(t, q)| {
+                let gone = tags.contains(t);
+                if gone {
+                    dropped += q.len();
+                }
+                !gone
+            });
+            !pos.tags.is_empty()
+        });
+        if st.discarded.len() == DISCARDS_KEPT {
+            st.discarded.pop_front();
+        }
+        st.discarded.push_back((group, seq, tags));
+        dropped
     }
 
     /// The (group, sender) pairs that have collective frames waiting, sorted.
@@ -702,6 +744,27 @@ mod tests {
             Take::Frame(f) => f.body[0],
             other => panic!("expected a frame, got {other:?}"),
         }
+    }
+
+    /// Discarded tags of one position go, queued or late; other tags, positions and later
+    /// operations keep theirs, and a discarded position leaves nothing astray.
+    #[test]
+    fn discarded_tags_are_dropped_now_and_on_arrival() {
+        let pool = Pool::new(PoolConfig::default());
+        let mb = Mailbox::new(3);
+        mb.push(Lane::Collective, frame(&pool, 1, 7, 4, Op::Broadcast, 1));
+        mb.push(Lane::Collective, frame(&pool, 2, 7, 5, Op::Broadcast, 2));
+        mb.push(Lane::Collective, frame(&pool, 2, 7, 9, Op::Broadcast, 3));
+        assert_eq!(mb.discard(0, 7, 4..6), 2);
+        mb.push(Lane::Collective, frame(&pool, 1, 7, 5, Op::Broadcast, 4));
+        mb.push(Lane::Collective, frame(&pool, 1, 8, 5, Op::Broadcast, 5));
+        assert!(matches!(
+            mb.take_any((0, 7), &[1, 2], 5, Op::Broadcast, 0),
+            Take::Empty
+        ));
+        assert_eq!(body(mb.take_any((0, 7), &[2], 9, Op::Broadcast, 0)), 3);
+        assert!(mb.stray(0, 7).is_none());
+        assert_eq!(body(mb.take_any((0, 8), &[1], 5, Op::Broadcast, 0)), 5);
     }
 
     #[test]

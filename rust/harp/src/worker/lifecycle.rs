@@ -103,6 +103,7 @@ impl Worker {
         driver: Driver,
         runtime: Option<Arc<Runtime>>,
     ) -> Worker {
+        transport.set_link_fault(cfg.link_fault);
         Worker {
             rank,
             size,
