@@ -6,60 +6,13 @@
 
 mod common;
 
-use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use harp::collective::algorithm::BroadcastAlgorithm;
 use harp::config::LinkFault;
 use harp::{Array, Collectives, Combiner, Config, NetModel, Opts, Pool, Table, Worker};
 
-use common::{on_workers, tcp_job};
-
-/// Every WARN event's message, from every thread of this test binary.
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct KeepWarnings;
-
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-        if f.name() == "message" {
-            self.0 = format!("{v:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for KeepWarnings {
-    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
-        *m.level() <= tracing::Level::WARN
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, e: &tracing::Event<'_>) {
-        if *e.metadata().level() == tracing::Level::WARN {
-            let mut m = Message(String::new());
-            e.record(&mut m);
-            WARNINGS.lock().unwrap().push(m.0);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-fn keep_warnings() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| tracing::subscriber::set_global_default(KeepWarnings).unwrap());
-}
-
-/// The warnings so far that contain `text`.
-fn warnings_with(text: &str) -> Vec<String> {
-    let w = WARNINGS.lock().unwrap();
-    w.iter().filter(|m| m.contains(text)).cloned().collect()
-}
+use common::{keep_warnings, on_workers, tcp_job, warnings_with};
 
 /// The root's table: `parts` partitions of f64 (the first larger than the others, one of odd
 /// length) adding up to about `bytes`, every value distinct.
@@ -178,7 +131,7 @@ fn a_link_that_stops_mid_broadcast_is_routed_around() {
         assert!(secs < 40.0, "rank {rank}: {secs} s");
     }
     let w = warnings_with("restarting with the link rank 1 - rank 2 routed around");
-    assert_eq!(w.len(), 1, "{:?}", WARNINGS.lock().unwrap());
+    assert_eq!(w.len(), 1, "{:?}", warnings_with(""));
     assert!(
         w[0].contains("broadcast attempt 1 of 3: rank 2 did not acknowledge"),
         "{}",

@@ -7,35 +7,13 @@
 //! running beside it.
 
 use std::net::{SocketAddr, TcpStream as StdStream};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use harp::config::Config;
 use harp::pool::Pool;
 use harp::transport::{job_id, listen, Transport};
-
-/// Counts WARN events (the accept loop's warnings) across all threads.
-static WARNINGS: AtomicU64 = AtomicU64::new(0);
-
-struct CountWarnings;
-
-impl tracing::Subscriber for CountWarnings {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, e: &tracing::Event<'_>) {
-        if *e.metadata().level() == tracing::Level::WARN {
-            WARNINGS.fetch_add(1, Relaxed);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
 
 const SECRET: &[u8] = b"fuzz-connections-secret-0123456789";
 
@@ -102,15 +80,15 @@ fn job_with_strangers(strangers: usize, fd_headroom: Option<u64>) {
 
 #[test]
 fn idle_strangers_and_fd_exhaustion_do_not_keep_the_job_from_starting() {
-    tracing::subscriber::set_global_default(CountWarnings).unwrap();
+    common::keep_warnings();
     let start = Instant::now();
     // More than the cap of 64 pending connections: the oldest are dropped.
     job_with_strangers(300, None);
-    let after_cap = WARNINGS.load(Relaxed);
+    let after_cap = common::warnings_with("").len() as u64;
     assert!(after_cap >= 1, "dropping strangers is worth a warning");
     // Out of descriptors: accept fails with EMFILE until pending strangers are dropped.
     job_with_strangers(200, Some(6));
-    let warnings = WARNINGS.load(Relaxed);
+    let warnings = common::warnings_with("").len() as u64;
     // At most one warning per 5 s per worker, plus the first of each: not one per stranger or
     // per failed accept.
     let bound = 4 + 2 * (start.elapsed().as_secs() / 5 + 1);

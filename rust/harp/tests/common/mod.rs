@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses some of these
 
 use std::net::SocketAddr;
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use harp::worker::runtime;
@@ -107,4 +108,52 @@ pub fn run_apps<T: Send>(
         }
         r
     })
+}
+
+/// Every WARN event's message, from every thread of the test binary, once [`keep_warnings`]
+/// has installed the subscriber that keeps them.
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct KeepWarnings;
+
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        if f.name() == "message" {
+            self.0 = format!("{v:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for KeepWarnings {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        if *e.metadata().level() == tracing::Level::WARN {
+            let mut m = Message(String::new());
+            e.record(&mut m);
+            WARNINGS.lock().unwrap().push(m.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Installs (once per test binary) the global subscriber that keeps WARN messages.
+pub fn keep_warnings() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| tracing::subscriber::set_global_default(KeepWarnings).unwrap());
+}
+
+/// The warnings so far that contain `text`.
+pub fn warnings_with(text: &str) -> Vec<String> {
+    let w = WARNINGS.lock().unwrap();
+    w.iter().filter(|m| m.contains(text)).cloned().collect()
 }
