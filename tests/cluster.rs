@@ -708,3 +708,21 @@ fn a_stopped_launcher_or_a_killed_master_leaves_no_staging() {
     assert_eq!(left, ["_SUCCESS", "part-00000"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A launcher whose own standard output is closed (`harp ... | head -1`) runs the job to its
+/// end: the workers' output is read and dropped, nothing panics, the exit status is 0.
+#[test]
+fn a_closed_standard_output_does_not_fail_the_job() {
+    let mut child = harp()
+        .args(["bench", "barrier", "--workers", "2", "--reps", "3"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the first line
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -412,15 +412,20 @@ fn run_workers(
             tracing::warn!("worker {r}: {e}");
         }
     }
-    // Forward every worker's standard output (only rank 0 prints results).
+    // Forward every worker's standard output (only rank 0 prints results). When our own output
+    // is closed (`harp ... | head`), the rest is read and dropped: the job runs to its end and
+    // no worker blocks on a full pipe.
     let pumps: Vec<_> = readers
         .into_iter()
         .map(|mut out| {
             std::thread::spawn(move || {
                 let mut buf = String::new();
+                let mut open = true;
                 while out.read_line(&mut buf).map(|n| n > 0).unwrap_or(false) {
-                    print!("{buf}");
-                    let _ = std::io::stdout().flush();
+                    if open {
+                        let mut o = std::io::stdout().lock();
+                        open = o.write_all(buf.as_bytes()).and_then(|_| o.flush()).is_ok();
+                    }
                     buf.clear();
                 }
             })
