@@ -236,29 +236,38 @@ scenario_am_restart() {
   record am-restart $ok "$SECS" "killed once $FIRST was seen; $ST after $ATTEMPTS attempts; ${resumed:-resumed_from not in summary.json}; centroids md5 $ours vs uninterrupted $ref"
 }
 
+# An engine job run twice on the cluster: once uninterrupted (output $name-ref), once with
+# `--checkpoint-every $every` (output $name-run) whose application master is killed (kill -9) once
+# the first complete checkpoint is listed. Passes when YARN's attempt 2 resumes and succeeds and
+# the part files of both runs are byte-identical.
+#   am_restart_job NAME EVERY JOB ARGS…   (ARGS without --output)
+am_restart_job() {
+  local name=$1 every=$2 job=$3 ref ours; shift 3
+  # shellcheck disable=SC2086
+  "$HADOOP" jar "$JAR" "$job" -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "$@" \
+    --output "$HARP_HDFS_DIR/$name-ref" >"$WORK/$name-ref.log" 2>&1 \
+    || { record "$name" 1 0 "the reference job failed: $(tail -n 2 "$WORK/$name-ref.log" | tr '\n' ' ')"; return; }
+  JOBLOG=$WORK/$name-run.log
+  # shellcheck disable=SC2086
+  (exec -a harp-scenario-client "$HADOOP" jar "$JAR" "$job" -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
+    "$@" --checkpoint-every "$every" --output "$HARP_HDFS_DIR/$name-run" >"$JOBLOG" 2>&1) &
+  CLIENT=$!
+  CLIENTS+=("$CLIENT")
+  kill_am_after_checkpoint "$HARP_HDFS_DIR/$name-run/_checkpoints" 1500 \
+    || { record "$name" 1 0 "no checkpoint appeared under $HARP_HDFS_DIR/$name-run/_checkpoints"; return; }
+  ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/$name-ref/part-*" 2>/dev/null | md5sum | cut -c1-12)
+  ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/$name-run/part-*" 2>/dev/null | md5sum | cut -c1-12)
+  local ok=1
+  [[ $ST == FINISHED/SUCCEEDED && $ATTEMPTS == 2 && $ref == "$ours" ]] && ! no_success "$name-run" && ok=0
+  record "$name" $ok "$SECS" "killed once $FIRST was seen; $ST after $ATTEMPTS attempts; output md5 $ours vs uninterrupted $ref"
+}
+
 scenario_am_restart_pagerank() {
-  local w=3 iters=${AM_RESTART_ITERATIONS:-3000} every=${AM_RESTART_EVERY:-300} ref ours
-  local args=(--workers "$w" --input "$HARP_HDFS_DIR/edges" --iterations "$iters")
   python3 -c 'import random; r = random.Random(9); print("\n".join(f"{r.randrange(20000)} {r.randrange(20000)}" for _ in range(200000)))' \
     >"$WORK/edges.txt"
   "$HADOOP" fs -put -f "$WORK/edges.txt" "$HARP_HDFS_DIR/edges" || { record am-restart-pagerank 1 0 "cannot put the edges"; return; }
-  # shellcheck disable=SC2086
-  "$HADOOP" jar "$JAR" pagerank -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} "${args[@]}" \
-    --output "$HARP_HDFS_DIR/prref" >"$WORK/prref.log" 2>&1 \
-    || { record am-restart-pagerank 1 0 "the reference job failed: $(tail -n 2 "$WORK/prref.log" | tr '\n' ' ')"; return; }
-  JOBLOG=$WORK/prr.log
-  # shellcheck disable=SC2086
-  (exec -a harp-scenario-client "$HADOOP" jar "$JAR" pagerank -Dmapreduce.framework.name=map-collective ${EXTRA_D:-} \
-    "${args[@]}" --checkpoint-every "$every" --output "$HARP_HDFS_DIR/prr" >"$JOBLOG" 2>&1) &
-  CLIENT=$!
-  CLIENTS+=("$CLIENT")
-  kill_am_after_checkpoint "$HARP_HDFS_DIR/prr/_checkpoints" 1500 \
-    || { record am-restart-pagerank 1 0 "no checkpoint appeared under $HARP_HDFS_DIR/prr/_checkpoints"; return; }
-  ref=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prref/part-*" 2>/dev/null | md5sum | cut -c1-12)
-  ours=$("$HADOOP" fs -cat "$HARP_HDFS_DIR/prr/part-*" 2>/dev/null | md5sum | cut -c1-12)
-  local ok=1
-  [[ $ST == FINISHED/SUCCEEDED && $ATTEMPTS == 2 && $ref == "$ours" ]] && ! no_success prr && ok=0
-  record am-restart-pagerank $ok "$SECS" "killed once $FIRST was seen; $ST after $ATTEMPTS attempts; ranks md5 $ours vs uninterrupted $ref"
+  am_restart_job am-restart-pagerank "${AM_RESTART_EVERY:-300}" pagerank --workers 3 \
+    --input "$HARP_HDFS_DIR/edges" --iterations "${AM_RESTART_ITERATIONS:-3000}"
 }
 
 scenario_kill() { # name no-op-command kill-command
