@@ -225,6 +225,17 @@ fn a_failed_run_resumes_to_the_bytes_of_an_uninterrupted_one() {
         },
     );
     assert!(e.contains("past the 6 iterations"), "{e}");
+    // More steps than the checkpoint's run: it goes on from its last step (7) to the bytes of
+    // an uninterrupted 10-step run.
+    let longer = Options { steps: 10, ..o };
+    let want = result(&run_on(3, &longer, false));
+    let r = Options {
+        recovery: recovery(&ck, 0, true, None),
+        ..longer
+    };
+    let got = result(&run_on(3, &r, false));
+    assert_eq!((&got.0, got.1, &got.2), (&want.0, want.1, &want.2));
+    assert_eq!(got.3, Some(7));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
