@@ -31,6 +31,8 @@ pub struct CgArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -43,6 +45,7 @@ fn options(a: &CgArgs) -> Result<Options> {
         max_iterations: a.max_iterations,
         threads: a.threads,
         exchange: a.exchange,
+        recovery: a.recovery.recovery(&a.output)?,
     };
     o.validate()?;
     Ok(o)
@@ -51,7 +54,9 @@ fn options(a: &CgArgs) -> Result<Options> {
 pub fn run(w: &Worker, a: &CgArgs) -> Result<()> {
     let o = options(a)?;
     let inputs: Vec<&str> = a.input.iter().chain(&a.rhs).map(String::as_str).collect();
-    let out = crate::output::prepare_output(w, &a.output, &inputs, &a.out, "cg-output")?;
+    // With --resume the output directory may hold the result of the run being continued.
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &inputs, &oo, "cg-output")?;
     let master = w.is_master();
     crate::output::into_output(w, out, |out| {
         let res = cg::run(w, &o, |it| {
@@ -62,8 +67,13 @@ pub fn run(w: &Worker, a: &CgArgs) -> Result<()> {
                 );
             }
         })?;
+        if let (true, Some(k)) = (master, res.resumed_from) {
+            println!("resumed from the checkpoint at iteration {k}");
+        }
         let iterations = res.iterations.len();
-        let per_iteration = res.iterations_s / iterations.max(1) as f64;
+        // The seconds per iteration of the iterations this run made.
+        let made = iterations - res.resumed_from.unwrap_or(0);
+        let per_iteration = res.iterations_s / made.max(1) as f64;
         let compute: f64 = res.iterations.iter().map(|s| s.compute_s).sum();
         let comm: f64 = res.iterations.iter().map(|s| s.comm_s).sum();
         let summary = || {
@@ -87,6 +97,7 @@ pub fn run(w: &Worker, a: &CgArgs) -> Result<()> {
                 "load_s": res.load_s,
                 "iterations_s": res.iterations_s,
                 "iteration_s": per_iteration,
+                "resumed_from": res.resumed_from,
                 "compute_s": compute,
                 "comm_s": comm,
                 "per_iteration": res.iterations,

@@ -30,6 +30,8 @@ pub struct NbodyArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -42,6 +44,7 @@ fn options(a: &NbodyArgs) -> Result<Options> {
         seed: a.seed,
         threads: a.threads,
         exchange: a.exchange,
+        recovery: a.recovery.recovery(&a.output)?,
     };
     o.validate()?;
     Ok(o)
@@ -49,7 +52,9 @@ fn options(a: &NbodyArgs) -> Result<Options> {
 
 pub fn run(w: &Worker, a: &NbodyArgs) -> Result<()> {
     let o = options(a)?;
-    let out = crate::output::prepare_output(w, &a.output, &[], &a.out, "nbody-output")?;
+    // With --resume the output directory may hold the result of the run being continued.
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[], &oo, "nbody-output")?;
     let master = w.is_master();
     crate::output::into_output(w, out, |out| {
         let res = nbody::run(w, &o, |s| {
@@ -60,6 +65,11 @@ pub fn run(w: &Worker, a: &NbodyArgs) -> Result<()> {
                 );
             }
         })?;
+        if let (true, Some(s)) = (master, res.resumed_from) {
+            println!("resumed from the checkpoint at step {s}");
+        }
+        // The seconds per step of the steps this run made.
+        let made = (o.steps - res.resumed_from.unwrap_or(0)).max(1) as f64;
         let compute: f64 = res.steps.iter().map(|s| s.compute_s).sum();
         let comm: f64 = res.steps.iter().map(|s| s.comm_s).sum();
         let summary = || {
@@ -77,7 +87,8 @@ pub fn run(w: &Worker, a: &NbodyArgs) -> Result<()> {
                 "energy_final": res.energy_final,
                 "energy_drift": res.energy_drift(),
                 "steps_s": res.steps_s,
-                "step_s": res.steps_s / o.steps as f64,
+                "step_s": res.steps_s / made,
+                "resumed_from": res.resumed_from,
                 "compute_s": compute,
                 "comm_s": comm,
                 "per_step": res.steps,
@@ -94,7 +105,7 @@ pub fn run(w: &Worker, a: &NbodyArgs) -> Result<()> {
                 w.size(),
                 o.exchange,
                 if w.net_model().is_some() { "on" } else { "off" },
-                res.steps_s / o.steps as f64,
+                res.steps_s / made,
                 res.energy_initial,
                 res.energy_final,
                 res.energy_drift()

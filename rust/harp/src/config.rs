@@ -565,10 +565,10 @@ pub static OPTIONS: &[EngineOption] = &[
         flag: "net-recalibrate",
         java: "harp.net.recalibrate",
         unit: Unit::Switch,
-        help: "With a network model, the iterative jobs (K-means, PageRank, MDS, layout, Java \
-               jobs that checkpoint) measure the network anew at the end of an iteration when \
-               the measured times of the last 16 predicted collectives drift more than 20% from \
-               the model (docs/network-model.md).",
+        help: "With a network model, the iterative jobs (K-means, PageRank, MDS, layout, N-body, \
+               CG, Java jobs that checkpoint) measure the network anew at the end of an \
+               iteration when the measured times of the last 16 predicted collectives drift more \
+               than 20% from the model (docs/network-model.md).",
         get: |c| Value::Switch(c.net_recalibrate),
         put: |c, v| {
             c.net_recalibrate = v.switch();

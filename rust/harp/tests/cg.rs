@@ -1,17 +1,21 @@
 //! CG on in-process workers (W = 1, 2, 4): the iterates equal, bit for bit, the sequential
 //! reference, for the generated Poisson matrix and for a matrix read from files, with either
 //! exchange and with an uneven network model; bad input fails every worker with the file and
-//! line; a matrix that is not positive definite is refused.
+//! line; a matrix that is not positive definite is refused. A run that fails after an
+//! iteration resumes from its last checkpoint to the same bytes and stops where the
+//! uninterrupted run stops; a drifting network model is recalibrated by the iterations.
 
 mod common;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use harp::apps::cg::{self, Entry, Options, Outcome};
 use harp::apps::exchange::Exchange;
+use harp::checkpoint::dir_name;
 use harp::util::Rng;
 
-use common::run_apps;
+use common::{all_failed, complete, recovery, run_apps};
 
 fn tmp(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("harp-cg-{tag}-{}", std::process::id()));
@@ -191,5 +195,131 @@ fn max_iterations_stop_a_run_that_has_not_converged() {
         assert!(!out.converged);
         assert_eq!(out.iterations.len(), 5);
         assert!(out.residual > o.tolerance * out.g0);
+    }
+}
+
+/// Every worker's part file text, the residuals' bits, whether it converged and the iteration
+/// resumed from.
+type Solved = (Vec<String>, Vec<u64>, bool, Option<usize>);
+
+fn result(outs: Vec<harp::Result<Outcome>>) -> Solved {
+    let outs: Vec<Outcome> = outs.into_iter().map(|r| r.unwrap()).collect();
+    let o = &outs[0];
+    let residuals: Vec<f64> = o.iterations.iter().map(|i| i.residual).collect();
+    (
+        outs.iter().map(cg::format_x).collect(),
+        bits(&residuals),
+        o.converged,
+        o.resumed_from,
+    )
+}
+
+/// W = 1 and 3, a matrix read from a file: checkpoints every 4 iterations, the last worker
+/// failing after iteration 9; the resumed run (with the other exchange) writes the bytes of
+/// the uninterrupted run, lists the same residuals and stops at the same iteration; its last
+/// checkpoint is the converging iteration's. Resumed from that one, nothing more runs and the
+/// bytes are the same. Another worker count, another tolerance or another matrix is refused.
+#[test]
+fn a_failed_run_resumes_to_the_bytes_of_an_uninterrupted_one() {
+    let dir = tmp("resume");
+    let g = 9;
+    let m = dir.join("m.txt");
+    let lower: String = cg::poisson_lower(g)
+        .iter()
+        .map(|(i, j, v)| format!("{i} {j} {v}\n"))
+        .collect();
+    std::fs::write(&m, &lower).unwrap();
+    let o = Options {
+        input: Some(m.to_string_lossy().into_owned()),
+        ..Options::default()
+    };
+    for p in [1, 3] {
+        let ck = dir.join(format!("ck{p}"));
+        let want = result(run_on(p, &o, false));
+        let last = want.1.len();
+        assert!(
+            want.2 && last > 10 && !last.is_multiple_of(4),
+            "{last} iterations"
+        );
+
+        common::fails_after(p, &ck, (4, 9), &[4, 8], |rec| {
+            let f = Options {
+                recovery: rec,
+                ..o.clone()
+            };
+            run_on(p, &f, false)
+        });
+
+        let r = Options {
+            recovery: recovery(&ck, 4, true, None),
+            exchange: Exchange::Allgather,
+            threads: 3,
+            ..o.clone()
+        };
+        let seen = AtomicUsize::new(0);
+        let got = result(run_apps(p, false, |w| {
+            cg::run(w, &r, |it| {
+                assert!(it.iteration > 8);
+                seen.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert_eq!((&got.0, &got.1, got.2), (&want.0, &want.1, want.2), "p {p}");
+        assert_eq!(got.3, Some(8));
+        assert_eq!(seen.into_inner(), (last - 8) * p);
+        // The converging iteration was saved (it is the last), whatever the period.
+        let newest = dir_name(last as u64);
+        assert_eq!(complete(&ck).last(), Some(&newest), "p {p}");
+
+        // Resumed from the converged checkpoint: no iteration runs, the same bytes.
+        let again = result(run_on(p, &r, false));
+        assert_eq!((&again.0, &again.1, again.2), (&want.0, &want.1, true));
+        assert_eq!(again.3, Some(last));
+    }
+    let ck = dir.join("ck3");
+    let resume = |p: usize, o: &Options| {
+        let o = Options {
+            recovery: recovery(&ck, 0, true, None),
+            ..o.clone()
+        };
+        all_failed(run_on(p, &o, false), p - 1)
+    };
+    let e = resume(2, &o);
+    assert!(e.contains("written by 3 workers, this run has 2"), "{e}");
+    let e = resume(
+        3,
+        &Options {
+            tolerance: 1e-6,
+            ..o.clone()
+        },
+    );
+    assert!(
+        e.contains("its tolerance is \"0.00001\", this run's is \"0.000001\""),
+        "{e}"
+    );
+    // The same shape, one value changed: the digest of the entries differs.
+    std::fs::write(&m, lower.replacen(" 4\n", " 4.5\n", 1)).unwrap();
+    let e = resume(3, &o);
+    assert!(e.contains("its matrix is \"entries digest "), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A model that promises 10 TB/s drifts from the measured times: the iterations recalibrate it
+/// with no call of their own (on by default), the iterates unchanged; with the option off the
+/// model is kept.
+#[test]
+fn iterations_recalibrate_a_drifting_model() {
+    let lower = cg::poisson_lower(8);
+    let o = Options {
+        grid: Some(8),
+        tolerance: 1e-8,
+        ..Options::default()
+    };
+    let (x, ..) = cg::reference(&lower, None, o.tolerance, o.max_iterations);
+    for on in [true, false] {
+        let outs = common::with_drifting_model(on, |w| cg::run(w, &o, |_| {}).unwrap().x);
+        let all: Vec<f64> = outs.iter().flat_map(|o| o.0.clone()).collect();
+        assert_eq!(bits(&all), bits(&x));
+        let kept: Vec<bool> = outs.iter().map(|o| o.1).collect();
+        assert_eq!(kept, vec![!on; 3], "net_recalibrate {on}");
     }
 }

@@ -1,13 +1,19 @@
 //! N-body on in-process workers (W = 1, 2, 4): the final positions, velocities and energies
 //! equal, bit for bit, the sequential reference, with either exchange, with and without an
-//! uneven network model (which makes the gather and broadcast the network-aware ones).
+//! uneven network model (which makes the gather and broadcast the network-aware ones). A run
+//! that fails after a step resumes from its last checkpoint to the same bytes; a drifting
+//! network model is recalibrated by the steps themselves.
 
 mod common;
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use harp::apps::exchange::Exchange;
 use harp::apps::nbody::{self, Options, Outcome};
+use harp::checkpoint::{dir_name, Recovery};
 
-use common::run_apps;
+use common::{all_failed, complete, recovery, run_apps};
 
 fn run_on(p: usize, o: &Options, model: bool) -> Vec<Outcome> {
     let outs = run_apps(p, model, |w| nbody::run(w, o, |_| {}));
@@ -24,6 +30,7 @@ fn every_worker_count_equals_the_sequential_reference_bit_for_bit() {
         seed: 7,
         threads: 2,
         exchange: Exchange::GatherBroadcast,
+        recovery: Default::default(),
     };
     let (x, v, e0, e1) = nbody::reference(&o);
     assert!(x.iter().chain(&v).all(|c| c.is_finite()));
@@ -75,6 +82,7 @@ fn leapfrog_is_second_order() {
         seed: 3,
         threads: 1,
         exchange: Exchange::GatherBroadcast,
+        recovery: Default::default(),
     };
     let drift = |o: &Options| {
         let (_, _, e0, e1) = nbody::reference(o);
@@ -102,6 +110,7 @@ fn workers_without_bodies_take_part() {
         seed: 1,
         threads: 1,
         exchange: Exchange::GatherBroadcast,
+        recovery: Default::default(),
     };
     let (x, _, _, e1) = nbody::reference(&o);
     let outs = run_on(5, &o, false);
@@ -109,5 +118,149 @@ fn workers_without_bodies_take_part() {
     for out in outs {
         assert_eq!(out.positions, x);
         assert_eq!(out.energy_final, e1);
+    }
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harp-nbody-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// What a run leaves: every worker's part file text, the energies' bits, the steps listed and
+/// the step resumed from.
+fn result(outs: &[Outcome]) -> (Vec<String>, [u64; 2], Vec<usize>, Option<usize>) {
+    let o = &outs[0];
+    (
+        outs.iter().map(nbody::format_bodies).collect(),
+        [o.energy_initial.to_bits(), o.energy_final.to_bits()],
+        o.steps.iter().map(|s| s.step).collect(),
+        o.resumed_from,
+    )
+}
+
+/// W = 1 and 3: checkpoints every 2 steps, the last worker failing after step 5 (every worker
+/// fails; checkpoints 2 and 4 complete); the resumed run (with the other exchange and thread
+/// count: the same bits) writes the part files of the uninterrupted run byte for byte, with the
+/// same energies. Another worker count or another time step is refused, naming it.
+#[test]
+fn a_failed_run_resumes_to_the_bytes_of_an_uninterrupted_one() {
+    let dir = tmp("resume");
+    let o = Options {
+        bodies: 61,
+        steps: 7,
+        dt: 0.01,
+        softening: 0.05,
+        seed: 5,
+        threads: 1,
+        exchange: Exchange::GatherBroadcast,
+        recovery: Recovery::default(),
+    };
+    for p in [1, 3] {
+        let ck = dir.join(format!("ck{p}"));
+        let full = run_on(p, &o, false);
+        let want = result(&full);
+        assert_eq!(want.2, (1..=7).collect::<Vec<_>>());
+
+        common::fails_after(p, &ck, (2, 5), &[2, 4], |rec| {
+            let f = Options {
+                recovery: rec,
+                ..o.clone()
+            };
+            run_apps(p, false, |w| nbody::run(w, &f, |_| {}))
+        });
+
+        let r = Options {
+            exchange: Exchange::Allgather,
+            threads: 2,
+            recovery: recovery(&ck, 2, true, None),
+            ..o.clone()
+        };
+        let seen = AtomicUsize::new(0);
+        let outs = run_apps(p, false, |w| {
+            nbody::run(w, &r, |s| {
+                assert!(s.step > 4);
+                seen.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        let outs: Vec<Outcome> = outs.into_iter().map(|r| r.unwrap()).collect();
+        let got = result(&outs);
+        assert_eq!((&got.0, got.1), (&want.0, want.1), "p {p}");
+        assert_eq!((&got.2, got.3), (&want.2, Some(4)), "p {p}");
+        // The steps after the checkpoint ran (once per worker); 6 and 7 were saved.
+        assert_eq!(seen.into_inner(), 3 * p);
+        assert_eq!(complete(&ck), vec![dir_name(6), dir_name(7)], "p {p}");
+    }
+    let ck = dir.join("ck3");
+    let resume = |p: usize, o: &Options| {
+        let o = Options {
+            recovery: recovery(&ck, 0, true, None),
+            ..o.clone()
+        };
+        all_failed(run_apps(p, false, |w| nbody::run(w, &o, |_| {})), p - 1)
+    };
+    let e = resume(2, &o);
+    assert!(
+        e.contains("written by 3 workers, this run has 2")
+            && e.contains(&format!("{}", ck.display())),
+        "{e}"
+    );
+    let e = resume(
+        3,
+        &Options {
+            dt: 0.02,
+            ..o.clone()
+        },
+    );
+    assert!(
+        e.contains("its dt is \"0.01\", this run's is \"0.02\""),
+        "{e}"
+    );
+    let e = resume(
+        3,
+        &Options {
+            steps: 6,
+            ..o.clone()
+        },
+    );
+    assert!(e.contains("past the 6 iterations"), "{e}");
+    // More steps than the checkpoint's run: it goes on from its last step (7) to the bytes of
+    // an uninterrupted 10-step run.
+    let longer = Options { steps: 10, ..o };
+    let want = result(&run_on(3, &longer, false));
+    let r = Options {
+        recovery: recovery(&ck, 0, true, None),
+        ..longer
+    };
+    let got = result(&run_on(3, &r, false));
+    assert_eq!((&got.0, got.1, &got.2), (&want.0, want.1, &want.2));
+    assert_eq!(got.3, Some(7));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A model that promises 10 TB/s drifts from the measured times: the steps recalibrate it
+/// with no call of their own (on by default), the result unchanged; with the option off the
+/// model is kept.
+#[test]
+fn steps_recalibrate_a_drifting_model() {
+    let o = Options {
+        bodies: 40,
+        steps: 12,
+        dt: 0.01,
+        softening: 0.05,
+        seed: 2,
+        threads: 1,
+        exchange: Exchange::GatherBroadcast,
+        recovery: Recovery::default(),
+    };
+    let (x, ..) = nbody::reference(&o);
+    for on in [true, false] {
+        let outs = common::with_drifting_model(on, |w| nbody::run(w, &o, |_| {}).unwrap());
+        for (out, _) in &outs {
+            assert_eq!(out.positions, x);
+        }
+        let kept: Vec<bool> = outs.iter().map(|o| o.1).collect();
+        assert_eq!(kept, vec![!on; 3], "net_recalibrate {on}");
     }
 }

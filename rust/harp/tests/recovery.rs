@@ -14,7 +14,7 @@ use harp::checkpoint::{dir_name, Recovery};
 use harp::util::Rng;
 use harp::{Config, Result, Worker};
 
-use common::on_workers;
+use common::{all_failed, complete, on_workers, recovery};
 
 /// A fresh directory for test `name` with a random graph of `n` vertices and `m` edges in it
 /// (none for `m` = 0), and the path of a checkpoint directory under it.
@@ -50,39 +50,6 @@ fn all_ok<T>(v: Vec<Result<T>>) -> Vec<T> {
     v.into_iter()
         .map(|r| r.expect("worker succeeded"))
         .collect()
-}
-
-/// Every worker failed; returns rank `r`'s error text.
-fn all_failed<T>(v: Vec<Result<T>>, r: usize) -> String {
-    let texts: Vec<String> = v
-        .into_iter()
-        .map(|x| match x {
-            Ok(_) => panic!("a worker succeeded"),
-            Err(e) => e.to_string(),
-        })
-        .collect();
-    texts[r].clone()
-}
-
-fn recovery(dir: &Path, every: usize, resume: bool, fail: Option<(usize, usize)>) -> Recovery {
-    Recovery {
-        every,
-        dir: Some(s(dir)),
-        resume,
-        fail_after: fail.map(|(i, r)| (i, Some(r))),
-        job: String::new(),
-    }
-}
-
-/// The checkpoint directories under `dir` with a manifest, by iteration.
-fn complete(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| dir.join(n).join("manifest.json").exists())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A random directed graph of `n` vertices and `m` edges (some vertices dangling), as lines.
@@ -300,12 +267,7 @@ fn iterations_recalibrate_a_drifting_model_by_default() {
     use harp::worker::DRIFT_WINDOW;
     use harp::{Array, Collectives, Combiner, NetModel, Opts, Table};
     for on in [true, false] {
-        let cfg = Config {
-            net_recalibrate: on,
-            net_measure_bytes: 128 * 1024,
-            net_measure_time: Duration::from_secs(10),
-            ..common::config(Duration::from_secs(30))
-        };
+        let cfg = common::drift_config(on);
         assert!(Config::default().net_recalibrate, "on by default");
         let promise = NetModel::uniform(3, 1e-9, 1e13);
         let kept = on_workers(3, cfg, |w| {

@@ -28,18 +28,25 @@
 //! product runs over its entries in column order and every dot product is summed in a fixed
 //! order, so the iterates are the same, bit for bit, for any number of workers and threads, and
 //! equal [`reference`].
+//!
+//! Checkpoints (`recovery`, docs/apps-nbody-cg.md "Checkpoints"): after every N-th iteration,
+//! and after the one that converges, each worker saves its pieces of x, r and p, and r·r (exact
+//! bits) with the residual history; g₀ is computed from b again. A resumed run goes on with the
+//! same numbers and the same stopping rule, so it ends with the bits of an uninterrupted run.
 
 use std::ops::Range;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::exchange::{fixed_sum, gather_all, sum, Blocks, Exchange};
+use super::exchange::{fixed_sum, gather_all, resume_state, state_table, sum, Blocks, Exchange};
+use crate::checkpoint::{Recovering, Recovery};
+use crate::data::Table;
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, STREAM_BLOCK};
 use crate::io::{read_lines, LineError};
 use crate::storage::{self, Storage};
-use crate::util::quote;
+use crate::util::{quote, splitmix64};
 use crate::worker::agree;
 use crate::worker::Worker;
 
@@ -56,6 +63,8 @@ pub struct Options {
     pub max_iterations: usize,
     pub threads: usize,
     pub exchange: Exchange,
+    /// Checkpoints every N iterations and resuming.
+    pub recovery: Recovery,
 }
 
 impl Default for Options {
@@ -69,6 +78,7 @@ impl Default for Options {
             max_iterations: d.default_of("max_iterations"),
             threads: d.default_of("threads"),
             exchange: d.default_of("exchange"),
+            recovery: Recovery::default(),
         }
     }
 }
@@ -99,6 +109,7 @@ impl Options {
         if self.threads == 0 {
             return Err(Error::config("--threads must be at least 1"));
         }
+        self.recovery.validate()?;
         super::check_threads(self.threads)
     }
 }
@@ -318,6 +329,23 @@ pub fn rows_of(entries: &[Entry]) -> usize {
         + 1
 }
 
+/// A digest of numbers (64-bit words), for a checkpoint's record of its input: a chain of
+/// [`splitmix64`] over the words, as 16 hex digits.
+fn digest(words: impl Iterator<Item = u64>) -> String {
+    let h = words.fold(0x6367_2d69_6e70_7574u64, |h, x| splitmix64(h ^ x));
+    format!("{h:016x}")
+}
+
+/// The digest of a lower triangle as read: every entry's row, column and value bits, in file
+/// order.
+pub fn entries_digest(entries: &[Entry]) -> String {
+    digest(
+        entries
+            .iter()
+            .flat_map(|&(i, j, v)| [(i as u64) << 32 | j as u64, v.to_bits()]),
+    )
+}
+
 /// The right-hand side of `n` rows from the file(s) at `path`.
 pub fn read_rhs(st: &dyn Storage, path: &str, n: usize) -> Result<Vec<f64>> {
     let files = st.list_input(path, false)?;
@@ -375,8 +403,11 @@ pub struct Outcome {
     pub converged: bool,
     pub iterations: Vec<Iteration>,
     pub load_s: f64,
-    /// Seconds spent iterating.
+    /// Seconds spent on the iterations this run made.
     pub iterations_s: f64,
+    /// The iteration of the checkpoint this run resumed from (its iterations are in
+    /// `iterations` too).
+    pub resumed_from: Option<usize>,
 }
 
 /// Runs the local step `f` and makes every worker fail with the first failing worker's cause.
@@ -387,56 +418,86 @@ fn agree_on<T>(w: &Worker, label: &str, f: impl FnOnce() -> Result<T>) -> Result
     }
 }
 
+/// What was loaded: the blocks, this worker's rows and piece of b, and what the matrix and the
+/// right-hand side are for a checkpoint's record (the grid, or the digest of the entries; the
+/// digest of b, or null for A·1).
+struct Loaded {
+    blocks: Blocks,
+    rows: Rows,
+    b: Vec<f64>,
+    matrix: String,
+    rhs: Option<String>,
+}
+
 /// This worker's rows, n, and its piece of b.
-fn load(
-    w: &Worker,
-    o: &Options,
-    blocks_of: impl Fn(usize) -> Blocks,
-) -> Result<(Blocks, Rows, Vec<f64>)> {
+fn load(w: &Worker, o: &Options, blocks_of: impl Fn(usize) -> Blocks) -> Result<Loaded> {
     let rank = w.rank();
-    let (blocks, rows) = match (&o.input, o.grid) {
+    let (blocks, rows, matrix) = match (&o.input, o.grid) {
         (None, Some(g)) => {
             let blocks = blocks_of(g * g);
             let rows = Rows::poisson(g, blocks.rows(rank));
-            (blocks, rows)
+            (blocks, rows, format!("poisson grid {g}"))
         }
         (Some(path), _) => {
             let st = storage::for_path_on(path, Some(w.runtime().clone()))?;
             let entries = read_lower(&*st, path)?;
             let blocks = blocks_of(rows_of(&entries));
             let rows = Rows::from_lower(&entries, blocks.rows(rank));
-            (blocks, rows)
+            let matrix = format!("entries digest {}", entries_digest(&entries));
+            (blocks, rows, matrix)
         }
         (None, None) => return Err(Error::config("give the matrix: --input FILE or --grid G")),
     };
-    let b = match &o.rhs {
+    let (b, rhs) = match &o.rhs {
         Some(path) => {
             let st = storage::for_path_on(path, Some(w.runtime().clone()))?;
             let all = read_rhs(&*st, path, blocks.n())?;
-            all[blocks.rows(rank)].to_vec()
+            let d = digest(all.iter().map(|v| v.to_bits()));
+            (all[blocks.rows(rank)].to_vec(), Some(d))
         }
         None => {
             let ones = vec![1.0; blocks.n()];
-            (0..rows.len()).map(|k| rows.row_times(k, &ones)).collect()
+            let b = (0..rows.len()).map(|k| rows.row_times(k, &ones)).collect();
+            (b, None)
         }
     };
-    Ok((blocks, rows, b))
+    Ok(Loaded {
+        blocks,
+        rows,
+        b,
+        matrix,
+        rhs,
+    })
 }
 
-/// Collective: solves the system; `progress` sees every iteration.
+/// Collective: solves the system; `progress` sees every iteration (with `recovery.resume`,
+/// those after the checkpoint).
 pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Result<Outcome> {
     o.validate()?;
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = o.recovery.open(w, "cg")?;
     let pool = super::compute_threads(o.threads)?;
     let ex = o.exchange;
     let t0 = Instant::now();
     let p_workers = w.size();
-    let (blocks, a, b) = agree_on(w, "cg-input", || load(w, o, |n| Blocks::new(n, p_workers)))?;
+    let loaded = agree_on(w, "cg-input", || load(w, o, |n| Blocks::new(n, p_workers)))?;
+    let (blocks, a, b) = (loaded.blocks, loaded.rows, loaded.b);
     let rows = blocks.rows(w.rank());
     let first = rows.start;
     let [nnz] = sum(w, ex, "cg-nnz", &blocks, |i| {
         [(a.start[i - first + 1] - a.start[i - first]) as f64]
     })?;
     let load_s = t0.elapsed().as_secs_f64();
+    // The iterates depend on the matrix, b and (where they stop) the tolerance; not on the
+    // threads or the exchange (the same bits either way), nor on --max-iterations.
+    let meta = serde_json::json!({
+        "app": "cg",
+        "n": blocks.n(),
+        "nnz": nnz as u64,
+        "matrix": loaded.matrix,
+        "rhs": loaded.rhs,
+        "tolerance": o.tolerance.to_string(),
+    });
     let dot = |w: &Worker, label: &str, u: &[f64], v: &[f64]| {
         sum(w, ex, label, &blocks, |i| [u[i - first] * v[i - first]]).map(|[s]| s)
     };
@@ -447,11 +508,16 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
     let mut q = vec![0.0; local];
     let mut rr = dot(w, "cg-dot", &r, &r)?;
     let g0 = rr.sqrt();
-    let mut residual = g0;
-    let mut converged = g0 == 0.0;
     let mut iterations = Vec::new();
+    let resumed = resume(w, &rec, &meta, o, [&mut x, &mut r, &mut p], &mut iterations)?;
+    if let Some((_, rr_saved)) = resumed {
+        rr = rr_saved;
+    }
+    // After a resume, r·r is the saved one and ‖r‖ = √(r·r) as the iteration computed it.
+    let mut residual = rr.sqrt();
+    let mut converged = g0 == 0.0 || (resumed.is_some() && residual <= o.tolerance * g0);
     let t_it = Instant::now();
-    let mut k = 0;
+    let mut k = resumed.map_or(0, |(k, _)| k);
     while !converged && k < o.max_iterations {
         k += 1;
         let tc = Instant::now();
@@ -500,6 +566,11 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         };
         progress(&it);
         iterations.push(it);
+        // The converging iteration is the last: a checkpoint is due after it.
+        let last = if converged { k } else { o.max_iterations };
+        rec.after_iteration(w, k, last, &meta, || {
+            Ok(state(w, [&x, &r, &p], rr, &iterations))
+        })?;
     }
     Ok(Outcome {
         n: blocks.n(),
@@ -512,7 +583,68 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Iteration)) -> Res
         iterations,
         load_s,
         iterations_s: t_it.elapsed().as_secs_f64(),
+        resumed_from: resumed.map(|(k, _)| k),
     })
+}
+
+/// This worker's state after an iteration ([`state_table`]): its pieces of x, r and p, r·r,
+/// and the residual, compute and communication seconds of every iteration so far.
+fn state(
+    w: &Worker,
+    xrp: [&[f64]; 3],
+    rr: f64,
+    iterations: &[Iteration],
+) -> Vec<(&'static str, Table)> {
+    let col = |f: fn(&Iteration) -> f64| iterations.iter().map(f).collect::<Vec<f64>>();
+    let (res, compute, comm) = (col(|i| i.residual), col(|i| i.compute_s), col(|i| i.comm_s));
+    state_table(w, &[xrp[0], xrp[1], xrp[2], &[rr], &res, &compute, &comm])
+}
+
+/// With `resume`, this worker's x, r and p and the iterations from the newest checkpoint
+/// ([`state`]): the iterations done and r·r, or None for a fresh start.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    o: &Options,
+    xrp: [&mut Vec<f64>; 3],
+    iterations: &mut Vec<Iteration>,
+) -> Result<Option<(usize, f64)>> {
+    let rows = xrp[0].len();
+    let got = resume_state(w, rec, meta, o.max_iterations, 7, |it, mut s| {
+        if let Some(v) = s[..3].iter().find(|v| v.len() != rows) {
+            return Err(Error::data(format!(
+                "the checkpoint at iteration {it} holds {} rows for rank {}, this run gives it \
+                 {rows}",
+                v.len(),
+                w.rank()
+            )));
+        }
+        if s[3].len() != 1 || s[4..].iter().any(|h| h.len() != it) {
+            return Err(Error::data(format!(
+                "the checkpoint at iteration {it} holds a history of {} iterations",
+                s[4].len()
+            )));
+        }
+        *iterations = (0..it)
+            .map(|k| Iteration {
+                iteration: k + 1,
+                residual: s[4][k],
+                compute_s: s[5][k],
+                comm_s: s[6][k],
+            })
+            .collect();
+        s.truncate(4);
+        let rr = s.pop().expect("r·r")[0];
+        Ok((s, rr))
+    })?;
+    let Some((it, (vectors, rr))) = got else {
+        return Ok(None);
+    };
+    for (dst, src) in xrp.into_iter().zip(vectors) {
+        *dst = src;
+    }
+    Ok(Some((it, rr)))
 }
 
 /// `row x` lines (full precision) for this worker's rows.

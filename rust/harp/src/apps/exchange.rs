@@ -21,9 +21,14 @@
 //!
 //! A gathered block is untrusted: its length is checked against the length its sender must have
 //! (from [`Blocks`]), and a mismatch is a protocol error naming the rank.
+//!
+//! **Checkpoints.** A worker's state is a few f64 vectors (its pieces of the iterates, the
+//! history so far), saved as the partitions 0, 1, … of one table `state` ([`state_table`]) and
+//! read back, checked and agreed on by every worker, with [`resume_state`].
 
 use std::ops::Range;
 
+use crate::checkpoint::Recovering;
 use crate::collective::{BroadcastAlgorithm, GatherAlgorithm, ReduceAlgorithm};
 use crate::data::{Array, Combiner, Table};
 use crate::error::{Error, Result};
@@ -252,6 +257,51 @@ pub fn gather_all(
         out.extend_from_slice(v);
     }
     Ok(out)
+}
+
+/// The table of a worker's state: vector `k` as partition `k` (f64), named `state`.
+pub fn state_table(w: &Worker, vectors: &[&[f64]]) -> Vec<(&'static str, Table)> {
+    let mut t = Table::new(Combiner::Sum);
+    for (k, v) in vectors.iter().enumerate() {
+        t.put(k as u32, Array::from_slice(w.pool(), v));
+    }
+    vec![("state", t)]
+}
+
+/// Collective: with `resume` ([`Recovering::resume`], `meta` and `iterations` as there), the
+/// iterations done by the newest checkpoint and `check(iterations, vectors)` of this worker's
+/// `count` vectors of [`state_table`]; None for a fresh start. A part without them, or one
+/// that `check` refuses (its error names what differs), fails every worker.
+pub fn resume_state<T>(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    iterations: usize,
+    count: usize,
+    check: impl FnOnce(usize, Vec<Vec<f64>>) -> Result<T>,
+) -> Result<Option<(usize, T)>> {
+    let Some(mut restored) = rec.resume(w, meta, iterations)? else {
+        return Ok(None);
+    };
+    let it = restored.iteration;
+    let app = meta
+        .get("app")
+        .and_then(|a| a.as_str())
+        .unwrap_or("this job's");
+    let got = restored.take("state").and_then(|t| {
+        let vectors = (0..count as u32).map(|k| match t.get(k) {
+            Some(a) => Ok(a.as_slice::<f64>()?.to_vec()),
+            None => Err(Error::data(format!(
+                "the checkpoint at iteration {it} does not hold {app} state (no vector {k})"
+            ))),
+        });
+        check(it, vectors.collect::<Result<Vec<_>>>()?)
+    });
+    let label = format!("{app}-resume");
+    match got {
+        Ok(v) => crate::worker::agree(w, &label, Ok(())).map(|()| Some((it, v))),
+        Err(e) => Err(crate::worker::agree(w, &label, Err(e)).expect_err("agreed")),
+    }
 }
 
 #[cfg(test)]

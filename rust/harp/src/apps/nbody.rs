@@ -22,12 +22,19 @@
 //! body's sums run over all bodies in index order and the energy is summed in a fixed order, so
 //! the result is the same, bit for bit, for any number of workers and threads, and equals
 //! [`reference`].
+//!
+//! Checkpoints (`recovery`, docs/apps-nbody-cg.md "Checkpoints"): after every N-th step each
+//! worker saves its bodies' positions and velocities (exact bits) and the run's history; a
+//! resumed run gathers the saved positions, computes the forces from them as the step after
+//! the checkpoint would have, and goes on, so it ends with the bits of an uninterrupted run.
 
 use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::exchange::{gather_all, sum, Blocks, Exchange};
+use super::exchange::{gather_all, resume_state, state_table, sum, Blocks, Exchange};
+use crate::checkpoint::{Recovering, Recovery};
+use crate::data::Table;
 use crate::error::{Error, Result};
 use crate::util::{splitmix64, Rng};
 use crate::worker::Worker;
@@ -48,6 +55,8 @@ pub struct Options {
     pub seed: u64,
     pub threads: usize,
     pub exchange: Exchange,
+    /// Checkpoints every N steps and resuming (a step is an iteration).
+    pub recovery: Recovery,
 }
 
 impl Default for Options {
@@ -61,6 +70,7 @@ impl Default for Options {
             seed: d.default_of("seed"),
             threads: d.default_of("threads"),
             exchange: d.default_of("exchange"),
+            recovery: Recovery::default(),
         }
     }
 }
@@ -91,7 +101,22 @@ impl Options {
         if self.threads == 0 {
             return Err(Error::config("--threads must be at least 1"));
         }
+        self.recovery.validate()?;
         super::check_threads(self.threads)
+    }
+
+    /// What the bodies' state after a step depends on, recorded in a checkpoint and checked on
+    /// resume: the bodies, their seed, the step and the softening (floats in their shortest
+    /// round-trip text, compared exactly). Not the steps (a resume may go further), the threads
+    /// or the exchange (the same bits either way).
+    pub fn meta(&self) -> serde_json::Value {
+        serde_json::json!({
+            "app": "nbody",
+            "bodies": self.bodies,
+            "seed": self.seed,
+            "dt": self.dt.to_string(),
+            "softening": self.softening.to_string(),
+        })
     }
 }
 
@@ -164,8 +189,10 @@ pub struct Outcome {
     pub energy_initial: f64,
     pub energy_final: f64,
     pub steps: Vec<Step>,
-    /// Seconds spent on the steps (from the first kick to the last).
+    /// Seconds spent on the steps this run made (from its first kick to its last).
     pub steps_s: f64,
+    /// The step of the checkpoint this run resumed from (its steps are in `steps` too).
+    pub resumed_from: Option<usize>,
 }
 
 impl Outcome {
@@ -175,9 +202,12 @@ impl Outcome {
     }
 }
 
-/// Collective: runs the simulation; `progress` sees every step.
+/// Collective: runs the simulation; `progress` sees every step (with `recovery.resume`, those
+/// after the checkpoint).
 pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<Outcome> {
     o.validate()?;
+    // An unusable checkpoint directory fails now, not after the first steps.
+    let rec = o.recovery.open(w, "nbody")?;
     let pool = super::compute_threads(o.threads)?;
     let ex = o.exchange;
     let n = o.bodies;
@@ -191,6 +221,9 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<O
         x.extend_from_slice(&b[..3]);
         v.extend_from_slice(&b[3..]);
     }
+    let meta = o.meta();
+    let mut steps = Vec::new();
+    let resumed = resume(w, &rec, &meta, o, &mut x, &mut v, &mut steps)?;
     let mut pos = gather_all(w, ex, "nbody-positions", &blocks, 3, &x)?;
     let first = rows.start;
     let energy = |w: &Worker, pos: &[f64], v: &[f64]| {
@@ -198,7 +231,11 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<O
             energy_of(pos, &v[3 * (i - first)..], i, m, eps2)
         })
     };
-    let [energy_initial] = energy(w, &pos, &v)?;
+    let energy_initial = match resumed {
+        Some((_, e0)) => e0,
+        None => energy(w, &pos, &v)?[0],
+    };
+    let start = resumed.map_or(0, |(s, _)| s);
     let forces = |pos: &[f64], a: &mut Vec<f64>| {
         pool.install(|| {
             a.par_chunks_mut(3)
@@ -209,9 +246,8 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<O
     };
     let mut a = vec![0.0; 3 * rows.len()];
     forces(&pos, &mut a);
-    let mut steps = Vec::new();
     let t_steps = Instant::now();
-    for s in 1..=o.steps {
+    for s in start + 1..=o.steps {
         let t0 = Instant::now();
         for k in 0..v.len() {
             v[k] += 0.5 * dt * a[k];
@@ -233,6 +269,9 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<O
         };
         progress(&st);
         steps.push(st);
+        rec.after_iteration(w, s, o.steps, &meta, || {
+            Ok(state(w, &x, &v, energy_initial, &steps))
+        })?;
     }
     let steps_s = t_steps.elapsed().as_secs_f64();
     let [energy_final] = energy(w, &pos, &v)?;
@@ -244,6 +283,61 @@ pub fn run(w: &Worker, o: &Options, mut progress: impl FnMut(&Step)) -> Result<O
         energy_final,
         steps,
         steps_s,
+        resumed_from: resumed.map(|(s, _)| s),
+    })
+}
+
+/// This worker's state after a step ([`state_table`]): its bodies' positions and velocities
+/// (3 f64 per body each), the initial energy, and the compute and communication seconds of
+/// every step so far.
+fn state(
+    w: &Worker,
+    x: &[f64],
+    v: &[f64],
+    energy_initial: f64,
+    steps: &[Step],
+) -> Vec<(&'static str, Table)> {
+    let compute: Vec<f64> = steps.iter().map(|s| s.compute_s).collect();
+    let comm: Vec<f64> = steps.iter().map(|s| s.comm_s).collect();
+    state_table(w, &[x, v, &[energy_initial], &compute, &comm])
+}
+
+/// With `resume`, this worker's positions and velocities and the steps from the newest
+/// checkpoint ([`state`]): the steps done and the initial energy, or None for a fresh start.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    o: &Options,
+    x: &mut [f64],
+    v: &mut [f64],
+    steps: &mut Vec<Step>,
+) -> Result<Option<(usize, f64)>> {
+    resume_state(w, rec, meta, o.steps, 5, |it, s| {
+        if s[0].len() != x.len() || s[1].len() != v.len() {
+            return Err(Error::data(format!(
+                "the checkpoint at step {it} holds {} bodies for rank {}, this run gives it {}",
+                s[0].len() / 3,
+                w.rank(),
+                x.len() / 3
+            )));
+        }
+        if s[2].len() != 1 || s[3].len() != it || s[4].len() != it {
+            return Err(Error::data(format!(
+                "the checkpoint at step {it} holds a history of {} steps",
+                s[3].len()
+            )));
+        }
+        x.copy_from_slice(&s[0]);
+        v.copy_from_slice(&s[1]);
+        *steps = (0..it)
+            .map(|k| Step {
+                step: k + 1,
+                compute_s: s[3][k],
+                comm_s: s[4][k],
+            })
+            .collect();
+        Ok(s[2][0])
     })
 }
 

@@ -365,6 +365,9 @@ pub static NBODY: AppJob = AppJob {
         opt("exchange", "harp.nbody.exchange", Kind::Value, Some("gather-broadcast"), "gather-broadcast (a gather to rank 0, then a broadcast: with a network model the network-aware algorithms) or allgather (the engine's allgather). Same result either way."),
         opt("output", "harp.nbody.output", Kind::Required, None, "Output directory: part-RRRRR files of `i x y z vx vy vz` lines (each worker's bodies, in index order), summary.json (energies and their drift, time per step), _SUCCESS."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 
@@ -383,6 +386,9 @@ pub static CG: AppJob = AppJob {
         opt("exchange", "harp.cg.exchange", Kind::Value, Some("gather-broadcast"), "gather-broadcast (the vector gathered to rank 0 and broadcast, dot products reduced and broadcast: with a network model the network-aware algorithms) or allgather (the engine's allgather and allreduce). Same result either way."),
         opt("output", "harp.cg.output", Kind::Required, None, "Output directory: part-RRRRR files of `row x` lines (each worker's rows), summary.json (iterations, residual, time per iteration), _SUCCESS."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 

@@ -157,3 +157,88 @@ pub fn warnings_with(text: &str) -> Vec<String> {
     let w = WARNINGS.lock().unwrap();
     w.iter().filter(|m| m.contains(text)).cloned().collect()
 }
+
+/// Every worker failed; returns rank `r`'s error text.
+pub fn all_failed<T>(v: Vec<harp::Result<T>>, r: usize) -> String {
+    let texts: Vec<String> = v
+        .into_iter()
+        .map(|x| match x {
+            Ok(_) => panic!("a worker succeeded"),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    texts[r].clone()
+}
+
+/// Checkpoints under `dir` every `every` iterations, resuming or not, and worker `fail.1`
+/// failing after iteration `fail.0`.
+pub fn recovery(
+    dir: &std::path::Path,
+    every: usize,
+    resume: bool,
+    fail: Option<(usize, usize)>,
+) -> harp::checkpoint::Recovery {
+    harp::checkpoint::Recovery {
+        every,
+        dir: Some(dir.to_string_lossy().into_owned()),
+        resume,
+        fail_after: fail.map(|(i, r)| (i, Some(r))),
+        job: String::new(),
+    }
+}
+
+/// The checkpoint directories under `dir` with a manifest, by iteration.
+pub fn complete(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| dir.join(n).join("manifest.json").exists())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs `run` (a job of `p` workers given its recovery options) with checkpoints under `dir`
+/// every `every` iterations and the last worker failing after iteration `fail`: every worker
+/// fails, the last with the injected failure, and the complete checkpoints are then those of
+/// iterations `saved`.
+pub fn fails_after<T>(
+    p: usize,
+    dir: &std::path::Path,
+    (every, fail): (usize, usize),
+    saved: &[u64],
+    run: impl FnOnce(harp::checkpoint::Recovery) -> Vec<harp::Result<T>>,
+) {
+    let e = all_failed(run(recovery(dir, every, false, Some((fail, p - 1)))), p - 1);
+    let injected = format!("injected failure after iteration {fail}");
+    assert!(e.contains(&injected), "{p} workers: {e}");
+    let names: Vec<String> = saved
+        .iter()
+        .map(|&i| harp::checkpoint::dir_name(i))
+        .collect();
+    assert_eq!(complete(dir), names, "{p} workers");
+}
+
+/// A configuration with the recalibration on drift `on` or off, and a small measurement.
+pub fn drift_config(on: bool) -> Config {
+    Config {
+        net_recalibrate: on,
+        net_measure_bytes: 128 * 1024,
+        net_measure_time: Duration::from_secs(10),
+        ..config(Duration::from_secs(30))
+    }
+}
+
+/// Runs `f` on 3 in-process workers that hold a model promising 10 TB/s (every measured time
+/// drifts from it), with the recalibration on drift `on` ([`drift_config`]); returns each
+/// worker's result and whether it still held that model at the end.
+pub fn with_drifting_model<T: Send>(on: bool, f: impl Fn(&Worker) -> T + Sync) -> Vec<(T, bool)> {
+    let promise = harp::NetModel::uniform(3, 1e-9, 1e13);
+    on_workers(3, drift_config(on), |w| {
+        w.set_net_model(Some(promise.clone())).unwrap();
+        let out = f(&w);
+        let kept = w.net_model().as_deref() == Some(&promise);
+        w.close();
+        (out, kept)
+    })
+}
