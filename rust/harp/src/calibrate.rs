@@ -520,7 +520,10 @@ impl Worker {
     /// than 20% from the model ([`Worker::needs_recalibration`]); the flags are agreed with one
     /// small allreduce, and when any worker's is set every worker measures anew
     /// ([`Worker::calibrate`], which clears the drift window) and gets the new model. Returns
-    /// None, after the one allreduce, when no worker drifted.
+    /// None, after the one allreduce, when no worker drifted. A drift that comes back right
+    /// after a recalibration (a network the measurement does not describe, e.g. loopback)
+    /// makes the next one wait twice as many predictions, up to 2^6 windows
+    /// ([`crate::worker::DRIFT_BACKOFF_MAX`]).
     pub fn recalibrate_if_drifted(&self, opts: &CalibrateOptions) -> Result<Option<Arc<NetModel>>> {
         let mut flag = Table::new(Combiner::Max);
         let mine = self.needs_recalibration() as i64;
@@ -538,9 +541,11 @@ impl Worker {
         if any == 0 {
             return Ok(None);
         }
+        let next = self.note_recalibration();
         tracing::info!(
             rank = self.rank(),
-            "recalibrating the network model (drift)"
+            "recalibrating the network model (drift); should the drift come back at once, the \
+             next recalibration waits for {next} predictions"
         );
         self.calibrate(opts).map(Some)
     }

@@ -13,6 +13,10 @@ use crate::netmodel::NetModel;
 pub const DRIFT_WINDOW: usize = 16;
 /// Relative drift above which the worker warns and asks for recalibration.
 pub const DRIFT_LIMIT: f64 = 0.2;
+/// A recalibration after which the drift comes back at once is followed by a longer wait:
+/// the next needs [`DRIFT_WINDOW`] × 2^k predictions since the model was set, k the number of
+/// recalibrations in a row without a calm window between them, at most this.
+pub const DRIFT_BACKOFF_MAX: u32 = 6;
 
 /// Predicted and measured seconds of the latest operations.
 #[derive(Default)]
@@ -20,6 +24,11 @@ pub(super) struct Drift {
     window: VecDeque<(f64, f64)>,
     /// Whether the last recorded drift was over the limit (warn once per excursion).
     warned: bool,
+    /// Predictions recorded since the model was set.
+    seen: usize,
+    /// Recalibrations in a row without a full window under the limit between them (kept when
+    /// the model is set anew).
+    streak: u32,
 }
 
 /// What recording one prediction found.
@@ -51,16 +60,31 @@ impl Drift {
             self.window.pop_front();
         }
         self.window.push_back((predicted, measured));
+        self.seen += 1;
         let drift = self.value().unwrap_or(0.0);
         let over = drift.abs() > DRIFT_LIMIT;
+        if !over && self.window.len() == DRIFT_WINDOW {
+            self.streak = 0;
+        }
         let warn = over && !self.warned;
         self.warned = over;
         Some(Recorded { drift, warn })
     }
 
-    /// A full window drifting more than [`DRIFT_LIMIT`].
+    /// A full window drifting more than [`DRIFT_LIMIT`], after at least the predictions the
+    /// back-off asks for ([`DRIFT_BACKOFF_MAX`]).
     fn needs_recalibration(&self) -> bool {
-        self.window.len() == DRIFT_WINDOW && self.value().is_some_and(|x| x.abs() > DRIFT_LIMIT)
+        self.window.len() == DRIFT_WINDOW
+            && self.seen >= DRIFT_WINDOW << self.streak.min(DRIFT_BACKOFF_MAX)
+            && self.value().is_some_and(|x| x.abs() > DRIFT_LIMIT)
+    }
+
+    /// A new model: the window starts empty; the back-off is kept.
+    fn reset(&mut self) {
+        *self = Drift {
+            streak: self.streak,
+            ..Drift::default()
+        };
     }
 }
 
@@ -85,8 +109,17 @@ impl Worker {
             }
         }
         *self.net.lock().unwrap_or_else(|e| e.into_inner()) = model.map(Arc::new);
-        *self.drift.lock().unwrap_or_else(|e| e.into_inner()) = Drift::default();
+        self.drift.lock().unwrap_or_else(|e| e.into_inner()).reset();
         Ok(())
+    }
+
+    /// Notes that the workers agreed to recalibrate: the next recalibration waits longer unless
+    /// a full window under the limit comes first ([`DRIFT_BACKOFF_MAX`]). Returns the
+    /// predictions the next one needs.
+    pub(crate) fn note_recalibration(&self) -> usize {
+        let mut d = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        d.streak = (d.streak + 1).min(DRIFT_BACKOFF_MAX);
+        DRIFT_WINDOW << d.streak
     }
 
     /// How far the measured times of the latest operations (up to [`DRIFT_WINDOW`]) that had a
@@ -105,7 +138,8 @@ impl Worker {
     }
 
     /// True when a full window of predictions drifts more than [`DRIFT_LIMIT`] (20%) from the
-    /// model: the hook for recalibrating. Each worker sees its own drift, so the job must
+    /// model, and, after recalibrations that did not bring the drift under the limit, enough
+    /// predictions have been made since ([`DRIFT_BACKOFF_MAX`]): the hook for recalibrating. Each worker sees its own drift, so the job must
     /// agree before measuring again (all workers take part in a measurement): e.g. every
     /// worker contributes this flag to an allreduce (or the master broadcasts its own), and if
     /// it is set all of them measure anew (`Worker::calibrate` of the measurement layer) and
@@ -229,5 +263,34 @@ mod tests {
             close.record(1.0, 1.1).unwrap();
         }
         assert!(!close.needs_recalibration());
+    }
+
+    #[test]
+    fn a_drift_that_comes_back_after_recalibrating_waits_longer_each_time() {
+        let mut d = Drift::default();
+        let fill = |d: &mut Drift, n: usize, measured: f64| {
+            for _ in 0..n {
+                d.record(1.0, measured).unwrap();
+            }
+        };
+        fill(&mut d, DRIFT_WINDOW, 2.0);
+        assert!(d.needs_recalibration());
+        for k in 1..=DRIFT_BACKOFF_MAX + 1 {
+            // Recalibrated; the drift comes back at once.
+            d.streak = (d.streak + 1).min(DRIFT_BACKOFF_MAX);
+            d.reset();
+            let need = DRIFT_WINDOW << k.min(DRIFT_BACKOFF_MAX);
+            fill(&mut d, need - 1, 2.0);
+            assert!(!d.needs_recalibration(), "{k}: {} predictions", need - 1);
+            fill(&mut d, 1, 2.0);
+            assert!(d.needs_recalibration(), "{k}: {need} predictions");
+        }
+        // A calm full window ends the back-off.
+        d.streak = 3;
+        d.reset();
+        fill(&mut d, DRIFT_WINDOW, 1.0);
+        assert_eq!(d.streak, 0);
+        fill(&mut d, DRIFT_WINDOW, 2.0);
+        assert!(d.needs_recalibration());
     }
 }

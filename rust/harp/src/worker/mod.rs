@@ -41,7 +41,7 @@ pub use agree::{agree, same_everywhere};
 pub(crate) use collectives::body;
 pub use collectives::{Algorithm, Collectives, OpBody, OpFuture, Opts, Rooted};
 use drift::Drift;
-pub use drift::{DRIFT_LIMIT, DRIFT_WINDOW};
+pub use drift::{DRIFT_BACKOFF_MAX, DRIFT_LIMIT, DRIFT_WINDOW};
 pub use group::Group;
 use group::GroupSeq;
 pub use pending::Pending;
