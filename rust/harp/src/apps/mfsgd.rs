@@ -40,6 +40,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::checkpoint::{Recovering, Recovery};
 use crate::data::kv::FastMap;
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
@@ -91,6 +92,9 @@ pub struct Options {
     /// Groups of users and sub-slices of items per slice.
     pub blocks: usize,
     pub rotation: Rotation,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`), an
+    /// iteration being an epoch.
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -108,6 +112,7 @@ impl Options {
             threads: d.default_of("threads"),
             blocks: d.default_of("blocks"),
             rotation: d.default_of("rotation"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -154,7 +159,7 @@ impl Options {
                 self.threads
             )));
         }
-        Ok(())
+        self.recovery.validate()
     }
 }
 
@@ -605,6 +610,9 @@ pub struct Outcome {
     /// Seconds of each epoch's updates, and of each epoch's test.
     pub epoch_s: Vec<f64>,
     pub test_s: Vec<f64>,
+    /// The epoch of the checkpoint this run resumed from (its RMSE and seconds come first in
+    /// `rmse`, `epoch_s` and `test_s`).
+    pub resumed_from: Option<usize>,
 }
 
 /// One slice's items, sorted by sub-slice then id, and where each sub-slice starts.
@@ -787,6 +795,8 @@ fn run_in(
     let (me, p) = (w.rank(), w.size());
     let (k, b, s) = (opts.rank, opts.blocks, 2 * p);
     let t0 = Instant::now();
+    // An unusable checkpoint directory fails now, not after the set-up.
+    let rec = opts.recovery.open(w, "mfsgd")?;
     let mut train = load_regrouped(w, "input", &opts.input)?;
     let test = match &opts.test {
         Some(t) => load_regrouped(w, "test", t)?,
@@ -960,6 +970,33 @@ fn run_in(
 
     let mut rmse = Vec::new();
     let (mut epoch_s, mut test_s) = (Vec::new(), Vec::new());
+    // What the factors and the RMSE curve depend on, besides the number of workers (which the
+    // checkpoint checks itself): the input's shape and the options. Not the threads or the
+    // rotation mode (the same bits either way), nor --epochs (the learning rate of epoch e
+    // does not depend on it). Numbers of f32 options as their shortest round-trip text.
+    let meta = serde_json::json!({
+        "app": "mfsgd",
+        "ratings": ratings,
+        "test_ratings": test_ratings,
+        "users": n_users,
+        "items": n_items,
+        "rank": k,
+        "blocks": b,
+        "lambda": opts.lambda.to_string(),
+        "alpha": opts.alpha.to_string(),
+        "decay": opts.decay.to_string(),
+        "seed": opts.seed,
+    });
+    let homes = [&slices[home(0)].ids[..], &slices[home(1)].ids[..]];
+    let start = resume(
+        w,
+        &rec,
+        &meta,
+        (opts.epochs, k),
+        (&users, &mut user_f),
+        (homes, [home(0), home(1)], &mut slot_tables),
+        (&mut rmse, &mut epoch_s, &mut test_s),
+    )?;
     let unknown_sse: f64 = unknown.iter().map(|x| (x.2 as f64 - mean).powi(2)).sum();
     let pipelined = opts.rotation == Rotation::Pipelined;
     std::thread::scope(|scope| -> Result<()> {
@@ -1009,7 +1046,7 @@ fn run_in(
             }
             Ok(())
         };
-        for epoch in 1..=opts.epochs {
+        for epoch in start + 1..=opts.epochs {
             let te = Instant::now();
             sweep(&mut slot_tables, &mut |sl, q| {
                 update_slice(
@@ -1047,6 +1084,15 @@ fn run_in(
                 test_s.push(tt.elapsed().as_secs_f64());
             }
             each(epoch, secs, e_rmse, t_read.elapsed().as_secs_f64());
+            // Every slice is home again: the state is this worker's users and home slices.
+            rec.after_iteration(w, epoch, opts.epochs, &meta, || {
+                state(
+                    w,
+                    (&users, &user_f),
+                    (homes, [home(0), home(1)], &slot_tables),
+                    (&rmse, &epoch_s, &test_s),
+                )
+            })?;
         }
         Ok(())
     })?;
@@ -1090,7 +1136,127 @@ fn run_in(
         load_s,
         epoch_s,
         test_s,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// A worker's users in row order, `(group, id)`, and their factors.
+type UserState<'a, F> = (&'a [(usize, u64)], F);
+/// The ids of the items of a worker's two home slices, the slices' numbers and the slot tables.
+type ItemState<'a, T> = ([&'a [u64]; 2], [usize; 2], T);
+/// The test RMSE, update seconds and test seconds of every epoch so far.
+type History<'a, V> = (V, V, V);
+
+/// This worker's state after an epoch, when every slice is home: table `users` (partition 0:
+/// the factors of its users in row order, f32; partition 1: their ids, i64), table `items`
+/// (partitions 0 and 1: the factors of the slices in slots 0 and 1, f32; 2 and 3: their item
+/// ids, i64) and table `history` (partition 0: the test RMSE of every epoch so far, 1: the
+/// seconds of its updates, 2: of its test pass).
+fn state(
+    w: &Worker,
+    (users, user_f): UserState<&[f32]>,
+    (ids, homes, slots): ItemState<&[Option<Table>; 2]>,
+    (rmse, epoch_s, test_s): History<&[f64]>,
+) -> Result<Vec<(&'static str, Table)>> {
+    let pool = w.pool();
+    let as_i64 = |v: &mut dyn Iterator<Item = u64>| v.map(|x| x as i64).collect::<Vec<i64>>();
+    let mut u = Table::new(Combiner::Reject);
+    u.put(0, Array::from_slice(pool, user_f));
+    u.put(
+        1,
+        Array::from_slice(pool, &as_i64(&mut users.iter().map(|x| x.1))),
+    );
+    let mut it = Table::new(Combiner::Reject);
+    for slot in 0..2 {
+        let t = slots[slot].as_ref().expect("slot");
+        let f = t
+            .get(homes[slot] as u32)
+            .expect("slice")
+            .as_slice::<f32>()?;
+        it.put(slot as u32, Array::from_slice(pool, f));
+        it.put(
+            2 + slot as u32,
+            Array::from_slice(pool, &as_i64(&mut ids[slot].iter().copied())),
+        );
+    }
+    let mut h = Table::new(Combiner::Reject);
+    for (pid, v) in [rmse, epoch_s, test_s].into_iter().enumerate() {
+        h.put(pid as u32, Array::from_slice(pool, v));
+    }
+    Ok(vec![("users", u), ("items", it), ("history", h)])
+}
+
+/// With `--resume`, this worker's factors and history from the newest checkpoint ([`state`]);
+/// returns the epochs done (0 for a fresh start). A part whose users or items are not the
+/// ones the input gives this worker fails every worker.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    (epochs, k): (usize, usize),
+    (users, user_f): UserState<&mut [f32]>,
+    (ids, homes, slots): ItemState<&mut [Option<Table>; 2]>,
+    (rmse, epoch_s, test_s): History<&mut Vec<f64>>,
+) -> Result<usize> {
+    let Some(mut r) = rec.resume(w, meta, epochs)? else {
+        return Ok(0);
+    };
+    let it = r.iteration;
+    let check = (|| {
+        let (u, items, h) = (r.take("users")?, r.take("items")?, r.take("history")?);
+        let not_mfsgd = || {
+            Error::data(format!(
+                "the checkpoint at epoch {it} does not hold MF-SGD state"
+            ))
+        };
+        let other = |what: &str| {
+            Error::data(format!(
+                "the checkpoint at epoch {it} holds other {what} for rank {} than the input \
+                 gives it (the same input with the same number of workers resumes)",
+                w.rank()
+            ))
+        };
+        let ids_of = |t: &Table, pid: u32| -> Result<Vec<u64>> {
+            let a = t.get(pid).ok_or_else(not_mfsgd)?;
+            Ok(a.as_slice::<i64>()?.iter().map(|&x| x as u64).collect())
+        };
+        let f32_of = |t: &Table, pid: u32, n: usize| -> Result<Vec<f32>> {
+            let a = t.get(pid).ok_or_else(not_mfsgd)?.as_slice::<f32>()?;
+            if a.len() != n {
+                return Err(not_mfsgd());
+            }
+            Ok(a.to_vec())
+        };
+        let f64_of = |pid: u32| -> Result<Vec<f64>> {
+            Ok(h.get(pid)
+                .ok_or_else(not_mfsgd)?
+                .as_slice::<f64>()?
+                .to_vec())
+        };
+        if ids_of(&u, 1)? != users.iter().map(|x| x.1).collect::<Vec<u64>>() {
+            return Err(other("users"));
+        }
+        let mut restored: [Option<Table>; 2] = [None, None];
+        for slot in 0..2 {
+            if ids_of(&items, 2 + slot as u32)? != ids[slot] {
+                return Err(other("items"));
+            }
+            let f = f32_of(&items, slot as u32, ids[slot].len() * k)?;
+            let mut t = Table::new(Combiner::Reject);
+            t.put(homes[slot] as u32, Array::from_slice(w.pool(), &f));
+            restored[slot] = Some(t);
+        }
+        let (r_rmse, r_epoch, r_test) = (f64_of(0)?, f64_of(1)?, f64_of(2)?);
+        if r_epoch.len() != it || r_rmse.len() != r_test.len() {
+            return Err(not_mfsgd());
+        }
+        user_f.copy_from_slice(&f32_of(&u, 0, user_f.len())?);
+        *slots = restored;
+        (*rmse, *epoch_s, *test_s) = (r_rmse, r_epoch, r_test);
+        Ok(())
+    })();
+    crate::worker::agree(w, "mfsgd-resume", check)?;
+    Ok(it)
 }
 
 /// The factors as text: `u<TAB>user<TAB>f1 f2 …` lines for the users, then `i<TAB>item<TAB>…`
