@@ -25,17 +25,19 @@
 //!   update the other slice (`--rotation blocking` waits for each rotate instead);
 //! * inside a worker, a slice is cut further: its users into B groups and the slice's items
 //!   into B sub-slices (`--blocks`); round k of B updates the B disjoint blocks (group j,
-//!   sub-slice (j + k) mod B) in parallel on the compute threads. Each block's ratings go in a
-//!   fixed order (by user id, item id, rating), so the result depends on W, B and the seed,
-//!   not on the number of threads or on timing: the updates equal a sequential run in the
-//!   order of [`reference`], bit for bit.
+//!   sub-slice (j + k) mod B) in parallel on the compute threads, persistent for the run (a
+//!   [`Dynamic`] scheduler: each round's B blocks are B tasks on one queue, each carrying the
+//!   user rows of its group and the item rows of its sub-slice as owned vectors, handed back
+//!   when done). Each block's ratings go in a fixed order (by user id, item id, rating), so
+//!   the result depends on W, B and the seed, not on the number of threads or on timing: the
+//!   updates equal a sequential run in the order of [`reference`], bit for bit.
 //!
 //! Initial factors are uniform in [0, 1/√rank) (as LIBMF's), each vector from the seed and its
 //! id alone, so every W starts from the same model. The test RMSE of each epoch (`--test`) is
 //! measured after the epoch by one more rotation of the slices without updates; a test rating
 //! whose user or item has no training rating is predicted by the mean training rating.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -45,6 +47,7 @@ use crate::data::kv::FastMap;
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, read_lines, LineError, STREAM_BLOCK};
+use crate::sched::Dynamic;
 use crate::storage::{FileInfo, Storage};
 use crate::util::hash::splitmix64;
 use crate::util::quote;
@@ -636,36 +639,76 @@ impl Blocks {
     }
 }
 
-/// Updates the slice `q` (its sub-slices start at `sub_start`) against the blocks of `slice`:
-/// B rounds of B disjoint blocks in parallel.
-#[allow(clippy::too_many_arguments)]
-fn update_slice(
-    blocks: &Blocks,
+/// One block's updates, a task of the compute threads: the block (slice, group, sub-slice)
+/// and the learning rate, with the factors it alone updates in this round travelling with it
+/// (moving a `Vec` moves a pointer): the group's user rows and the sub-slice's item rows.
+struct BlockTask {
     slice: usize,
-    user_f: &mut [f32],
-    group_start: &[usize],
+    group: usize,
+    sub: usize,
+    alpha: f32,
+    users: Vec<f32>,
+    items: Vec<f32>,
+}
+
+/// The compute threads of a run: persistent for the whole run, each taking the next block of
+/// a round from one queue (Harp's `DynamicScheduler`).
+type Threads = Dynamic<BlockTask, BlockTask, ()>;
+
+/// `threads` persistent compute threads that run the SGD updates of a [`BlockTask`] against
+/// `blocks`.
+fn start_threads(threads: usize, blocks: Arc<Blocks>, k: usize, lambda: f32) -> Result<Threads> {
+    Dynamic::new(vec![(); threads], move |_, mut t: BlockTask| {
+        let (pg, qs) = (&mut t.users, &mut t.items);
+        for &(u, i, r) in blocks.get(t.slice, t.group, t.sub) {
+            let (u, i) = (u as usize * k, i as usize * k);
+            sgd_step(&mut pg[u..u + k], &mut qs[i..i + k], r, t.alpha, lambda);
+        }
+        Ok(t)
+    })
+}
+
+/// Updates the slice `q` (its sub-slices start at `sub_start`) against the blocks of `slice`
+/// on the compute threads: B rounds of B disjoint blocks, block (group j, sub-slice
+/// (j + round) mod B) in round `round`. The groups' user rows are `groups`; the sub-slices
+/// are taken out of `q` for the rounds and put back after.
+fn update_slice(
+    threads: &mut Threads,
+    slice: usize,
+    groups: &mut [Vec<f32>],
     q: &mut [f32],
     sub_start: &[usize],
     k: usize,
     alpha: f32,
-    lambda: f32,
-) {
-    let b = blocks.b;
+) -> Result<()> {
+    let b = groups.len();
+    let mut subs: Vec<Vec<f32>> = sub_start
+        .windows(2)
+        .map(|w| q[w[0] * k..w[1] * k].to_vec())
+        .collect();
     for round in 0..b {
-        let mut groups = split_rows(user_f, group_start, k);
-        let mut subs = split_rows(q, sub_start, k);
-        subs.rotate_left(round);
-        groups
-            .par_iter_mut()
-            .zip(subs.par_iter_mut())
-            .enumerate()
-            .for_each(|(j, (pg, qs))| {
-                for &(u, i, r) in blocks.get(slice, j, (j + round) % b) {
-                    let (u, i) = (u as usize * k, i as usize * k);
-                    sgd_step(&mut pg[u..u + k], &mut qs[i..i + k], r, alpha, lambda);
+        let tasks: Vec<BlockTask> = (0..b)
+            .map(|j| {
+                let sub = (j + round) % b;
+                BlockTask {
+                    slice,
+                    group: j,
+                    sub,
+                    alpha,
+                    users: std::mem::take(&mut groups[j]),
+                    items: std::mem::take(&mut subs[sub]),
                 }
-            });
+            })
+            .collect();
+        for t in threads.run(tasks)? {
+            groups[t.group] = t.users;
+            subs[t.sub] = t.items;
+        }
     }
+    for (w, sub) in sub_start.windows(2).zip(&subs) {
+        q[w[0] * k..w[1] * k].copy_from_slice(sub);
+    }
+    Ok(())
 }
 
 /// Ids to what is known of them: an array indexed by id when the ids are small enough, a hash
@@ -744,21 +787,20 @@ fn split_rows<'a, T>(mut rows: &'a mut [T], start: &[usize], k: usize) -> Vec<&'
     out
 }
 
-/// The squared error of a slice's test ratings `(user row, item row, rating)`, and the mean's
-/// on those whose user or item is unknown (`u32::MAX`). Summed in chunks of a fixed size, in
-/// order.
-fn test_sse(tests: &[(u32, u32, f32)], user_f: &[f32], q: &[f32], k: usize, mean: f64) -> f64 {
+/// A test rating of a known user and item: (user group, user row in the group, item row in
+/// the slice, rating).
+type TestRating = (u32, u32, u32, f32);
+
+/// The squared error of a slice's test ratings, the users' factors in their `groups`. Summed
+/// in chunks of a fixed size, in order.
+fn test_sse(tests: &[TestRating], groups: &[Vec<f32>], q: &[f32], k: usize) -> f64 {
     tests
         .par_chunks(4096)
         .map(|c| {
             c.iter()
-                .map(|&(u, i, r)| {
-                    let pred = if u == u32::MAX || i == u32::MAX {
-                        mean
-                    } else {
-                        let (u, i) = (u as usize * k, i as usize * k);
-                        dot(&user_f[u..u + k], &q[i..i + k]) as f64
-                    };
+                .map(|&(g, u, i, r)| {
+                    let (u, i) = (u as usize * k, i as usize * k);
+                    let pred = dot(&groups[g as usize][u..u + k], &q[i..i + k]) as f64;
                     (r as f64 - pred).powi(2)
                 })
                 .sum::<f64>()
@@ -921,18 +963,18 @@ fn run_in(
         .for_each(|block| {
             block.sort_unstable_by_key(|&(u, i, r)| ((u as u64) << 32 | i as u64, r.to_bits()))
         });
-    let blocks = Blocks { start, data, b };
-    // Test ratings by slice: (user row, item row, rating) with absolute rows, u32::MAX unknown.
-    let mut tests: Vec<Vec<(u32, u32, f32)>> = vec![Vec::new(); s];
-    let mut unknown: Vec<(u32, u32, f32)> = Vec::new();
+    let blocks = Arc::new(Blocks { start, data, b });
+    // Test ratings by slice (item rows from the slice's start); the ratings of those whose
+    // user or item is unknown.
+    let mut tests: Vec<Vec<TestRating>> = vec![Vec::new(); s];
+    let mut unknown: Vec<f32> = Vec::new();
     for r in &test {
         match (user_at.get(r.user), item_at.get(r.item)) {
             (Some((g, urow)), Some((sl, sub, irow))) => {
-                let u = urow as usize + group_start[g as usize];
                 let i = irow as usize + slices[sl as usize].sub_start[sub as usize];
-                tests[sl as usize].push((u as u32, i as u32, r.value))
+                tests[sl as usize].push((g, urow, i as u32, r.value))
             }
-            _ => unknown.push((u32::MAX, u32::MAX, r.value)),
+            _ => unknown.push(r.value),
         }
     }
     let stats = sum_all(
@@ -997,13 +1039,20 @@ fn run_in(
         (homes, [home(0), home(1)], &mut slot_tables),
         (&mut rmse, &mut epoch_s, &mut test_s),
     )?;
-    let unknown_sse: f64 = unknown.iter().map(|x| (x.2 as f64 - mean).powi(2)).sum();
+    let unknown_sse: f64 = unknown.iter().map(|&x| (x as f64 - mean).powi(2)).sum();
     let pipelined = opts.rotation == Rotation::Pipelined;
+    // The user factors by group, each owned by whichever compute thread updates the group.
+    let mut groups: Vec<Vec<f32>> = group_start
+        .windows(2)
+        .map(|g| user_f[g[0] * k..g[1] * k].to_vec())
+        .collect();
+    drop(user_f);
+    let mut threads = start_threads(opts.threads, blocks, k, opts.lambda)?;
     std::thread::scope(|scope| -> Result<()> {
         let comm = Comm::start(scope, w);
         // One sweep of the slices: `work(slot, slice, factors)` on each, then the rotate.
         let sweep = |slot_tables: &mut [Option<Table>; 2],
-                     work: &mut dyn FnMut(usize, &mut [f32])|
+                     work: &mut dyn FnMut(usize, &mut [f32]) -> Result<()>|
          -> Result<()> {
             let mut pending: [Option<Pending<Table>>; 2] = [None, None];
             for t in 0..p {
@@ -1027,7 +1076,7 @@ fn run_in(
                             table.ids()
                         )));
                     }
-                    work(sl, table.get_mut(sl as u32).expect("slice").as_mut_slice()?);
+                    work(sl, table.get_mut(sl as u32).expect("slice").as_mut_slice()?)?;
                     let h = comm.call(move |w| {
                         w.rotate("mfsgd-rotate", &mut table, None)?;
                         Ok(table)
@@ -1049,16 +1098,15 @@ fn run_in(
         for epoch in start + 1..=opts.epochs {
             let te = Instant::now();
             sweep(&mut slot_tables, &mut |sl, q| {
+                let alpha = opts.alpha_at(epoch - 1);
                 update_slice(
-                    &blocks,
+                    &mut threads,
                     sl,
-                    &mut user_f,
-                    &group_start,
+                    &mut groups,
                     q,
                     &slices[sl].sub_start,
                     k,
-                    opts.alpha_at(epoch - 1),
-                    opts.lambda,
+                    alpha,
                 )
             })?;
             let secs = te.elapsed().as_secs_f64();
@@ -1068,7 +1116,8 @@ fn run_in(
                 let tt = Instant::now();
                 let mut sse = unknown_sse;
                 sweep(&mut slot_tables, &mut |sl, q| {
-                    sse += test_sse(&tests[sl], &user_f, q, k, mean);
+                    sse += test_sse(&tests[sl], &groups, q, k);
+                    Ok(())
                 })?;
                 let sums = comm
                     .call(move |w| sum_all(w, "mfsgd-rmse", &[sse]))
@@ -1088,7 +1137,7 @@ fn run_in(
             rec.after_iteration(w, epoch, opts.epochs, &meta, || {
                 state(
                     w,
-                    (&users, &user_f),
+                    (&users, &groups.concat()),
                     (homes, [home(0), home(1)], &slot_tables),
                     (&rmse, &epoch_s, &test_s),
                 )
@@ -1096,6 +1145,9 @@ fn run_in(
         }
         Ok(())
     })?;
+    drop(threads);
+    let user_f = groups.concat();
+    drop(groups);
 
     // Factors in id order: this worker's users, and the items of its home slices.
     let mut uo: Vec<(u64, usize)> = users
