@@ -36,6 +36,8 @@ pub struct MfsgdArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -54,6 +56,7 @@ fn options(a: &MfsgdArgs) -> Result<Options> {
         .rotation
         .parse::<Rotation>()
         .map_err(|e| Error::config(format!("--rotation: {e}")))?;
+    o.recovery = a.recovery.recovery(&a.output)?;
     o.validate()?;
     Ok(o)
 }
@@ -62,12 +65,11 @@ pub fn run(w: &Worker, a: &MfsgdArgs) -> Result<()> {
     let opts = options(a)?;
     let mut inputs = vec![a.input.as_str()];
     inputs.extend(a.test.as_deref());
-    let out = crate::output::prepare_output(w, &a.output, &inputs, &a.out, "mfsgd-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &inputs, &oo, "mfsgd-output")?;
     let master = w.is_master();
     crate::output::into_output(w, out, |out| {
-        let mut train_s = 0.0;
         let res = mfsgd::run(w, &opts, |epoch, secs, rmse, trained| {
-            train_s += secs;
             if master {
                 // `trained`: seconds since the input was read (time-to-RMSE counts from there).
                 let r = if rmse.is_nan() {
@@ -95,8 +97,13 @@ pub fn run(w: &Worker, a: &MfsgdArgs) -> Result<()> {
             &["rmse.txt"]
         };
         out.commit_parts(w, "mfsgd-commit", text.as_bytes(), extra)?;
+        if let (true, Some(e)) = (master, res.resumed_from) {
+            println!("resumed from the checkpoint at epoch {e}");
+        }
         if master {
-            let test: f64 = res.test_s.iter().sum();
+            // Those of a checkpoint resumed from included; from +0.0, as an empty sum is -0.0.
+            let train_s: f64 = res.epoch_s.iter().fold(0.0, |a, b| a + b);
+            let test: f64 = res.test_s.iter().fold(0.0, |a, b| a + b);
             println!(
                 "mfsgd: {} ratings ({} test), {} users, {} items, rank {}, {} epochs; read {:.3} s, \
                  blocks {:.3} s, epochs {:.3} s ({:.4} s each), tests {:.3} s",

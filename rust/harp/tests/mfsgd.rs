@@ -1,6 +1,7 @@
 //! MF-SGD with model rotation on in-process workers (W = 1, 2, 4): the factors equal, bit for
 //! bit, the sequential reference with the same update order, whatever the threads and the
-//! rotation mode; bad input fails every worker with the file and line.
+//! rotation mode; bad input fails every worker with the file and line; a run that fails after
+//! an epoch resumes from its checkpoint to the bits of an uninterrupted run.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harp::apps::mfsgd::{self, GenSpec, Options, Outcome, Rotation};
+use harp::checkpoint::Recovery;
 use harp::storage::LocalStorage;
 
 use common::{config, on_workers};
@@ -89,6 +91,20 @@ fn bits(v: &Factors) -> Vec<(u64, Vec<u32>)> {
         .collect()
 }
 
+/// The options of the small problem: rank 11 (one group of eight lanes and a remainder),
+/// 3 blocks, 2 threads.
+fn small_options(train: &str, epochs: usize) -> Options {
+    let mut opts = Options::new(train);
+    opts.rank = 11;
+    opts.epochs = epochs;
+    opts.blocks = 3;
+    opts.alpha = 0.02;
+    opts.decay = 0.8;
+    opts.seed = 9;
+    opts.threads = 2;
+    opts
+}
+
 #[test]
 fn equals_the_sequential_reference_for_1_2_and_4_workers() {
     let dir = tmp("ref");
@@ -96,15 +112,8 @@ fn equals_the_sequential_reference_for_1_2_and_4_workers() {
     let train_all = mfsgd::read_all(&LocalStorage, &train).unwrap();
     let test_all = mfsgd::read_all(&LocalStorage, &test).unwrap();
     assert!(train_all.len() > 2000 && test_all.len() > 250);
-    let mut opts = Options::new(train.clone());
+    let mut opts = small_options(&train, 4);
     opts.test = Some(test.clone());
-    opts.rank = 11; // one group of eight lanes and a remainder
-    opts.epochs = 4;
-    opts.blocks = 3;
-    opts.alpha = 0.02;
-    opts.decay = 0.8;
-    opts.seed = 9;
-    opts.threads = 2;
     let mut finals = Vec::new();
     for p in [1usize, 2, 4] {
         let want = mfsgd::reference(&train_all, &test_all, &opts, p);
@@ -174,6 +183,98 @@ fn bad_input_fails_every_worker_with_the_file_and_line() {
     opts.rank = 0;
     for r in run_on(2, &opts) {
         assert!(r.unwrap_err().to_string().contains("--rank"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn recovery(dir: &Path, every: usize, resume: bool, fail: Option<(usize, usize)>) -> Recovery {
+    Recovery {
+        every,
+        dir: Some(dir.to_str().unwrap().to_string()),
+        resume,
+        fail_after: fail.map(|(e, r)| (e, Some(r))),
+        job: String::new(),
+    }
+}
+
+/// Each worker's factors as the job writes them, and its RMSE curve (bits).
+fn results(outs: &[Outcome], k: usize) -> Vec<(String, Vec<u64>)> {
+    outs.iter()
+        .map(|o| {
+            let rmse = o.rmse.iter().map(|x| x.to_bits()).collect();
+            (mfsgd::format_factors(o, k), rmse)
+        })
+        .collect()
+}
+
+/// A run with checkpoints every 2 epochs that fails after epoch 3 (worker 0 or the last),
+/// resumed, ends with the factors (the part files' bytes) and the RMSE curve of an
+/// uninterrupted run, for W = 1 and 3, both rotations, with and without a test file. A resume
+/// with another worker count or another --rank is refused naming what differs.
+#[test]
+fn a_resumed_run_ends_with_the_bits_of_an_uninterrupted_one() {
+    let dir = tmp("resume");
+    let (train, test) = problem(&dir);
+    let ck = dir.join("ck");
+    let base = small_options(&train, 5);
+    let cases = [
+        (1usize, Rotation::Pipelined, true, 0usize),
+        (1, Rotation::Blocking, false, 0),
+        (3, Rotation::Pipelined, false, 2),
+        (3, Rotation::Blocking, true, 0),
+    ];
+    for (p, rotation, with_test, failing) in cases {
+        let what = format!("W={p}, {rotation:?}, test {with_test}");
+        let mut opts = base.clone();
+        opts.test = with_test.then(|| test.clone());
+        opts.rotation = rotation;
+        let full: Vec<Outcome> = run_on(p, &opts).into_iter().map(|r| r.unwrap()).collect();
+        let want = results(&full, opts.rank);
+        assert_eq!(full[0].rmse.len(), if with_test { 5 } else { 0 }, "{what}");
+        assert_eq!(full[0].resumed_from, None);
+
+        let mut failing_opts = opts.clone();
+        failing_opts.recovery = recovery(&ck, 2, false, Some((3, failing)));
+        let errs = run_on(p, &failing_opts);
+        let e = errs[failing].as_ref().unwrap_err().to_string();
+        assert!(
+            e.contains("injected failure after iteration 3"),
+            "{what}: {e}"
+        );
+        assert!(
+            errs.iter().all(|r| r.is_err()),
+            "{what}: every worker fails"
+        );
+        assert!(ck.join(harp::checkpoint::dir_name(2)).is_dir(), "{what}");
+
+        let mut resumed = opts.clone();
+        resumed.recovery = recovery(&ck, 2, true, None);
+        let outs: Vec<Outcome> = run_on(p, &resumed)
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        for o in &outs {
+            assert_eq!(o.resumed_from, Some(2), "{what}");
+            assert_eq!(o.epoch_s.len(), 5, "{what}: the checkpoint's seconds first");
+        }
+        assert!(
+            results(&outs, opts.rank) == want,
+            "{what}: the resumed factors or RMSE differ"
+        );
+    }
+
+    // The checkpoints of the last case (3 workers, --rank 11, saved after epochs 4 and 5).
+    let mut other = base.clone();
+    other.test = Some(test.clone());
+    other.recovery = recovery(&ck, 2, true, None);
+    for r in run_on(2, &other) {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("written by 3 workers, this run has 2"), "{e}");
+    }
+    other.rank = 4;
+    for r in run_on(3, &other) {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("its rank is 11, this run's is 4"), "{e}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,25 +25,29 @@
 //!   update the other slice (`--rotation blocking` waits for each rotate instead);
 //! * inside a worker, a slice is cut further: its users into B groups and the slice's items
 //!   into B sub-slices (`--blocks`); round k of B updates the B disjoint blocks (group j,
-//!   sub-slice (j + k) mod B) in parallel on the compute threads. Each block's ratings go in a
-//!   fixed order (by user id, item id, rating), so the result depends on W, B and the seed,
-//!   not on the number of threads or on timing: the updates equal a sequential run in the
-//!   order of [`reference`], bit for bit.
+//!   sub-slice (j + k) mod B) in parallel on the compute threads, persistent for the run (a
+//!   [`Dynamic`] scheduler: each round's B blocks are B tasks on one queue, each carrying the
+//!   user rows of its group and the item rows of its sub-slice as owned vectors, handed back
+//!   when done). Each block's ratings go in a fixed order (by user id, item id, rating), so
+//!   the result depends on W, B and the seed, not on the number of threads or on timing: the
+//!   updates equal a sequential run in the order of [`reference`], bit for bit.
 //!
 //! Initial factors are uniform in [0, 1/√rank) (as LIBMF's), each vector from the seed and its
 //! id alone, so every W starts from the same model. The test RMSE of each epoch (`--test`) is
 //! measured after the epoch by one more rotation of the slices without updates; a test rating
 //! whose user or item has no training rating is predicted by the mean training rating.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::checkpoint::{Recovering, Recovery};
 use crate::data::kv::FastMap;
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::io::lines::{for_each_line, read_lines, LineError, STREAM_BLOCK};
+use crate::sched::Dynamic;
 use crate::storage::{FileInfo, Storage};
 use crate::util::hash::splitmix64;
 use crate::util::quote;
@@ -91,6 +95,9 @@ pub struct Options {
     /// Groups of users and sub-slices of items per slice.
     pub blocks: usize,
     pub rotation: Rotation,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`), an
+    /// iteration being an epoch.
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -108,6 +115,7 @@ impl Options {
             threads: d.default_of("threads"),
             blocks: d.default_of("blocks"),
             rotation: d.default_of("rotation"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -154,7 +162,7 @@ impl Options {
                 self.threads
             )));
         }
-        Ok(())
+        self.recovery.validate()
     }
 }
 
@@ -605,6 +613,9 @@ pub struct Outcome {
     /// Seconds of each epoch's updates, and of each epoch's test.
     pub epoch_s: Vec<f64>,
     pub test_s: Vec<f64>,
+    /// The epoch of the checkpoint this run resumed from (its RMSE and seconds come first in
+    /// `rmse`, `epoch_s` and `test_s`).
+    pub resumed_from: Option<usize>,
 }
 
 /// One slice's items, sorted by sub-slice then id, and where each sub-slice starts.
@@ -628,36 +639,76 @@ impl Blocks {
     }
 }
 
-/// Updates the slice `q` (its sub-slices start at `sub_start`) against the blocks of `slice`:
-/// B rounds of B disjoint blocks in parallel.
-#[allow(clippy::too_many_arguments)]
-fn update_slice(
-    blocks: &Blocks,
+/// One block's updates, a task of the compute threads: the block (slice, group, sub-slice)
+/// and the learning rate, with the factors it alone updates in this round travelling with it
+/// (moving a `Vec` moves a pointer): the group's user rows and the sub-slice's item rows.
+struct BlockTask {
     slice: usize,
-    user_f: &mut [f32],
-    group_start: &[usize],
+    group: usize,
+    sub: usize,
+    alpha: f32,
+    users: Vec<f32>,
+    items: Vec<f32>,
+}
+
+/// The compute threads of a run: persistent for the whole run, each taking the next block of
+/// a round from one queue (Harp's `DynamicScheduler`).
+type Threads = Dynamic<BlockTask, BlockTask, ()>;
+
+/// `threads` persistent compute threads that run the SGD updates of a [`BlockTask`] against
+/// `blocks`.
+fn start_threads(threads: usize, blocks: Arc<Blocks>, k: usize, lambda: f32) -> Result<Threads> {
+    Dynamic::new(vec![(); threads], move |_, mut t: BlockTask| {
+        let (pg, qs) = (&mut t.users, &mut t.items);
+        for &(u, i, r) in blocks.get(t.slice, t.group, t.sub) {
+            let (u, i) = (u as usize * k, i as usize * k);
+            sgd_step(&mut pg[u..u + k], &mut qs[i..i + k], r, t.alpha, lambda);
+        }
+        Ok(t)
+    })
+}
+
+/// Updates the slice `q` (its sub-slices start at `sub_start`) against the blocks of `slice`
+/// on the compute threads: B rounds of B disjoint blocks, block (group j, sub-slice
+/// (j + round) mod B) in round `round`. The groups' user rows are `groups`; the sub-slices
+/// are taken out of `q` for the rounds and put back after.
+fn update_slice(
+    threads: &mut Threads,
+    slice: usize,
+    groups: &mut [Vec<f32>],
     q: &mut [f32],
     sub_start: &[usize],
     k: usize,
     alpha: f32,
-    lambda: f32,
-) {
-    let b = blocks.b;
+) -> Result<()> {
+    let b = groups.len();
+    let mut subs: Vec<Vec<f32>> = sub_start
+        .windows(2)
+        .map(|w| q[w[0] * k..w[1] * k].to_vec())
+        .collect();
     for round in 0..b {
-        let mut groups = split_rows(user_f, group_start, k);
-        let mut subs = split_rows(q, sub_start, k);
-        subs.rotate_left(round);
-        groups
-            .par_iter_mut()
-            .zip(subs.par_iter_mut())
-            .enumerate()
-            .for_each(|(j, (pg, qs))| {
-                for &(u, i, r) in blocks.get(slice, j, (j + round) % b) {
-                    let (u, i) = (u as usize * k, i as usize * k);
-                    sgd_step(&mut pg[u..u + k], &mut qs[i..i + k], r, alpha, lambda);
+        let tasks: Vec<BlockTask> = (0..b)
+            .map(|j| {
+                let sub = (j + round) % b;
+                BlockTask {
+                    slice,
+                    group: j,
+                    sub,
+                    alpha,
+                    users: std::mem::take(&mut groups[j]),
+                    items: std::mem::take(&mut subs[sub]),
                 }
-            });
+            })
+            .collect();
+        for t in threads.run(tasks)? {
+            groups[t.group] = t.users;
+            subs[t.sub] = t.items;
+        }
     }
+    for (w, sub) in sub_start.windows(2).zip(&subs) {
+        q[w[0] * k..w[1] * k].copy_from_slice(sub);
+    }
+    Ok(())
 }
 
 /// Ids to what is known of them: an array indexed by id when the ids are small enough, a hash
@@ -736,21 +787,20 @@ fn split_rows<'a, T>(mut rows: &'a mut [T], start: &[usize], k: usize) -> Vec<&'
     out
 }
 
-/// The squared error of a slice's test ratings `(user row, item row, rating)`, and the mean's
-/// on those whose user or item is unknown (`u32::MAX`). Summed in chunks of a fixed size, in
-/// order.
-fn test_sse(tests: &[(u32, u32, f32)], user_f: &[f32], q: &[f32], k: usize, mean: f64) -> f64 {
+/// A test rating of a known user and item: (user group, user row in the group, item row in
+/// the slice, rating).
+type TestRating = (u32, u32, u32, f32);
+
+/// The squared error of a slice's test ratings, the users' factors in their `groups`. Summed
+/// in chunks of a fixed size, in order.
+fn test_sse(tests: &[TestRating], groups: &[Vec<f32>], q: &[f32], k: usize) -> f64 {
     tests
         .par_chunks(4096)
         .map(|c| {
             c.iter()
-                .map(|&(u, i, r)| {
-                    let pred = if u == u32::MAX || i == u32::MAX {
-                        mean
-                    } else {
-                        let (u, i) = (u as usize * k, i as usize * k);
-                        dot(&user_f[u..u + k], &q[i..i + k]) as f64
-                    };
+                .map(|&(g, u, i, r)| {
+                    let (u, i) = (u as usize * k, i as usize * k);
+                    let pred = dot(&groups[g as usize][u..u + k], &q[i..i + k]) as f64;
                     (r as f64 - pred).powi(2)
                 })
                 .sum::<f64>()
@@ -787,6 +837,8 @@ fn run_in(
     let (me, p) = (w.rank(), w.size());
     let (k, b, s) = (opts.rank, opts.blocks, 2 * p);
     let t0 = Instant::now();
+    // An unusable checkpoint directory fails now, not after the set-up.
+    let rec = opts.recovery.open(w, "mfsgd")?;
     let mut train = load_regrouped(w, "input", &opts.input)?;
     let test = match &opts.test {
         Some(t) => load_regrouped(w, "test", t)?,
@@ -911,18 +963,18 @@ fn run_in(
         .for_each(|block| {
             block.sort_unstable_by_key(|&(u, i, r)| ((u as u64) << 32 | i as u64, r.to_bits()))
         });
-    let blocks = Blocks { start, data, b };
-    // Test ratings by slice: (user row, item row, rating) with absolute rows, u32::MAX unknown.
-    let mut tests: Vec<Vec<(u32, u32, f32)>> = vec![Vec::new(); s];
-    let mut unknown: Vec<(u32, u32, f32)> = Vec::new();
+    let blocks = Arc::new(Blocks { start, data, b });
+    // Test ratings by slice (item rows from the slice's start); the ratings of those whose
+    // user or item is unknown.
+    let mut tests: Vec<Vec<TestRating>> = vec![Vec::new(); s];
+    let mut unknown: Vec<f32> = Vec::new();
     for r in &test {
         match (user_at.get(r.user), item_at.get(r.item)) {
             (Some((g, urow)), Some((sl, sub, irow))) => {
-                let u = urow as usize + group_start[g as usize];
                 let i = irow as usize + slices[sl as usize].sub_start[sub as usize];
-                tests[sl as usize].push((u as u32, i as u32, r.value))
+                tests[sl as usize].push((g, urow, i as u32, r.value))
             }
-            _ => unknown.push((u32::MAX, u32::MAX, r.value)),
+            _ => unknown.push(r.value),
         }
     }
     let stats = sum_all(
@@ -960,13 +1012,47 @@ fn run_in(
 
     let mut rmse = Vec::new();
     let (mut epoch_s, mut test_s) = (Vec::new(), Vec::new());
-    let unknown_sse: f64 = unknown.iter().map(|x| (x.2 as f64 - mean).powi(2)).sum();
+    // What the factors and the RMSE curve depend on, besides the number of workers (which the
+    // checkpoint checks itself): the input's shape and the options. Not the threads or the
+    // rotation mode (the same bits either way), nor --epochs (the learning rate of epoch e
+    // does not depend on it). Numbers of f32 options as their shortest round-trip text.
+    let meta = serde_json::json!({
+        "app": "mfsgd",
+        "ratings": ratings,
+        "test_ratings": test_ratings,
+        "users": n_users,
+        "items": n_items,
+        "rank": k,
+        "blocks": b,
+        "lambda": opts.lambda.to_string(),
+        "alpha": opts.alpha.to_string(),
+        "decay": opts.decay.to_string(),
+        "seed": opts.seed,
+    });
+    let homes = [&slices[home(0)].ids[..], &slices[home(1)].ids[..]];
+    let start = resume(
+        w,
+        &rec,
+        &meta,
+        (opts.epochs, k),
+        (&users, &mut user_f),
+        (homes, [home(0), home(1)], &mut slot_tables),
+        (&mut rmse, &mut epoch_s, &mut test_s),
+    )?;
+    let unknown_sse: f64 = unknown.iter().map(|&x| (x as f64 - mean).powi(2)).sum();
     let pipelined = opts.rotation == Rotation::Pipelined;
+    // The user factors by group, each owned by whichever compute thread updates the group.
+    let mut groups: Vec<Vec<f32>> = group_start
+        .windows(2)
+        .map(|g| user_f[g[0] * k..g[1] * k].to_vec())
+        .collect();
+    drop(user_f);
+    let mut threads = start_threads(opts.threads, blocks, k, opts.lambda)?;
     std::thread::scope(|scope| -> Result<()> {
         let comm = Comm::start(scope, w);
         // One sweep of the slices: `work(slot, slice, factors)` on each, then the rotate.
         let sweep = |slot_tables: &mut [Option<Table>; 2],
-                     work: &mut dyn FnMut(usize, &mut [f32])|
+                     work: &mut dyn FnMut(usize, &mut [f32]) -> Result<()>|
          -> Result<()> {
             let mut pending: [Option<Pending<Table>>; 2] = [None, None];
             for t in 0..p {
@@ -990,7 +1076,7 @@ fn run_in(
                             table.ids()
                         )));
                     }
-                    work(sl, table.get_mut(sl as u32).expect("slice").as_mut_slice()?);
+                    work(sl, table.get_mut(sl as u32).expect("slice").as_mut_slice()?)?;
                     let h = comm.call(move |w| {
                         w.rotate("mfsgd-rotate", &mut table, None)?;
                         Ok(table)
@@ -1009,19 +1095,18 @@ fn run_in(
             }
             Ok(())
         };
-        for epoch in 1..=opts.epochs {
+        for epoch in start + 1..=opts.epochs {
             let te = Instant::now();
             sweep(&mut slot_tables, &mut |sl, q| {
+                let alpha = opts.alpha_at(epoch - 1);
                 update_slice(
-                    &blocks,
+                    &mut threads,
                     sl,
-                    &mut user_f,
-                    &group_start,
+                    &mut groups,
                     q,
                     &slices[sl].sub_start,
                     k,
-                    opts.alpha_at(epoch - 1),
-                    opts.lambda,
+                    alpha,
                 )
             })?;
             let secs = te.elapsed().as_secs_f64();
@@ -1031,7 +1116,8 @@ fn run_in(
                 let tt = Instant::now();
                 let mut sse = unknown_sse;
                 sweep(&mut slot_tables, &mut |sl, q| {
-                    sse += test_sse(&tests[sl], &user_f, q, k, mean);
+                    sse += test_sse(&tests[sl], &groups, q, k);
+                    Ok(())
                 })?;
                 let sums = comm
                     .call(move |w| sum_all(w, "mfsgd-rmse", &[sse]))
@@ -1047,9 +1133,21 @@ fn run_in(
                 test_s.push(tt.elapsed().as_secs_f64());
             }
             each(epoch, secs, e_rmse, t_read.elapsed().as_secs_f64());
+            // Every slice is home again: the state is this worker's users and home slices.
+            rec.after_iteration(w, epoch, opts.epochs, &meta, || {
+                state(
+                    w,
+                    (&users, &groups.concat()),
+                    (homes, [home(0), home(1)], &slot_tables),
+                    (&rmse, &epoch_s, &test_s),
+                )
+            })?;
         }
         Ok(())
     })?;
+    drop(threads);
+    let user_f = groups.concat();
+    drop(groups);
 
     // Factors in id order: this worker's users, and the items of its home slices.
     let mut uo: Vec<(u64, usize)> = users
@@ -1090,7 +1188,127 @@ fn run_in(
         load_s,
         epoch_s,
         test_s,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// A worker's users in row order, `(group, id)`, and their factors.
+type UserState<'a, F> = (&'a [(usize, u64)], F);
+/// The ids of the items of a worker's two home slices, the slices' numbers and the slot tables.
+type ItemState<'a, T> = ([&'a [u64]; 2], [usize; 2], T);
+/// The test RMSE, update seconds and test seconds of every epoch so far.
+type History<'a, V> = (V, V, V);
+
+/// This worker's state after an epoch, when every slice is home: table `users` (partition 0:
+/// the factors of its users in row order, f32; partition 1: their ids, i64), table `items`
+/// (partitions 0 and 1: the factors of the slices in slots 0 and 1, f32; 2 and 3: their item
+/// ids, i64) and table `history` (partition 0: the test RMSE of every epoch so far, 1: the
+/// seconds of its updates, 2: of its test pass).
+fn state(
+    w: &Worker,
+    (users, user_f): UserState<&[f32]>,
+    (ids, homes, slots): ItemState<&[Option<Table>; 2]>,
+    (rmse, epoch_s, test_s): History<&[f64]>,
+) -> Result<Vec<(&'static str, Table)>> {
+    let pool = w.pool();
+    let as_i64 = |v: &mut dyn Iterator<Item = u64>| v.map(|x| x as i64).collect::<Vec<i64>>();
+    let mut u = Table::new(Combiner::Reject);
+    u.put(0, Array::from_slice(pool, user_f));
+    u.put(
+        1,
+        Array::from_slice(pool, &as_i64(&mut users.iter().map(|x| x.1))),
+    );
+    let mut it = Table::new(Combiner::Reject);
+    for slot in 0..2 {
+        let t = slots[slot].as_ref().expect("slot");
+        let f = t
+            .get(homes[slot] as u32)
+            .expect("slice")
+            .as_slice::<f32>()?;
+        it.put(slot as u32, Array::from_slice(pool, f));
+        it.put(
+            2 + slot as u32,
+            Array::from_slice(pool, &as_i64(&mut ids[slot].iter().copied())),
+        );
+    }
+    let mut h = Table::new(Combiner::Reject);
+    for (pid, v) in [rmse, epoch_s, test_s].into_iter().enumerate() {
+        h.put(pid as u32, Array::from_slice(pool, v));
+    }
+    Ok(vec![("users", u), ("items", it), ("history", h)])
+}
+
+/// With `--resume`, this worker's factors and history from the newest checkpoint ([`state`]);
+/// returns the epochs done (0 for a fresh start). A part whose users or items are not the
+/// ones the input gives this worker fails every worker.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    (epochs, k): (usize, usize),
+    (users, user_f): UserState<&mut [f32]>,
+    (ids, homes, slots): ItemState<&mut [Option<Table>; 2]>,
+    (rmse, epoch_s, test_s): History<&mut Vec<f64>>,
+) -> Result<usize> {
+    let Some(mut r) = rec.resume(w, meta, epochs)? else {
+        return Ok(0);
+    };
+    let it = r.iteration;
+    let check = (|| {
+        let (u, items, h) = (r.take("users")?, r.take("items")?, r.take("history")?);
+        let not_mfsgd = || {
+            Error::data(format!(
+                "the checkpoint at epoch {it} does not hold MF-SGD state"
+            ))
+        };
+        let other = |what: &str| {
+            Error::data(format!(
+                "the checkpoint at epoch {it} holds other {what} for rank {} than the input \
+                 gives it (the same input with the same number of workers resumes)",
+                w.rank()
+            ))
+        };
+        let ids_of = |t: &Table, pid: u32| -> Result<Vec<u64>> {
+            let a = t.get(pid).ok_or_else(not_mfsgd)?;
+            Ok(a.as_slice::<i64>()?.iter().map(|&x| x as u64).collect())
+        };
+        let f32_of = |t: &Table, pid: u32, n: usize| -> Result<Vec<f32>> {
+            let a = t.get(pid).ok_or_else(not_mfsgd)?.as_slice::<f32>()?;
+            if a.len() != n {
+                return Err(not_mfsgd());
+            }
+            Ok(a.to_vec())
+        };
+        let f64_of = |pid: u32| -> Result<Vec<f64>> {
+            Ok(h.get(pid)
+                .ok_or_else(not_mfsgd)?
+                .as_slice::<f64>()?
+                .to_vec())
+        };
+        if ids_of(&u, 1)? != users.iter().map(|x| x.1).collect::<Vec<u64>>() {
+            return Err(other("users"));
+        }
+        let mut restored: [Option<Table>; 2] = [None, None];
+        for slot in 0..2 {
+            if ids_of(&items, 2 + slot as u32)? != ids[slot] {
+                return Err(other("items"));
+            }
+            let f = f32_of(&items, slot as u32, ids[slot].len() * k)?;
+            let mut t = Table::new(Combiner::Reject);
+            t.put(homes[slot] as u32, Array::from_slice(w.pool(), &f));
+            restored[slot] = Some(t);
+        }
+        let (r_rmse, r_epoch, r_test) = (f64_of(0)?, f64_of(1)?, f64_of(2)?);
+        if r_epoch.len() != it || r_rmse.len() != r_test.len() {
+            return Err(not_mfsgd());
+        }
+        user_f.copy_from_slice(&f32_of(&u, 0, user_f.len())?);
+        *slots = restored;
+        (*rmse, *epoch_s, *test_s) = (r_rmse, r_epoch, r_test);
+        Ok(())
+    })();
+    crate::worker::agree(w, "mfsgd-resume", check)?;
+    Ok(it)
 }
 
 /// The factors as text: `u<TAB>user<TAB>f1 f2 …` lines for the users, then `i<TAB>item<TAB>…`

@@ -347,6 +347,9 @@ pub static MFSGD: AppJob = AppJob {
         opt("rotation", "harp.mfsgd.rotation", Kind::Value, Some("pipelined"), "pipelined (a slice rotates while the worker updates its other slice) or blocking (each rotate is waited for). Same factors either way."),
         opt("output", "harp.mfsgd.output", Kind::Required, None, "Output directory: one part-RRRRR file per worker (`u<TAB>user<TAB>factors` lines for its users, `i<TAB>item<TAB>factors` for the items of its two home slices), rmse.txt (epoch and test RMSE) and _SUCCESS; nothing is written on failure."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 
