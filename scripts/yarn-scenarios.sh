@@ -18,6 +18,8 @@
 #   am-restart-pagerank  the same for PageRank, an engine job (`--checkpoint-every`): attempt 2's
 #                    workers are started with --resume and its ranks are byte-identical to an
 #                    uninterrupted run's
+#   am-restart-mfsgd, am-restart-lda  the same for MF-SGD (400 epochs, checkpoints every 40) and
+#                    LDA (200 iterations, every 20): part files byte-identical
 #   mapred-kill      `mapred job -kill` (the cluster's own client, framework yarn): KILLED within
 #                    5 s, nothing committed, staging directory removed
 #   yarn-kill        `yarn application -kill`: the same
@@ -270,6 +272,23 @@ scenario_am_restart_pagerank() {
     --input "$HARP_HDFS_DIR/edges" --iterations "${AM_RESTART_ITERATIONS:-3000}"
 }
 
+scenario_am_restart_mfsgd() {
+  "$H" gen ratings --users 2000 --items 500 --ratings 60000 --seed 4 --output "$WORK/ratings.txt" \
+    --test "$WORK/ratings-test.txt" >/dev/null || { record am-restart-mfsgd 1 0 "harp gen ratings failed"; return; }
+  "$HADOOP" fs -put -f "$WORK/ratings.txt" "$WORK/ratings-test.txt" "$HARP_HDFS_DIR/" \
+    || { record am-restart-mfsgd 1 0 "cannot put the ratings"; return; }
+  am_restart_job am-restart-mfsgd "${AM_RESTART_EVERY:-40}" mfsgd --workers 3 --input "$HARP_HDFS_DIR/ratings.txt" \
+    --test "$HARP_HDFS_DIR/ratings-test.txt" --epochs "${AM_RESTART_ITERATIONS:-400}"
+}
+
+scenario_am_restart_lda() {
+  "$H" gen corpus --docs 600 --vocabulary 2000 --topics 10 --length 50 --seed 5 --output "$WORK/corpus.txt" \
+    >/dev/null || { record am-restart-lda 1 0 "harp gen corpus failed"; return; }
+  "$HADOOP" fs -put -f "$WORK/corpus.txt" "$HARP_HDFS_DIR/" || { record am-restart-lda 1 0 "cannot put the corpus"; return; }
+  am_restart_job am-restart-lda "${AM_RESTART_EVERY:-20}" lda --workers 3 --input "$HARP_HDFS_DIR/corpus.txt" \
+    --topics 10 --iterations "${AM_RESTART_ITERATIONS:-200}"
+}
+
 scenario_kill() { # name no-op-command kill-command
   local name=$1 noop=$2 cmd=$3
   local b0; b0=$(now); $noop >/dev/null 2>&1; local base; base=$(since "$b0")
@@ -407,7 +426,7 @@ scenario_master_node_lost() {
 }
 
 list=("$@")
-[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart am-restart-pagerank mapred-kill yarn-kill bad-input bad-init subdir-input rerun-killed)
+[[ ${#list[@]} -gt 0 ]] || list=(kmeans2 kmeans3 gang kill-worker kill-master am-restart am-restart-pagerank am-restart-mfsgd am-restart-lda mapred-kill yarn-kill bad-input bad-init subdir-input rerun-killed)
 for s in "${list[@]}"; do
   case $s in
     kmeans2) scenario_kmeans 2 ;;
@@ -417,6 +436,8 @@ for s in "${list[@]}"; do
     kill-master) scenario_kill_master ;;
     am-restart) scenario_am_restart ;;
     am-restart-pagerank) scenario_am_restart_pagerank ;;
+    am-restart-mfsgd) scenario_am_restart_mfsgd ;;
+    am-restart-lda) scenario_am_restart_lda ;;
     mapred-kill) scenario_kill mapred-kill mapred_noop mapred_kill ;;
     yarn-kill) scenario_kill yarn-kill yarn_noop yarn_kill ;;
     bad-input) scenario_bad bad-input "$HARP_HDFS_DIR/no-such-points" "$HARP_HDFS_DIR/init.txt" "no-such-points" ;;
