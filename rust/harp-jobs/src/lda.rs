@@ -32,6 +32,8 @@ pub struct LdaArgs {
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
     #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
+    #[command(flatten)]
     pub cluster: ClusterOpts,
 }
 
@@ -50,6 +52,7 @@ fn options(a: &LdaArgs) -> Result<Options> {
         threads: a.threads,
         words,
         top_words: a.top_words,
+        recovery: a.recovery.recovery(&a.output)?,
     };
     o.validate()?;
     Ok(o)
@@ -62,7 +65,8 @@ pub fn precheck(a: &LdaArgs) -> Result<()> {
 
 pub fn run(w: &Worker, a: &LdaArgs) -> Result<()> {
     let opts = options(a)?;
-    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "lda-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &oo, "lda-output")?;
     let master = w.is_master();
     crate::output::into_output(w, out, |out| {
         let res = lda::run(w, &opts, |x| {
@@ -77,6 +81,9 @@ pub fn run(w: &Worker, a: &LdaArgs) -> Result<()> {
             out.write("topics.txt", t.as_bytes())?;
         }
         out.commit_parts(w, "lda-commit", res.mixtures.as_bytes(), &["topics.txt"])?;
+        if let (true, Some(it)) = (master, res.resumed_from) {
+            println!("resumed from the checkpoint at iteration {it}");
+        }
         if master {
             let secs: f64 = res
                 .iterations

@@ -256,6 +256,9 @@ pub static LDA: AppJob = AppJob {
         opt("top_words", "harp.lda.top.words", Kind::Value, Some("10"), "Words listed per topic in topics.txt."),
         opt("output", "harp.lda.output", Kind::Required, None, "Output directory: part-RRRRR per worker (`doc_id<TAB>topic:share …` lines, the document's topic mixture), topics.txt (`topic<TAB>word:probability …`, the top words) and _SUCCESS; nothing is written on failure."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 

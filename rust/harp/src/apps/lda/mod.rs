@@ -34,6 +34,7 @@ use std::time::Instant;
 pub use corpus::{load_share, merge_vocabulary, Generate, Share, Words, MAX_WORD_ID};
 use sampler::{draw, inverse, prefetch, stream, uniform_f32, LgammaTable, Scratch};
 
+use crate::checkpoint::{Recovering, Recovery};
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
 use crate::util::quote;
@@ -56,6 +57,8 @@ pub struct Options {
     pub words: Words,
     /// Words listed per topic in the result.
     pub top_words: usize,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`).
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -71,6 +74,7 @@ impl Options {
             threads: j.default_of("threads"),
             words: j.default_of("words"),
             top_words: j.default_of("top_words"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -93,7 +97,7 @@ impl Options {
             return Err(Error::config("--threads must be at least 1"));
         }
         crate::apps::check_threads(self.threads)?;
-        Ok(())
+        self.recovery.validate()
     }
 }
 
@@ -132,6 +136,8 @@ pub struct Outcome {
     pub slice_counts: Vec<i32>,
     /// The topic totals.
     pub nk: Vec<i64>,
+    /// The iteration of the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
 }
 
 /// The tokens of one (slice, document block, sub-slice): runs of one document's tokens.
@@ -352,6 +358,8 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
     o.validate()?;
     let (me, p) = (w.rank(), w.size());
     let t0 = Instant::now();
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = o.recovery.open(w, "lda")?;
     let storage = crate::storage::for_path_on(&o.input, Some(w.runtime().clone()))?;
     let loaded = storage.list_input(&o.input, false).and_then(|files| {
         if files.is_empty() {
@@ -415,17 +423,36 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         (v as u128 * k as u128 * 4 * 2).checked_add(share.docs() as u128 * k as u128 * 4),
     )?;
 
+    // The draws depend on the corpus, the options below, the worker count and the threads.
+    let meta = serde_json::json!({
+        "app": "lda",
+        "documents": docs,
+        "tokens": tokens,
+        "vocabulary": v,
+        "words": o.words.to_string(),
+        "topics": k,
+        "alpha": o.alpha,
+        "beta": o.beta,
+        "seed": o.seed,
+        "threads": th,
+    });
     // The first topics and counts; each slice's counts summed at its first holder.
     let (mut local, partial, nk_local) = layout(&share, v, s, th, k, o.seed);
     let doc_ids = std::mem::take(&mut share.ids);
     drop(share);
-    let mut model = Table::new(Combiner::Sum);
-    for (i, c) in partial.into_iter().enumerate() {
-        model.put(i as u32, Array::from_slice(w.pool(), &c));
-    }
-    let owner = Partitioner::Custom(Arc::new(move |id: u32| id as usize / th));
-    w.regroup("lda-model", &mut model, Some(&owner))?;
-    let mut nk = allreduce_i64(w, "lda-totals", nk_local)?;
+    let mut iterations = Vec::new();
+    let (mut model, mut nk, start) = match resume(w, &rec, &meta, o, &mut local, &mut iterations)? {
+        Some((model, nk)) => (model, nk, iterations.len()),
+        None => {
+            let mut model = Table::new(Combiner::Sum);
+            for (i, c) in partial.into_iter().enumerate() {
+                model.put(i as u32, Array::from_slice(w.pool(), &c));
+            }
+            let owner = Partitioner::Custom(Arc::new(move |id: u32| id as usize / th));
+            w.regroup("lda-model", &mut model, Some(&owner))?;
+            (model, allreduce_i64(w, "lda-totals", nk_local)?, 0)
+        }
+    };
     let load_s = t0.elapsed().as_secs_f64();
 
     let prm = Params {
@@ -435,8 +462,7 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         vbeta: (v as f64 * o.beta) as f32,
     };
     let (ta, tb) = (LgammaTable::new(o.alpha), LgammaTable::new(o.beta));
-    let mut iterations = Vec::new();
-    for it in 0..o.iterations {
+    for it in start..o.iterations {
         let ti = Instant::now();
         for step in 0..s {
             let slice = (me + s - step) % s;
@@ -488,6 +514,9 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         };
         each(&x);
         iterations.push(x);
+        rec.after_iteration(w, it + 1, o.iterations, &meta, || {
+            Ok(state(w, &local, &model, &nk, &iterations))
+        })?;
     }
 
     // This worker's slice, by word.
@@ -518,7 +547,135 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         slice_words,
         slice_counts,
         nk,
+        resumed_from: (start > 0).then_some(start),
     })
+}
+
+/// This worker's state after an iteration, when every slice is back with its first holder:
+/// `assignments` (partition 0: the topic of every token, u16, in the order of its groups),
+/// `documents` (partition 0: the document-topic counts, i32), `model` (the sub-slices of its own
+/// slice, i32, by partition id), `totals` (partition 0: the topic totals, i64) and `history`
+/// (partition 0: the log-likelihood per token, partition 1: the seconds, of every iteration so
+/// far). The random streams are derived from (seed, iteration, slice, block, sub-slice), so
+/// there is no generator state to save.
+fn state(
+    w: &Worker,
+    local: &Local,
+    model: &Table,
+    nk: &[i64],
+    its: &[Iteration],
+) -> Vec<(&'static str, Table)> {
+    let one = |a: Array| {
+        let mut t = Table::new(Combiner::Sum);
+        t.put(0, a);
+        t
+    };
+    let z: Vec<u16> = local
+        .groups
+        .iter()
+        .flat_map(|g| g.z.iter().copied())
+        .collect();
+    let mut history = one(Array::from_slice(
+        w.pool(),
+        &its.iter().map(|x| x.ll).collect::<Vec<_>>(),
+    ));
+    history.put(
+        1,
+        Array::from_slice(w.pool(), &its.iter().map(|x| x.secs).collect::<Vec<_>>()),
+    );
+    vec![
+        ("assignments", one(Array::from_slice(w.pool(), &z))),
+        ("documents", one(Array::from_slice(w.pool(), &local.ndk))),
+        ("model", model.duplicate(w.pool())),
+        ("totals", one(Array::from_slice(w.pool(), nk))),
+        ("history", history),
+    ]
+}
+
+/// With `--resume`, this worker's [`state`] from the newest checkpoint: the topics and
+/// document counts go into `local`, the iterations done into `its`; returns the model table
+/// and the totals (`None` for a fresh start). A part that does not fit this worker's share
+/// (other tokens, documents or slices) fails every worker.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    o: &Options,
+    local: &mut Local,
+    its: &mut Vec<Iteration>,
+) -> Result<Option<(Table, Vec<i64>)>> {
+    let Some(mut r) = rec.resume(w, meta, o.iterations)? else {
+        return Ok(None);
+    };
+    let it = r.iteration;
+    let (k, th, me) = (o.topics, o.threads, w.rank());
+    let check = (|| {
+        let bad = |what: &str| {
+            Error::data(format!(
+                "the checkpoint at iteration {it} holds other {what} for rank {me} than the \
+                 input gives it (the same input with the same number of workers resumes)"
+            ))
+        };
+        let z = r.take("assignments")?;
+        let ndk = r.take("documents")?;
+        let model = r.take("model")?;
+        let totals = r.take("totals")?;
+        let history = r.take("history")?;
+        fn part(t: &Table, id: u32, it: usize) -> Result<&Array> {
+            t.get(id).ok_or_else(|| {
+                Error::data(format!(
+                    "the checkpoint at iteration {it} does not hold LDA state"
+                ))
+            })
+        }
+        let z = part(&z, 0, it)?.as_slice::<u16>()?;
+        let n: usize = local.groups.iter().map(|g| g.z.len()).sum();
+        if z.len() != n || z.iter().any(|&t| t as usize >= k) {
+            return Err(bad("tokens"));
+        }
+        let ndk = part(&ndk, 0, it)?.as_slice::<i32>()?;
+        if ndk.len() != local.ndk.len() {
+            return Err(bad("documents"));
+        }
+        let mut ids = model.ids();
+        ids.sort_unstable();
+        let want: Vec<u32> = (0..th).map(|u| (me * th + u) as u32).collect();
+        let v = meta["vocabulary"].as_u64().unwrap_or(0) as usize;
+        let fits = |u: usize| {
+            let a = model.get((me * th + u) as u32)?;
+            Some(a.as_slice::<i32>().ok()?.len() == rows_of(v, me, u, w.size(), th) * k)
+        };
+        if ids != want || (0..th).any(|u| fits(u) != Some(true)) {
+            return Err(bad("slices"));
+        }
+        let nk = part(&totals, 0, it)?.as_slice::<i64>()?.to_vec();
+        let (ll, secs) = (part(&history, 0, it)?, part(&history, 1, it)?);
+        let (ll, secs) = (ll.as_slice::<f64>()?, secs.as_slice::<f64>()?);
+        if nk.len() != k || ll.len() != it || secs.len() != it {
+            return Err(bad("totals or history"));
+        }
+        let mut at = 0;
+        for g in &mut local.groups {
+            let n = g.z.len();
+            g.z.copy_from_slice(&z[at..at + n]);
+            at += n;
+        }
+        local.ndk.copy_from_slice(ndk);
+        *its = (0..it)
+            .map(|i| Iteration {
+                it: i + 1,
+                ll: ll[i],
+                secs: secs[i],
+            })
+            .collect();
+        Ok((model, nk))
+    })();
+    let (outcome, restored) = match check {
+        Ok(x) => (Ok(()), Some(x)),
+        Err(e) => (Err(e), None),
+    };
+    crate::worker::agree(w, "lda-resume", outcome)?;
+    Ok(restored)
 }
 
 /// One round of a step: thread i samples block i against sub-slice `(i + q) mod T`, starting
