@@ -1,7 +1,7 @@
 //! `harp lda`, and `harp gen corpus`.
 
 use clap::Args;
-use harp::apps::lda::{self, Generate, Options, Words};
+use harp::apps::lda::{self, Generate, Options, Rotation, Words};
 use harp::config::apps;
 use harp::{Error, Result, Worker};
 
@@ -25,6 +25,8 @@ pub struct LdaArgs {
     pub seed: u64,
     #[arg(long, help = apps::LDA.help("threads"), default_value = apps::LDA.default("threads"))]
     pub threads: usize,
+    #[arg(long, help = apps::LDA.help("rotation"), default_value = apps::LDA.default("rotation"))]
+    pub rotation: String,
     #[arg(long, help = apps::LDA.help("top_words"), default_value = apps::LDA.default("top_words"))]
     pub top_words: usize,
     #[arg(long, help = apps::LDA.help("output"))]
@@ -52,6 +54,10 @@ fn options(a: &LdaArgs) -> Result<Options> {
         threads: a.threads,
         words,
         top_words: a.top_words,
+        rotation: a
+            .rotation
+            .parse::<Rotation>()
+            .map_err(|e| Error::config(format!("--rotation: {e}")))?,
         recovery: a.recovery.recovery(&a.output)?,
     };
     o.validate()?;

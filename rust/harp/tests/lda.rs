@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harp::apps::lda::{self, sampler, Generate, Options, Outcome, Share, Words};
+use harp::apps::lda::{self, sampler, Generate, Options, Outcome, Rotation, Share, Words};
 use harp::checkpoint::{dir_name, Recovery};
 
 use common::{config, on_workers};
@@ -46,6 +46,16 @@ fn corpus(dir: &std::path::Path, g: &Generate) -> String {
     let f = dir.join("corpus.txt");
     std::fs::write(&f, text).unwrap();
     f.to_str().unwrap().to_string()
+}
+
+/// A fresh directory `name` with corpus `g` in it, and the options of `iterations` with `topics`
+/// on it.
+fn setup(name: &str, g: &Generate, topics: usize, iterations: usize) -> (PathBuf, Options) {
+    let dir = tmpdir(name);
+    let mut o = Options::new(corpus(&dir, g));
+    o.topics = topics;
+    o.iterations = iterations;
+    (dir, o)
 }
 
 fn run(p: usize, o: &Options) -> Vec<Outcome> {
@@ -130,12 +140,8 @@ fn one_worker_is_the_sequential_sampler() {
 
 #[test]
 fn workers_1_2_4_agree_and_find_the_generating_topics() {
-    let dir = tmpdir("workers");
     let g = generate(1500, 500, 5, 100, 3, false);
-    let input = corpus(&dir, &g);
-    let mut o = Options::new(input);
-    o.topics = 5;
-    o.iterations = 40;
+    let (dir, mut o) = setup("workers", &g, 5, 40);
     o.top_words = 10;
     let mut finals = Vec::new();
     for (p, threads) in [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1)] {
@@ -287,14 +293,11 @@ fn recovery(dir: &std::path::Path, every: usize, resume: bool, fail: Option<usiz
 /// threads is refused naming what differs.
 #[test]
 fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
-    let dir = tmpdir("resume");
     let g = generate(200, 300, 5, 40, 9, false);
-    let input = corpus(&dir, &g);
+    let (dir, base) = setup("resume", &g, 6, 7);
     for (p, threads) in [(1, 1), (3, 2)] {
         let ck = dir.join(format!("ck-{p}"));
-        let mut o = Options::new(input.clone());
-        o.topics = 6;
-        o.iterations = 7;
+        let mut o = base.clone();
         o.threads = threads;
         let full = run_result(p, &o);
         assert!(full
@@ -329,9 +332,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
         assert_eq!(bits(resumed), full, "W = {p}");
     }
     // Another worker count, or other threads, is refused on every worker, naming what differs.
-    let mut o = Options::new(input);
-    o.topics = 6;
-    o.iterations = 7;
+    let mut o = base;
     o.threads = 2;
     o.recovery = recovery(&dir.join("ck-3"), 0, true, None);
     for r in run_result(2, &o) {
@@ -342,6 +343,29 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     for r in run_result(3, &o) {
         let e = r.expect_err("refused").to_string();
         assert!(e.contains("its threads is 2, this run's is 1"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two slices per worker: the pipelined rotation (the rotate of one slice overlapping the
+/// sampling of the other) and the blocking one draw the same topics, so every count, part
+/// file and log-likelihood is the same.
+#[test]
+fn pipelined_and_blocking_rotation_give_the_same_counts() {
+    let g = generate(300, 400, 5, 40, 13, false);
+    let (dir, mut o) = setup("rotation", &g, 7, 4);
+    for (p, threads) in [(2, 1), (3, 2), (4, 1)] {
+        o.threads = threads;
+        o.rotation = Rotation::Blocking;
+        let blocking = run(p, &o);
+        consistent(&blocking, blocking[0].vocabulary, 7);
+        o.rotation = Rotation::Pipelined;
+        let pipelined = bits(run_result(p, &o));
+        assert_eq!(
+            pipelined,
+            bits(blocking.into_iter().map(Ok).collect()),
+            "W = {p}, T = {threads}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
