@@ -6,17 +6,21 @@
 //! keeps its documents for the whole run.
 //!
 //! The model: the document-topic counts `n_dk` stay with their documents; the word-topic table
-//! `n_wk` is cut into W slices, word w in slice `w mod W`, and each slice into T sub-slices, one
-//! per compute thread (`(w / W) mod T`). An iteration is W steps; in each, a worker samples
-//! the tokens of its documents whose words are in the slice it holds, then passes the slice on
-//! with `rotate` (worker r to r + 1): at step t worker r holds slice `(r − t) mod W`, and after W
-//! steps every slice is back with its first holder. No two workers touch a slice at once, so
-//! every word-topic count is exact. Inside a step, T rounds: in round q thread i samples its
-//! block of documents against sub-slice `(i + q) mod T`, so the threads share neither
-//! documents nor words. The topic totals `n_k` are shared by everyone: each thread samples with
-//! its own copy, the copies' changes are added up after every round, and the workers' changes
-//! after every step by an allreduce of the deltas, so every worker starts every step with the
-//! exact totals (within a step a worker does not see the others' changes: the only
+//! `n_wk` is cut into S slices (S = 2W, or 1 with one worker), word w in slice `w mod S`, and
+//! each slice into T sub-slices, one per sampling thread (`(w / S) mod T`). Worker r holds two
+//! slices, one per slot. An iteration is W steps of two half-steps; in each, a worker samples
+//! the tokens of its documents whose words are in one slot's slice, then passes that slice on
+//! with `rotate` (worker r to r + 1) — started without blocking with [`Rotation::Pipelined`], so
+//! it overlaps the sampling of the other slot — : at step t worker r holds slices
+//! `2·((r − t) mod W) + j`, and after W steps every slice is back with its first holder. No two
+//! workers touch a slice at once, so every word-topic count is exact. The T sampling threads
+//! are a [`Static`] scheduler, thread i owning block i of the documents for the run; inside a
+//! half-step, T rounds: in round q thread i samples its block against sub-slice `(i + q) mod T`
+//! (passed in and back as an owned input and output), so the threads share neither documents
+//! nor words. The topic totals `n_k` are shared by everyone: each thread samples with its own
+//! copy, the copies' changes are added up after every round, and the workers' changes after
+//! every half-step by an allreduce of the deltas, so every worker starts every half-step with
+//! the exact totals (within a half-step a worker does not see the others' changes: the only
 //! approximation, as in AD-LDA).
 //!
 //! Each token's topic is drawn from `(n_dk + α)(n_wk + β)/(n_k + Vβ)` ([`sampler::draw`]);
