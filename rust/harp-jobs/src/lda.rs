@@ -1,7 +1,7 @@
 //! `harp lda`, and `harp gen corpus`.
 
 use clap::Args;
-use harp::apps::lda::{self, Generate, Options, Words};
+use harp::apps::lda::{self, Generate, Options, Rotation, Words};
 use harp::config::apps;
 use harp::{Error, Result, Worker};
 
@@ -25,12 +25,16 @@ pub struct LdaArgs {
     pub seed: u64,
     #[arg(long, help = apps::LDA.help("threads"), default_value = apps::LDA.default("threads"))]
     pub threads: usize,
+    #[arg(long, help = apps::LDA.help("rotation"), default_value = apps::LDA.default("rotation"))]
+    pub rotation: String,
     #[arg(long, help = apps::LDA.help("top_words"), default_value = apps::LDA.default("top_words"))]
     pub top_words: usize,
     #[arg(long, help = apps::LDA.help("output"))]
     pub output: String,
     #[command(flatten)]
     pub out: crate::output::OutputOpts,
+    #[command(flatten)]
+    pub recovery: crate::output::RecoveryOpts,
     #[command(flatten)]
     pub cluster: ClusterOpts,
 }
@@ -50,6 +54,11 @@ fn options(a: &LdaArgs) -> Result<Options> {
         threads: a.threads,
         words,
         top_words: a.top_words,
+        rotation: a
+            .rotation
+            .parse::<Rotation>()
+            .map_err(|e| Error::config(format!("--rotation: {e}")))?,
+        recovery: a.recovery.recovery(&a.output)?,
     };
     o.validate()?;
     Ok(o)
@@ -62,7 +71,8 @@ pub fn precheck(a: &LdaArgs) -> Result<()> {
 
 pub fn run(w: &Worker, a: &LdaArgs) -> Result<()> {
     let opts = options(a)?;
-    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &a.out, "lda-output")?;
+    let oo = a.recovery.output(&a.out);
+    let out = crate::output::prepare_output(w, &a.output, &[&a.input], &oo, "lda-output")?;
     let master = w.is_master();
     crate::output::into_output(w, out, |out| {
         let res = lda::run(w, &opts, |x| {
@@ -77,6 +87,9 @@ pub fn run(w: &Worker, a: &LdaArgs) -> Result<()> {
             out.write("topics.txt", t.as_bytes())?;
         }
         out.commit_parts(w, "lda-commit", res.mixtures.as_bytes(), &["topics.txt"])?;
+        if let (true, Some(it)) = (master, res.resumed_from) {
+            println!("resumed from the checkpoint at iteration {it}");
+        }
         if master {
             let secs: f64 = res
                 .iterations

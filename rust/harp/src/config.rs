@@ -566,7 +566,7 @@ pub static OPTIONS: &[EngineOption] = &[
         java: "harp.net.recalibrate",
         unit: Unit::Switch,
         help: "With a network model, the iterative jobs (K-means, PageRank, MDS, layout, N-body, \
-               CG, Java jobs that checkpoint) measure the network anew at the end of an \
+               CG, MF-SGD, LDA, Java jobs that checkpoint) measure the network anew at the end of an \
                iteration when the measured times of the last 16 predicted collectives drift more \
                than 20% from the model (docs/network-model.md).",
         get: |c| Value::Switch(c.net_recalibrate),

@@ -1,14 +1,16 @@
 //! `harp::apps::lda` on in-process workers: one worker and one thread is the sequential sampler
 //! exactly; 1, 2 and 4 workers (with 1 or 2 threads) keep every count consistent, converge to
 //! log-likelihoods within 1 % of each other and find the topics a corpus was generated from;
-//! bad input fails every worker naming the file and line.
+//! bad input fails every worker naming the file and line; a run resumed from a checkpoint ends
+//! with the bits of an uninterrupted one.
 
 mod common;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harp::apps::lda::{self, sampler, Generate, Options, Outcome, Share, Words};
+use harp::apps::lda::{self, sampler, Generate, Options, Outcome, Rotation, Share, Words};
+use harp::checkpoint::{dir_name, Recovery};
 
 use common::{config, on_workers};
 
@@ -44,6 +46,16 @@ fn corpus(dir: &std::path::Path, g: &Generate) -> String {
     let f = dir.join("corpus.txt");
     std::fs::write(&f, text).unwrap();
     f.to_str().unwrap().to_string()
+}
+
+/// A fresh directory `name` with corpus `g` in it, and the options of `iterations` with `topics`
+/// on it.
+fn setup(name: &str, g: &Generate, topics: usize, iterations: usize) -> (PathBuf, Options) {
+    let dir = tmpdir(name);
+    let mut o = Options::new(corpus(&dir, g));
+    o.topics = topics;
+    o.iterations = iterations;
+    (dir, o)
 }
 
 fn run(p: usize, o: &Options) -> Vec<Outcome> {
@@ -128,12 +140,8 @@ fn one_worker_is_the_sequential_sampler() {
 
 #[test]
 fn workers_1_2_4_agree_and_find_the_generating_topics() {
-    let dir = tmpdir("workers");
     let g = generate(1500, 500, 5, 100, 3, false);
-    let input = corpus(&dir, &g);
-    let mut o = Options::new(input);
-    o.topics = 5;
-    o.iterations = 40;
+    let (dir, mut o) = setup("workers", &g, 5, 40);
     o.top_words = 10;
     let mut finals = Vec::new();
     for (p, threads) in [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1)] {
@@ -232,6 +240,132 @@ fn bad_input_fails_every_worker_naming_file_and_line() {
         b.topics = topics;
         b.alpha = alpha;
         assert!(b.validate().is_err(), "{topics} {alpha}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs LDA on `p` in-process workers; a worker that fails is dropped (which aborts it, as a
+/// dead process would), so the others fail too.
+fn run_result(p: usize, o: &Options) -> Vec<harp::Result<Outcome>> {
+    on_workers(p, config(Duration::from_secs(30)), |w| {
+        let r = lda::run(&w, o, |_| {});
+        if r.is_ok() {
+            w.close();
+        }
+        r
+    })
+}
+
+/// What a run's result files and curve are made of, bit for bit: each worker's part file, the
+/// topics, the log-likelihood of every iteration, and the counts.
+type Bits = Vec<(
+    String,
+    Option<String>,
+    Vec<u64>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i64>,
+)>;
+
+fn bits(out: Vec<harp::Result<Outcome>>) -> Bits {
+    out.into_iter()
+        .map(|r| {
+            let o = r.expect("worker succeeded");
+            let ll = o.iterations.iter().map(|x| x.ll.to_bits()).collect();
+            (o.mixtures, o.topics, ll, o.ndk, o.slice_counts, o.nk)
+        })
+        .collect()
+}
+
+fn recovery(dir: &std::path::Path, every: usize, resume: bool, fail: Option<usize>) -> Recovery {
+    Recovery {
+        every,
+        dir: Some(dir.to_str().unwrap().to_string()),
+        resume,
+        fail_after: fail.map(|i| (i, None)),
+        job: String::new(),
+    }
+}
+
+/// With 1 and 3 workers (2 threads on 3): a run with checkpoints every 2 iterations that fails
+/// after iteration 5, then resumed, ends with the part files, topics, log-likelihood curve and
+/// counts of an uninterrupted run, bit for bit. A resume with another worker count or other
+/// threads is refused naming what differs.
+#[test]
+fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
+    let g = generate(200, 300, 5, 40, 9, false);
+    let (dir, base) = setup("resume", &g, 6, 7);
+    for (p, threads) in [(1, 1), (3, 2)] {
+        let ck = dir.join(format!("ck-{p}"));
+        let mut o = base.clone();
+        o.threads = threads;
+        let full = run_result(p, &o);
+        assert!(full
+            .iter()
+            .all(|r| r.as_ref().unwrap().resumed_from.is_none()));
+        let full = bits(full);
+
+        o.recovery = recovery(&ck, 2, false, Some(5));
+        let errs: Vec<String> = run_result(p, &o)
+            .into_iter()
+            .map(|r| r.expect_err("every worker fails").to_string())
+            .collect();
+        assert!(
+            errs[p - 1].contains("injected failure after iteration 5"),
+            "{errs:?}"
+        );
+        let names: Vec<String> = std::fs::read_dir(&ck)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| ck.join(n).join("manifest.json").exists())
+            .collect();
+        assert!(
+            names.contains(&dir_name(4)) && !names.contains(&dir_name(6)),
+            "{names:?}"
+        );
+
+        o.recovery = recovery(&ck, 2, true, None);
+        let resumed = run_result(p, &o);
+        for r in &resumed {
+            assert_eq!(r.as_ref().unwrap().resumed_from, Some(4), "W = {p}");
+        }
+        assert_eq!(bits(resumed), full, "W = {p}");
+    }
+    // Another worker count, or other threads, is refused on every worker, naming what differs.
+    let mut o = base;
+    o.threads = 2;
+    o.recovery = recovery(&dir.join("ck-3"), 0, true, None);
+    for r in run_result(2, &o) {
+        let e = r.expect_err("refused").to_string();
+        assert!(e.contains("written by 3 workers, this run has 2"), "{e}");
+    }
+    o.threads = 1;
+    for r in run_result(3, &o) {
+        let e = r.expect_err("refused").to_string();
+        assert!(e.contains("its threads is 2, this run's is 1"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two slices per worker: the pipelined rotation (the rotate of one slice overlapping the
+/// sampling of the other) and the blocking one draw the same topics, so every count, part
+/// file and log-likelihood is the same.
+#[test]
+fn pipelined_and_blocking_rotation_give_the_same_counts() {
+    let g = generate(300, 400, 5, 40, 13, false);
+    let (dir, mut o) = setup("rotation", &g, 7, 4);
+    for (p, threads) in [(2, 1), (3, 2), (4, 1)] {
+        o.threads = threads;
+        o.rotation = Rotation::Blocking;
+        let blocking = run(p, &o);
+        consistent(&blocking, blocking[0].vocabulary, 7);
+        o.rotation = Rotation::Pipelined;
+        let pipelined = bits(run_result(p, &o));
+        assert_eq!(
+            pipelined,
+            bits(blocking.into_iter().map(Ok).collect()),
+            "W = {p}, T = {threads}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

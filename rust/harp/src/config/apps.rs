@@ -253,9 +253,13 @@ pub static LDA: AppJob = AppJob {
         opt("iterations", "harp.lda.iterations", Kind::Value, Some("50"), "Gibbs sampling sweeps over every token."),
         opt("seed", "harp.lda.seed", Kind::Value, Some("1"), "Seed of the first topics and of the sampling (a run is reproducible for a given worker count, --threads and seed)."),
         opt("threads", "harp.lda.threads", Kind::Value, Some("1"), "Sampling threads per worker (each samples its own documents against its own part of the word slice)."),
+        opt("rotation", "harp.lda.rotation", Kind::Value, Some("pipelined"), "pipelined (two slices per worker: one rotates while the worker samples the other) or blocking (each rotate is waited for). Same counts either way."),
         opt("top_words", "harp.lda.top.words", Kind::Value, Some("10"), "Words listed per topic in topics.txt."),
         opt("output", "harp.lda.output", Kind::Required, None, "Output directory: part-RRRRR per worker (`doc_id<TAB>topic:share …` lines, the document's topic mixture), topics.txt (`topic<TAB>word:probability …`, the top words) and _SUCCESS; nothing is written on failure."),
         OVERWRITE,
+        CHECKPOINT_EVERY,
+        CHECKPOINT_DIR,
+        RESUME,
     ],
 };
 

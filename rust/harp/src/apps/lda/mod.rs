@@ -6,17 +6,21 @@
 //! keeps its documents for the whole run.
 //!
 //! The model: the document-topic counts `n_dk` stay with their documents; the word-topic table
-//! `n_wk` is cut into W slices, word w in slice `w mod W`, and each slice into T sub-slices, one
-//! per compute thread (`(w / W) mod T`). An iteration is W steps; in each, a worker samples
-//! the tokens of its documents whose words are in the slice it holds, then passes the slice on
-//! with `rotate` (worker r to r + 1): at step t worker r holds slice `(r − t) mod W`, and after W
-//! steps every slice is back with its first holder. No two workers touch a slice at once, so
-//! every word-topic count is exact. Inside a step, T rounds: in round q thread i samples its
-//! block of documents against sub-slice `(i + q) mod T`, so the threads share neither
-//! documents nor words. The topic totals `n_k` are shared by everyone: each thread samples with
-//! its own copy, the copies' changes are added up after every round, and the workers' changes
-//! after every step by an allreduce of the deltas, so every worker starts every step with the
-//! exact totals (within a step a worker does not see the others' changes: the only
+//! `n_wk` is cut into S slices (S = 2W, or 1 with one worker), word w in slice `w mod S`, and
+//! each slice into T sub-slices, one per sampling thread (`(w / S) mod T`). Worker r holds two
+//! slices, one per slot. An iteration is W steps of two half-steps; in each, a worker samples
+//! the tokens of its documents whose words are in one slot's slice, then passes that slice on
+//! with `rotate` (worker r to r + 1) — started without blocking with [`Rotation::Pipelined`], so
+//! it overlaps the sampling of the other slot — : at step t worker r holds slices
+//! `2·((r − t) mod W) + j`, and after W steps every slice is back with its first holder. No two
+//! workers touch a slice at once, so every word-topic count is exact. The T sampling threads
+//! are a [`Static`] scheduler, thread i owning block i of the documents for the run; inside a
+//! half-step, T rounds: in round q thread i samples its block against sub-slice `(i + q) mod T`
+//! (passed in and back as an owned input and output), so the threads share neither documents
+//! nor words. The topic totals `n_k` are shared by everyone: each thread samples with its own
+//! copy, the copies' changes are added up after every round, and the workers' changes after
+//! every half-step by an allreduce of the deltas, so every worker starts every half-step with
+//! the exact totals (within a half-step a worker does not see the others' changes: the only
 //! approximation, as in AD-LDA).
 //!
 //! Each token's topic is drawn from `(n_dk + α)(n_wk + β)/(n_k + Vβ)` ([`sampler::draw`]);
@@ -34,11 +38,14 @@ use std::time::Instant;
 pub use corpus::{load_share, merge_vocabulary, Generate, Share, Words, MAX_WORD_ID};
 use sampler::{draw, inverse, prefetch, stream, uniform_f32, LgammaTable, Scratch};
 
+pub use crate::apps::mfsgd::Rotation;
+use crate::checkpoint::{Recovering, Recovery};
 use crate::data::{Array, Combiner, Partitioner, Table};
 use crate::error::{Error, Result};
+use crate::sched::Static;
 use crate::util::quote;
 use crate::util::rng::Rng;
-use crate::worker::Worker;
+use crate::worker::{Pending, Worker};
 use crate::{Collectives, Opts};
 
 /// What [`run`] needs.
@@ -56,6 +63,11 @@ pub struct Options {
     pub words: Words,
     /// Words listed per topic in the result.
     pub top_words: usize,
+    /// How the slices travel: with two slices per worker, the rotate of one overlapping the
+    /// sampling of the other (pipelined), or each rotate waited for (blocking).
+    pub rotation: Rotation,
+    /// Checkpoints and resume (`--checkpoint-every`, `--checkpoint-dir`, `--resume`).
+    pub recovery: Recovery,
 }
 
 impl Options {
@@ -71,6 +83,8 @@ impl Options {
             threads: j.default_of("threads"),
             words: j.default_of("words"),
             top_words: j.default_of("top_words"),
+            rotation: j.default_of("rotation"),
+            recovery: Recovery::default(),
         }
     }
 
@@ -93,7 +107,7 @@ impl Options {
             return Err(Error::config("--threads must be at least 1"));
         }
         crate::apps::check_threads(self.threads)?;
-        Ok(())
+        self.recovery.validate()
     }
 }
 
@@ -132,6 +146,8 @@ pub struct Outcome {
     pub slice_counts: Vec<i32>,
     /// The topic totals.
     pub nk: Vec<i64>,
+    /// The iteration of the checkpoint this run resumed from.
+    pub resumed_from: Option<usize>,
 }
 
 /// The tokens of one (slice, document block, sub-slice): runs of one document's tokens.
@@ -269,17 +285,27 @@ fn sample_body(t: Task, p: Params, mut rng: Rng) {
     }
 }
 
-/// This worker's documents, laid out for sampling.
-struct Local {
+/// The documents of one sampling thread (a block of this worker's documents), laid out for
+/// sampling: the thread's state in the scheduler for the whole run.
+struct Block {
+    /// Group `slice · T + sub` holds the block's tokens whose words are in that sub-slice.
     groups: Vec<Group>,
-    /// Document block b is documents `blocks[b]..blocks[b + 1]`.
-    blocks: Vec<usize>,
+    /// The block's first document (index among the worker's documents).
+    first: usize,
+    /// The document-topic counts of the block's documents, from `first`.
     ndk: Vec<i32>,
 }
 
-/// Cuts the worker's documents into `t` blocks of about equal token counts, its tokens into
-/// groups, draws the first topics, and counts them: the document counts, this worker's part of
-/// every sub-slice (slice-major, `s·t` of them) and of the totals.
+impl Block {
+    /// The topics of the block's tokens, group after group.
+    fn topics(&self) -> impl Iterator<Item = &u16> {
+        self.groups.iter().flat_map(|g| g.z.iter())
+    }
+}
+
+/// Cuts the worker's documents into `t` blocks of about equal token counts, their tokens into
+/// groups, draws the first topics, and counts them: the blocks with their document counts,
+/// this worker's part of every sub-slice (slice-major, `s·t` of them) and of the totals.
 fn layout(
     share: &Share,
     v: usize,
@@ -287,55 +313,122 @@ fn layout(
     t: usize,
     k: usize,
     seed: u64,
-) -> (Local, Vec<Vec<i32>>, Vec<i64>) {
+) -> (Vec<Block>, Vec<Vec<i32>>, Vec<i64>) {
     let n = share.words.len();
-    let mut blocks = vec![0usize];
+    let mut cuts = vec![0usize];
     for b in 1..t {
         let want = n * b / t;
-        let from = *blocks.last().expect("one");
+        let from = *cuts.last().expect("one");
         let d = (from..share.docs())
             .find(|&d| share.start[d] >= want)
             .unwrap_or(share.docs());
-        blocks.push(d);
+        cuts.push(d);
     }
-    blocks.push(share.docs());
-    let mut groups: Vec<Group> = (0..s * t * t).map(|_| Group::default()).collect();
+    cuts.push(share.docs());
     let mut partial: Vec<Vec<i32>> = (0..s * t)
         .map(|i| vec![0; rows_of(v, i / t, i % t, s, t) * k])
         .collect();
-    let mut ndk = vec![0i32; share.docs() * k];
     let mut nk = vec![0i64; k];
+    let mut blocks = Vec::with_capacity(t);
     for b in 0..t {
-        for d in blocks[b]..blocks[b + 1] {
+        let first = cuts[b];
+        let mut groups: Vec<Group> = (0..s * t).map(|_| Group::default()).collect();
+        let mut ndk = vec![0i32; (cuts[b + 1] - first) * k];
+        for d in first..cuts[b + 1] {
             let h = sampler::doc_hash(&share.ids[d]);
             for (i, &w) in share.doc(d).iter().enumerate() {
                 let z = sampler::initial_topic(seed, h, i, k);
                 let (sl, sub, row) = place(w, s, t);
-                let g = &mut groups[(sl * t + b) * t + sub];
+                let g = &mut groups[sl * t + sub];
                 if g.docs.last() != Some(&(d as u32)) {
                     g.docs.push(d as u32);
                     g.start.push(g.rows.len() as u32);
                 }
                 g.rows.push(row as u32);
                 g.z.push(z);
-                ndk[d * k + z as usize] += 1;
+                ndk[(d - first) * k + z as usize] += 1;
                 partial[sl * t + sub][row * k + z as usize] += 1;
                 nk[z as usize] += 1;
             }
         }
+        for g in &mut groups {
+            g.start.push(g.rows.len() as u32);
+        }
+        blocks.push(Block { groups, first, ndk });
     }
-    for g in &mut groups {
-        g.start.push(g.rows.len() as u32);
+    (blocks, partial, nk)
+}
+
+/// What a sampling thread is asked to do.
+enum Job {
+    /// Sample the block's tokens of sub-slice `sub` of `slice` against its counts `rows`,
+    /// starting from the totals `nk`.
+    Sample {
+        slice: usize,
+        sub: usize,
+        rows: Array,
+        nk: Vec<i32>,
+        rng: Rng,
+    },
+    /// The documents' part of the log-likelihood.
+    Loglik,
+    /// A copy of the block's topics and document counts.
+    Snapshot,
+}
+
+/// A sampling thread's answer to a [`Job`], in the same order.
+enum Done {
+    /// The counts back, and the totals with the thread's changes.
+    Sampled(Array, Vec<i32>),
+    Loglik(f64),
+    Snapshot(Vec<u16>, Vec<i32>),
+}
+
+/// The sampling threads: one per block, each owning its block for the run.
+type Sampler = Static<Job, Done, Block>;
+
+fn sampler_threads(blocks: Vec<Block>, prm: Params, th: usize, alpha: f64) -> Result<Sampler> {
+    let ta = LgammaTable::new(alpha);
+    Static::new(blocks, move |b: &mut Block, job: Job| -> Result<Done> {
+        Ok(match job {
+            Job::Sample {
+                slice,
+                sub,
+                mut rows,
+                mut nk,
+                rng,
+            } => {
+                let t = Task {
+                    g: &mut b.groups[slice * th + sub],
+                    ndk: &mut b.ndk,
+                    first: b.first,
+                    rows: rows.as_mut_slice::<i32>()?,
+                    nk: &mut nk,
+                };
+                sample_group(t, prm, rng);
+                Done::Sampled(rows, nk)
+            }
+            Job::Loglik => Done::Loglik(sampler::ll_docs(&b.ndk, prm.k, alpha, &ta)),
+            Job::Snapshot => Done::Snapshot(b.topics().copied().collect(), b.ndk.clone()),
+        })
+    })
+}
+
+/// Thread `b`'s next answer; an error if it failed or gave another kind.
+fn answer(sched: &mut Sampler, b: usize) -> Result<Done> {
+    sched
+        .next_output(b)
+        .unwrap_or_else(|| Err(Error::config("lda: a sampling thread gave no answer")))
+}
+
+/// Asks every sampling thread `job()` and returns their answers in thread order.
+fn ask_all(sched: &mut Sampler, job: impl Fn() -> Job) -> Result<Vec<Done>> {
+    let th = sched.threads();
+    for b in 0..th {
+        sched.submit(b, job())?;
     }
-    (
-        Local {
-            groups,
-            blocks,
-            ndk,
-        },
-        partial,
-        nk,
-    )
+    let answers: Vec<Result<Done>> = (0..th).map(|b| answer(sched, b)).collect();
+    answers.into_iter().collect()
 }
 
 /// The first element of a one-partition table's partition `id`, as `T`.
@@ -352,6 +445,8 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
     o.validate()?;
     let (me, p) = (w.rank(), w.size());
     let t0 = Instant::now();
+    // An unusable checkpoint directory fails now, not after the first iterations.
+    let rec = o.recovery.open(w, "lda")?;
     let storage = crate::storage::for_path_on(&o.input, Some(w.runtime().clone()))?;
     let loaded = storage.list_input(&o.input, false).and_then(|files| {
         if files.is_empty() {
@@ -409,23 +504,53 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
             quote(o.input.as_bytes())
         )));
     }
-    let (k, s, th) = (o.topics, p, o.threads);
+    // One slice per worker with one worker (nothing rotates), else two: the rotate of one
+    // overlaps the sampling of the other.
+    let per = if p == 1 { 1 } else { 2 };
+    let (k, s, th) = (o.topics, per * p, o.threads);
     crate::util::memory::check_fits(
         "lda: the word-topic counts",
         (v as u128 * k as u128 * 4 * 2).checked_add(share.docs() as u128 * k as u128 * 4),
     )?;
-
+    // The draws depend on the corpus, the options below, the worker count and the threads.
+    let meta = serde_json::json!({
+        "app": "lda",
+        "documents": docs,
+        "tokens": tokens,
+        "vocabulary": v,
+        "words": o.words.to_string(),
+        "topics": k,
+        "alpha": o.alpha,
+        "beta": o.beta,
+        "seed": o.seed,
+        "threads": th,
+    });
     // The first topics and counts; each slice's counts summed at its first holder.
-    let (mut local, partial, nk_local) = layout(&share, v, s, th, k, o.seed);
+    let (mut blocks, partial, nk_local) = layout(&share, v, s, th, k, o.seed);
     let doc_ids = std::mem::take(&mut share.ids);
     drop(share);
-    let mut model = Table::new(Combiner::Sum);
-    for (i, c) in partial.into_iter().enumerate() {
-        model.put(i as u32, Array::from_slice(w.pool(), &c));
+    let mut iterations = Vec::new();
+    let shape = Shape { k, th, per, s, v };
+    let restored = resume(w, &rec, &meta, o, shape, &mut blocks, &mut iterations)?;
+    let (mut model, mut nk, start) = match restored {
+        Some((model, nk)) => (model, nk, iterations.len()),
+        None => {
+            let mut model = Table::new(Combiner::Sum);
+            for (i, c) in partial.into_iter().enumerate() {
+                model.put(i as u32, Array::from_slice(w.pool(), &c));
+            }
+            let owner = Partitioner::Custom(Arc::new(move |id: u32| id as usize / th / per));
+            w.regroup("lda-model", &mut model, Some(&owner))?;
+            (model, allreduce_i64(w, "lda-totals", nk_local)?, 0)
+        }
+    };
+    // Slot j holds home slice `per · me + j` at the start of every iteration.
+    let mut slots: Vec<Option<Table>> = (0..per).map(|_| Some(Table::new(Combiner::Sum))).collect();
+    for id in model.ids() {
+        let a = model.remove(id).expect("listed");
+        let j = id as usize / th - per * me;
+        slots[j].as_mut().expect("slot").put(id, a);
     }
-    let owner = Partitioner::Custom(Arc::new(move |id: u32| id as usize / th));
-    w.regroup("lda-model", &mut model, Some(&owner))?;
-    let mut nk = allreduce_i64(w, "lda-totals", nk_local)?;
     let load_s = t0.elapsed().as_secs_f64();
 
     let prm = Params {
@@ -434,46 +559,78 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         beta: o.beta as f32,
         vbeta: (v as f64 * o.beta) as f32,
     };
-    let (ta, tb) = (LgammaTable::new(o.alpha), LgammaTable::new(o.beta));
-    let mut iterations = Vec::new();
-    for it in 0..o.iterations {
+    let tb = LgammaTable::new(o.beta);
+    let mut sched = sampler_threads(blocks, prm, th, o.alpha)?;
+    let pipelined = o.rotation == Rotation::Pipelined;
+    for it in start..o.iterations {
         let ti = Instant::now();
-        for step in 0..s {
-            let slice = (me + s - step) % s;
-            let mut arrays = Vec::with_capacity(th);
-            for u in 0..th {
-                let id = (slice * th + u) as u32;
-                let a = model.remove(id).ok_or_else(|| {
-                    Error::data(format!("lda: step {step}: sub-slice {id} is not here"))
-                })?;
-                arrays.push(a);
-            }
-            let start: Vec<i32> = nk.iter().map(|&n| n as i32).collect();
-            let mut cur = start.clone();
-            for q in 0..th {
-                cur = round(&mut local, &mut arrays, slice, q, th, &cur, prm, o.seed, it)?;
-            }
-            for (u, a) in arrays.into_iter().enumerate() {
-                model.put((slice * th + u) as u32, a);
-            }
-            if s == 1 {
-                nk = cur.iter().map(|&n| n as i64).collect();
-            } else {
-                w.rotate("lda-rotate", &mut model, None)?;
+        let mut pending: Vec<Option<Pending<Table>>> = (0..per).map(|_| None).collect();
+        for step in 0..p {
+            for j in 0..per {
+                let mut table = match pending[j].take() {
+                    Some(h) => h.wait()?,
+                    None => slots[j].take().expect("slot"),
+                };
+                let slice = per * ((me + p - step) % p) + j;
+                let mut arrays = Vec::with_capacity(th);
+                for u in 0..th {
+                    let id = (slice * th + u) as u32;
+                    let a = table.remove(id).ok_or_else(|| {
+                        Error::Protocol(format!(
+                            "rank {me}: lda-rotate: step {step}: sub-slice {id} is not here \
+                             (received partitions {:?})",
+                            table.ids()
+                        ))
+                    })?;
+                    arrays.push(Some(a));
+                }
+                let before: Vec<i32> = nk.iter().map(|&n| n as i32).collect();
+                let mut cur = before.clone();
+                for q in 0..th {
+                    cur = round(&mut sched, &mut arrays, slice, q, &cur, o.seed, it)?;
+                }
+                for (u, a) in arrays.into_iter().enumerate() {
+                    table.put((slice * th + u) as u32, a.expect("returned"));
+                }
+                if p == 1 {
+                    nk = cur.iter().map(|&n| n as i64).collect();
+                    slots[j] = Some(table);
+                    continue;
+                }
+                // A blocking call waits for the rotate in flight, which overlapped this
+                // sampling; then this slot's rotate starts and overlaps the next.
                 let delta: Vec<i64> = cur
                     .iter()
-                    .zip(&start)
+                    .zip(&before)
                     .map(|(&a, &b)| (a - b) as i64)
                     .collect();
                 let sum = allreduce_i64(w, "lda-totals", delta)?;
                 for (n, d) in nk.iter_mut().zip(sum) {
                     *n += d;
                 }
+                if pipelined {
+                    pending[j] = Some(w.rotate_start("lda-rotate", table, None)?);
+                } else {
+                    w.rotate("lda-rotate", &mut table, None)?;
+                    slots[j] = Some(table);
+                }
             }
         }
-        let mut ll = sampler::ll_docs(&local.ndk, k, o.alpha, &ta);
-        for (_, a) in model.iter() {
-            ll += sampler::ll_words(a.as_slice::<i32>()?, &tb);
+        for j in 0..per {
+            if let Some(h) = pending[j].take() {
+                slots[j] = Some(h.wait()?);
+            }
+        }
+        let mut ll = 0.0;
+        for d in ask_all(&mut sched, || Job::Loglik)? {
+            if let Done::Loglik(x) = d {
+                ll += x;
+            }
+        }
+        for t in slots.iter().flatten() {
+            for (_, a) in t.iter() {
+                ll += sampler::ll_words(a.as_slice::<i32>()?, &tb);
+            }
         }
         if me == 0 {
             ll += sampler::ll_totals(&nk, v, o.beta);
@@ -488,22 +645,30 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         };
         each(&x);
         iterations.push(x);
+        rec.after_iteration(w, it + 1, o.iterations, &meta, || {
+            state(w, &mut sched, &slots, &nk, &iterations)
+        })?;
     }
 
-    // This worker's slice, by word.
+    // This worker's slices, by word.
     let mut slice_words = Vec::new();
     let mut slice_counts = Vec::new();
-    for u in 0..th {
-        let a = model
-            .get((me * th + u) as u32)
-            .ok_or_else(|| Error::data("lda: this worker's slice is not back"))?;
-        let c = a.as_slice::<i32>()?;
-        for (row, r) in c.chunks(k).enumerate() {
-            slice_words.push(word_at(me, u, row, s, th));
-            slice_counts.extend_from_slice(r);
+    for (j, t) in slots.iter().enumerate() {
+        let t = t.as_ref().expect("slot");
+        let slice = per * me + j;
+        for u in 0..th {
+            let a = t
+                .get((slice * th + u) as u32)
+                .ok_or_else(|| Error::data("lda: this worker's slice is not back"))?;
+            let c = a.as_slice::<i32>()?;
+            for (row, r) in c.chunks(k).enumerate() {
+                slice_words.push(word_at(slice, u, row, s, th));
+                slice_counts.extend_from_slice(r);
+            }
         }
     }
-    let mixtures = format_mixtures(&doc_ids, &local.ndk, k, o.alpha);
+    let ndk: Vec<i32> = sched.finish().into_iter().flat_map(|b| b.ndk).collect();
+    let mixtures = format_mixtures(&doc_ids, &ndk, k, o.alpha);
     let topics = top_words(w, o, &slice_words, &slice_counts, &nk, v, vocab.as_deref())?;
     Ok(Outcome {
         docs,
@@ -514,76 +679,211 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         mixtures,
         topics,
         doc_ids,
-        ndk: local.ndk,
+        ndk,
         slice_words,
         slice_counts,
         nk,
+        resumed_from: (start > 0).then_some(start),
     })
 }
 
-/// One round of a step: thread i samples block i against sub-slice `(i + q) mod T`, starting
-/// from the totals `nk`; returns the totals with every thread's changes.
-#[allow(clippy::too_many_arguments)]
+/// The shape of a run: topics, threads, slices per worker and in all, words.
+#[derive(Clone, Copy)]
+struct Shape {
+    k: usize,
+    th: usize,
+    per: usize,
+    s: usize,
+    v: usize,
+}
+
+/// This worker's state after an iteration, when every slice is back with its first holder:
+/// `assignments` (partition 0: the topic of every token, u16, block after block and in each
+/// group after group), `documents` (partition 0: the document-topic counts, i32), `model` (the
+/// sub-slices of its own slices, i32, by partition id), `totals` (partition 0: the topic
+/// totals, i64) and `history` (partition 0: the log-likelihood per token, partition 1: the
+/// seconds, of every iteration so far). The random streams are derived from (seed, iteration,
+/// slice, block, sub-slice), so there is no generator state to save.
+fn state(
+    w: &Worker,
+    sched: &mut Sampler,
+    slots: &[Option<Table>],
+    nk: &[i64],
+    its: &[Iteration],
+) -> Result<Vec<(&'static str, Table)>> {
+    let one = |a: Array| {
+        let mut t = Table::new(Combiner::Sum);
+        t.put(0, a);
+        t
+    };
+    let (mut z, mut ndk) = (Vec::new(), Vec::new());
+    for d in ask_all(sched, || Job::Snapshot)? {
+        if let Done::Snapshot(a, b) = d {
+            z.extend_from_slice(&a);
+            ndk.extend_from_slice(&b);
+        }
+    }
+    let mut model = Table::new(Combiner::Sum);
+    for t in slots.iter().flatten() {
+        for (id, a) in t.iter() {
+            model.put(id, Array::from_slice(w.pool(), a.as_slice::<i32>()?));
+        }
+    }
+    let mut history = one(Array::from_slice(
+        w.pool(),
+        &its.iter().map(|x| x.ll).collect::<Vec<_>>(),
+    ));
+    history.put(
+        1,
+        Array::from_slice(w.pool(), &its.iter().map(|x| x.secs).collect::<Vec<_>>()),
+    );
+    Ok(vec![
+        ("assignments", one(Array::from_slice(w.pool(), &z))),
+        ("documents", one(Array::from_slice(w.pool(), &ndk))),
+        ("model", model),
+        ("totals", one(Array::from_slice(w.pool(), nk))),
+        ("history", history),
+    ])
+}
+
+/// With `--resume`, this worker's [`state`] from the newest checkpoint: the topics and
+/// document counts go into `blocks`, the iterations done into `its`; returns the model table
+/// and the totals (`None` for a fresh start). A part that does not fit this worker's share
+/// (other tokens, documents or slices) fails every worker.
+fn resume(
+    w: &Worker,
+    rec: &Recovering,
+    meta: &serde_json::Value,
+    o: &Options,
+    sh: Shape,
+    blocks: &mut [Block],
+    its: &mut Vec<Iteration>,
+) -> Result<Option<(Table, Vec<i64>)>> {
+    let Some(mut r) = rec.resume(w, meta, o.iterations)? else {
+        return Ok(None);
+    };
+    let it = r.iteration;
+    let (k, th, me) = (sh.k, sh.th, w.rank());
+    let check = (|| {
+        let bad = |what: &str| {
+            Error::data(format!(
+                "the checkpoint at iteration {it} holds other {what} for rank {me} than the \
+                 input gives it (the same input with the same number of workers resumes)"
+            ))
+        };
+        let z = r.take("assignments")?;
+        let ndk = r.take("documents")?;
+        let model = r.take("model")?;
+        let totals = r.take("totals")?;
+        let history = r.take("history")?;
+        fn part(t: &Table, id: u32, it: usize) -> Result<&Array> {
+            t.get(id).ok_or_else(|| {
+                Error::data(format!(
+                    "the checkpoint at iteration {it} does not hold LDA state"
+                ))
+            })
+        }
+        let z = part(&z, 0, it)?.as_slice::<u16>()?;
+        let n: usize = blocks.iter().map(|b| b.topics().count()).sum();
+        if z.len() != n || z.iter().any(|&t| t as usize >= k) {
+            return Err(bad("tokens"));
+        }
+        let ndk = part(&ndk, 0, it)?.as_slice::<i32>()?;
+        if ndk.len() != blocks.iter().map(|b| b.ndk.len()).sum::<usize>() {
+            return Err(bad("documents"));
+        }
+        let mut ids = model.ids();
+        ids.sort_unstable();
+        let mine = (me * sh.per * th..(me + 1) * sh.per * th).map(|x| x as u32);
+        let fits = |x: u32| {
+            let a = model.get(x)?;
+            let (slice, u) = (x as usize / th, x as usize % th);
+            Some(a.as_slice::<i32>().ok()?.len() == rows_of(sh.v, slice, u, sh.s, th) * k)
+        };
+        if ids != mine.clone().collect::<Vec<_>>()
+            || mine.into_iter().any(|x| fits(x) != Some(true))
+        {
+            return Err(bad("slices"));
+        }
+        let nk = part(&totals, 0, it)?.as_slice::<i64>()?.to_vec();
+        let (ll, secs) = (part(&history, 0, it)?, part(&history, 1, it)?);
+        let (ll, secs) = (ll.as_slice::<f64>()?, secs.as_slice::<f64>()?);
+        if nk.len() != k || ll.len() != it || secs.len() != it {
+            return Err(bad("totals or history"));
+        }
+        let (mut at, mut dat) = (0, 0);
+        for b in blocks.iter_mut() {
+            for g in &mut b.groups {
+                let n = g.z.len();
+                g.z.copy_from_slice(&z[at..at + n]);
+                at += n;
+            }
+            let n = b.ndk.len();
+            b.ndk.copy_from_slice(&ndk[dat..dat + n]);
+            dat += n;
+        }
+        *its = (0..it)
+            .map(|i| Iteration {
+                it: i + 1,
+                ll: ll[i],
+                secs: secs[i],
+            })
+            .collect();
+        Ok((model, nk))
+    })();
+    let (outcome, restored) = match check {
+        Ok(x) => (Ok(()), Some(x)),
+        Err(e) => (Err(e), None),
+    };
+    crate::worker::agree(w, "lda-resume", outcome)?;
+    Ok(restored)
+}
+
+/// One round of a step: thread b samples its block against sub-slice `(b + q) mod T` of
+/// `arrays` (taken and given back), starting from the totals `nk`; returns the totals with
+/// every thread's changes.
 fn round(
-    local: &mut Local,
-    arrays: &mut [Array],
+    sched: &mut Sampler,
+    arrays: &mut [Option<Array>],
     slice: usize,
     q: usize,
-    th: usize,
     nk: &[i32],
-    prm: Params,
     seed: u64,
     it: usize,
 ) -> Result<Vec<i32>> {
-    let k = prm.k;
-    let mut subs: Vec<Option<&mut [i32]>> = Vec::with_capacity(th);
-    for a in arrays.iter_mut() {
-        subs.push(Some(a.as_mut_slice::<i32>()?));
-    }
-    let mut groups: Vec<Option<&mut Group>> = local.groups.iter_mut().map(Some).collect();
-    let mut rest: &mut [i32] = &mut local.ndk;
-    let mut work = Vec::with_capacity(th);
+    let th = sched.threads();
     for b in 0..th {
-        let (mine, after) = rest.split_at_mut((local.blocks[b + 1] - local.blocks[b]) * k);
-        rest = after;
         let u = (b + q) % th;
-        let g = groups[(slice * th + b) * th + u]
-            .take()
-            .expect("distinct groups");
-        let rows = subs[u].take().expect("distinct sub-slices");
+        let rows = arrays[u].take().expect("distinct sub-slices");
         let rng = stream(seed, it, slice, b, u);
-        work.push((g, mine, local.blocks[b], rows, rng));
-    }
-    let run = |(g, ndk, first, rows, rng): (&mut Group, &mut [i32], usize, &mut [i32], _)| {
-        let mut mine = nk.to_vec();
-        let t = Task {
-            g,
-            ndk,
-            first,
+        let job = Job::Sample {
+            slice,
+            sub: u,
             rows,
-            nk: &mut mine,
+            nk: nk.to_vec(),
+            rng,
         };
-        sample_group(t, prm, rng);
-        mine
-    };
-    let results: Vec<Vec<i32>> = if th == 1 {
-        work.into_iter().map(run).collect()
-    } else {
-        std::thread::scope(|sc| {
-            let handles: Vec<_> = work.into_iter().map(|x| sc.spawn(move || run(x))).collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a sampling thread panicked"))
-                .collect()
-        })
-    };
+        sched.submit(b, job)?;
+    }
     let mut out = nk.to_vec();
-    for r in results {
-        for ((o, &after), &before) in out.iter_mut().zip(&r).zip(nk) {
-            *o += after - before;
+    let mut failed = None;
+    for b in 0..th {
+        match answer(sched, b) {
+            Ok(Done::Sampled(a, after)) => {
+                arrays[(b + q) % th] = Some(a);
+                for ((o, &a), &n) in out.iter_mut().zip(&after).zip(nk) {
+                    *o += a - n;
+                }
+            }
+            Ok(_) => {
+                failed.get_or_insert(Error::config("lda: a sampling thread answered out of turn"));
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
     }
-    Ok(out)
+    failed.map_or(Ok(out), Err)
 }
 
 fn allreduce_i64(w: &Worker, label: &str, x: Vec<i64>) -> Result<Vec<i64>> {
