@@ -1,8 +1,11 @@
 #!/bin/bash
 # Per-iteration compute seconds, share of distances and peak RSS of harp kmeans on the peers
-# script's data, --assign gemm / yinyang, f32 input, 1 worker x 2 threads.
+# script's data, --assign gemm / yinyang, f32 input, 1 worker x 2 threads: 20 iterations of each
+# path twice (interleaved), then runs to --tolerance 1e-4. Data: scripts/bench-kmeans-peers.sh
+# --shapes A,B writes it (DATA=its --data-dir otherwise). Peak RSS from /usr/bin/time.
 H=${HARP:-target/release/harp}
-O=${OUT:-/tmp/bench-kmeans-paths}; mkdir -p $O
+O=${OUT:-/tmp/bench-kmeans-paths}
+mkdir -p "$O"
 D=${DATA:-target/bench-kmeans-peers/data}
 run() { # shape-dir init assign precision iterations [extra...]
   local dir=$1 init=$2 a=$3 p=$4 n=$5; shift 5

@@ -82,11 +82,12 @@ named_enum!(
 /// are starved below ~16 dimensions); the pruned path costs a tree search per point, about
 /// `n·(log2 k + a few leaves)·d`, which stays small while `d` is low enough for the KD-tree's
 /// boxes to prune. Pruned wins by a wide margin for `d ≤ 8` once `k ≥ 64`. The yinyang path
-/// computes every distance in its first iteration (plus its bounds: about 1.4× the GEMM
-/// path's time) and a few percent of them afterwards, but pays `O(k/10)` bound updates per
-/// point and iteration whatever `d`: it wins from the second iteration on once distances are
-/// long and many (measured: 2.5–4× faster per iteration at d = 512, k = 1000; even at
-/// d = 128, k = 256; slower at d = 32), so it is chosen for `d ≥ 256` and `k ≥ 256`.
+/// computes every distance in its first iteration (plus its bounds: about 1.1× the GEMM
+/// path's time at d = 512, 1.5–2× at d = 32) and a few percent of them afterwards, but pays
+/// `O(k/10)` bound updates per point and iteration whatever `d`: it wins from the second
+/// iteration on once distances are long and many (measured: 1.2–11× faster per iteration at
+/// d = 512, k = 1000, iterations 2–20; even at d = 128, k = 256; at d = 32 slower in
+/// iterations 1–5 and about even later), so it is chosen for `d ≥ 256` and `k ≥ 256`.
 pub fn choose_assign(requested: AssignPath, dim: usize, k: usize) -> AssignPath {
     match requested {
         AssignPath::Auto if dim <= 8 && k >= 64 => AssignPath::Pruned,

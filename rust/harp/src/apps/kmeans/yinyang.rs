@@ -90,6 +90,9 @@ struct Step<'a, T> {
     col_group: &'a [usize],
     /// The relative rounding bound `e` of the GEMM's distances.
     e: f64,
+    /// The largest `‖c‖²` (f64) and the largest finite value of `T`.
+    cmax2: f64,
+    tmax: f64,
     /// Points per GEMM block: the block's products with all `k` centroids are kept.
     mb: usize,
     /// A point that fails the filters goes to a blocked GEMM when the groups it must examine
@@ -207,9 +210,11 @@ impl Yinyang {
         let mut lo_off = vec![T::ZERO; k];
         let mut hi_off = vec![T::ZERO; k];
         let mut col_group = vec![0usize; k];
+        let mut cmax2 = 0.0f64;
         for (p, &j) in self.members.iter().enumerate() {
             let c = &centroids[j as usize * dim..(j as usize + 1) * dim];
             let cn: f64 = c.iter().map(|v| v.to_f64() * v.to_f64()).sum();
+            cmax2 = if cn > cmax2 || cn.is_nan() { cn } else { cmax2 };
             lo_off[p] = T::from_f64(cn * (1.0 - e));
             hi_off[p] = T::from_f64(cn * (1.0 + e));
             col_group[p] = self.group_of[j as usize] as usize;
@@ -230,6 +235,12 @@ impl Yinyang {
             hi_off: &hi_off,
             col_group: &col_group,
             e,
+            cmax2,
+            tmax: if T::NAME == "f32" {
+                f32::MAX as f64
+            } else {
+                f64::MAX
+            },
             mb: block_points(k),
             gather_at: gather_at(dim, k),
         };
@@ -280,36 +291,18 @@ impl Yinyang {
             .flat_map(|g| c[g * k / t * dim..(g * k / t + 1) * dim].iter().copied())
             .collect();
         let mut group_of = vec![0u32; k];
+        let mut sum = vec![0.0f64; t * dim];
+        let mut count = vec![0.0f64; t];
         for _ in 0..GROUP_ITERATIONS {
-            group_of = kernel.install(|| {
-                c.par_chunks_exact(dim)
-                    .map(|x| {
-                        let (mut best, mut at) = (f64::INFINITY, 0);
-                        for (g, s) in seeds.chunks_exact(dim).enumerate() {
-                            let d = dist2_fast(x, s);
-                            if d < best {
-                                (best, at) = (d, g);
-                            }
-                        }
-                        at as u32
-                    })
-                    .collect()
-            });
-            let mut sum = vec![0.0f64; t * dim];
-            let mut count = vec![0usize; t];
-            for (x, &g) in c.chunks_exact(dim).zip(&group_of) {
-                count[g as usize] += 1;
-                for (s, v) in sum[g as usize * dim..(g as usize + 1) * dim]
-                    .iter_mut()
-                    .zip(x)
-                {
-                    *s += v;
-                }
-            }
+            // The GEMM path's assignment of the centroids to the seeds (any deterministic
+            // partition will do; this one costs a GEMM of k × t × d).
+            sum.fill(0.0);
+            count.fill(0.0);
+            kernel.assign(c, dim, &seeds, t, &mut sum, &mut count, Some(&mut group_of));
             for g in 0..t {
-                if count[g] > 0 {
+                if count[g] > 0.0 {
                     for d in 0..dim {
-                        seeds[g * dim + d] = sum[g * dim + d] / count[g] as f64;
+                        seeds[g * dim + d] = sum[g * dim + d] / count[g];
                     }
                 }
             }
@@ -415,6 +408,27 @@ fn dist<T: Real>(x: &[T], centroids: &[T], j: usize) -> f64 {
     dist2_fast(x, &centroids[j * dim..(j + 1) * dim])
 }
 
+/// `‖x‖²` in f64 with eight independent partial sums (vectorises; a sequential sum is one
+/// dependent addition per value, which at d = 512 costs as much per point as a tenth of its
+/// distances). Any summation order is within `d·eps_f64` relative, which [`rounding_bound`]
+/// covers.
+#[inline(always)]
+fn norm2<T: Real>(x: &[T]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (head, tail) = x.split_at(x.len() / 8 * 8);
+    for a in head.chunks_exact(8) {
+        for l in 0..8 {
+            let v = a[l].to_f64();
+            acc[l] += v * v;
+        }
+    }
+    let mut s = 0.0;
+    for v in tail {
+        s += v.to_f64() * v.to_f64();
+    }
+    s + acc.iter().sum::<f64>()
+}
+
 /// The relative bound `e` of the rounding error of `‖x‖² − 2x·c + ‖c‖²` computed in `T` (see
 /// [`full_block`]).
 fn rounding_bound<T: Real>(dim: usize) -> f64 {
@@ -456,16 +470,13 @@ struct Out<'a> {
 struct Scratch<T> {
     /// `−2 c·x`, one row of `mb` points per centroid (group order).
     g: Vec<T>,
-    /// Per group, then per point: the lowest lower end (or exact distance) of its members.
-    gmin: Vec<f64>,
-    /// Per point: the lowest upper end, `‖x‖²·(1 − e)` and the candidate limit.
+    /// Per group, then per point: the lowest `−2 c·x + ‖c‖²(1 − e)` of the group's members.
+    gmin: Vec<T>,
+    /// Per point: the lowest `−2 c·x + ‖c‖²(1 + e)`.
     hmin: Vec<T>,
-    xlo: Vec<f64>,
-    limit: Vec<f64>,
-    /// (point, row) pairs whose lower end does not exceed the point's limit, and the exact
-    /// distance of each.
-    cands: Vec<(u32, u32)>,
-    exact: Vec<f64>,
+    /// One point's candidate groups, and its candidates (row, exact distance).
+    groups: Vec<usize>,
+    cands: Vec<(usize, f64)>,
     /// Gathered points (`mb × dim`), their indices in the chunk and the results.
     buf: Vec<T>,
     at: Vec<usize>,
@@ -479,12 +490,10 @@ impl<T: Real> Scratch<T> {
         let (mb, k, t) = (s.mb, s.k, s.t);
         Scratch {
             g: vec![T::ZERO; k * mb],
-            gmin: vec![f64::INFINITY; t * mb],
+            gmin: vec![T::INFINITY; t * mb],
             hmin: vec![T::INFINITY; mb],
-            xlo: vec![0.0; mb],
-            limit: vec![0.0; mb],
-            cands: Vec::with_capacity(2 * mb),
-            exact: Vec::with_capacity(2 * mb),
+            groups: Vec::with_capacity(t),
+            cands: Vec::with_capacity(k),
             buf: Vec::new(),
             at: Vec::with_capacity(mb),
             labels: Vec::new(),
@@ -500,15 +509,24 @@ impl<T: Real> Scratch<T> {
 /// returns the number of distances computed.
 ///
 /// The GEMM gives, for all centroids (in group order) × the block, `g = −2 c·x` with one row per
-/// centroid, so the per-point minima over a row are element-wise (they vectorise). With `e`
-/// the rounding bound of [`rounding_bound`], `‖x‖² + g + ‖c‖²` is within `e·(‖x‖² + ‖c‖²)` of
-/// the true squared distance (the dot product's error is at most `(d + 2)·eps·Σ|x_i c_i|`, and
-/// the additions, conversions and offsets add a few `eps` of the same magnitude). So
-/// `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a lower and `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper
-/// bound of it. A centroid whose lower end exceeds the lowest upper end (by the margin) cannot be
-/// nearest; the others (usually one or two) are computed exactly and decide. A group's bound is
-/// the lowest lower end of its other members, or exact distance where one was computed (never
-/// the chosen centroid's).
+/// centroid. With `e` the rounding bound of [`rounding_bound`], `‖x‖² + g + ‖c‖²` is within
+/// `e·(‖x‖² + ‖c‖²)` of the true squared distance (the dot product's error is at most
+/// `(d + 2)·eps·Σ|x_i c_i|`, and the additions, conversions and offsets add a few `eps` of the
+/// same magnitude). So `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a lower and
+/// `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper bound of it.
+///
+/// One pass over each GEMM block, in `T` and element-wise over the points (it vectorises like
+/// the GEMM path's scan), keeps per point the lowest upper end and, per group, the lowest lower
+/// end (a minimum does not round, and adding `‖x‖²(1 − e)` afterwards rounds monotonically, so
+/// this is the lowest of the lower ends). A group whose lowest lower end exceeds the lowest
+/// upper end (by the margin) cannot hold the nearest centroid and its bound is that lower end.
+/// The members of the other groups (usually one or two) are checked one by one: those whose own
+/// lower end does not exceed the limit are computed exactly and decide. A candidate group's bound
+/// is the lowest lower end or exact distance of its members other than the chosen centroid.
+///
+/// When `‖x‖² + ‖c‖²` may overflow `T` (f32 values near 1e19), a lower end may be NaN, which
+/// proves nothing: every group of such a block is then checked member by member, and a NaN lower
+/// end makes its centroid a candidate.
 #[inline(always)]
 fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) -> u64 {
     let Out { labels, ub, lb } = out;
@@ -519,6 +537,8 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
     let g = &mut sc.g[..k * m];
     let hmin = &mut sc.hmin[..m];
     hmin.fill(T::INFINITY);
+    let gmin = &mut sc.gmin[..t * m];
+    gmin.fill(T::INFINITY);
     let mut j0 = 0;
     while j0 < k {
         let kb = BLOCK_CENTROIDS.min(k - j0);
@@ -533,128 +553,84 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         // (dim × m: row stride 1, column stride dim) and `rows` (kb × m, row-major), all in
         // bounds.
         unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
-        for (row, &hi) in rows.chunks_exact(m).zip(&s.hi_off[j0..j0 + kb]) {
-            for (&v, h) in row.iter().zip(hmin.iter_mut()) {
+        for (r, row) in rows.chunks_exact(m).enumerate() {
+            let p = j0 + r;
+            let (lo, hi, grp) = (s.lo_off[p], s.hi_off[p], s.col_group[p]);
+            let gm = &mut gmin[grp * m..(grp + 1) * m];
+            for ((&v, h), l) in row.iter().zip(hmin.iter_mut()).zip(gm.iter_mut()) {
                 let u = v + hi;
-                if u < *h {
-                    *h = u;
-                }
+                *h = if u < *h { u } else { *h };
+                let w = v + lo;
+                *l = if w < *l { w } else { *l };
             }
         }
         j0 += kb;
     }
     let mut computed = (m * k) as u64;
+    let (groups, cands) = (&mut sc.groups, &mut sc.cands);
     for (i, x) in block.chunks_exact(dim).enumerate() {
-        let xn: f64 = x.iter().map(|v| v.to_f64() * v.to_f64()).sum();
-        sc.xlo[i] = xn * (1.0 - e);
-        sc.limit[i] = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
-    }
-    let (xlo, limit) = (&sc.xlo[..m], &sc.limit[..m]);
-    let gmin = &mut sc.gmin[..t * m];
-    gmin.fill(f64::INFINITY);
-    let cands = &mut sc.cands;
-    cands.clear();
-    for (p, row) in g.chunks_exact(m).enumerate() {
-        let lo = s.lo_off[p];
-        let grp = s.col_group[p];
-        let gm = &mut gmin[grp * m..(grp + 1) * m];
-        let mut i0 = 0;
-        let whole = m / 8 * 8;
-        while i0 < whole {
-            if lower_ends::<T, 8>(&row[i0..], lo, &xlo[i0..], &limit[i0..], &mut gm[i0..]) {
-                push_candidates(&row[i0..i0 + 8], lo, &xlo[i0..], &limit[i0..], i0, p, cands);
-            }
-            i0 += 8;
-        }
-        for i in whole..m {
-            if lower_ends::<T, 1>(&row[i..], lo, &xlo[i..], &limit[i..], &mut gm[i..]) {
-                push_candidates(&row[i..i + 1], lo, &xlo[i..], &limit[i..], i, p, cands);
-            }
-        }
-    }
-    cands.sort_unstable();
-    let exact = &mut sc.exact;
-    exact.clear();
-    let mut c = 0;
-    for (i, x) in block.chunks_exact(dim).enumerate() {
+        let xn = norm2(x);
+        let xlo = xn * (1.0 - e);
+        let limit = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
+        // |g| + ‖c‖² ≤ (‖x‖ + ‖c‖)² ≤ 2(‖x‖² + ‖c‖²): below a quarter of T's range, every
+        // value and sum of the pass above is finite.
+        let safe = 4.0 * (xn + s.cmax2) < s.tmax;
+        let lbp = &mut lb[i * t..(i + 1) * t];
+        groups.clear();
+        cands.clear();
         let (mut best, mut best_j, mut best_p) = (f64::INFINITY, u32::MAX, usize::MAX);
-        let first = c;
-        while c < cands.len() && cands[c].0 as usize == i {
-            let p = cands[c].1 as usize;
-            let j = s.members[p];
-            let d = dist(x, s.centroids, j as usize);
-            computed += 1;
-            exact.push(d);
-            if d < best || (d == best && j < best_j) {
-                (best, best_j, best_p) = (d, j, p);
+        for (grp, l) in lbp.iter_mut().enumerate() {
+            let v = gmin[grp * m + i].to_f64() + xlo;
+            if safe && v > limit {
+                *l = v;
+                continue;
             }
-            c += 1;
+            groups.push(grp);
+            for p in s.starts[grp]..s.starts[grp + 1] {
+                let v = (g[p * m + i] + s.lo_off[p]).to_f64() + xlo;
+                if v > limit {
+                    continue;
+                }
+                let j = s.members[p];
+                let d = dist(x, s.centroids, j as usize);
+                computed += 1;
+                cands.push((p, d));
+                if d < best || (d == best && j < best_j) {
+                    (best, best_j, best_p) = (d, j, p);
+                }
+            }
         }
         if best_j == u32::MAX {
             // Only infinite or NaN distances (values too large for their squares): any
             // centroid; the driver refuses the infinite inertia.
             (best, best_j) = (f64::INFINITY, s.members[0]);
         }
-        // The other candidates' exact distances join their groups' bounds.
-        for (&(_, p), &d) in cands[first..c].iter().zip(&exact[first..c]) {
-            let p = p as usize;
-            if p != best_p {
-                let slot = &mut gmin[s.col_group[p] * m + i];
-                if d < *slot {
-                    *slot = d;
+        // A candidate group's bound: its members' lower ends, or exact distances where
+        // computed, except the chosen centroid.
+        let mut c = 0;
+        for &grp in groups.iter() {
+            let mut low = f64::INFINITY;
+            for p in s.starts[grp]..s.starts[grp + 1] {
+                let v = if c < cands.len() && cands[c].0 == p {
+                    c += 1;
+                    cands[c - 1].1
+                } else {
+                    (g[p * m + i] + s.lo_off[p]).to_f64() + xlo
+                };
+                if p != best_p && v < low {
+                    low = v;
                 }
             }
+            lbp[grp] = low;
         }
-        for (grp, l) in lb[i * t..(i + 1) * t].iter_mut().enumerate() {
-            *l = gmin[grp * m + i].max(0.0).sqrt();
+        // The square roots in a separate loop, which vectorises.
+        for l in lbp.iter_mut() {
+            *l = if *l > 0.0 { l.sqrt() } else { 0.0 };
         }
         labels[i] = best_j;
         ub[i] = best.sqrt();
     }
     computed
-}
-
-/// For `L` points: lowers each point's group minimum `gm` by the centroid's lower end when that
-/// exceeds the point's limit; returns whether some lower end does not (a candidate).
-#[inline(always)]
-fn lower_ends<T: Real, const L: usize>(
-    row: &[T],
-    lo: T,
-    xlo: &[f64],
-    limit: &[f64],
-    gm: &mut [f64],
-) -> bool {
-    let (row, xlo, limit, gm) = (&row[..L], &xlo[..L], &limit[..L], &mut gm[..L]);
-    let mut any = false;
-    for l in 0..L {
-        let v = (row[l] + lo).to_f64() + xlo[l];
-        let beyond = v > limit[l];
-        any |= !beyond;
-        let w = if beyond { v } else { f64::INFINITY };
-        gm[l] = if w < gm[l] { w } else { gm[l] };
-    }
-    any
-}
-
-/// Records the (point, row) pairs among `row`'s points whose lower end does not exceed the
-/// point's limit (the same test as [`lower_ends`]).
-#[inline(always)]
-fn push_candidates<T: Real>(
-    row: &[T],
-    lo: T,
-    xlo: &[f64],
-    limit: &[f64],
-    i0: usize,
-    p: usize,
-    cands: &mut Vec<(u32, u32)>,
-) {
-    for (l, &r) in row.iter().enumerate() {
-        let v = (r + lo).to_f64() + xlo[l];
-        let beyond = v > limit[l];
-        if !beyond {
-            cands.push(((i0 + l) as u32, p as u32));
-        }
-    }
 }
 
 /// The first assignment: [`full_block`] over the chunk's blocks.
