@@ -33,14 +33,15 @@ async fn exchange(
 ) -> Result<Vec<Vec<In>>> {
     let (r, p) = (cx.rank(), cx.size());
     let mut futs = Vec::new();
+    // Each owner's partitions in table order, in one pass over the table.
+    let mut by_owner: Vec<Vec<Out<'_>>> = (0..p).map(|_| Vec::new()).collect();
+    for (id, a) in src.iter() {
+        by_owner[owner[&id]].push(Out::whole(id, a));
+    }
     // Rotate the start so that not every worker sends to rank 0 first.
     for i in 1..p {
         let dst = (r + i) % p;
-        let pieces: Vec<Out<'_>> = src
-            .iter()
-            .filter(|(id, _)| owner[id] == dst)
-            .map(|(id, a)| Out::whole(id, a))
-            .collect();
+        let pieces = std::mem::take(&mut by_owner[dst]);
         futs.push(boxed(async move {
             send_batch(&cx.ep, dst, tag, 0, &pieces).await?;
             Ok(None)

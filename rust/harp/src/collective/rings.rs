@@ -47,11 +47,12 @@ pub async fn ring_reduce_scatter_in(
             have.insert((pid, o));
         }
     }
+    let mut buckets = seg.buckets(table, Some(&have))?;
     let (right, left) = (ring[(r + 1) % p], ring[(r + p - 1) % p]);
     for k in 0..p - 1 {
         let send_b = ring[(r + 2 * p - k - 1) % p];
         let recv_b = ring[(r + 2 * p - k - 2) % p];
-        let pieces = seg.pieces(table, send_b, Some(&have))?;
+        let pieces = buckets.pieces(seg, table, send_b);
         let (sent, got) = tokio::join!(
             send_batch(&cx.ep, right, tags::RING_REDUCE.at(k), 0, &pieces),
             recv_batch_expecting(&cx.ep, cx.pool, left, tags::RING_REDUCE.at(k), |m| seg
@@ -66,6 +67,7 @@ pub async fn ring_reduce_scatter_in(
                 fold_into(&combiner, a, piece)?;
             } else {
                 have.insert((m.pid, m.offset));
+                buckets.add(recv_b, m.pid, m.offset);
                 write_piece(table, cx.pool, piece)?;
             }
         }
@@ -84,10 +86,11 @@ pub async fn ring_allgather_segments(
     let (r, p) = (cx.rank(), cx.size());
     tags::check_workers(p)?;
     let (right, left) = ((r + 1) % p, (r + p - 1) % p);
+    let mut buckets = seg.buckets(table, None)?;
     for k in 0..p.saturating_sub(1) {
         let send_b = (r + p - k) % p;
         let recv_b = (r + 2 * p - k - 1) % p;
-        let pieces = seg.pieces(table, send_b, None)?;
+        let pieces = buckets.pieces(seg, table, send_b);
         let tag = tags::RING_GATHER.at(k);
         let (sent, got) = tokio::join!(
             send_batch(&cx.ep, right, tag, 0, &pieces),
@@ -95,7 +98,12 @@ pub async fn ring_allgather_segments(
         );
         sent?;
         drop(pieces);
-        write_pieces(table, cx.pool, got?.1)?;
+        let got = got?.1;
+        let pids: Vec<u32> = got.iter().map(|piece| piece.meta.pid).collect();
+        write_pieces(table, cx.pool, got)?;
+        for pid in pids {
+            buckets.add_partition(seg, table, pid)?;
+        }
     }
     Ok(())
 }

@@ -92,14 +92,39 @@ impl Segmenter {
             part,
         }
     }
-    fn ranges(&self, total: u64, layout: Layout) -> Vec<(u64, u64)> {
+    /// How many segments a partition of `total` bytes is cut into (before [`split_ranges`]
+    /// caps it at one per unit).
+    fn cuts(&self, total: u64, layout: Layout) -> usize {
         // Only splittable layouts are ever cut: a key-value partition is one segment.
-        let n = if self.split && layout.splittable() && total >= self.min && self.p > 1 {
+        if self.split && layout.splittable() && total >= self.min && self.p > 1 {
             self.p
         } else {
             1
+        }
+    }
+    fn ranges(&self, total: u64, layout: Layout) -> Vec<(u64, u64)> {
+        split_ranges(total, layout.unit(), self.cuts(total, layout))
+    }
+    /// The segment of the partition's plan that starts at byte `offset`: its index and length
+    /// (what a search of [`split_ranges`] finds, in constant time: a receive checks every
+    /// piece, and a plan has p segments).
+    fn segment_at(&self, total: u64, layout: Layout, offset: u64) -> Option<(usize, u64)> {
+        let es = layout.unit();
+        let elems = total / es;
+        let n = (self.cuts(total, layout) as u64).max(1).min(elems.max(1));
+        if !offset.is_multiple_of(es) {
+            return None;
+        }
+        let a = offset / es;
+        // Segment s starts at ⌊s·elems/n⌋ units, strictly increasing in s when elems ≥ n: the
+        // first s reaching a is ⌈a·n/elems⌉, and it starts at a or no segment does.
+        let at = |s: u64| (u128::from(s) * u128::from(elems) / u128::from(n)) as u64;
+        let s = if elems == 0 {
+            0
+        } else {
+            (u128::from(a) * u128::from(n)).div_ceil(u128::from(elems)) as u64
         };
-        split_ranges(total, layout.unit(), n)
+        (s < n && at(s) == a).then(|| (s as usize, (at(s + 1) - a) * es))
     }
     fn owner(&self, pid: u32, seg: usize) -> Result<usize> {
         Ok((self.part.owner(pid, self.p)? + seg) % self.p)
@@ -114,8 +139,7 @@ impl Segmenter {
     }
     /// The owner of the segment of `pid` starting at `offset`.
     pub fn owner_of(&self, pid: u32, total: u64, layout: Layout, offset: u64) -> Result<usize> {
-        let ranges = self.ranges(total, layout);
-        let s = ranges.iter().position(|(o, _)| *o == offset).ok_or_else(|| {
+        let (s, _) = self.segment_at(total, layout, offset).ok_or_else(|| {
             Error::Protocol(format!("partition {pid}: no segment starts at byte {offset} (partition sizes differ between workers?)"))
         })?;
         self.owner(pid, s)
@@ -124,19 +148,15 @@ impl Segmenter {
     /// owned by `owner`; else why not. (Whether the partition has the size of this worker's
     /// copy is the caller's check: a different size is a data error, not a protocol one.)
     pub fn expect(&self, m: &PieceMeta, owner: usize) -> std::result::Result<(), String> {
-        let ranges = self.ranges(m.total, m.layout);
-        let Some(s) = ranges.iter().position(|(o, _)| *o == m.offset) else {
+        let Some((s, len)) = self.segment_at(m.total, m.layout, m.offset) else {
             return Err(format!(
                 "no segment of the plan ({} segments) starts at byte {}",
-                ranges.len(),
+                self.ranges(m.total, m.layout).len(),
                 m.offset
             ));
         };
-        if ranges[s].1 != m.len {
-            return Err(format!(
-                "the segment at byte {} has {} bytes",
-                m.offset, ranges[s].1
-            ));
+        if len != m.len {
+            return Err(format!("the segment at byte {} has {len} bytes", m.offset));
         }
         match self.owner(m.pid, s) {
             Ok(w) if w == owner => Ok(()),
@@ -164,9 +184,79 @@ impl Segmenter {
         }
         Ok(out)
     }
+    /// Every segment of `table` grouped by owner, restricted to `have` when given: what
+    /// [`Segmenter::pieces`] returns for each owner, built in one pass (a ring asks for one
+    /// owner's segments in each of its p − 1 steps).
+    pub fn buckets(&self, table: &Table, have: Option<&HashSet<(u32, u64)>>) -> Result<Buckets> {
+        let mut b = Buckets {
+            by_owner: vec![Vec::new(); self.p],
+            unsorted: vec![false; self.p],
+            known: HashSet::new(),
+        };
+        for (pid, a) in table.iter() {
+            b.known.insert(pid);
+            for (o, _, w) in self.segments(pid, a.bytes().len() as u64, a.layout())? {
+                if have.is_none_or(|h| h.contains(&(pid, o))) {
+                    b.by_owner[w].push((pid, o));
+                }
+            }
+        }
+        Ok(b)
+    }
     /// Segments owned by `owner` (after a reduce-scatter, all of them are valid there).
     pub fn owned_pieces<'t>(&self, table: &'t Table, owner: usize) -> Vec<Out<'t>> {
         self.pieces(table, owner, None).unwrap_or_default()
+    }
+}
+
+/// A table's segments by owner ([`Segmenter::buckets`]), kept up to date as the table gains
+/// segments and partitions, each owner's in table order (partition id, then offset). A
+/// segment is kept as its start; its length is read from the partition when it is sent (a
+/// partition that cannot be cut, such as key-value, changes size as it is combined).
+pub struct Buckets {
+    by_owner: Vec<Vec<(u32, u64)>>,
+    unsorted: Vec<bool>,
+    known: HashSet<u32>,
+}
+
+impl Buckets {
+    /// The segment of partition `pid` starting at `offset` now belongs to `owner`'s bucket.
+    pub fn add(&mut self, owner: usize, pid: u32, offset: u64) {
+        self.known.insert(pid);
+        self.by_owner[owner].push((pid, offset));
+        self.unsorted[owner] = true;
+    }
+    /// Partition `pid`, if it is new to the buckets, is now in `table`: every segment of it
+    /// joins its owner's bucket.
+    pub fn add_partition(&mut self, seg: &Segmenter, table: &Table, pid: u32) -> Result<()> {
+        if self.known.contains(&pid) {
+            return Ok(());
+        }
+        let Some(a) = table.get(pid) else {
+            return Ok(());
+        };
+        for (o, _, w) in seg.segments(pid, a.bytes().len() as u64, a.layout())? {
+            self.add(w, pid, o);
+        }
+        Ok(())
+    }
+    /// The pieces of `owner`'s bucket in `table` cut by `seg`, as [`Segmenter::pieces`]
+    /// gives them.
+    pub fn pieces<'t>(&mut self, seg: &Segmenter, table: &'t Table, owner: usize) -> Vec<Out<'t>> {
+        if std::mem::take(&mut self.unsorted[owner]) {
+            self.by_owner[owner].sort_unstable();
+        }
+        let mut out = Vec::with_capacity(self.by_owner[owner].len());
+        for &(pid, o) in &self.by_owner[owner] {
+            let Some(a) = table.get(pid) else { continue };
+            let total = a.bytes().len() as u64;
+            if let Some((s, len)) = seg.segment_at(total, a.layout(), o) {
+                if seg.owner(pid, s).is_ok_and(|w| w == owner) {
+                    out.push(Out::range(pid, a, o, len));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -208,6 +298,92 @@ mod tests {
                         "{dtype:?} {elems} {n}: {r:?}"
                     );
                 }
+            }
+        }
+    }
+
+    /// The constant-time lookup of a segment by its offset finds what a search of the plan
+    /// finds, for every byte offset (starts, interiors, the end, beyond).
+    #[test]
+    fn segment_at_is_the_plans_search() {
+        for dtype in [DType::F64, DType::F32, DType::U8] {
+            let layout = Layout::dense(dtype);
+            let es = dtype.size() as u64;
+            for elems in [0u64, 1, 2, 7, 64, 1001] {
+                for p in 1..12 {
+                    let seg = Segmenter::split(p, true, 0);
+                    let total = elems * es;
+                    let plan = seg.ranges(total, layout);
+                    for offset in 0..=total + es {
+                        let want = plan
+                            .iter()
+                            .position(|&(o, _)| o == offset)
+                            .map(|s| (s, plan[s].1));
+                        assert_eq!(
+                            seg.segment_at(total, layout, offset),
+                            want,
+                            "{dtype:?} {elems} elements, p = {p}, offset {offset}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The buckets give every owner what `pieces` gives, also after segments and partitions
+    /// join them.
+    #[test]
+    fn buckets_are_pieces_by_owner() {
+        let pool = Pool::default();
+        let key = |v: &[Out<'_>]| -> Vec<(u32, u64, u64)> {
+            v.iter()
+                .map(|o| (o.meta.pid, o.meta.offset, o.meta.len))
+                .collect()
+        };
+        for p in 1..=6 {
+            let seg = Segmenter::split(p, true, 1024);
+            let mut t = Table::new(Combiner::Sum);
+            t.add(9, Array::zeros(&pool, DType::F64, 1000)).unwrap();
+            t.add(2, Array::zeros(&pool, DType::F32, 10)).unwrap();
+            let mut b = seg.buckets(&t, None).unwrap();
+            for w in 0..p {
+                assert_eq!(
+                    key(&b.pieces(&seg, &t, w)),
+                    key(&seg.pieces(&t, w, None).unwrap())
+                );
+            }
+            // A partition that changes size (as key-value partitions do when combined) is
+            // sent at its size now.
+            t.remove(2);
+            t.add(2, Array::zeros(&pool, DType::F32, 17)).unwrap();
+            for w in 0..p {
+                assert_eq!(
+                    key(&b.pieces(&seg, &t, w)),
+                    key(&seg.pieces(&t, w, None).unwrap())
+                );
+            }
+            // A new partition joins whole; a known one is not added twice.
+            t.add(5, Array::zeros(&pool, DType::F64, 3000)).unwrap();
+            b.add_partition(&seg, &t, 5).unwrap();
+            b.add_partition(&seg, &t, 9).unwrap();
+            for w in 0..p {
+                assert_eq!(
+                    key(&b.pieces(&seg, &t, w)),
+                    key(&seg.pieces(&t, w, None).unwrap())
+                );
+            }
+            // Restricted to `have`, then given one more segment.
+            let mut have = HashSet::new();
+            have.insert((9u32, 0u64));
+            let mut b = seg.buckets(&t, Some(&have)).unwrap();
+            let (o, _, w) = seg.segments(5, 24000, Layout::dense(DType::F64)).unwrap()[p - 1];
+            have.insert((5, o));
+            b.add(w, 5, o);
+            for w in 0..p {
+                assert_eq!(
+                    key(&b.pieces(&seg, &t, w)),
+                    key(&seg.pieces(&t, w, Some(&have)).unwrap())
+                );
             }
         }
     }

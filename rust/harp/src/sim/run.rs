@@ -241,7 +241,11 @@ pub(crate) fn record_tables(
         .enable_time()
         .build()
         .map_err(|e| Error::config(format!("cannot start the simulator's runtime: {e}")))?;
-    let pools: Vec<Pool> = (0..p).map(|_| Pool::new(cfg.pool)).collect();
+    // One pool behind every worker: a frame's buffer freed by its receiver serves the next
+    // frame of any worker, so the free lists hold one worker's worth, not p (the schedules do
+    // not depend on where buffers come from).
+    let pool = Pool::new(cfg.pool);
+    let pools: Vec<Pool> = vec![pool; p];
     let (transports, recorder) = {
         let _g = rt.enter();
         Transport::recording(crate::transport::job_id("sim"), cfg.op_timeout, &pools)
