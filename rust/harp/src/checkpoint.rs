@@ -642,13 +642,7 @@ impl Recovering {
         let mine = ck
             .manifest(it)
             .and_then(|m| ck.load_part(&m, w.rank(), w.pool()));
-        let tables = match mine {
-            Ok(t) => {
-                crate::worker::agree(w, &self.label, Ok(()))?;
-                t
-            }
-            Err(e) => return Err(crate::worker::agree(w, &self.label, Err(e)).expect_err("agreed")),
-        };
+        let tables = crate::worker::agree_on(w, &self.label, mine)?;
         Ok(Some(Restored {
             iteration: it as usize,
             tables,

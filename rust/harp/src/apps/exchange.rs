@@ -297,11 +297,7 @@ pub fn resume_state<T>(
         });
         check(it, vectors.collect::<Result<Vec<_>>>()?)
     });
-    let label = format!("{app}-resume");
-    match got {
-        Ok(v) => crate::worker::agree(w, &label, Ok(())).map(|()| Some((it, v))),
-        Err(e) => Err(crate::worker::agree(w, &label, Err(e)).expect_err("agreed")),
-    }
+    crate::worker::agree_on(w, &format!("{app}-resume"), got).map(|v| Some((it, v)))
 }
 
 #[cfg(test)]

@@ -171,12 +171,7 @@ pub fn run(w: &Worker, storage: &dyn Storage, o: &Options) -> Result<Counts> {
         count_s = start.elapsed().as_secs_f64();
         Ok((local.into_table(&pool)?, tokens))
     })();
-    let (outcome, counted) = match counted {
-        Ok(c) => (Ok(()), Some(c)),
-        Err(e) => (Err(e), None),
-    };
-    crate::worker::agree(w, "wordcount-input", outcome)?;
-    let (mut table, tokens) = counted.expect("agreed: counted");
+    let (mut table, tokens) = crate::worker::agree_on(w, "wordcount-input", counted)?;
     w.regroup("wordcount", &mut table, Some(&Partitioner::Modulo))?;
     let regroup_s = start.elapsed().as_secs_f64() - count_s;
     let mut words = 0u64;

@@ -37,6 +37,15 @@ pub fn same_everywhere(
     }
 }
 
+/// [`agree`] on a step that yields a value: this worker's value when every worker succeeded,
+/// else the same error on every worker.
+pub fn agree_on<T>(w: &(impl Collectives + ?Sized), label: &str, outcome: Result<T>) -> Result<T> {
+    match outcome {
+        Ok(v) => agree(w, label, Ok(())).map(|()| v),
+        Err(e) => Err(agree(w, label, Err(e)).expect_err("a failure is agreed on")),
+    }
+}
+
 /// Collective: every worker passes the outcome of a local step (checking an output path, say);
 /// all return `Ok` when every worker succeeded, else the same error naming the first failing
 /// rank and its cause. A step that fails on one worker thus fails every worker at once with the

@@ -37,7 +37,7 @@ mod lifecycle;
 mod pending;
 mod run;
 
-pub use agree::{agree, same_everywhere};
+pub use agree::{agree, agree_on, same_everywhere};
 pub(crate) use collectives::body;
 pub use collectives::{Algorithm, Collectives, OpBody, OpFuture, Opts, Rooted};
 use drift::Drift;

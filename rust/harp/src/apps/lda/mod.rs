@@ -457,12 +457,7 @@ pub fn run(w: &Worker, o: &Options, mut each: impl FnMut(&Iteration)) -> Result<
         }
         load_share(&*storage, &files, me, p, o.words)
     });
-    let (outcome, loaded) = match loaded {
-        Ok(s) => (Ok(()), Some(s)),
-        Err(e) => (Err(e), None),
-    };
-    crate::worker::agree(w, "lda-input", outcome)?;
-    let mut share = loaded.expect("agreed: loaded");
+    let mut share = crate::worker::agree_on(w, "lda-input", loaded)?;
 
     // The vocabulary: the sorted union of the tokens, or the ids up to the largest.
     let (v, vocab) = match o.words {
