@@ -268,13 +268,40 @@ pub fn allreduce_large(bytes: u64, crossover: u64) -> bool {
     bytes >= crossover
 }
 
-/// Allreduce when the largest table of any worker has `largest` bytes: bidirectional exchange
-/// below `crossover`, regroup-allgather from it on. Bidirectional exchange costs
-/// ⌈log2 p⌉(α + nβ) (+2(α + nβ) when p is not a power of two), regroup-allgather
-/// 2(p−1)α + 2(p−1)/p·nβ; on the emulated 200 Mbit/s network regroup-allgather wins from
-/// 16 KiB at every measured p and loses up to 8 KiB (docs/benchmarks-netns.md).
-pub fn allreduce(largest: u64, crossover: u64) -> AllreduceAlgorithm {
-    if allreduce_large(largest, crossover) {
+/// The largest p at which the allreduce crossover was measured (docs/algorithms.md: p = 2, 4,
+/// 6, 8 on the emulated 200 Mbit/s network); `Config::allreduce_crossover` holds up to it.
+pub const ALLREDUCE_CROSSOVER_P: usize = 8;
+
+/// The allreduce crossover for `p` workers: `crossover` up to [`ALLREDUCE_CROSSOVER_P`], then
+/// scaled by how the two algorithms' latency terms grow with p. With s = ⌈log2 p⌉ (+2 when p
+/// is not a power of two) rounds of bidirectional exchange, s(α + nβ), against
+/// regroup-allgather's 2(p−1)α + 2(p−1)/p·nβ, regroup-allgather wins from
+/// n* = α/β · (2(p−1) − s) / (s − 2(p−1)/p): the latency term grows with p, the bandwidth
+/// gain with log p only. So n*(p) = crossover · g(p)/g(8), g being that ratio: about 29× the
+/// crossover at p = 1,024 (463 KiB at the default 16 KiB) and 93× at p = 4,096 (1.45 MiB),
+/// where the simulation has bidirectional exchange ahead at 1 MiB (docs/benchmarks.md).
+pub fn allreduce_crossover_at(p: usize, crossover: u64) -> u64 {
+    if p <= ALLREDUCE_CROSSOVER_P {
+        return crossover;
+    }
+    let g = |p: usize| {
+        let pf = p as f64;
+        let s = f64::from(p.next_power_of_two().trailing_zeros())
+            + if p.is_power_of_two() { 0.0 } else { 2.0 };
+        (2.0 * (pf - 1.0) - s) / (s - 2.0 * (pf - 1.0) / pf)
+    };
+    let scaled = crossover as f64 * g(p) / g(ALLREDUCE_CROSSOVER_P);
+    (scaled.min(u64::MAX as f64) as u64).max(crossover)
+}
+
+/// Allreduce on `p` workers when the largest table of any worker has `largest` bytes:
+/// bidirectional exchange below the crossover for p ([`allreduce_crossover_at`]),
+/// regroup-allgather from it on. Bidirectional exchange costs ⌈log2 p⌉(α + nβ) (+2(α + nβ)
+/// when p is not a power of two), regroup-allgather 2(p−1)α + 2(p−1)/p·nβ; on the emulated
+/// 200 Mbit/s network regroup-allgather wins from 16 KiB at every measured p (2–8) and loses
+/// up to 8 KiB (docs/benchmarks-netns.md).
+pub fn allreduce(largest: u64, p: usize, crossover: u64) -> AllreduceAlgorithm {
+    if allreduce_large(largest, allreduce_crossover_at(p, crossover)) {
         AllreduceAlgorithm::RegroupAllgather
     } else {
         AllreduceAlgorithm::BidirectionalExchange
@@ -282,11 +309,11 @@ pub fn allreduce(largest: u64, crossover: u64) -> AllreduceAlgorithm {
 }
 
 impl AllreduceAlgorithm {
-    /// The algorithm `Auto` runs when the largest table of any worker has `bytes`
-    /// (see [`allreduce`]).
-    pub fn resolve(self, bytes: u64, crossover: u64) -> AllreduceAlgorithm {
+    /// The algorithm `Auto` runs on `p` workers when the largest table of any worker has
+    /// `bytes` (see [`allreduce`]).
+    pub fn resolve(self, bytes: u64, p: usize, crossover: u64) -> AllreduceAlgorithm {
         match self {
-            AllreduceAlgorithm::Auto => allreduce(bytes, crossover),
+            AllreduceAlgorithm::Auto => allreduce(bytes, p, crossover),
             a => a,
         }
     }
@@ -365,14 +392,16 @@ mod tests {
             .all(|&a| a != BroadcastAlgorithm::ScatterAllgather));
         let m = NetModel::uniform(4, 1e-4, 25e6);
         assert!(broadcast_candidates(Some(&m)).contains(&BroadcastAlgorithm::ScatterAllgather));
-        assert_eq!(
-            allreduce(16383, 16384),
-            AllreduceAlgorithm::BidirectionalExchange
-        );
-        assert_eq!(
-            allreduce(16384, 16384),
-            AllreduceAlgorithm::RegroupAllgather
-        );
+        for p in [2, 3, 4, 6, 8] {
+            assert_eq!(
+                allreduce(16383, p, 16384),
+                AllreduceAlgorithm::BidirectionalExchange
+            );
+            assert_eq!(
+                allreduce(16384, p, 16384),
+                AllreduceAlgorithm::RegroupAllgather
+            );
+        }
         assert!(allreduce_large(0, 0));
         assert_eq!(scatter(0, 8), ScatterAlgorithm::Delegate);
         assert_eq!(scatter(SCATTER_DELEGATE_MAX, 4), ScatterAlgorithm::Delegate);
@@ -383,6 +412,39 @@ mod tests {
         );
         assert_eq!(scatter(SCATTER_TREE_MAX, 8), ScatterAlgorithm::Binary);
         assert_eq!(scatter(SCATTER_TREE_MAX + 1, 8), ScatterAlgorithm::Direct);
+    }
+
+    /// Up to the measured p the allreduce crossover is the configured one; beyond it grows
+    /// with p, so that at p = 4,096 a 1 MiB table goes to bidirectional exchange (simulated
+    /// 527.7 ms against regroup-allgather's 919.7 ms) while at p = 1,024 it still goes to
+    /// regroup-allgather (295.5 against 439.8 ms).
+    #[test]
+    fn the_allreduce_crossover_grows_with_p() {
+        let c = 16 << 10;
+        for p in 1..=ALLREDUCE_CROSSOVER_P {
+            assert_eq!(allreduce_crossover_at(p, c), c);
+        }
+        for p in (9..=4096).step_by(7) {
+            assert!(allreduce_crossover_at(p, c) >= c, "p = {p}");
+        }
+        let mut last = c;
+        for p in (4..=12).map(|e| 1usize << e) {
+            let x = allreduce_crossover_at(p, c);
+            assert!(x > last, "p = {p}: {x} after {last}");
+            last = x;
+        }
+        let mib = 1 << 20;
+        assert_eq!(
+            allreduce(mib, 4096, c),
+            AllreduceAlgorithm::BidirectionalExchange
+        );
+        assert_eq!(
+            allreduce(mib, 1024, c),
+            AllreduceAlgorithm::RegroupAllgather
+        );
+        assert_eq!(allreduce(mib, 16, c), AllreduceAlgorithm::RegroupAllgather);
+        assert_eq!(allreduce_crossover_at(4096, 0), 0);
+        assert_eq!(allreduce_crossover_at(4096, u64::MAX), u64::MAX);
     }
 
     /// Where the pairs and not the hosts are the limit, a worker with a slow link to the root
