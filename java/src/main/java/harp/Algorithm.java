@@ -46,7 +46,7 @@ public final class Algorithm {
 
   /** Allreduce algorithms. */
   public enum Allreduce {
-    /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}): bidirectional exchange while every worker's table is below it, regroup-allgather as soon as any worker's is not; the workers agree on this, so tables may differ in size. */
+    /** Bidirectional exchange for small tables, regroup-allgather for large ones (16 KiB crossover, {@code harp.allreduce.crossover.bytes}, growing with the worker count above 8): bidirectional exchange while every worker's table is below it, regroup-allgather as soon as any worker's is not; the workers agree on this, so tables may differ in size. */
     AUTO("auto"),
     /** Recursive doubling. */
     BIDIRECTIONAL_EXCHANGE("bidirectional-exchange"),
