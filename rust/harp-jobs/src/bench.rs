@@ -176,7 +176,7 @@ pub fn run(w: &Worker, a: &BenchArgs) -> Result<()> {
                 .to_string()
         }
         Algo::Allreduce(x) => x
-            .resolve(a.bytes, w.size(), w.config().allreduce_crossover)
+            .resolve(a.bytes, w.topology(), w.config().allreduce_crossover)
             .name()
             .to_string(),
         Algo::Allgather(x) => x.name().into(),

@@ -42,7 +42,7 @@ pub struct Config {
     /// delivers nothing for a while, as a cut cable or a firewall rule that drops its packets.
     pub link_fault: Option<LinkFault>,
     /// `AllreduceAlgorithm::Auto` uses bidirectional exchange below this many bytes,
-    /// regroup-allgather from it on, up to p = 8 (above, the crossover grows with p:
+    /// regroup-allgather from it on, up to p = 8 or with racks (above, the crossover grows with p:
     /// `choose::allreduce_crossover_at`); the automatic allgather and reduce-scatter use recursive
     /// doubling below it and the ring from it on (the largest table of any worker decides).
     pub allreduce_crossover: u64,
@@ -438,8 +438,9 @@ pub static OPTIONS: &[EngineOption] = &[
         java: "harp.allreduce.crossover.bytes",
         unit: Unit::Bytes,
         help: "Automatic allreduce uses bidirectional exchange below this size, \
-               regroup-allgather from it on (up to 8 workers; above, the size grows with \
-               the ring's latencies: about 29x at 1,024 workers, 93x at 4,096); automatic \
+               regroup-allgather from it on (up to 8 workers or with racks; above, on one \
+               rack, the size grows with the ring's latencies: about 29x at 1,024 \
+               workers, 93x at 4,096); automatic \
                allgather and reduce-scatter use recursive doubling below it, the ring from it on.",
         get: |c| Value::Bytes(c.allreduce_crossover),
         put: |c, v| {

@@ -90,6 +90,11 @@ impl Topology {
         Ok(Topology { hosts, rack })
     }
 
+    /// The number of racks (1 when the hosts file names none).
+    pub fn racks(&self) -> usize {
+        self.rack.iter().copied().max().map_or(1, |r| r + 1)
+    }
+
     pub fn size(&self) -> usize {
         self.hosts.len()
     }
@@ -115,7 +120,7 @@ impl Topology {
     /// direction.
     pub fn chain_order(&self, root: usize) -> Vec<usize> {
         let p = self.size();
-        let racks = self.rack.iter().copied().max().unwrap_or(0) + 1;
+        let racks = self.racks();
         let mut order = Vec::with_capacity(p);
         for k in 0..racks {
             let rk = (self.rack[root] + k) % racks;

@@ -17,11 +17,11 @@ pub async fn bidirectional_exchange(cx: &Ctx<'_>, table: &mut Table) -> Result<(
 }
 
 /// The automatic allreduce: bidirectional exchange that agrees on the way whether any
-/// worker's table reaches the crossover for p (`Config::allreduce_crossover` up to p = 8,
-/// growing with p beyond: [`choose::allreduce_crossover_at`]), then regroup-allgather if one
-/// does (how and at what cost: [`choose`]).
+/// worker's table reaches the crossover for p (`Config::allreduce_crossover` up to p = 8 or
+/// with racks, growing with p beyond: [`choose::allreduce_crossover_at`]), then
+/// regroup-allgather if one does (how and at what cost: [`choose`]).
 pub async fn auto(cx: &Ctx<'_>, table: &mut Table) -> Result<()> {
-    let crossover = choose::allreduce_crossover_at(cx.size(), cx.cfg.allreduce_crossover);
+    let crossover = choose::allreduce_crossover_at(cx.topo, cx.cfg.allreduce_crossover);
     let large = choose::allreduce_large(table.bytes(), crossover);
     if doubling(cx, table, Some(large)).await? {
         regroup_allgather(cx, table).await?;

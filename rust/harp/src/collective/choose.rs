@@ -272,16 +272,21 @@ pub fn allreduce_large(bytes: u64, crossover: u64) -> bool {
 /// 6, 8 on the emulated 200 Mbit/s network); `Config::allreduce_crossover` holds up to it.
 pub const ALLREDUCE_CROSSOVER_P: usize = 8;
 
-/// The allreduce crossover for `p` workers: `crossover` up to [`ALLREDUCE_CROSSOVER_P`], then
-/// scaled by how the two algorithms' latency terms grow with p. With s = ⌈log2 p⌉ (+2 when p
+/// The allreduce crossover for the workers of `topo`: `crossover` up to
+/// [`ALLREDUCE_CROSSOVER_P`] workers or when the hosts are in more than one rack, else scaled
+/// by how the two algorithms' latency terms grow with p. With s = ⌈log2 p⌉ (+2 when p
 /// is not a power of two) rounds of bidirectional exchange, s(α + nβ), against
 /// regroup-allgather's 2(p−1)α + 2(p−1)/p·nβ, regroup-allgather wins from
 /// n* = α/β · (2(p−1) − s) / (s − 2(p−1)/p): the latency term grows with p, the bandwidth
 /// gain with log p only. So n*(p) = crossover · g(p)/g(8), g being that ratio: about 29× the
 /// crossover at p = 1,024 (463 KiB at the default 16 KiB) and 93× at p = 4,096 (1.45 MiB),
-/// where the simulation has bidirectional exchange ahead at 1 MiB (docs/benchmarks.md).
-pub fn allreduce_crossover_at(p: usize, crossover: u64) -> u64 {
-    if p <= ALLREDUCE_CROSSOVER_P {
+/// where the simulation has bidirectional exchange ahead at 1 MiB (docs/benchmarks.md). Racks
+/// keep the configured crossover: the rings cross each uplink once per rack, while
+/// bidirectional exchange pairs workers p/2, p/4, … apart and sends whole tables through the
+/// uplinks (simulated 8× its bound behind 1 Gbit/s uplinks at p = 256).
+pub fn allreduce_crossover_at(topo: &Topology, crossover: u64) -> u64 {
+    let p = topo.size();
+    if p <= ALLREDUCE_CROSSOVER_P || topo.racks() > 1 {
         return crossover;
     }
     let g = |p: usize| {
@@ -294,14 +299,14 @@ pub fn allreduce_crossover_at(p: usize, crossover: u64) -> u64 {
     (scaled.min(u64::MAX as f64) as u64).max(crossover)
 }
 
-/// Allreduce on `p` workers when the largest table of any worker has `largest` bytes:
+/// Allreduce on the workers of `topo` when the largest table of any worker has `largest` bytes:
 /// bidirectional exchange below the crossover for p ([`allreduce_crossover_at`]),
 /// regroup-allgather from it on. Bidirectional exchange costs ⌈log2 p⌉(α + nβ) (+2(α + nβ)
 /// when p is not a power of two), regroup-allgather 2(p−1)α + 2(p−1)/p·nβ; on the emulated
 /// 200 Mbit/s network regroup-allgather wins from 16 KiB at every measured p (2–8) and loses
 /// up to 8 KiB (docs/benchmarks-netns.md).
-pub fn allreduce(largest: u64, p: usize, crossover: u64) -> AllreduceAlgorithm {
-    if allreduce_large(largest, allreduce_crossover_at(p, crossover)) {
+pub fn allreduce(largest: u64, topo: &Topology, crossover: u64) -> AllreduceAlgorithm {
+    if allreduce_large(largest, allreduce_crossover_at(topo, crossover)) {
         AllreduceAlgorithm::RegroupAllgather
     } else {
         AllreduceAlgorithm::BidirectionalExchange
@@ -309,11 +314,11 @@ pub fn allreduce(largest: u64, p: usize, crossover: u64) -> AllreduceAlgorithm {
 }
 
 impl AllreduceAlgorithm {
-    /// The algorithm `Auto` runs on `p` workers when the largest table of any worker has
-    /// `bytes` (see [`allreduce`]).
-    pub fn resolve(self, bytes: u64, p: usize, crossover: u64) -> AllreduceAlgorithm {
+    /// The algorithm `Auto` runs on the workers of `topo` when the largest table of any
+    /// worker has `bytes` (see [`allreduce`]).
+    pub fn resolve(self, bytes: u64, topo: &Topology, crossover: u64) -> AllreduceAlgorithm {
         match self {
-            AllreduceAlgorithm::Auto => allreduce(bytes, p, crossover),
+            AllreduceAlgorithm::Auto => allreduce(bytes, topo, crossover),
             a => a,
         }
     }
@@ -375,6 +380,11 @@ mod tests {
     use crate::collective::segment::auto_chunk;
     use crate::collective::trees::tests::check_tree;
 
+    /// `p` hosts in one rack.
+    fn flat(p: usize) -> Topology {
+        Topology::flat((0..p).map(|i| format!("h{i}:1")).collect())
+    }
+
     #[test]
     fn crossovers() {
         let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
@@ -393,12 +403,13 @@ mod tests {
         let m = NetModel::uniform(4, 1e-4, 25e6);
         assert!(broadcast_candidates(Some(&m)).contains(&BroadcastAlgorithm::ScatterAllgather));
         for p in [2, 3, 4, 6, 8] {
+            let topo = flat(p);
             assert_eq!(
-                allreduce(16383, p, 16384),
+                allreduce(16383, &topo, 16384),
                 AllreduceAlgorithm::BidirectionalExchange
             );
             assert_eq!(
-                allreduce(16384, p, 16384),
+                allreduce(16384, &topo, 16384),
                 AllreduceAlgorithm::RegroupAllgather
             );
         }
@@ -417,34 +428,38 @@ mod tests {
     /// Up to the measured p the allreduce crossover is the configured one; beyond it grows
     /// with p, so that at p = 4,096 a 1 MiB table goes to bidirectional exchange (simulated
     /// 527.7 ms against regroup-allgather's 919.7 ms) while at p = 1,024 it still goes to
-    /// regroup-allgather (295.5 against 439.8 ms).
+    /// regroup-allgather (295.5 against 439.8 ms). Racks keep the configured one.
     #[test]
-    fn the_allreduce_crossover_grows_with_p() {
+    fn the_allreduce_crossover_grows_with_p_on_a_flat_network() {
         let c = 16 << 10;
+        let at = |p: usize, c: u64| allreduce_crossover_at(&flat(p), c);
         for p in 1..=ALLREDUCE_CROSSOVER_P {
-            assert_eq!(allreduce_crossover_at(p, c), c);
+            assert_eq!(at(p, c), c);
         }
         for p in (9..=4096).step_by(7) {
-            assert!(allreduce_crossover_at(p, c) >= c, "p = {p}");
+            assert!(at(p, c) >= c, "p = {p}");
         }
         let mut last = c;
         for p in (4..=12).map(|e| 1usize << e) {
-            let x = allreduce_crossover_at(p, c);
+            let x = at(p, c);
             assert!(x > last, "p = {p}: {x} after {last}");
             last = x;
         }
         let mib = 1 << 20;
+        let pick = |p: usize| allreduce(mib, &flat(p), c);
+        assert_eq!(pick(4096), AllreduceAlgorithm::BidirectionalExchange);
+        assert_eq!(pick(1024), AllreduceAlgorithm::RegroupAllgather);
+        assert_eq!(pick(16), AllreduceAlgorithm::RegroupAllgather);
+        assert_eq!(at(4096, 0), 0);
+        assert_eq!(at(4096, u64::MAX), u64::MAX);
+        let mut racked = flat(4096);
+        racked.rack = (0..4096).map(|r| r / 256).collect();
+        assert_eq!(racked.racks(), 16);
+        assert_eq!(allreduce_crossover_at(&racked, c), c);
         assert_eq!(
-            allreduce(mib, 4096, c),
-            AllreduceAlgorithm::BidirectionalExchange
-        );
-        assert_eq!(
-            allreduce(mib, 1024, c),
+            allreduce(mib, &racked, c),
             AllreduceAlgorithm::RegroupAllgather
         );
-        assert_eq!(allreduce(mib, 16, c), AllreduceAlgorithm::RegroupAllgather);
-        assert_eq!(allreduce_crossover_at(4096, 0), 0);
-        assert_eq!(allreduce_crossover_at(4096, u64::MAX), u64::MAX);
     }
 
     /// Where the pairs and not the hosts are the limit, a worker with a slow link to the root

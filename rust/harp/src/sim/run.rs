@@ -158,7 +158,10 @@ fn resolved(a: Algo, cfg: &Config, net: Option<&NetModel>, topo: &Topology, byte
                 .name()
                 .into()
         }
-        Algo::Allreduce(x) => x.resolve(bytes, p, cfg.allreduce_crossover).name().into(),
+        Algo::Allreduce(x) => x
+            .resolve(bytes, topo, cfg.allreduce_crossover)
+            .name()
+            .into(),
         Algo::Allgather(x) => x.name().into(),
         Algo::ReduceScatter(x) => x.name().into(),
         Algo::Reduce(x) => match (x, net) {
