@@ -17,6 +17,8 @@ public final class Driver {
     pd.addClass("components", harp.examples.engine.EngineJob.Components.class, "connected components over events (the engine's harp components)");
     pd.addClass("id3", harp.examples.engine.EngineJob.Id3.class, "an ID3 decision tree over events (the engine's harp id3)");
     pd.addClass("mfsgd", harp.examples.engine.EngineJob.Mfsgd.class, "matrix factorisation by SGD with model rotation (the engine's harp mfsgd)");
+    pd.addClass("nbody", harp.examples.engine.EngineJob.Nbody.class, "N-body, positions gathered each step (the engine's harp nbody; no input)");
+    pd.addClass("cg", harp.examples.engine.EngineJob.Cg.class, "conjugate gradient on a sparse SPD system, --grid or --input (the engine's harp cg)");
     pd.addClass("bench", harp.examples.bench.Bench.class, "time allreduce/broadcast through the Java API");
     System.exit(pd.run(args));
   }

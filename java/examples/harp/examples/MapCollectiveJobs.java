@@ -78,7 +78,9 @@ public final class MapCollectiveJobs {
     Job job = Job.getInstance(conf, name);
     job.setJarByClass(jarOf);
     job.setInputFormatClass(WorkerInputFormat.class);
-    FileInputFormat.addInputPath(job, input);
+    if (input != null) {
+      FileInputFormat.addInputPath(job, input);
+    }
     job.setMapperClass(mapper);
     job.setNumReduceTasks(0);
     job.setOutputFormatClass(NullOutputFormat.class);

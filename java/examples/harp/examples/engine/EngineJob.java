@@ -15,9 +15,10 @@ import org.apache.hadoop.util.Tool;
 /**
  * One of the {@code harp} tool's jobs as a Hadoop job:
  * {@code hadoop jar harp-rs-examples.jar JOB [generic -D options] --workers W <the arguments of harp JOB>},
- * e.g. {@code pagerank --workers 4 --input edges --iterations 20 --output ranks}. The arguments
+ * e.g. {@code pagerank --workers 4 --input edges --iterations 20 --output ranks}, or without
+ * {@code --input} for the jobs that generate their data ({@code nbody}, {@code cg --grid G}). The arguments
  * are those of {@code harp JOB} (docs/apps.md), checked by the engine the same way; paths
- * ({@code --input}, {@code --output}, {@code --weights}, {@code --init}, {@code --test}) without a scheme are
+ * ({@code --input}, {@code --output}, {@code --weights}, {@code --init}, {@code --test}, {@code --rhs}) without a scheme are
  * resolved against the job's default file system (HDFS on a cluster), as Hadoop resolves
  * paths. Each of the W map tasks runs one worker ({@link harp.HarpJob}); the engine reads that
  * worker's share of the input and the workers commit the output with {@code _SUCCESS}, so a
@@ -32,7 +33,10 @@ public class EngineJob extends Configured implements Tool {
   public static final String ARGS = "harp.example.args";
   static final Set<String> PATHS = java.util.Collections.unmodifiableSet(new java.util.HashSet<>(
       java.util.Arrays.asList("--input", "--output", "--weights", "--init", "--labels", "--checkpoint-dir",
-          "--test")));
+          "--test", "--rhs")));
+  /** The jobs that may run without {@code --input}: they generate their data (nbody; cg with {@code --grid}). */
+  static final Set<String> GENERATED = java.util.Collections.unmodifiableSet(new java.util.HashSet<>(
+      java.util.Arrays.asList("nbody", "cg")));
 
   private final String name;
   private Job job;
@@ -45,7 +49,7 @@ public class EngineJob extends Configured implements Tool {
   public int run(String[] args) throws Exception {
     List<String> rest = new ArrayList<>(Arrays.asList(args));
     int at = rest.indexOf("--workers");
-    if (at < 0 || at + 1 >= rest.size() || !rest.contains("--input")) {
+    if (at < 0 || at + 1 >= rest.size() || (!rest.contains("--input") && !GENERATED.contains(name))) {
       System.err.println("usage: " + name + " [generic -D options] --workers W --input PATH … (the arguments of harp "
           + name + ")");
       return 2;
@@ -142,7 +146,7 @@ public class EngineJob extends Configured implements Tool {
     return job;
   }
 
-  /** {@code pagerank}, {@code lda}, {@code mds}, {@code layout}, {@code components}, {@code id3} and {@code mfsgd} for the program driver. */
+  /** {@code pagerank}, {@code lda}, {@code mds}, {@code layout}, {@code components}, {@code id3}, {@code mfsgd}, {@code nbody} and {@code cg} for the program driver. */
   public static class PageRank {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("pagerank"), args));
@@ -182,6 +186,18 @@ public class EngineJob extends Configured implements Tool {
   public static class Mfsgd {
     public static void main(String[] args) throws Exception {
       System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("mfsgd"), args));
+    }
+  }
+
+  public static class Nbody {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("nbody"), args));
+    }
+  }
+
+  public static class Cg {
+    public static void main(String[] args) throws Exception {
+      System.exit(org.apache.hadoop.util.ToolRunner.run(new EngineJob("cg"), args));
     }
   }
 }

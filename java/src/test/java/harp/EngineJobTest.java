@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The Hadoop examples that run the engine's jobs (pagerank, mds, layout, components, id3, and
+ * The Hadoop examples that run the engine's jobs (pagerank, mds, layout, components, id3, nbody, cg, and
  * kmeans and wordcount in their flag form) through LocalJobRunner with 3 map tasks, each equal
  * to `harp JOB` on 2 local worker processes.
  */
@@ -202,6 +202,38 @@ class EngineJobTest {
     assertEquals(0, example(tmp, "id3", "--workers", "3", "--input", tuples.toUri().toString(), "--output",
         tmp.resolve("java-id3").toUri().toString()));
     sameResult(tmp.resolve("rust-id3"), tmp.resolve("java-id3"), 0);
+  }
+
+  /**
+   * The jobs that generate their data run without {@code --input} (one empty split per worker)
+   * and, like {@code harp nbody} and {@code harp cg}, give the same bits for any worker count;
+   * cg also reads its matrix from a file. Another job without {@code --input} is refused.
+   */
+  @Test
+  @Timeout(240)
+  void nbodyAndCgRunWithoutInputAndEqualTheHarpTool(@TempDir Path tmp) throws Exception {
+    KMeansJobTest.harp("nbody", "--workers", "2", "--bodies", "300", "--steps", "4", "--output",
+        tmp.resolve("rust-nbody").toString());
+    assertEquals(0, example(tmp, "nbody", "--workers", "3", "--bodies", "300", "--steps", "4", "--output",
+        tmp.resolve("java-nbody").toUri().toString()));
+    sameResult(tmp.resolve("rust-nbody"), tmp.resolve("java-nbody"), 0);
+    assertEquals(300, result(tmp.resolve("java-nbody")).size());
+
+    KMeansJobTest.harp("cg", "--workers", "2", "--grid", "12", "--output", tmp.resolve("rust-cg").toString());
+    assertEquals(0, example(tmp, "cg", "--workers", "3", "--grid", "12", "--output",
+        tmp.resolve("java-cg").toUri().toString()));
+    sameResult(tmp.resolve("rust-cg"), tmp.resolve("java-cg"), 0);
+
+    Path matrix = tmp.resolve("poisson.txt");
+    KMeansJobTest.harp("gen", "poisson", "--grid", "12", "--output", matrix.toString());
+    assertEquals(0, example(tmp, "cg", "--workers", "3", "--input", matrix.toUri().toString(), "--output",
+        tmp.resolve("java-cg-file").toUri().toString()));
+    sameResult(tmp.resolve("rust-cg"), tmp.resolve("java-cg-file"), 0);
+
+    Object[] r = KMeansJobTest.runCapturingErr(new EngineJob("pagerank"), JobTestSupport.localConf(tmp, 3),
+        "--workers", "2", "--output", tmp.resolve("pr").toUri().toString());
+    assertEquals(2, r[0]);
+    assertTrue(((String) r[1]).contains("usage: pagerank"), (String) r[1]);
   }
 
   @Test

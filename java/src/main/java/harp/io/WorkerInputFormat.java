@@ -20,7 +20,8 @@ import org.apache.hadoop.mapreduce.lib.input.LineRecordReader;
 /**
  * Text input grouped into exactly {@code harp.workers} splits, one per worker: the text splits
  * of the input are dealt out in byte-balanced groups (a worker may get none when the input is
- * small). Records are ({@link FilePosition}: file and byte offset of the line, line text).
+ * small; every worker gets none when the job has no input path). Records are ({@link FilePosition}:
+ * file and byte offset of the line, line text).
  */
 public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
   public static final String WORKERS = "harp.workers";
@@ -31,6 +32,14 @@ public class WorkerInputFormat extends FileInputFormat<FilePosition, Text> {
     int workers = harp.ConfNumbers.getInt(conf, WORKERS, 0);
     if (workers <= 0) {
       throw new IOException(WORKERS + " must be set to the number of workers");
+    }
+    if (getInputPaths(job).length == 0) {
+      // A job that reads no input (it generates its data): one empty split per worker.
+      List<InputSplit> empty = new ArrayList<>();
+      for (int i = 0; i < workers; i++) {
+        empty.add(new GroupSplit());
+      }
+      return empty;
     }
     // Small enough splits that the groups balance.
     long total = 0;
