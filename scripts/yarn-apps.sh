@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The Hadoop examples of harp-rs (wordcount, pagerank unweighted and weighted, components, mds,
-# layout, mfsgd, lda) on a REAL YARN +
+# layout, mfsgd, lda, nbody, cg generated and from a file) on a REAL YARN +
 # HDFS cluster, each compared with `harp JOB --workers W` run locally on the same input:
 #   HADOOP_CONF_DIR=… scripts/yarn-apps.sh [WORKERS] [JOB…]     (default: 2, every job)
 # Needs a running cluster and its own Hadoop client (`hadoop` on the PATH, or
 # $HADOOP_HOME/bin/hadoop), like scripts/yarn-e2e.sh; it neither builds nor starts Hadoop.
 # Generates small inputs (text, a random edge list in 3 files, the same with weights on most lines
 # of two of the files, an edge list of several components, `harp gen dist`, `harp gen ratings`,
-# `harp gen corpus`), puts them on HDFS, runs every job with
+# `harp gen corpus`, `harp gen poisson`), puts them on HDFS (nbody and `cg --grid` read nothing), runs every job with
 # -Dmapreduce.framework.name=map-collective and fully qualified hdfs:// input and output, fetches
 # the results and compares them:
 #   wordcount, components,  the same lines, in any order (mfsgd's factors and lda's document
-#   mfsgd, lda              mixtures: the same bytes, as a run is reproducible for a worker count)
+#   mfsgd, lda, nbody, cg   mixtures: the same bytes, as a run is reproducible for a worker count;
+#                           nbody's bodies and cg's solution: the same bytes for any worker count)
 #   pagerank                the same vertices, ranks equal to 1e-12 relative
 #   mds, layout             the same coordinates to 1e-9 relative (relative to the largest
 #                           magnitude of the result, so coordinates near 0 do not flake)
@@ -29,7 +30,7 @@ die() { echo "yarn-apps: $*" >&2; exit 2; }
 W=${1:-2}
 shift || true
 JOBS=("$@")
-[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank pagerank-weighted components mds layout mfsgd lda bad-input)
+[[ ${#JOBS[@]} -gt 0 ]] || JOBS=(wordcount pagerank pagerank-weighted components mds layout mfsgd lda nbody cg cg-file bad-input)
 [[ -n ${HADOOP_CONF_DIR:-} ]] || die "HADOOP_CONF_DIR is not set: point it at the cluster's configuration"
 grep -q 'yarn.resourcemanager' "$HADOOP_CONF_DIR/yarn-site.xml" 2>/dev/null \
   || die "$HADOOP_CONF_DIR/yarn-site.xml configures no ResourceManager (the jobs would run in local mode)"
@@ -93,10 +94,11 @@ $H gen ratings --users 2000 --items 500 --ratings 60000 --seed 4 --output "$WORK
   --test "$WORK/in/ratings-test.txt" >/dev/null || die "harp gen ratings failed"
 $H gen corpus --docs 600 --vocabulary 2000 --topics 10 --length 50 --seed 5 --output "$WORK/in/corpus.txt" \
   >/dev/null || die "harp gen corpus failed"
+$H gen poisson --grid 48 --output "$WORK/in/poisson.txt" >/dev/null || die "harp gen poisson failed"
 "$HADOOP" fs -rm -r -f -skipTrash "$HARP_HDFS_DIR" >/dev/null 2>&1
 "$HADOOP" fs -mkdir -p "$HARP_HDFS_DIR" || die "cannot create $HARP_HDFS_DIR on HDFS"
 "$HADOOP" fs -put "$WORK/in/text" "$WORK/in/edges" "$WORK/in/wedges" "$WORK/in/comp" "$WORK/in/dist.txt" \
-  "$WORK/in/ratings.txt" "$WORK/in/ratings-test.txt" "$WORK/in/corpus.txt" "$HARP_HDFS_DIR/" \
+  "$WORK/in/ratings.txt" "$WORK/in/ratings-test.txt" "$WORK/in/corpus.txt" "$WORK/in/poisson.txt" "$HARP_HDFS_DIR/" \
   || die "cannot put the inputs on HDFS"
 
 results=()
@@ -245,6 +247,15 @@ for job in "${JOBS[@]}"; do
     lda)
       run_job lda lines lda --workers "$W" --input "$I/corpus.txt" --topics 10 --iterations 10 --output "$WORK/lda.local" \
         -- lda --workers "$W" --input "$D/corpus.txt" --topics 10 --iterations 10 --output "$D/out-lda" ;;
+    nbody)
+      run_job nbody lines nbody --workers "$W" --bodies 2048 --steps 10 --output "$WORK/nbody.local" \
+        -- nbody --workers "$W" --bodies 2048 --steps 10 --output "$D/out-nbody" ;;
+    cg)
+      run_job cg lines cg --workers "$W" --grid 48 --output "$WORK/cg.local" \
+        -- cg --workers "$W" --grid 48 --output "$D/out-cg" ;;
+    cg-file)
+      run_job cg-file lines cg --workers "$W" --input "$I/poisson.txt" --output "$WORK/cg-file.local" \
+        -- cg --workers "$W" --input "$D/poisson.txt" --output "$D/out-cg-file" ;;
     bad-input)
       t0=$(now)
       # shellcheck disable=SC2086
@@ -258,7 +269,7 @@ for job in "${JOBS[@]}"; do
       else
         record bad-input 1 "$secs" "exit $rc, message: ${msg:-none} $(tail -n 2 "$WORK/bad.log" | tr '\n' ' ')"
       fi ;;
-    *) die "unknown job '$job' (wordcount pagerank pagerank-weighted components mds layout mfsgd lda bad-input)" ;;
+    *) die "unknown job '$job' (wordcount pagerank pagerank-weighted components mds layout mfsgd lda nbody cg cg-file bad-input)" ;;
   esac
 done
 

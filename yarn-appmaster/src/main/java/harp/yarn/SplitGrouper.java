@@ -9,7 +9,8 @@ import java.util.Map;
 /**
  * Groups input splits into one group per worker, balancing bytes and preferring splits whose
  * data is local to the node the group will run on. Each group gets a preferred node: the host
- * holding most of its bytes (distinct hosts for distinct groups while there are enough).
+ * holding most of its bytes (distinct hosts for distinct groups while there are enough). With at
+ * least as many splits as workers, every group gets at least one (empty splits included).
  */
 public final class SplitGrouper {
   private SplitGrouper() {}
@@ -91,15 +92,39 @@ public final class SplitGrouper {
         }
       }
       if (best < 0) {
+        // The least loaded group; on equal bytes the one with fewest splits, so that empty
+        // splits (a job with no input: one per worker) go one to each worker.
         best = 0;
         for (int w = 1; w < workers; w++) {
-          if (bytes[w] < bytes[best]) {
+          if (bytes[w] < bytes[best] || (bytes[w] == bytes[best] && groups.get(w).size() < groups.get(best).size())) {
             best = w;
           }
         }
       }
       groups.get(best).add(s);
       bytes[best] += s.length();
+    }
+    // Every worker is launched over at least one split: while a group is empty and another
+    // holds several, the empty one takes the smallest split of the group with most.
+    for (int w = 0; w < workers; w++) {
+      if (!groups.get(w).isEmpty()) {
+        continue;
+      }
+      int from = 0;
+      for (int v = 1; v < workers; v++) {
+        if (groups.get(v).size() > groups.get(from).size()) {
+          from = v;
+        }
+      }
+      List<Split> donor = groups.get(from);
+      if (donor.size() < 2) {
+        break; // fewer splits than workers
+      }
+      Split smallest = donor.stream().min(Comparator.comparingLong(Split::length).thenComparingInt(Split::index)).get();
+      donor.remove(smallest);
+      bytes[from] -= smallest.length();
+      groups.get(w).add(smallest);
+      bytes[w] += smallest.length();
     }
     List<Group> out = new ArrayList<>();
     for (int w = 0; w < workers; w++) {

@@ -49,4 +49,45 @@ class SplitGrouperTest {
     assertTrue(max - min <= 16, "unbalanced: " + min + ".." + max);
     assertEquals(4, SplitGrouper.group(splits, 4).size());
   }
+
+  /**
+   * A job with no input has one empty split per worker (harp.io.WorkerInputFormat); a small
+   * input may have fewer non-empty ones than workers. Every worker still gets a split.
+   */
+  @Test
+  void everyWorkerGetsASplitWhenThereAreEnough() {
+    List<Split> empty = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      empty.add(new Split(i, 0, List.of()));
+    }
+    List<SplitGrouper.Group> g = SplitGrouper.group(empty, 5);
+    HashSet<Integer> seen = new HashSet<>();
+    for (SplitGrouper.Group x : g) {
+      assertEquals(1, x.splits().size(), "worker " + x.worker());
+      seen.add(x.splits().get(0).index());
+    }
+    assertEquals(5, seen.size());
+
+    // Two splits of data and two empty ones, all data on one host, for 4 workers.
+    List<Split> mixed = List.of(new Split(0, 0, List.of()), new Split(1, 500, List.of("a")),
+        new Split(2, 0, List.of()), new Split(3, 400, List.of("a")));
+    g = SplitGrouper.group(mixed, 4);
+    seen.clear();
+    long bytes = 0;
+    for (SplitGrouper.Group x : g) {
+      assertEquals(1, x.splits().size(), "worker " + x.worker());
+      seen.add(x.splits().get(0).index());
+      bytes += x.bytes();
+    }
+    assertEquals(4, seen.size());
+    assertEquals(900, bytes);
+
+    // Three splits local to one host, one tiny, for 3 workers: the local rule would put two
+    // in one group; each worker still gets one.
+    List<Split> local = List.of(new Split(0, 100, List.of("a")), new Split(1, 100, List.of("a")),
+        new Split(2, 1, List.of("a")));
+    for (SplitGrouper.Group x : SplitGrouper.group(local, 3)) {
+      assertEquals(1, x.splits().size(), "worker " + x.worker());
+    }
+  }
 }
