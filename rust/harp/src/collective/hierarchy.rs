@@ -27,6 +27,7 @@
 use std::sync::Arc;
 
 use super::trees::{chain_tree, Tree};
+use crate::data::kv::FastMap;
 use crate::netmodel::NetModel;
 
 /// Reference message size of the discretisation (see the module docs).
@@ -69,6 +70,8 @@ pub fn discretise(net: &NetModel, bytes: u64) -> Vec<u32> {
 pub struct Hierarchy {
     pub levels: Vec<Vec<Vec<usize>>>,
     p: usize,
+    /// `index[level][r]`: the group of `level` that holds `r` (the groups partition the ranks).
+    index: Vec<Vec<u32>>,
 }
 
 impl Hierarchy {
@@ -81,7 +84,20 @@ impl Hierarchy {
             let next = group(&d, p, levels.last().expect("a level"));
             levels.push(next);
         }
-        Hierarchy { levels, p }
+        let index = levels
+            .iter()
+            .map(|groups| {
+                let mut at = vec![u32::MAX; p];
+                for (g, members) in groups.iter().enumerate() {
+                    for &r in members {
+                        at[r] = g as u32;
+                    }
+                }
+                assert!(at.iter().all(|&g| g != u32::MAX), "every rank in a group");
+                at
+            })
+            .collect();
+        Hierarchy { levels, p, index }
     }
 
     /// [`Hierarchy::build`], once per model ([`NetModel::derived`]).
@@ -95,16 +111,14 @@ impl Hierarchy {
 
     /// The index of the group of `level` that holds `r`.
     pub fn group_of(&self, level: usize, r: usize) -> usize {
-        self.levels[level]
-            .iter()
-            .position(|g| g.contains(&r))
-            .expect("every rank is in one group per level")
+        self.index[level][r] as usize
     }
 
     /// The level of the lowest common ancestor of `a` and `b` (0 when a = b).
     pub fn distance(&self, a: usize, b: usize) -> usize {
-        (0..self.levels.len())
-            .find(|&l| self.group_of(l, a) == self.group_of(l, b))
+        self.index
+            .iter()
+            .position(|at| at[a] == at[b])
             .expect("the top level holds everyone")
     }
 
@@ -475,19 +489,24 @@ pub fn distance_tree(h: &Hierarchy, net: &NetModel, root: usize) -> Tree {
 
 fn construct(h: &Hierarchy, net: &NetModel, root: usize, members: Vec<usize>, t: &mut Tree) {
     let mut up = vec![root];
-    let top = members
-        .iter()
-        .map(|&x| h.distance(root, x))
-        .max()
-        .unwrap_or(0);
+    // Each member's distance from the root, computed once (O(levels) each).
+    let dist_of: Vec<usize> = members.iter().map(|&x| h.distance(root, x)).collect();
+    let top = dist_of.iter().copied().max().unwrap_or(0);
+    // Where each group of the level below already has its subtree in DOWN.
+    let mut slot: FastMap<usize, usize> = FastMap::default();
     for dist in 1..=top {
-        // DOWN: the members at this distance, one subtree per group of level dist − 1.
+        // DOWN: the members at this distance, one subtree per group of level dist − 1, in
+        // the order their first members come.
         let mut down: Vec<Vec<usize>> = Vec::new();
-        for &x in members.iter().filter(|&&x| h.distance(root, x) == dist) {
+        slot.clear();
+        for (&x, _) in members.iter().zip(&dist_of).filter(|&(_, &d)| d == dist) {
             let g = h.group_of(dist - 1, x);
-            match down.iter_mut().find(|s| h.group_of(dist - 1, s[0]) == g) {
-                Some(s) => s.push(x),
-                None => down.push(vec![x]),
+            match slot.get(&g) {
+                Some(&k) => down[k].push(x),
+                None => {
+                    slot.insert(g, down.len());
+                    down.push(vec![x]);
+                }
             }
         }
         if down.is_empty() {
@@ -624,6 +643,136 @@ pub(crate) mod tests {
             }
             r / [1.0, 2.0, 4.0][(xorshift(&mut s) % 3) as usize]
         })
+    }
+
+    /// Models with one to four levels: uniform, racks behind slow uplinks, racks with uneven
+    /// pairs inside, uneven pairs everywhere.
+    fn models() -> Vec<NetModel> {
+        let mut out = Vec::new();
+        for p in [1, 2, 3, 5, 8, 13, 32] {
+            out.push(NetModel::uniform(p, 1e-4, 25e6));
+        }
+        for (p, racks) in [(8, 2), (9, 3), (24, 4), (40, 5)] {
+            let rack = move |i: usize| i * racks / p;
+            out.push(model(p, |a, b| if rack(a) == rack(b) { 25e6 } else { 6e6 }));
+            let mut s = p as u64;
+            let inside: Vec<f64> = (0..p * p)
+                .map(|_| [25e6, 6e6][(xorshift(&mut s) % 2) as usize])
+                .collect();
+            out.push(model(p, |a, b| {
+                if rack(a) == rack(b) {
+                    inside[a * p + b]
+                } else {
+                    3e6
+                }
+            }));
+        }
+        for seed in 1..=8 {
+            for p in [4, 7, 12, 16, 29] {
+                out.push(uneven(p, seed));
+            }
+        }
+        out
+    }
+
+    /// Every root's distance tree of `net`, as bytes: each rank's parent (or u32::MAX), then
+    /// its children, per root; its FNV-1a hash.
+    fn fingerprint(net: &NetModel) -> u64 {
+        let h = Hierarchy::build(net);
+        let mut bytes = Vec::new();
+        for root in 0..net.workers() {
+            let t = distance_tree(&h, net, root);
+            for (q, kids) in t.parent.iter().zip(&t.children) {
+                bytes.extend(q.map_or(u32::MAX, |q| q as u32).to_le_bytes());
+                bytes.extend((kids.len() as u32).to_le_bytes());
+                kids.iter()
+                    .for_each(|&k| bytes.extend((k as u32).to_le_bytes()));
+            }
+        }
+        crate::util::hash::fnv1a64(&bytes)
+    }
+
+    /// [`fingerprint`] of each of [`models`] as the build before the group index made it
+    /// (every group lookup a scan of the level's groups; recorded at 81580c5, the trees
+    /// printed by this test's predecessor): the index changed the speed, not the trees.
+    const RECORDED: [u64; 55] = [
+        0x4ebaad864bc6f2e1,
+        0xb15e226302f05cfd,
+        0x80c3d42bc1b718ab,
+        0x05baccbe3c06e57e,
+        0xf83baf88600bdb84,
+        0xc69ab1d2cb6e615d,
+        0x4e7fe3fd1fcbb3dc,
+        0x086d8fadd5020d4d,
+        0x086d8fadd5020d4d,
+        0x549c4c5de7238f15,
+        0x549c4c5de7238f15,
+        0xfe141ef2eccb24d5,
+        0x7de6690d1ba9d5cc,
+        0xf1ba8254adce1f54,
+        0x30fd55a5417e57a2,
+        0x0aa8dc9a13c9dbc4,
+        0x687425a8ad7a93ff,
+        0xfb9f8bff715ae9e0,
+        0x989e03ff8cb4763d,
+        0x0acd58ca3638f62f,
+        0x0aa8dc9a13c9dbc4,
+        0x29933cd0ff7b5957,
+        0xb61e807f25ac32d1,
+        0xd4ff1fc04f1009da,
+        0xc6c68e764a99f388,
+        0x0aa8dc9a13c9dbc4,
+        0x8b0677353311b567,
+        0xc145a19da9cea475,
+        0x656ffaea11538524,
+        0x3cd8e583d5782bc7,
+        0x170ddd962478ae75,
+        0xfcac68041c0daa00,
+        0x3bc82181f586bb1a,
+        0x29017b140c8c198b,
+        0xb7a85267ba98a7d5,
+        0x170ddd962478ae75,
+        0x5acbfb690e6dc410,
+        0x67a63dff915d5dbe,
+        0x0ec416bdf0e307ee,
+        0xeca21e09ed82ba56,
+        0xc8479d7cc3f44935,
+        0xc09eb6338f706221,
+        0xc25d633c4af7048e,
+        0x61eae3db6f9fa1e6,
+        0x60db6e536f14a61f,
+        0x170ddd962478ae75,
+        0xaa1b04af766b8048,
+        0xada77ba10d7a131b,
+        0x85a7e6b200380c98,
+        0x088c291bc9cae21f,
+        0x170ddd962478ae75,
+        0x7c8068262963bf30,
+        0xda77a0fe7f1832da,
+        0xc1717e6775d85cd0,
+        0x286ea26f9624aa25,
+    ];
+
+    #[test]
+    fn distance_trees_are_the_ones_recorded_before_the_index() {
+        let got: Vec<u64> = models().iter().map(fingerprint).collect();
+        assert_eq!(got, RECORDED);
+        for net in models() {
+            let (h, p) = (Hierarchy::build(&net), net.workers());
+            let scan = |l: usize, a: usize| h.levels[l].iter().position(|g| g.contains(&a));
+            for a in 0..p {
+                for l in 0..h.levels.len() {
+                    assert_eq!(Some(h.group_of(l, a)), scan(l, a), "p={p}");
+                }
+                for b in 0..p {
+                    let lca = (0..h.levels.len()).find(|&l| scan(l, a) == scan(l, b));
+                    assert_eq!(Some(h.distance(a, b)), lca, "p={p}");
+                }
+            }
+            for root in 0..p {
+                check_tree(&distance_tree(&h, &net, root), root);
+            }
+        }
     }
 
     #[test]
