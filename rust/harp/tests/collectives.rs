@@ -540,3 +540,42 @@ fn keep_first_and_reject_combine_alike_under_every_reducing_algorithm() {
         }
     }
 }
+
+/// Regroup on more workers than it keeps receives outstanding (64): each of 70 workers holds
+/// partitions 3r, 3r + 1, 3r + 2 and a shared partition 1,000; afterwards each holds exactly
+/// the partitions it owns (id mod 70), the shared one summed over every worker.
+#[test]
+fn regroup_on_more_workers_than_its_receive_window() {
+    let p = 70;
+    let tables = on_workers(p, cfg(), |w| {
+        let r = w.rank();
+        let mut t = Table::new(Combiner::Sum);
+        for j in 0..3 {
+            let id = (3 * r + j) as u32;
+            t.add(id, Array::from_slice(w.pool(), &[id as f64, r as f64]))
+                .unwrap();
+        }
+        t.add(1000, Array::from_slice(w.pool(), &[1.0, r as f64]))
+            .unwrap();
+        w.regroup("g", &mut t, Some(&Partitioner::Modulo)).unwrap();
+        let got: Vec<(u32, Vec<f64>)> = t
+            .ids()
+            .into_iter()
+            .map(|id| (id, t.get(id).unwrap().as_slice::<f64>().unwrap().to_vec()))
+            .collect();
+        w.close();
+        got
+    });
+    for (r, got) in tables.into_iter().enumerate() {
+        let mut want: Vec<(u32, Vec<f64>)> = (0..3 * p as u32)
+            .filter(|id| *id as usize % p == r)
+            .map(|id| (id, vec![id as f64, (id / 3) as f64]))
+            .collect();
+        if 1000 % p == r {
+            let ranks = (0..p).map(|x| x as f64).sum();
+            want.push((1000, vec![p as f64, ranks]));
+        }
+        want.sort_by_key(|(id, _)| *id);
+        assert_eq!(got, want, "rank {r}");
+    }
+}
