@@ -47,6 +47,9 @@ named_enum!(
         /// Exact bound-based assignment, Yinyang K-means (any dimension; skips the distances
         /// the triangle inequality rules out).
         Yinyang => "yinyang",
+        /// Yinyang with a single group, i.e. Hamerly's algorithm: one upper and one lower bound
+        /// per point (low memory; for low and moderate dimension).
+        Hamerly => "hamerly",
     }
 );
 
@@ -633,8 +636,12 @@ fn run_as<T: Real>(
     };
     let mut bounds = match path {
         AssignPath::Yinyang => Some(yinyang::Yinyang::new(points.n, dim, k)),
+        AssignPath::Hamerly => Some(yinyang::Yinyang::with_groups(points.n, dim, k, 1)),
         _ => None,
     };
+    // HARP_KMEANS_FILTERS=1: one line per iteration on stderr with the share of points each
+    // filter of the bound-based paths decided.
+    let trace_filters = std::env::var_os("HARP_KMEANS_FILTERS").is_some_and(|v| v == "1");
     let fail_after = injected_failure(w.size())?;
     let mut stop_reason = stopped.unwrap_or(StopReason::Iterations);
     let mut ct: Vec<T> = Vec::with_capacity(k * dim);
@@ -659,10 +666,24 @@ fn run_as<T: Real>(
                 AssignPath::Pruned => {
                     pruned::assign(&kernel, &points.data, dim, &ct, k, sums, counts, &mut prev)
                 }
-                AssignPath::Yinyang => {
+                AssignPath::Yinyang | AssignPath::Hamerly => {
                     let b = bounds.as_mut().expect("yinyang state");
                     let inertia = b.assign(&kernel, &points.data, &ct, sums, counts);
                     distances = b.computed() as f64;
+                    if trace_filters {
+                        let f = b.filtered();
+                        let n = points.n.max(1) as f64;
+                        eprintln!(
+                            "kmeans iteration {it} worker {}: {} groups, kept {:.3}, kept after \
+                             exact ub {:.3}, gathered {:.3}, distances {:.4}",
+                            w.rank(),
+                            b.groups(),
+                            f.kept as f64 / n,
+                            f.kept_exact as f64 / n,
+                            f.gathered as f64 / n,
+                            b.share()
+                        );
+                    }
                     inertia
                 }
                 _ => {
@@ -756,7 +777,7 @@ fn run_as<T: Real>(
                 );
                 prev
             }
-            AssignPath::Yinyang => {
+            AssignPath::Yinyang | AssignPath::Hamerly => {
                 let mut b = bounds.expect("yinyang state");
                 b.assign(&kernel, &points.data, &ct, &mut sums, &mut counts);
                 b.labels().to_vec()
@@ -1259,6 +1280,7 @@ mod tests {
             AssignPath::Gemm,
             AssignPath::Pruned,
             AssignPath::Yinyang,
+            AssignPath::Hamerly,
         ] {
             assert_eq!(a.name().parse::<AssignPath>().unwrap(), a);
         }
