@@ -496,6 +496,48 @@ fn gather_at(dim: usize, k: usize) -> usize {
     k.div_ceil(ratio)
 }
 
+/// Points per register tile of [`one_pass`].
+const PASS_LANES: usize = 16;
+
+/// The one-group pass of [`full_block`] over the `kb` rows of one GEMM block (`rows`, `m`
+/// points per row, first row `j0`) for points `i0..i0 + L`: per point the lowest upper end
+/// (`hmin`), the lowest and second lowest lower ends (`gmin`, `l2`) and the row of the lowest
+/// (`i1`). The `L` points' minima stay in registers while the rows go by (one load per value,
+/// instead of loads and stores of four arrays).
+#[inline(always)]
+fn one_pass<T: Real, const L: usize>(
+    (rows, m): (&[T], usize),
+    (i0, j0): (usize, usize),
+    (lo_off, hi_off): (&[T], &[T]),
+    (hmin, gmin, l2, i1): (&mut [T], &mut [T], &mut [T], &mut [u32]),
+) {
+    let mut h: [T; L] = hmin[i0..i0 + L].try_into().expect("L values");
+    let mut l: [T; L] = gmin[i0..i0 + L].try_into().expect("L values");
+    let mut s: [T; L] = l2[i0..i0 + L].try_into().expect("L values");
+    let mut ix: [u32; L] = i1[i0..i0 + L].try_into().expect("L values");
+    for (r, (&lo, &hi)) in lo_off.iter().zip(hi_off).enumerate() {
+        let row: &[T; L] = rows[r * m + i0..r * m + i0 + L]
+            .try_into()
+            .expect("L values");
+        let pi = (j0 + r) as u32;
+        for q in 0..L {
+            let v = row[q];
+            let u = v + hi;
+            h[q] = if u < h[q] { u } else { h[q] };
+            let w = v + lo;
+            // The second lowest is min(l2, max(l1, w)).
+            let x = if w > l[q] { w } else { l[q] };
+            s[q] = if x < s[q] { x } else { s[q] };
+            ix[q] = if w < l[q] { pi } else { ix[q] };
+            l[q] = if w < l[q] { w } else { l[q] };
+        }
+    }
+    hmin[i0..i0 + L].copy_from_slice(&h);
+    gmin[i0..i0 + L].copy_from_slice(&l);
+    l2[i0..i0 + L].copy_from_slice(&s);
+    i1[i0..i0 + L].copy_from_slice(&ix);
+}
+
 /// Where [`full_block`] writes each point's centroid, `ub` and `t` group bounds.
 struct Out<'a> {
     labels: &'a mut [u32],
@@ -605,25 +647,30 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         // (dim × m: row stride 1, column stride dim) and `rows` (kb × m, row-major), all in
         // bounds.
         unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
+        if one {
+            let lo_off = &s.lo_off[j0..j0 + kb];
+            let hi_off = &s.hi_off[j0..j0 + kb];
+            let mut i0 = 0;
+            while i0 < m {
+                let w = (m - i0).min(PASS_LANES);
+                if w == PASS_LANES {
+                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                    one_pass::<T, PASS_LANES>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                } else {
+                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                    one_pass::<T, 1>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                    i0 += 1;
+                    continue;
+                }
+                i0 += w;
+            }
+            j0 += kb;
+            continue;
+        }
         for (r, row) in rows.chunks_exact(m).enumerate() {
             let p = j0 + r;
             let (lo, hi, grp) = (s.lo_off[p], s.hi_off[p], s.col_group[p]);
             let gm = &mut gmin[grp * m..(grp + 1) * m];
-            if one {
-                let pi = p as u32;
-                let it = row.iter().zip(hmin.iter_mut()).zip(gm.iter_mut());
-                for ((((&v, h), l), l2), i1) in it.zip(l2.iter_mut()).zip(i1.iter_mut()) {
-                    let u = v + hi;
-                    *h = if u < *h { u } else { *h };
-                    let w = v + lo;
-                    // The second lowest is min(l2, max(l1, w)).
-                    let x = if w > *l { w } else { *l };
-                    *l2 = if x < *l2 { x } else { *l2 };
-                    *i1 = if w < *l { pi } else { *i1 };
-                    *l = if w < *l { w } else { *l };
-                }
-                continue;
-            }
             for ((&v, h), l) in row.iter().zip(hmin.iter_mut()).zip(gm.iter_mut()) {
                 let u = v + hi;
                 *h = if u < *h { u } else { *h };
@@ -644,13 +691,12 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         let safe = 4.0 * (xn + s.cmax2) < s.tmax;
         let lbp = &mut lb[i * t..(i + 1) * t];
         if one && safe && l2[i].to_f64() + xlo > limit {
-            // A single candidate: the lowest lower end's centroid; the bound of the others is
-            // the second lowest lower end.
-            let j = s.members[i1[i] as usize];
-            let d = dist(x, s.centroids, j as usize);
-            computed += 1;
-            labels[i] = j;
-            ub[i] = d.sqrt();
+            // A single candidate: the lowest lower end's centroid, which also holds the lowest
+            // upper end (that end is not above the limit either), so that end is its `ub`; the
+            // bound of the others is the second lowest lower end. No exact distance.
+            labels[i] = s.members[i1[i] as usize];
+            let u = up(hmin[i].to_f64() + xn * (1.0 + e));
+            ub[i] = if u > 0.0 { u.sqrt() } else { 0.0 };
             let v = l2[i].to_f64() + xlo;
             lbp[0] = if v > 0.0 { v.sqrt() } else { 0.0 };
             continue;
