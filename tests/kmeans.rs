@@ -764,6 +764,7 @@ fn bound_paths_resume_to_the_gemm_centroids() {
         let got = std::fs::read_to_string(out.join("centroids.txt")).unwrap();
         assert_eq!(got, want, "--assign {assign} resumed");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
