@@ -677,7 +677,7 @@ fn yinyang_on_three_workers_equals_gemm() {
     ];
     let (dir, points_dir, init, want) = with_reference("yinyang", &gen, 24, 12);
     let mut got = Vec::new();
-    for assign in ["gemm", "yinyang"] {
+    for assign in ["gemm", "yinyang", "hamerly"] {
         let args = [
             ["--input", points_dir.as_str()],
             ["--init", &init],
@@ -701,6 +701,70 @@ fn yinyang_on_three_workers_equals_gemm() {
         got.push(text);
     }
     assert_eq!(got[0], got[1], "yinyang and gemm centroids");
+    assert_eq!(got[0], got[2], "hamerly and gemm centroids");
+}
+
+/// The bound-based paths after a failure: the bounds are not saved, the resumed run rebuilds
+/// them and ends with the centroids of an uninterrupted gemm run, bit for bit.
+#[test]
+fn bound_paths_resume_to_the_gemm_centroids() {
+    let gen = [
+        "--n", "6000", "--dim", "16", "--seed", "78", "--init", "140", "--files", "2",
+    ];
+    let dir = tmpdir("bound-resume");
+    let (points_dir, init, _) = dataset(&dir, &gen, 16);
+    let common = |assign: &'static str| -> Vec<String> {
+        [
+            "--input",
+            points_dir.as_str(),
+            "--init",
+            &init,
+            "--assign",
+            assign,
+            "--iterations",
+            "8",
+        ]
+        .iter()
+        .map(|v| v.to_string())
+        .collect()
+    };
+    let (_, full) = kmeans(
+        &dir,
+        "2",
+        &common("gemm")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let want = std::fs::read_to_string(full.join("centroids.txt")).unwrap();
+    for assign in ["yinyang", "hamerly"] {
+        let out = dir.join(format!("resume-{assign}"));
+        let mut args: Vec<String> = ["kmeans", "--workers", "2", "--output", &s(&out)]
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        args.extend(common(assign));
+        args.extend(["--checkpoint-every".to_string(), "3".to_string()]);
+        let o = Command::new(env!("CARGO_BIN_EXE_harp"))
+            .args(&args)
+            .env("HARP_LOG", "warn")
+            .env(driver::FAIL_AFTER, "4:1")
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success(),
+            "--assign {assign}: the injected failure"
+        );
+        args.push("--resume".to_string());
+        let text = ok(harp(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert!(
+            text.contains("resumed from the checkpoint at iteration 3"),
+            "{text}"
+        );
+        let got = std::fs::read_to_string(out.join("centroids.txt")).unwrap();
+        assert_eq!(got, want, "--assign {assign} resumed");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -710,7 +774,7 @@ fn labels_are_written_per_worker_in_input_order() {
         "--n", "4000", "--dim", "3", "--seed", "41", "--init", "70", "--files", "2",
     ];
     let (points_dir, init, all) = dataset(&dir, &gen, 3);
-    for assign in ["gemm", "pruned", "yinyang"] {
+    for assign in ["gemm", "pruned", "yinyang", "hamerly"] {
         let labels = dir.join(format!("labels-{assign}"));
         let (_, out) = kmeans(
             &dir,

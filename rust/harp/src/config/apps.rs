@@ -199,7 +199,7 @@ pub static KMEANS: AppJob = AppJob {
         opt("skip_columns", "harp.kmeans.skip.columns", Kind::Value, Some("0"), "Leading columns to ignore on each text line (3 for the papers' HOG files)."),
         opt("allreduce", "harp.kmeans.allreduce", Kind::Value, Some("auto"), "Allreduce algorithm: auto, bidirectional-exchange or regroup-allgather."),
         opt("precision", "harp.kmeans.precision", Kind::Value, Some("f64"), "Arithmetic: f64 (default) or f32 (f32 points and centroids, sums in f64)."),
-        opt("assign", "harp.kmeans.assign", Kind::Value, Some("auto"), "Assignment path: auto, gemm, pruned (exact, for low dimension and many centroids) or yinyang (exact, skips distances with bounds)."),
+        opt("assign", "harp.kmeans.assign", Kind::Value, Some("auto"), "Assignment path: auto, gemm, pruned (exact, for low dimension and many centroids), yinyang (exact, skips distances with bounds) or hamerly (yinyang with one bound per point)."),
         opt("tolerance", "harp.kmeans.tolerance", Kind::Value, None, "Stop when an iteration lowers the inertia by at most this fraction (or nothing moves)."),
         opt("empty_cluster", "harp.kmeans.empty.cluster", Kind::Value, Some("keep"), "Empty-cluster rule: keep (the old centre) or split-largest."),
         opt("labels", "harp.kmeans.labels", Kind::Value, None, "Directory for per-point labels: each worker writes part-RRRRR, one label per line."),

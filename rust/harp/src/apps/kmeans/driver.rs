@@ -47,6 +47,9 @@ named_enum!(
         /// Exact bound-based assignment, Yinyang K-means (any dimension; skips the distances
         /// the triangle inequality rules out).
         Yinyang => "yinyang",
+        /// Yinyang with a single group, i.e. Hamerly's algorithm: one upper and one lower bound
+        /// per point (low memory; for low and moderate dimension).
+        Hamerly => "hamerly",
     }
 );
 
@@ -74,7 +77,8 @@ named_enum!(
     }
 );
 
-/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim`; other values are
+/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim` and `assignments`
+/// assignments still to compute (iterations left, plus one for `--labels`); other values are
 /// returned as they are.
 ///
 /// The cost model: the GEMM path costs about `n·k·d` multiply-adds per iteration whatever the
@@ -87,11 +91,19 @@ named_enum!(
 /// `O(k/10)` bound updates per point and iteration whatever `d`: it wins from the second
 /// iteration on once distances are long and many (measured: 1.2–11× faster per iteration at
 /// d = 512, k = 1000, iterations 2–20; even at d = 128, k = 256; at d = 32 slower in
-/// iterations 1–5 and about even later), so it is chosen for `d ≥ 256` and `k ≥ 256`.
-pub fn choose_assign(requested: AssignPath, dim: usize, k: usize) -> AssignPath {
+/// iterations 1–5 and about even later), so it is chosen for `d ≥ 256` and `k ≥ 256` when at
+/// least two assignments are left (a single one only pays the first assignment's extra cost).
+/// The hamerly path (one bound per point) is never chosen: at d = 32, k = 256 its first
+/// assignment costs 0.9–1.2× and its second 1.2× the GEMM path's, see docs/kmeans.md.
+pub fn choose_assign(
+    requested: AssignPath,
+    dim: usize,
+    k: usize,
+    assignments: usize,
+) -> AssignPath {
     match requested {
         AssignPath::Auto if dim <= 8 && k >= 64 => AssignPath::Pruned,
-        AssignPath::Auto if dim >= 256 && k >= 256 => AssignPath::Yinyang,
+        AssignPath::Auto if dim >= 256 && k >= 256 && assignments >= 2 => AssignPath::Yinyang,
         AssignPath::Auto => AssignPath::Gemm,
         other => other,
     }
@@ -624,7 +636,12 @@ fn run_as<T: Real>(
     round_to::<T>(&mut centroids);
 
     let kernel = Kernel::new(o.threads)?;
-    let path = choose_assign(o.assign, dim, k);
+    let left = if stopped.is_some() {
+        0
+    } else {
+        o.iterations.saturating_sub(start)
+    };
+    let path = choose_assign(o.assign, dim, k, left + usize::from(o.labels.is_some()));
     // The pruned path keeps each point's centroid between iterations (its search seed), the
     // yinyang path its centroid and bounds (rebuilt from scratch after a resume).
     let mut prev = match path {
@@ -633,8 +650,12 @@ fn run_as<T: Real>(
     };
     let mut bounds = match path {
         AssignPath::Yinyang => Some(yinyang::Yinyang::new(points.n, dim, k)),
+        AssignPath::Hamerly => Some(yinyang::Yinyang::with_groups(points.n, dim, k, 1)),
         _ => None,
     };
+    // HARP_KMEANS_FILTERS=1: one line per iteration on stderr with the share of points each
+    // filter of the bound-based paths decided.
+    let trace_filters = std::env::var_os("HARP_KMEANS_FILTERS").is_some_and(|v| v == "1");
     let fail_after = injected_failure(w.size())?;
     let mut stop_reason = stopped.unwrap_or(StopReason::Iterations);
     let mut ct: Vec<T> = Vec::with_capacity(k * dim);
@@ -659,10 +680,24 @@ fn run_as<T: Real>(
                 AssignPath::Pruned => {
                     pruned::assign(&kernel, &points.data, dim, &ct, k, sums, counts, &mut prev)
                 }
-                AssignPath::Yinyang => {
+                AssignPath::Yinyang | AssignPath::Hamerly => {
                     let b = bounds.as_mut().expect("yinyang state");
                     let inertia = b.assign(&kernel, &points.data, &ct, sums, counts);
                     distances = b.computed() as f64;
+                    if trace_filters {
+                        let f = b.filtered();
+                        let n = points.n.max(1) as f64;
+                        eprintln!(
+                            "kmeans iteration {it} worker {}: {} groups, kept {:.3}, kept after \
+                             exact ub {:.3}, gathered {:.3}, distances {:.4}",
+                            w.rank(),
+                            b.groups(),
+                            f.kept as f64 / n,
+                            f.kept_exact as f64 / n,
+                            f.gathered as f64 / n,
+                            b.share()
+                        );
+                    }
                     inertia
                 }
                 _ => {
@@ -756,7 +791,7 @@ fn run_as<T: Real>(
                 );
                 prev
             }
-            AssignPath::Yinyang => {
+            AssignPath::Yinyang | AssignPath::Hamerly => {
                 let mut b = bounds.expect("yinyang state");
                 b.assign(&kernel, &points.data, &ct, &mut sums, &mut counts);
                 b.labels().to_vec()
@@ -1259,6 +1294,7 @@ mod tests {
             AssignPath::Gemm,
             AssignPath::Pruned,
             AssignPath::Yinyang,
+            AssignPath::Hamerly,
         ] {
             assert_eq!(a.name().parse::<AssignPath>().unwrap(), a);
         }
@@ -1296,18 +1332,24 @@ mod tests {
     #[test]
     fn auto_assignment_choice() {
         use AssignPath::*;
-        assert_eq!(choose_assign(Auto, 3, 10000), Pruned);
-        assert_eq!(choose_assign(Auto, 8, 64), Pruned);
-        assert_eq!(choose_assign(Auto, 8, 63), Gemm);
-        assert_eq!(choose_assign(Auto, 9, 10000), Gemm);
-        assert_eq!(choose_assign(Auto, 32, 256), Gemm);
-        assert_eq!(choose_assign(Gemm, 2, 5000), Gemm);
-        assert_eq!(choose_assign(Pruned, 512, 2), Pruned);
-        assert_eq!(choose_assign(Auto, 512, 1000), Yinyang);
-        assert_eq!(choose_assign(Auto, 256, 256), Yinyang);
-        assert_eq!(choose_assign(Auto, 255, 1000), Gemm);
-        assert_eq!(choose_assign(Auto, 512, 255), Gemm);
-        assert_eq!(choose_assign(Yinyang, 2, 3), Yinyang);
+        assert_eq!(choose_assign(Auto, 3, 10000, 10), Pruned);
+        assert_eq!(choose_assign(Auto, 8, 64, 10), Pruned);
+        assert_eq!(choose_assign(Auto, 8, 63, 10), Gemm);
+        assert_eq!(choose_assign(Auto, 9, 10000, 10), Gemm);
+        assert_eq!(choose_assign(Auto, 32, 256, 10), Gemm);
+        assert_eq!(choose_assign(Gemm, 2, 5000, 10), Gemm);
+        assert_eq!(choose_assign(Pruned, 512, 2, 10), Pruned);
+        assert_eq!(choose_assign(Auto, 512, 1000, 10), Yinyang);
+        assert_eq!(choose_assign(Auto, 256, 256, 10), Yinyang);
+        assert_eq!(choose_assign(Auto, 255, 1000, 10), Gemm);
+        assert_eq!(choose_assign(Auto, 512, 255, 10), Gemm);
+        assert_eq!(choose_assign(Yinyang, 2, 3, 10), Yinyang);
+        // One assignment left: the bounds would not pay for themselves.
+        assert_eq!(choose_assign(Auto, 512, 1000, 1), Gemm);
+        assert_eq!(choose_assign(Auto, 512, 1000, 2), Yinyang);
+        assert_eq!(choose_assign(Yinyang, 512, 1000, 1), Yinyang);
+        assert_eq!(choose_assign(Auto, 32, 256, 100), Gemm);
+        assert_eq!(choose_assign(Hamerly, 32, 256, 1), Hamerly);
     }
 
     #[test]

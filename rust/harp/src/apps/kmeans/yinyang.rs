@@ -53,6 +53,8 @@ pub fn groups_for(k: usize) -> usize {
 pub struct Yinyang {
     dim: usize,
     k: usize,
+    /// The number of groups asked for (fewer when some would be empty).
+    want: usize,
     /// Group of each centroid.
     group_of: Vec<u32>,
     /// Members of group g: `members[starts[g]..starts[g + 1]]`, ascending.
@@ -66,8 +68,27 @@ pub struct Yinyang {
     lb: Vec<f64>,
     /// Distances computed in the last assignment.
     computed: u64,
-    /// Points of the last assignment decided by a gathered block.
-    gathered: u64,
+    /// What the filters of the last assignment decided.
+    filtered: Filtered,
+}
+
+/// Points of one assignment by what decided them (the rest: distances one by one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filtered {
+    /// Kept their centroid by the global filter, no distance computed.
+    pub kept: u64,
+    /// Kept their centroid by the global filter once `ub` was made exact (one distance).
+    pub kept_exact: u64,
+    /// Sent to a gathered block (see [`gather_at`]).
+    pub gathered: u64,
+}
+
+impl Filtered {
+    fn add(&mut self, o: Filtered) {
+        self.kept += o.kept;
+        self.kept_exact += o.kept_exact;
+        self.gathered += o.gathered;
+    }
 }
 
 /// Per-iteration data shared by every chunk.
@@ -112,6 +133,12 @@ impl Yinyang {
     /// An empty state for `n` points of dimension `dim` and `k` centroids (the first
     /// [`Yinyang::assign`] computes every distance).
     pub fn new(n: usize, dim: usize, k: usize) -> Yinyang {
+        Yinyang::with_groups(n, dim, k, groups_for(k))
+    }
+
+    /// As [`Yinyang::new`] with `groups` groups (at most `k`; 1 is Hamerly's algorithm: one
+    /// lower bound per point, on its second-nearest centroid).
+    pub fn with_groups(n: usize, dim: usize, k: usize, groups: usize) -> Yinyang {
         assert!(
             dim > 0 && k > 0,
             "dim ({dim}) and k ({k}) must be at least 1"
@@ -119,6 +146,7 @@ impl Yinyang {
         Yinyang {
             dim,
             k,
+            want: groups.clamp(1, k),
             group_of: Vec::new(),
             starts: Vec::new(),
             members: Vec::new(),
@@ -127,7 +155,7 @@ impl Yinyang {
             ub: Vec::new(),
             lb: Vec::new(),
             computed: 0,
-            gathered: 0,
+            filtered: Filtered::default(),
         }
     }
 
@@ -148,7 +176,12 @@ impl Yinyang {
 
     /// The number of points the last assignment sent to a gathered block (see [`gather_at`]).
     pub fn gathered(&self) -> u64 {
-        self.gathered
+        self.filtered.gathered
+    }
+
+    /// What the filters of the last assignment decided (all zero in a first assignment).
+    pub fn filtered(&self) -> Filtered {
+        self.filtered
     }
 
     /// The share of the `n·k` point–centroid distances the last assignment computed (the first
@@ -260,10 +293,10 @@ impl Yinyang {
         let isa = Isa::detect();
         let mut inertia = 0.0;
         let mut computed = 0u64;
-        let mut gathered = 0u64;
+        let mut filtered = Filtered::default();
         while jobs.peek().is_some() {
             let group: Vec<Job<T>> = jobs.by_ref().take(wave).collect();
-            let partials: Vec<(Partial, u64, u64)> = kernel.install(|| {
+            let partials: Vec<(Partial, u64, Filtered)> = kernel.install(|| {
                 group
                     .into_par_iter()
                     .map(|job| chunk_for(isa, &step, job, full))
@@ -273,11 +306,11 @@ impl Yinyang {
                 p.add_to(sums, counts);
                 inertia += p.inertia;
                 computed += c;
-                gathered += gath;
+                filtered.add(gath);
             }
         }
         self.computed = computed;
-        self.gathered = gathered;
+        self.filtered = filtered;
         self.last = c64;
         inertia
     }
@@ -286,14 +319,14 @@ impl Yinyang {
     /// seeded with evenly spaced centroids; empty groups are dropped.
     fn form_groups(&mut self, kernel: &Kernel, c: &[f64]) {
         let (dim, k) = (self.dim, self.k);
-        let t = groups_for(k);
+        let t = self.want;
         let mut seeds: Vec<f64> = (0..t)
             .flat_map(|g| c[g * k / t * dim..(g * k / t + 1) * dim].iter().copied())
             .collect();
         let mut group_of = vec![0u32; k];
         let mut sum = vec![0.0f64; t * dim];
         let mut count = vec![0.0f64; t];
-        for _ in 0..GROUP_ITERATIONS {
+        for _ in 0..if t > 1 { GROUP_ITERATIONS } else { 0 } {
             // The GEMM path's assignment of the centroids to the seeds (any deterministic
             // partition will do; this one costs a GEMM of k × t × d).
             sum.fill(0.0);
@@ -362,15 +395,19 @@ fn beyond(lb: f64, best: f64) -> bool {
 }
 
 /// [`chunk`] compiled for the detected instruction set.
-fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
+fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, Filtered) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
+        unsafe fn avx512<T: Real>(
+            s: &Step<T>,
+            job: Job<T>,
+            full: bool,
+        ) -> (Partial, u64, Filtered) {
             chunk(s, job, full)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, u64) {
+        unsafe fn avx2<T: Real>(s: &Step<T>, job: Job<T>, full: bool) -> (Partial, u64, Filtered) {
             chunk(s, job, full)
         }
         match isa {
@@ -388,9 +425,9 @@ fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partia
 /// sums in order. Returns the partial sums, the number of distances computed and the number of
 /// points gathered.
 #[inline(always)]
-fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64, u64) {
+fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64, Filtered) {
     let (computed, gathered) = if full {
-        (chunk_full(s, &mut job), 0)
+        (chunk_full(s, &mut job), Filtered::default())
     } else {
         chunk_update(s, &mut job)
     };
@@ -459,6 +496,48 @@ fn gather_at(dim: usize, k: usize) -> usize {
     k.div_ceil(ratio)
 }
 
+/// Points per register tile of [`one_pass`].
+const PASS_LANES: usize = 16;
+
+/// The one-group pass of [`full_block`] over the `kb` rows of one GEMM block (`rows`, `m`
+/// points per row, first row `j0`) for points `i0..i0 + L`: per point the lowest upper end
+/// (`hmin`), the lowest and second lowest lower ends (`gmin`, `l2`) and the row of the lowest
+/// (`i1`). The `L` points' minima stay in registers while the rows go by (one load per value,
+/// instead of loads and stores of four arrays).
+#[inline(always)]
+fn one_pass<T: Real, const L: usize>(
+    (rows, m): (&[T], usize),
+    (i0, j0): (usize, usize),
+    (lo_off, hi_off): (&[T], &[T]),
+    (hmin, gmin, l2, i1): (&mut [T], &mut [T], &mut [T], &mut [u32]),
+) {
+    let mut h: [T; L] = hmin[i0..i0 + L].try_into().expect("L values");
+    let mut l: [T; L] = gmin[i0..i0 + L].try_into().expect("L values");
+    let mut s: [T; L] = l2[i0..i0 + L].try_into().expect("L values");
+    let mut ix: [u32; L] = i1[i0..i0 + L].try_into().expect("L values");
+    for (r, (&lo, &hi)) in lo_off.iter().zip(hi_off).enumerate() {
+        let row: &[T; L] = rows[r * m + i0..r * m + i0 + L]
+            .try_into()
+            .expect("L values");
+        let pi = (j0 + r) as u32;
+        for q in 0..L {
+            let v = row[q];
+            let u = v + hi;
+            h[q] = if u < h[q] { u } else { h[q] };
+            let w = v + lo;
+            // The second lowest is min(l2, max(l1, w)).
+            let x = if w > l[q] { w } else { l[q] };
+            s[q] = if x < s[q] { x } else { s[q] };
+            ix[q] = if w < l[q] { pi } else { ix[q] };
+            l[q] = if w < l[q] { w } else { l[q] };
+        }
+    }
+    hmin[i0..i0 + L].copy_from_slice(&h);
+    gmin[i0..i0 + L].copy_from_slice(&l);
+    l2[i0..i0 + L].copy_from_slice(&s);
+    i1[i0..i0 + L].copy_from_slice(&ix);
+}
+
 /// Where [`full_block`] writes each point's centroid, `ub` and `t` group bounds.
 struct Out<'a> {
     labels: &'a mut [u32],
@@ -474,6 +553,10 @@ struct Scratch<T> {
     gmin: Vec<T>,
     /// Per point: the lowest `−2 c·x + ‖c‖²(1 + e)`.
     hmin: Vec<T>,
+    /// With one group only, per point: the second lowest `−2 c·x + ‖c‖²(1 − e)` and the row of
+    /// the lowest.
+    l2: Vec<T>,
+    i1: Vec<u32>,
     /// One point's candidate groups, and its candidates (row, exact distance).
     groups: Vec<usize>,
     cands: Vec<(usize, f64)>,
@@ -492,6 +575,8 @@ impl<T: Real> Scratch<T> {
             g: vec![T::ZERO; k * mb],
             gmin: vec![T::INFINITY; t * mb],
             hmin: vec![T::INFINITY; mb],
+            l2: vec![T::INFINITY; if t == 1 { mb } else { 0 }],
+            i1: vec![0; if t == 1 { mb } else { 0 }],
             groups: Vec::with_capacity(t),
             cands: Vec::with_capacity(k),
             buf: Vec::new(),
@@ -539,6 +624,15 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
     hmin.fill(T::INFINITY);
     let gmin = &mut sc.gmin[..t * m];
     gmin.fill(T::INFINITY);
+    // One group (Hamerly): the second lowest lower end too, so that a point with a single
+    // candidate is decided without looking at its k values again.
+    let one = t == 1;
+    let (l2, i1) = if one {
+        (&mut sc.l2[..m], &mut sc.i1[..m])
+    } else {
+        (&mut sc.l2[..0], &mut sc.i1[..0])
+    };
+    l2.fill(T::INFINITY);
     let mut j0 = 0;
     while j0 < k {
         let kb = BLOCK_CENTROIDS.min(k - j0);
@@ -553,6 +647,26 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         // (dim × m: row stride 1, column stride dim) and `rows` (kb × m, row-major), all in
         // bounds.
         unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
+        if one {
+            let lo_off = &s.lo_off[j0..j0 + kb];
+            let hi_off = &s.hi_off[j0..j0 + kb];
+            let mut i0 = 0;
+            while i0 < m {
+                let w = (m - i0).min(PASS_LANES);
+                if w == PASS_LANES {
+                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                    one_pass::<T, PASS_LANES>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                } else {
+                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                    one_pass::<T, 1>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                    i0 += 1;
+                    continue;
+                }
+                i0 += w;
+            }
+            j0 += kb;
+            continue;
+        }
         for (r, row) in rows.chunks_exact(m).enumerate() {
             let p = j0 + r;
             let (lo, hi, grp) = (s.lo_off[p], s.hi_off[p], s.col_group[p]);
@@ -576,6 +690,17 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         // value and sum of the pass above is finite.
         let safe = 4.0 * (xn + s.cmax2) < s.tmax;
         let lbp = &mut lb[i * t..(i + 1) * t];
+        if one && safe && l2[i].to_f64() + xlo > limit {
+            // A single candidate: the lowest lower end's centroid, which also holds the lowest
+            // upper end (that end is not above the limit either), so that end is its `ub`; the
+            // bound of the others is the second lowest lower end. No exact distance.
+            labels[i] = s.members[i1[i] as usize];
+            let u = up(hmin[i].to_f64() + xn * (1.0 + e));
+            ub[i] = if u > 0.0 { u.sqrt() } else { 0.0 };
+            let v = l2[i].to_f64() + xlo;
+            lbp[0] = if v > 0.0 { v.sqrt() } else { 0.0 };
+            continue;
+        }
         groups.clear();
         cands.clear();
         let (mut best, mut best_j, mut best_p) = (f64::INFINITY, u32::MAX, usize::MAX);
@@ -664,7 +789,7 @@ fn keep_two(two: &mut (f64, f64, u32), v: f64, j: u32) {
 /// A later assignment: bounds moved by the drift, then the group and local filters. Returns the
 /// number of distances computed and of points gathered.
 #[inline(always)]
-fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
+fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, Filtered) {
     let (dim, t) = (s.dim, s.t);
     let (pts, labels, ub, lb) = (job.pts, &mut *job.labels, &mut *job.ub, &mut *job.lb);
     let mut computed = 0u64;
@@ -676,7 +801,7 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
     let mut i1 = vec![0u32; t];
     let mut examined: Vec<usize> = Vec::with_capacity(t);
     let mut sc = Scratch::new(s);
-    let mut gathered = 0u64;
+    let mut f = Filtered::default();
     for (p, x) in pts.chunks_exact(dim).enumerate() {
         let a = labels[p] as usize;
         let lbp = &mut lb[p * t..(p + 1) * t];
@@ -689,6 +814,7 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
         let u = up(ub[p] + s.drift[a]);
         if beyond(glob, u) {
             ub[p] = u;
+            f.kept += 1;
             continue;
         }
         let da = dist(x, s.centroids, a);
@@ -696,6 +822,7 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
         let ra = da.sqrt();
         ub[p] = ra;
         if beyond(glob, ra) {
+            f.kept_exact += 1;
             continue;
         }
         // Many candidate centroids: gather the point for a blocked GEMM (which recomputes all
@@ -707,7 +834,7 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
             }
         }
         if wide >= s.gather_at {
-            gathered += 1;
+            f.gathered += 1;
             sc.at.push(p);
             if sc.at.len() == s.mb {
                 computed += gather(s, &mut sc, pts, Out { labels, ub, lb });
@@ -755,12 +882,13 @@ fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, u64) {
     }
     (
         computed + gather(s, &mut sc, pts, Out { labels, ub, lb }),
-        gathered,
+        f,
     )
 }
 
 /// [`full_block`] for the gathered points `sc.at` (indices into the chunk), whose results are
 /// written back to their places; empties `sc.at`.
+#[inline(always)]
 fn gather<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, pts: &[T], out: Out) -> u64 {
     let Out { labels, ub, lb } = out;
     let (dim, t, m) = (s.dim, s.t, sc.at.len());
@@ -823,14 +951,38 @@ mod tests {
     /// Runs `iterations` Lloyd iterations with Yinyang and checks every one against the
     /// reference (labels, counts, sums, inertia) and, when `gemm`, against the GEMM path too.
     fn lloyd<T: Real>(pts: &[T], init: &[T], dim: usize, iterations: usize, gemm: bool) -> f64 {
+        lloyd_with(
+            pts,
+            init,
+            dim,
+            iterations,
+            gemm,
+            groups_for(init.len() / dim),
+            2,
+        )
+    }
+
+    /// [`lloyd`] with `groups` groups and `threads` threads.
+    fn lloyd_with<T: Real>(
+        pts: &[T],
+        init: &[T],
+        dim: usize,
+        iterations: usize,
+        gemm: bool,
+        groups: usize,
+        threads: usize,
+    ) -> f64 {
         let k = init.len() / dim;
         let n = pts.len() / dim;
-        let kernel = Kernel::new(2).unwrap();
-        let mut yy = Yinyang::new(n, dim, k);
+        let kernel = Kernel::new(threads).unwrap();
+        let mut yy = Yinyang::with_groups(n, dim, k, groups);
         let mut cen = init.to_vec();
         let mut shares = 0.0;
         for it in 0..iterations {
-            let what = format!("{} n={n} d={dim} k={k} iteration {it}", T::NAME);
+            let what = format!(
+                "{} n={n} d={dim} k={k} groups={groups} iteration {it}",
+                T::NAME
+            );
             let (mut s1, mut c1) = (vec![0.0; k * dim], vec![0.0; k]);
             let i1 = assign_naive(pts, dim, &cen, k, 1, &mut s1, &mut c1);
             let (mut s2, mut c2) = (vec![0.0; k * dim], vec![0.0; k]);
@@ -952,6 +1104,49 @@ mod tests {
         let pts: Vec<f32> = random(400 * dim, 21).iter().map(big).collect();
         let cen: Vec<f32> = random(k * dim, 22).iter().map(big).collect();
         lloyd(&pts, &cen, dim, 3, false);
+    }
+
+    /// One group (Hamerly): the single-candidate shortcut of the blocked pass, the gathered
+    /// blocks (k ≥ 128) and the member-by-member path (k < 128), against the reference and the
+    /// GEMM path, in f64 and f32, on 1 and 2 threads, with exact ties.
+    #[test]
+    fn one_group_equals_the_reference_and_gemm() {
+        for &(n, dim, k, clusters, threads) in &[
+            (CHUNK_POINTS + 500, 12usize, 160usize, 40usize, 2usize),
+            (3000, 32, 64, 20, 1),
+            (2000, 5, 300, 300, 2),
+        ] {
+            let pts = blobs(n, dim, clusters, (n * 7 + k) as u64);
+            let init: Vec<f64> = pts[..k * dim].to_vec();
+            let share = lloyd_with(&pts, &init, dim, 10, true, 1, threads);
+            assert!(share < 1.0, "n={n} d={dim} k={k}: share {share}");
+            let p32: Vec<f32> = pts.iter().map(|&v| v as f32).collect();
+            let i32: Vec<f32> = init.iter().map(|&v| v as f32).collect();
+            lloyd_with(&p32, &i32, dim, 6, false, 1, threads);
+        }
+        // Grid coordinates, duplicated points and centroids: exact ties (against the reference
+        // only: once the means leave the grid, the GEMM's rounding may decide a near-tie
+        // differently).
+        let dim = 4;
+        let grid = |v: f64| (v * 3.0).round() * 0.5;
+        let pts: Vec<f64> = random(1800 * dim, 41).into_iter().map(grid).collect();
+        let mut cen: Vec<f64> = random(150 * dim, 42).into_iter().map(grid).collect();
+        for j in (0..150).step_by(4) {
+            let src = (j * 11) % 150;
+            for d in 0..dim {
+                cen[j * dim + d] = cen[src * dim + d];
+            }
+        }
+        lloyd_with(&pts, &cen, dim, 8, false, 1, 2);
+        lloyd_with(&pts, &cen, dim, 2, true, 1, 1);
+        let p32: Vec<f32> = pts.iter().map(|&v| v as f32).collect();
+        let c32: Vec<f32> = cen.iter().map(|&v| v as f32).collect();
+        lloyd_with(&p32, &c32, dim, 8, false, 1, 1);
+        // Norms beyond f32's range: no shortcut, every centroid checked.
+        let big = |v: &f64| (1.5e19 + v * 1e18) as f32;
+        let pts: Vec<f32> = random(300 * 3, 43).iter().map(big).collect();
+        let cen: Vec<f32> = random(140 * 3, 44).iter().map(big).collect();
+        lloyd_with(&pts, &cen, 3, 3, false, 1, 2);
     }
 
     #[test]
