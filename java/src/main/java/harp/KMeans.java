@@ -105,7 +105,7 @@ public final class KMeans {
     public final double commSeconds;
     /**
      * The share of the n·k point–centroid distances computed in this iteration, over all
-     * workers: 1 on the {@code gemm} path, less where {@code yinyang} bounds skipped some;
+     * workers: 1 on the {@code gemm} path, less where {@code yinyang} or {@code hamerly} bounds skipped some;
      * NaN when not counted (the {@code pruned} path, iterations loaded from a checkpoint).
      */
     public final double distances;
@@ -134,7 +134,7 @@ public final class KMeans {
     public final String stopReason;
     /** The iteration of the checkpoint this run resumed from (its earlier iterations are listed too), or 0. */
     public final int resumedFrom;
-    /** The assignment path used, {@code auto} resolved: {@code gemm}, {@code pruned} or {@code yinyang}. */
+    /** The assignment path used, {@code auto} resolved: {@code gemm}, {@code pruned}, {@code yinyang} or {@code hamerly}. */
     public final String assign;
     private final double[] centroids;
 
