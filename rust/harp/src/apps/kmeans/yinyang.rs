@@ -174,11 +174,6 @@ impl Yinyang {
         self.computed
     }
 
-    /// The number of points the last assignment sent to a gathered block (see [`gather_at`]).
-    pub fn gathered(&self) -> u64 {
-        self.filtered.gathered
-    }
-
     /// What the filters of the last assignment decided (all zero in a first assignment).
     pub fn filtered(&self) -> Filtered {
         self.filtered
@@ -302,11 +297,11 @@ impl Yinyang {
                     .map(|job| chunk_for(isa, &step, job, full))
                     .collect()
             });
-            for (p, c, gath) in partials {
+            for (p, c, f) in partials {
                 p.add_to(sums, counts);
                 inertia += p.inertia;
                 computed += c;
-                filtered.add(gath);
+                filtered.add(f);
             }
         }
         self.computed = computed;
@@ -422,11 +417,11 @@ fn chunk_for<T: Real>(isa: Isa, s: &Step<T>, job: Job<T>, full: bool) -> (Partia
 }
 
 /// One chunk: decides every point's centroid (and bounds), then adds the points to the chunk's
-/// sums in order. Returns the partial sums, the number of distances computed and the number of
-/// points gathered.
+/// sums in order. Returns the partial sums, the number of distances computed and what the
+/// filters decided (nothing in a first assignment).
 #[inline(always)]
 fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64, Filtered) {
-    let (computed, gathered) = if full {
+    let (computed, filtered) = if full {
         (chunk_full(s, &mut job), Filtered::default())
     } else {
         chunk_update(s, &mut job)
@@ -435,7 +430,7 @@ fn chunk<T: Real>(s: &Step<T>, mut job: Job<T>, full: bool) -> (Partial, u64, Fi
     for (x, &j) in job.pts.chunks_exact(s.dim).zip(job.labels.iter()) {
         part.add_point(x, j as usize, s.centroids);
     }
-    (part, computed, gathered)
+    (part, computed, filtered)
 }
 
 /// The distance the exact decisions use.
@@ -650,19 +645,17 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         if one {
             let lo_off = &s.lo_off[j0..j0 + kb];
             let hi_off = &s.hi_off[j0..j0 + kb];
+            // Tiles of PASS_LANES points, then the last m mod PASS_LANES one at a time.
             let mut i0 = 0;
             while i0 < m {
-                let w = (m - i0).min(PASS_LANES);
-                if w == PASS_LANES {
-                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
+                if m - i0 >= PASS_LANES {
                     one_pass::<T, PASS_LANES>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                    i0 += PASS_LANES;
                 } else {
-                    let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
                     one_pass::<T, 1>((rows, m), (i0, j0), (lo_off, hi_off), acc);
                     i0 += 1;
-                    continue;
                 }
-                i0 += w;
             }
             j0 += kb;
             continue;
@@ -787,7 +780,7 @@ fn keep_two(two: &mut (f64, f64, u32), v: f64, j: u32) {
 }
 
 /// A later assignment: bounds moved by the drift, then the group and local filters. Returns the
-/// number of distances computed and of points gathered.
+/// number of distances computed and what the filters decided.
 #[inline(always)]
 fn chunk_update<T: Real>(s: &Step<T>, job: &mut Job<T>) -> (u64, Filtered) {
     let (dim, t) = (s.dim, s.t);
@@ -1051,7 +1044,7 @@ mod tests {
         for _ in 0..4 {
             let (mut s, mut c) = (vec![0.0; k * dim], vec![0.0; k]);
             yy.assign(&kernel, &pts, &cen, &mut s, &mut c);
-            gathered += yy.gathered();
+            gathered += yy.filtered().gathered;
             update(&s, &c, &mut cen, dim);
         }
         assert!(gathered > 0, "no point was gathered");
