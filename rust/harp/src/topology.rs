@@ -22,6 +22,12 @@ impl Topology {
         Topology { hosts, rack }
     }
 
+    /// `p` made-up hosts (`h0:1`, `h1:1`, …) in one rack, for tests.
+    #[cfg(test)]
+    pub(crate) fn of_size(p: usize) -> Topology {
+        Topology::flat((0..p).map(|i| format!("h{i}:1")).collect())
+    }
+
     /// Parses a hosts file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Topology> {
         /// A rack as the file gives it: a `#rack` block, or a name after the address.

@@ -870,7 +870,7 @@ mod tests {
     #[test]
     fn auto_parents_are_the_binomial_and_chain_parents() {
         for p in 2..=17 {
-            let topo = Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
+            let topo = Topology::of_size(p);
             for root in 0..p {
                 for r in (0..p).filter(|&r| r != root) {
                     let got = auto_parents(&topo, None, r, p, root);
@@ -886,7 +886,7 @@ mod tests {
                 }
             }
         }
-        let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        let topo = Topology::of_size(4);
         assert_eq!(auto_parents(&topo, None, 2, 4, 0), vec![0, 1]);
         assert_eq!(auto_parents(&topo, None, 3, 4, 0), vec![2]);
         // With a model the root is a possible parent too (scatter-allgather's first frame).

@@ -380,14 +380,9 @@ mod tests {
     use crate::collective::segment::auto_chunk;
     use crate::collective::trees::tests::check_tree;
 
-    /// `p` hosts in one rack.
-    fn flat(p: usize) -> Topology {
-        Topology::flat((0..p).map(|i| format!("h{i}:1")).collect())
-    }
-
     #[test]
     fn crossovers() {
-        let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        let topo = Topology::of_size(4);
         assert_eq!(
             broadcast(8192, 8192, None, &topo, 0, 8192),
             BroadcastAlgorithm::Binomial
@@ -403,7 +398,7 @@ mod tests {
         let m = NetModel::uniform(4, 1e-4, 25e6);
         assert!(broadcast_candidates(Some(&m)).contains(&BroadcastAlgorithm::ScatterAllgather));
         for p in [2, 3, 4, 6, 8] {
-            let topo = flat(p);
+            let topo = Topology::of_size(p);
             assert_eq!(
                 allreduce(16383, &topo, 16384),
                 AllreduceAlgorithm::BidirectionalExchange
@@ -432,7 +427,7 @@ mod tests {
     #[test]
     fn the_allreduce_crossover_grows_with_p_on_a_flat_network() {
         let c = 16 << 10;
-        let at = |p: usize, c: u64| allreduce_crossover_at(&flat(p), c);
+        let at = |p: usize, c: u64| allreduce_crossover_at(&Topology::of_size(p), c);
         for p in 1..=ALLREDUCE_CROSSOVER_P {
             assert_eq!(at(p, c), c);
         }
@@ -446,13 +441,13 @@ mod tests {
             last = x;
         }
         let mib = 1 << 20;
-        let pick = |p: usize| allreduce(mib, &flat(p), c);
+        let pick = |p: usize| allreduce(mib, &Topology::of_size(p), c);
         assert_eq!(pick(4096), AllreduceAlgorithm::BidirectionalExchange);
         assert_eq!(pick(1024), AllreduceAlgorithm::RegroupAllgather);
         assert_eq!(pick(16), AllreduceAlgorithm::RegroupAllgather);
         assert_eq!(at(4096, 0), 0);
         assert_eq!(at(4096, u64::MAX), u64::MAX);
-        let mut racked = flat(4096);
+        let mut racked = Topology::of_size(4096);
         racked.rack = (0..4096).map(|r| r / 256).collect();
         assert_eq!(racked.racks(), 16);
         assert_eq!(allreduce_crossover_at(&racked, c), c);
@@ -554,7 +549,7 @@ mod tests {
 
     #[test]
     fn model_choices_and_predictions() {
-        let topo = Topology::flat((0..8).map(|i| format!("h{i}:1")).collect());
+        let topo = Topology::of_size(8);
         let flat = NetModel::uniform(8, 1e-4, 23.9e6);
         let big = 16 << 20;
         assert_eq!(

@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn the_best_broadcast_tree_halves_the_chain_over_a_slow_link() {
         let m = hierarchy::tests::slow_link_model();
-        let topo = Topology::flat((0..4).map(|i| format!("h{i}:1")).collect());
+        let topo = Topology::of_size(4);
         let cost = |a| predict_broadcast(&m, &topo, a, 0, 16 << 20, 256 << 10);
         use BroadcastAlgorithm as B;
         assert!(cost(B::NetTree) < 0.55 * cost(B::NetChain));
@@ -185,7 +185,7 @@ mod tests {
     fn scatter_allgather_prediction_follows_its_formula() {
         let (p, a, b) = (8usize, 1e-4, 25e6);
         let m = NetModel::uniform(p, a, b);
-        let topo = Topology::flat((0..p).map(|i| format!("h{i}:1")).collect());
+        let topo = Topology::of_size(p);
         let n = 8u64 << 20;
         let sa = predict_broadcast(
             &m,

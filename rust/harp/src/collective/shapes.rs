@@ -146,13 +146,12 @@ mod tests {
     #[test]
     fn trees_reach_every_rank_once() {
         for p in 1..=33 {
-            let hosts: Vec<String> = (0..p).map(|i| format!("h{i}:1")).collect();
             let racked: String = (0..p).map(|i| format!("h{i}:1 /r{}\n", i % 3)).collect();
             let uneven = hierarchy::tests::uneven(p, p as u64);
             for (topo, net) in [
-                (Topology::flat(hosts.clone()), None),
+                (Topology::of_size(p), None),
                 (Topology::parse(&racked, "t").unwrap(), None),
-                (Topology::flat(hosts), (p <= 8).then_some(&uneven)),
+                (Topology::of_size(p), (p <= 8).then_some(&uneven)),
             ] {
                 for root in 0..p {
                     for algo in [
