@@ -92,11 +92,9 @@ public final class SplitGrouper {
         }
       }
       if (best < 0) {
-        // The least loaded group; on equal bytes the one with fewest splits, so that empty
-        // splits (a job with no input: one per worker) go one to each worker.
         best = 0;
         for (int w = 1; w < workers; w++) {
-          if (bytes[w] < bytes[best] || (bytes[w] == bytes[best] && groups.get(w).size() < groups.get(best).size())) {
+          if (bytes[w] < bytes[best]) {
             best = w;
           }
         }
@@ -105,7 +103,8 @@ public final class SplitGrouper {
       bytes[best] += s.length();
     }
     // Every worker is launched over at least one split: while a group is empty and another
-    // holds several, the empty one takes the smallest split of the group with most.
+    // holds several, the empty one takes the smallest split of the group with most (empty
+    // splits, e.g. one per worker for a job with no input, all land in one group above).
     for (int w = 0; w < workers; w++) {
       if (!groups.get(w).isEmpty()) {
         continue;
