@@ -704,6 +704,44 @@ fn yinyang_on_three_workers_equals_gemm() {
     assert_eq!(got[0], got[2], "hamerly and gemm centroids");
 }
 
+/// `auto` by precision: f64 with k ≥ 128 takes hamerly below 256 dimensions (its GEMM runs in
+/// f32, so even its first assignment is cheaper than the f64 GEMM path's) and gives the gemm
+/// path's centroids bit for bit; f32 keeps gemm there.
+#[test]
+fn auto_takes_the_bounds_in_f64_and_gemm_in_f32() {
+    let gen = [
+        "--n", "5000", "--dim", "12", "--seed", "79", "--init", "130", "--files", "2",
+    ];
+    let dir = tmpdir("auto-precision");
+    let (points_dir, init, _) = dataset(&dir, &gen, 12);
+    let mut texts = Vec::new();
+    for (assign, precision, expect) in [
+        ("auto", "f64", "hamerly"),
+        ("gemm", "f64", "gemm"),
+        ("auto", "f32", "gemm"),
+    ] {
+        let args = [
+            ["--input", points_dir.as_str()],
+            ["--init", &init],
+            ["--assign", assign],
+            ["--precision", precision],
+            ["--iterations", "6"],
+        ]
+        .concat();
+        let (_, out) = kmeans(&dir, "2", &args);
+        let (summary, shares) = per_iteration(&out, "distances");
+        assert_eq!(summary["assign"], expect, "{assign} {precision}");
+        if expect == "hamerly" {
+            assert!(shares[5] < 1.0, "{shares:?}");
+        }
+        texts.push(std::fs::read_to_string(out.join("centroids.txt")).unwrap());
+    }
+    assert_eq!(
+        texts[0], texts[1],
+        "auto (hamerly) and gemm centroids in f64"
+    );
+}
+
 /// The bound-based paths after a failure: the bounds are not saved, the resumed run rebuilds
 /// them and ends with the centroids of an uninterrupted gemm run, bit for bit.
 #[test]

@@ -77,32 +77,39 @@ named_enum!(
     }
 );
 
-/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim` and `assignments`
-/// assignments still to compute (iterations left, plus one for `--labels`); other values are
-/// returned as they are.
+/// Resolves [`AssignPath::Auto`] for `k` centroids of dimension `dim` in `precision` and
+/// `assignments` assignments still to compute (iterations left, plus one for `--labels`); other
+/// values are returned as they are.
 ///
 /// The cost model: the GEMM path costs about `n·k·d` multiply-adds per iteration whatever the
 /// data, and runs at a fraction of the machine's peak when `d` is small (the GEMM micro-kernels
 /// are starved below ~16 dimensions); the pruned path costs a tree search per point, about
 /// `n·(log2 k + a few leaves)·d`, which stays small while `d` is low enough for the KD-tree's
-/// boxes to prune. Pruned wins by a wide margin for `d ≤ 8` once `k ≥ 64`. The yinyang path
-/// computes every distance in its first iteration (plus its bounds: about 1.1× the GEMM
-/// path's time at d = 512, 1.5–2× at d = 32) and a few percent of them afterwards, but pays
-/// `O(k/10)` bound updates per point and iteration whatever `d`: it wins from the second
-/// iteration on once distances are long and many (measured: 1.2–11× faster per iteration at
-/// d = 512, k = 1000, iterations 2–20; even at d = 128, k = 256; at d = 32 slower in
-/// iterations 1–5 and about even later), so it is chosen for `d ≥ 256` and `k ≥ 256` when at
-/// least two assignments are left (a single one only pays the first assignment's extra cost).
-/// The hamerly path (one bound per point) is never chosen: at d = 32, k = 256 its first
-/// assignment costs 0.9–1.2× and its second 1.2× the GEMM path's, see docs/kmeans.md.
+/// boxes to prune. Pruned wins by a wide margin for `d ≤ 8` once `k ≥ 64`.
+///
+/// The bound-based paths compute every distance in their first assignment and those their
+/// bounds cannot rule out afterwards, through a blocked GEMM of their own plus exact checks;
+/// for f64 data that GEMM runs in f32 (twice the rate) with intervals that the exact checks
+/// settle, so even a first assignment costs less than the f64 GEMM path's (0.56× at d = 512,
+/// k = 1000; 0.6–0.75× at d = 16…128 with k ≥ 256). Below 128 centroids they cannot gather the
+/// points that fail into GEMM blocks and lose (2–3× in iterations 2–3 at k = 16 and 100).
+/// So, in f64: yinyang (`k/10` groups) for `d ≥ 256` and `k ≥ 128`, hamerly (one bound per
+/// point, the cheapest to maintain) for `d < 256` and `k ≥ 128`. In f32 the GEMM has no faster
+/// type to fall to: a first assignment costs 1.1–1.2× the GEMM path's, and hamerly's early
+/// iterations too, so f32 takes yinyang only for `d ≥ 256`, `k ≥ 256` and at least two
+/// assignments (the second repays the first), and never hamerly. Figures: docs/kmeans.md.
 pub fn choose_assign(
     requested: AssignPath,
+    precision: Precision,
     dim: usize,
     k: usize,
     assignments: usize,
 ) -> AssignPath {
+    let f64_ = precision == Precision::F64;
     match requested {
         AssignPath::Auto if dim <= 8 && k >= 64 => AssignPath::Pruned,
+        AssignPath::Auto if f64_ && dim >= 256 && k >= 128 => AssignPath::Yinyang,
+        AssignPath::Auto if f64_ && k >= 128 => AssignPath::Hamerly,
         AssignPath::Auto if dim >= 256 && k >= 256 && assignments >= 2 => AssignPath::Yinyang,
         AssignPath::Auto => AssignPath::Gemm,
         other => other,
@@ -641,7 +648,8 @@ fn run_as<T: Real>(
     } else {
         o.iterations.saturating_sub(start)
     };
-    let path = choose_assign(o.assign, dim, k, left + usize::from(o.labels.is_some()));
+    let assignments = left + usize::from(o.labels.is_some());
+    let path = choose_assign(o.assign, o.precision, dim, k, assignments);
     // The pruned path keeps each point's centroid between iterations (its search seed), the
     // yinyang path its centroid and bounds (rebuilt from scratch after a resume).
     let mut prev = match path {
@@ -1332,24 +1340,38 @@ mod tests {
     #[test]
     fn auto_assignment_choice() {
         use AssignPath::*;
-        assert_eq!(choose_assign(Auto, 3, 10000, 10), Pruned);
-        assert_eq!(choose_assign(Auto, 8, 64, 10), Pruned);
-        assert_eq!(choose_assign(Auto, 8, 63, 10), Gemm);
-        assert_eq!(choose_assign(Auto, 9, 10000, 10), Gemm);
-        assert_eq!(choose_assign(Auto, 32, 256, 10), Gemm);
-        assert_eq!(choose_assign(Gemm, 2, 5000, 10), Gemm);
-        assert_eq!(choose_assign(Pruned, 512, 2, 10), Pruned);
-        assert_eq!(choose_assign(Auto, 512, 1000, 10), Yinyang);
-        assert_eq!(choose_assign(Auto, 256, 256, 10), Yinyang);
-        assert_eq!(choose_assign(Auto, 255, 1000, 10), Gemm);
-        assert_eq!(choose_assign(Auto, 512, 255, 10), Gemm);
-        assert_eq!(choose_assign(Yinyang, 2, 3, 10), Yinyang);
-        // One assignment left: the bounds would not pay for themselves.
-        assert_eq!(choose_assign(Auto, 512, 1000, 1), Gemm);
-        assert_eq!(choose_assign(Auto, 512, 1000, 2), Yinyang);
-        assert_eq!(choose_assign(Yinyang, 512, 1000, 1), Yinyang);
-        assert_eq!(choose_assign(Auto, 32, 256, 100), Gemm);
-        assert_eq!(choose_assign(Hamerly, 32, 256, 1), Hamerly);
+        for p in [Precision::F32, Precision::F64] {
+            let c = |a, d, k, n| choose_assign(a, p, d, k, n);
+            assert_eq!(c(Auto, 3, 10000, 10), Pruned);
+            assert_eq!(c(Auto, 8, 64, 10), Pruned);
+            assert_eq!(c(Auto, 8, 63, 10), Gemm);
+            assert_eq!(c(Auto, 9, 127, 10), Gemm);
+            assert_eq!(c(Auto, 512, 127, 10), Gemm);
+            assert_eq!(c(Auto, 512, 1000, 10), Yinyang);
+            assert_eq!(c(Auto, 256, 256, 10), Yinyang);
+            assert_eq!(c(Gemm, 2, 5000, 10), Gemm);
+            assert_eq!(c(Pruned, 512, 2, 10), Pruned);
+            assert_eq!(c(Yinyang, 2, 3, 10), Yinyang);
+            assert_eq!(c(Yinyang, 512, 1000, 1), Yinyang);
+            assert_eq!(c(Hamerly, 32, 256, 1), Hamerly);
+        }
+        let f32_ = |a, d, k, n| choose_assign(a, Precision::F32, d, k, n);
+        assert_eq!(f32_(Auto, 9, 10000, 10), Gemm);
+        assert_eq!(f32_(Auto, 32, 256, 100), Gemm);
+        assert_eq!(f32_(Auto, 255, 1000, 10), Gemm);
+        assert_eq!(f32_(Auto, 512, 255, 10), Gemm);
+        // One assignment left: in f32 the bounds would not pay for themselves.
+        assert_eq!(f32_(Auto, 512, 1000, 1), Gemm);
+        assert_eq!(f32_(Auto, 512, 1000, 2), Yinyang);
+        // f64: the bound-based paths' GEMM runs in f32, so they win from the first assignment
+        // once k ≥ 128.
+        let f64_ = |a, d, k, n| choose_assign(a, Precision::F64, d, k, n);
+        assert_eq!(f64_(Auto, 9, 10000, 10), Hamerly);
+        assert_eq!(f64_(Auto, 32, 256, 1), Hamerly);
+        assert_eq!(f64_(Auto, 255, 1000, 10), Hamerly);
+        assert_eq!(f64_(Auto, 512, 128, 1), Yinyang);
+        assert_eq!(f64_(Auto, 256, 1000, 1), Yinyang);
+        assert_eq!(f64_(Auto, 64, 100, 10), Gemm);
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! gives every `‖x‖² − 2x·c + ‖c‖²`; with `e` a rigorous bound of that expression's rounding
 //! error, each value gives an interval around the true squared distance. The centroids whose
 //! lower end is not above the smallest upper end are every possible nearest centroid; their
-//! distances are computed exactly and decide. A group's bound is the lowest lower end (or
-//! exact distance) of its other members.
+//! distances are computed exactly and decide (a single one needs no check). A group's bound is
+//! the lowest lower end (or exact distance) of its other members. For f64 data that GEMM runs
+//! in f32 wherever the values round safely (twice the rate; the wider intervals only mean a few
+//! more exact checks), else in f64.
 //!
 //! **Later assignments.** With `δ_j` the distance centroid `j` moved and `Δ_g` the largest in
 //! group `g`: `ub += δ_a`, `lb[g] −= Δ_g`. If `min_g lb[g] > ub`, the point keeps its centroid
@@ -103,22 +105,48 @@ struct Step<'a, T> {
     /// Drift of each centroid (rounded up), and the largest of each group.
     drift: &'a [f64],
     group_drift: &'a [f64],
-    /// The centroids in group order (row `p` is centroid `members[p]`), for the blocked GEMM.
-    perm: &'a [T],
-    /// Per row of `perm`: `‖c‖²·(1 − e)` and `‖c‖²·(1 + e)` (see [`full_block`]), its group.
-    lo_off: &'a [T],
-    hi_off: &'a [T],
+    /// The blocked GEMM in `T`, and in f32 when `T` is f64 and the centroids' values allow it
+    /// (see [`narrow`]).
+    wide: Gemm<'a, T>,
+    narrow: Option<Gemm<'a, f32>>,
+    /// The group of each row of the GEMM's centroids.
     col_group: &'a [usize],
-    /// The relative rounding bound `e` of the GEMM's distances.
-    e: f64,
-    /// The largest `‖c‖²` (f64) and the largest finite value of `T`.
+    /// The largest `‖c‖²` (f64).
     cmax2: f64,
-    tmax: f64,
     /// Points per GEMM block: the block's products with all `k` centroids are kept.
     mb: usize,
     /// A point that fails the filters goes to a blocked GEMM when the groups it must examine
     /// hold at least this many centroids (see [`gather_at`]).
     gather_at: usize,
+}
+
+/// The operands of the blocked GEMM ([`full_block`]) in the type `G` it computes in.
+struct Gemm<'a, G> {
+    /// The centroids in group order (row `p` is centroid `members[p]`).
+    perm: &'a [G],
+    /// Per row of `perm`: `‖c‖²·(1 − e)` and `‖c‖²·(1 + e)`.
+    lo_off: &'a [G],
+    hi_off: &'a [G],
+    /// The relative rounding bound `e` of the distances computed in `G` (see [`rounding_bound`]).
+    e: f64,
+    /// The largest finite value of `G`.
+    gmax: f64,
+}
+
+/// The largest magnitude of a value whose f32 rounding the f32 GEMM of f64 data accepts; values
+/// between 0 and [`NARROW_MIN`] in magnitude send their block to the f64 GEMM.
+const NARROW_MAX: f64 = (1u64 << 40) as f64;
+const NARROW_MIN: f64 = 1.0 / NARROW_MAX;
+
+/// True if every value is 0 or of a magnitude in `[NARROW_MIN, NARROW_MAX]`: rounded to f32 it
+/// is then within a relative half-ulp of itself (no overflow, no subnormal), and products and
+/// sums of d ≤ 2^20 such squares stay far inside f32's range.
+#[inline(always)]
+fn narrow_ok<T: Real>(v: &[T]) -> bool {
+    v.iter().fold(true, |ok, &x| {
+        let a = x.to_f64().abs();
+        ok & ((NARROW_MIN..=NARROW_MAX).contains(&a) | (a == 0.0))
+    })
 }
 
 /// One chunk's mutable state.
@@ -233,21 +261,38 @@ impl Yinyang {
             }
             (drift, gd)
         };
-        let e = rounding_bound::<T>(dim);
+        let e = rounding_bound::<T>(dim, false);
         let mut perm = Vec::with_capacity(k * dim);
-        let mut lo_off = vec![T::ZERO; k];
-        let mut hi_off = vec![T::ZERO; k];
+        let mut norms = vec![0.0f64; k];
         let mut col_group = vec![0usize; k];
         let mut cmax2 = 0.0f64;
         for (p, &j) in self.members.iter().enumerate() {
             let c = &centroids[j as usize * dim..(j as usize + 1) * dim];
             let cn: f64 = c.iter().map(|v| v.to_f64() * v.to_f64()).sum();
             cmax2 = if cn > cmax2 || cn.is_nan() { cn } else { cmax2 };
-            lo_off[p] = T::from_f64(cn * (1.0 - e));
-            hi_off[p] = T::from_f64(cn * (1.0 + e));
+            norms[p] = cn;
             col_group[p] = self.group_of[j as usize] as usize;
             perm.extend_from_slice(c);
         }
+        let offsets = |e: f64| -> (Vec<f64>, Vec<f64>) {
+            (
+                norms.iter().map(|cn| cn * (1.0 - e)).collect(),
+                norms.iter().map(|cn| cn * (1.0 + e)).collect(),
+            )
+        };
+        let (lo, hi) = offsets(e);
+        let (lo_off, hi_off): (Vec<T>, Vec<T>) = (
+            lo.iter().map(|&v| T::from_f64(v)).collect(),
+            hi.iter().map(|&v| T::from_f64(v)).collect(),
+        );
+        // f64 data: the GEMM in f32 (twice the rate, half the bytes) when the centroids allow.
+        let e32 = rounding_bound::<f32>(dim, true);
+        let narrowed = (T::NAME == "f64" && narrow_ok(centroids)).then(|| {
+            let (lo, hi) = offsets(e32);
+            let c32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let perm32: Vec<f32> = perm.iter().map(|v| v.to_f64() as f32).collect();
+            (perm32, c32(&lo), c32(&hi))
+        });
         let step = Step {
             dim,
             k,
@@ -258,17 +303,26 @@ impl Yinyang {
             members: &self.members,
             drift: &drift,
             group_drift: &group_drift,
-            perm: &perm,
-            lo_off: &lo_off,
-            hi_off: &hi_off,
-            col_group: &col_group,
-            e,
-            cmax2,
-            tmax: if T::NAME == "f32" {
-                f32::MAX as f64
-            } else {
-                f64::MAX
+            wide: Gemm {
+                perm: &perm,
+                lo_off: &lo_off,
+                hi_off: &hi_off,
+                e,
+                gmax: if T::NAME == "f32" {
+                    f32::MAX as f64
+                } else {
+                    f64::MAX
+                },
             },
+            narrow: narrowed.as_ref().map(|(perm, lo_off, hi_off)| Gemm {
+                perm,
+                lo_off,
+                hi_off,
+                e: e32,
+                gmax: f32::MAX as f64,
+            }),
+            col_group: &col_group,
+            cmax2,
             mb: block_points(k),
             gather_at: gather_at(dim, k),
         };
@@ -461,15 +515,17 @@ fn norm2<T: Real>(x: &[T]) -> f64 {
     s + acc.iter().sum::<f64>()
 }
 
-/// The relative bound `e` of the rounding error of `‖x‖² − 2x·c + ‖c‖²` computed in `T` (see
-/// [`full_block`]).
-fn rounding_bound<T: Real>(dim: usize) -> f64 {
-    let eps_t = if T::NAME == "f32" {
+/// The relative bound `e` of the rounding error of `‖x‖² − 2x·c + ‖c‖²` computed in `G` (see
+/// [`full_block`]); `rounded` when the points and centroids were rounded to `G` first (f64 data
+/// through the f32 GEMM: each product then carries up to three more `eps_G` of its size).
+fn rounding_bound<G: Real>(dim: usize, rounded: bool) -> f64 {
+    let eps = if G::NAME == "f32" {
         f32::EPSILON as f64
     } else {
         f64::EPSILON
     };
-    2.0 * ((dim as f64 + 8.0) * (eps_t + f64::EPSILON))
+    let extra = if rounded { 4.0 } else { 0.0 };
+    2.0 * ((dim as f64 + 8.0 + extra) * (eps + f64::EPSILON))
 }
 
 /// Points per block of the blocked exact assignment: the products of a block with all `k`
@@ -540,21 +596,57 @@ struct Out<'a> {
     lb: &'a mut [f64],
 }
 
-/// Buffers of [`full_block`], reused across the blocks of a chunk.
-struct Scratch<T> {
+/// The blocked GEMM's buffers in the type `G` it computes in (allocated at first use).
+struct Pass<G> {
     /// `−2 c·x`, one row of `mb` points per centroid (group order).
-    g: Vec<T>,
+    g: Vec<G>,
     /// Per group, then per point: the lowest `−2 c·x + ‖c‖²(1 − e)` of the group's members.
-    gmin: Vec<T>,
+    gmin: Vec<G>,
     /// Per point: the lowest `−2 c·x + ‖c‖²(1 + e)`.
-    hmin: Vec<T>,
-    /// With one group only, per point: the second lowest `−2 c·x + ‖c‖²(1 − e)` and the row of
-    /// the lowest.
-    l2: Vec<T>,
+    hmin: Vec<G>,
+    /// With one group only, per point: the second lowest `−2 c·x + ‖c‖²(1 − e)`.
+    l2: Vec<G>,
+}
+
+impl<G: Real> Pass<G> {
+    fn new() -> Pass<G> {
+        Pass {
+            g: Vec::new(),
+            gmin: Vec::new(),
+            hmin: Vec::new(),
+            l2: Vec::new(),
+        }
+    }
+
+    /// Sizes the buffers for the blocks of `s`.
+    fn fit<T>(&mut self, s: &Step<T>) {
+        let (mb, k, t) = (s.mb, s.k, s.t);
+        if self.hmin.len() < mb {
+            self.g = vec![G::ZERO; k * mb];
+            self.gmin = vec![G::INFINITY; t * mb];
+            self.hmin = vec![G::INFINITY; mb];
+            self.l2 = vec![G::INFINITY; if t == 1 { mb } else { 0 }];
+        }
+    }
+}
+
+/// What [`full_block`] needs beside the GEMM's buffers.
+struct Common {
+    /// With one group only, per point: the row of the lowest lower end.
     i1: Vec<u32>,
-    /// One point's candidate groups, and its candidates (row, exact distance).
+    /// One point's candidate groups, and its candidates (row, lower end or exact distance).
     groups: Vec<usize>,
     cands: Vec<(usize, f64)>,
+}
+
+/// Buffers of [`full_block`], reused across the blocks of a chunk.
+struct Scratch<T> {
+    /// The GEMM's buffers in `T`, and in f32 for f64 blocks through the f32 GEMM.
+    wide: Pass<T>,
+    narrow: Pass<f32>,
+    /// The block rounded to f32.
+    conv: Vec<f32>,
+    common: Common,
     /// Gathered points (`mb × dim`), their indices in the chunk and the results.
     buf: Vec<T>,
     at: Vec<usize>,
@@ -567,13 +659,14 @@ impl<T: Real> Scratch<T> {
     fn new(s: &Step<T>) -> Scratch<T> {
         let (mb, k, t) = (s.mb, s.k, s.t);
         Scratch {
-            g: vec![T::ZERO; k * mb],
-            gmin: vec![T::INFINITY; t * mb],
-            hmin: vec![T::INFINITY; mb],
-            l2: vec![T::INFINITY; if t == 1 { mb } else { 0 }],
-            i1: vec![0; if t == 1 { mb } else { 0 }],
-            groups: Vec::with_capacity(t),
-            cands: Vec::with_capacity(k),
+            wide: Pass::new(),
+            narrow: Pass::new(),
+            conv: Vec::new(),
+            common: Common {
+                i1: vec![0; if t == 1 { mb } else { 0 }],
+                groups: Vec::with_capacity(t),
+                cands: Vec::with_capacity(k),
+            },
             buf: Vec::new(),
             at: Vec::with_capacity(mb),
             labels: Vec::new(),
@@ -583,77 +676,110 @@ impl<T: Real> Scratch<T> {
     }
 }
 
-/// The exact assignment of a block of at most `s.mb` points (`block`, row-major) from scratch:
-/// every distance through the GEMM, then the few centroids that may be nearest exactly. Writes
-/// each point's centroid, exact distance (`ub`) and group bounds (`lb`, `t` per point) and
-/// returns the number of distances computed.
+/// [`block_pass`] through the f32 GEMM when the step has one and the block's values allow it
+/// ([`narrow_ok`]), else through the GEMM in `T`.
+#[inline(always)]
+fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) -> u64 {
+    if let Some(gm) = &s.narrow {
+        if narrow_ok(block) {
+            sc.conv.clear();
+            sc.conv.extend(block.iter().map(|v| v.to_f64() as f32));
+            sc.narrow.fit(s);
+            let (pass, cm) = (&mut sc.narrow, &mut sc.common);
+            return block_pass(s, gm, pass, &sc.conv, cm, block, out);
+        }
+    }
+    sc.wide.fit(s);
+    block_pass(s, &s.wide, &mut sc.wide, block, &mut sc.common, block, out)
+}
+
+/// The exact assignment of a block of at most `s.mb` points (`block`, row-major; `gblock`, the
+/// same values in the GEMM's type `G`) from scratch: every distance through the GEMM, then the
+/// few centroids that may be nearest exactly. Writes each point's centroid, `ub` (its exact
+/// distance, or the upper end of its interval when it was the only candidate) and group bounds
+/// (`lb`, `t` per point) and returns the number of distances computed.
 ///
 /// The GEMM gives, for all centroids (in group order) × the block, `g = −2 c·x` with one row per
 /// centroid. With `e` the rounding bound of [`rounding_bound`], `‖x‖² + g + ‖c‖²` is within
 /// `e·(‖x‖² + ‖c‖²)` of the true squared distance (the dot product's error is at most
 /// `(d + 2)·eps·Σ|x_i c_i|`, and the additions, conversions and offsets add a few `eps` of the
 /// same magnitude). So `g + ‖c‖²(1 − e) + ‖x‖²(1 − e)` is a lower and
-/// `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper bound of it.
+/// `g + ‖c‖²(1 + e) + ‖x‖²(1 + e)` an upper bound of it. For f64 data in f32 (`G` f32, `T` f64)
+/// the values are rounded to f32 first, each within half an f32 ulp of itself ([`narrow_ok`]
+/// keeps subnormals and overflow out), which moves each product by at most `1.5·eps` of its
+/// size: [`rounding_bound`] adds four `eps` for it. `‖x‖²` and `‖c‖²` are taken in f64 from the
+/// exact values either way.
 ///
-/// One pass over each GEMM block, in `T` and element-wise over the points (it vectorises like
+/// One pass over each GEMM block, in `G` and element-wise over the points (it vectorises like
 /// the GEMM path's scan), keeps per point the lowest upper end and, per group, the lowest lower
 /// end (a minimum does not round, and adding `‖x‖²(1 − e)` afterwards rounds monotonically, so
 /// this is the lowest of the lower ends). A group whose lowest lower end exceeds the lowest
 /// upper end (by the margin) cannot hold the nearest centroid and its bound is that lower end.
 /// The members of the other groups (usually one or two) are checked one by one: those whose own
-/// lower end does not exceed the limit are computed exactly and decide. A candidate group's bound
+/// lower end does not exceed the limit are computed exactly and decide (all in f64 on the `T`
+/// values), unless there is only one: the centroid of the lowest upper end, whose lower end is
+/// not above that end, is then the nearest, with that end as its `ub`. A candidate group's bound
 /// is the lowest lower end or exact distance of its members other than the chosen centroid.
 ///
-/// When `‖x‖² + ‖c‖²` may overflow `T` (f32 values near 1e19), a lower end may be NaN, which
+/// When `‖x‖² + ‖c‖²` may overflow `G` (f32 values near 1e19), a lower end may be NaN, which
 /// proves nothing: every group of such a block is then checked member by member, and a NaN lower
 /// end makes its centroid a candidate.
 #[inline(always)]
-fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) -> u64 {
+fn block_pass<T: Real, G: Real>(
+    s: &Step<T>,
+    gm: &Gemm<G>,
+    sc: &mut Pass<G>,
+    gblock: &[G],
+    cm: &mut Common,
+    block: &[T],
+    out: Out,
+) -> u64 {
     let Out { labels, ub, lb } = out;
     let (dim, k, t) = (s.dim, s.k, s.t);
     let m = block.len() / dim;
     debug_assert!(m <= s.mb && labels.len() == m && ub.len() == m && lb.len() == m * t);
-    let e = s.e;
+    debug_assert_eq!(gblock.len(), block.len());
+    let e = gm.e;
     let g = &mut sc.g[..k * m];
     let hmin = &mut sc.hmin[..m];
-    hmin.fill(T::INFINITY);
+    hmin.fill(G::INFINITY);
     let gmin = &mut sc.gmin[..t * m];
-    gmin.fill(T::INFINITY);
+    gmin.fill(G::INFINITY);
     // One group (Hamerly): the second lowest lower end too, so that a point with a single
     // candidate is decided without looking at its k values again.
     let one = t == 1;
     let (l2, i1) = if one {
-        (&mut sc.l2[..m], &mut sc.i1[..m])
+        (&mut sc.l2[..m], &mut cm.i1[..m])
     } else {
-        (&mut sc.l2[..0], &mut sc.i1[..0])
+        (&mut sc.l2[..0], &mut cm.i1[..0])
     };
-    l2.fill(T::INFINITY);
+    l2.fill(G::INFINITY);
     let mut j0 = 0;
     while j0 < k {
         let kb = BLOCK_CENTROIDS.min(k - j0);
         let rows = &mut g[j0 * m..(j0 + kb) * m];
         let (a, bp, gp) = (
-            s.perm[j0 * dim..].as_ptr(),
-            block.as_ptr(),
+            gm.perm[j0 * dim..].as_ptr(),
+            gblock.as_ptr(),
             rows.as_mut_ptr(),
         );
-        let (alpha, rs, mi) = (T::from_f64(-2.0), dim as isize, m as isize);
+        let (alpha, rs, mi) = (G::from_f64(-2.0), dim as isize, m as isize);
         // SAFETY: rows j0..j0+kb of `perm` (k × dim, row-major), `block` read as its transpose
         // (dim × m: row stride 1, column stride dim) and `rows` (kb × m, row-major), all in
         // bounds.
-        unsafe { T::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, T::ZERO, gp, mi, 1) };
+        unsafe { G::gemm(kb, dim, m, alpha, a, rs, 1, bp, 1, rs, G::ZERO, gp, mi, 1) };
         if one {
-            let lo_off = &s.lo_off[j0..j0 + kb];
-            let hi_off = &s.hi_off[j0..j0 + kb];
+            let lo_off = &gm.lo_off[j0..j0 + kb];
+            let hi_off = &gm.hi_off[j0..j0 + kb];
             // Tiles of PASS_LANES points, then the last m mod PASS_LANES one at a time.
             let mut i0 = 0;
             while i0 < m {
                 let acc = (&mut *hmin, &mut *gmin, &mut *l2, &mut *i1);
                 if m - i0 >= PASS_LANES {
-                    one_pass::<T, PASS_LANES>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                    one_pass::<G, PASS_LANES>((rows, m), (i0, j0), (lo_off, hi_off), acc);
                     i0 += PASS_LANES;
                 } else {
-                    one_pass::<T, 1>((rows, m), (i0, j0), (lo_off, hi_off), acc);
+                    one_pass::<G, 1>((rows, m), (i0, j0), (lo_off, hi_off), acc);
                     i0 += 1;
                 }
             }
@@ -662,7 +788,7 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         }
         for (r, row) in rows.chunks_exact(m).enumerate() {
             let p = j0 + r;
-            let (lo, hi, grp) = (s.lo_off[p], s.hi_off[p], s.col_group[p]);
+            let (lo, hi, grp) = (gm.lo_off[p], gm.hi_off[p], s.col_group[p]);
             let gm = &mut gmin[grp * m..(grp + 1) * m];
             for ((&v, h), l) in row.iter().zip(hmin.iter_mut()).zip(gm.iter_mut()) {
                 let u = v + hi;
@@ -674,14 +800,14 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
         j0 += kb;
     }
     let mut computed = (m * k) as u64;
-    let (groups, cands) = (&mut sc.groups, &mut sc.cands);
+    let (groups, cands) = (&mut cm.groups, &mut cm.cands);
     for (i, x) in block.chunks_exact(dim).enumerate() {
         let xn = norm2(x);
         let xlo = xn * (1.0 - e);
         let limit = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
         // |g| + ‖c‖² ≤ (‖x‖ + ‖c‖)² ≤ 2(‖x‖² + ‖c‖²): below a quarter of T's range, every
         // value and sum of the pass above is finite.
-        let safe = 4.0 * (xn + s.cmax2) < s.tmax;
+        let safe = 4.0 * (xn + s.cmax2) < gm.gmax;
         let lbp = &mut lb[i * t..(i + 1) * t];
         if one && safe && l2[i].to_f64() + xlo > limit {
             // A single candidate: the lowest lower end's centroid, which also holds the lowest
@@ -705,16 +831,26 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
             }
             groups.push(grp);
             for p in s.starts[grp]..s.starts[grp + 1] {
-                let v = (g[p * m + i] + s.lo_off[p]).to_f64() + xlo;
-                if v > limit {
-                    continue;
+                let v = (g[p * m + i] + gm.lo_off[p]).to_f64() + xlo;
+                if v <= limit || v.is_nan() {
+                    cands.push((p, v));
                 }
-                let j = s.members[p];
+            }
+        }
+        if safe && cands.len() == 1 {
+            // A single candidate: the centroid of the lowest upper end (its lower end is not
+            // above that end), which is its `ub`; no exact distance (as with one group).
+            best_p = cands[0].0;
+            best_j = s.members[best_p];
+            best = up(hmin[i].to_f64() + xn * (1.0 + e)).max(0.0);
+        } else {
+            for (p, v) in cands.iter_mut() {
+                let j = s.members[*p];
                 let d = dist(x, s.centroids, j as usize);
                 computed += 1;
-                cands.push((p, d));
+                *v = d;
                 if d < best || (d == best && j < best_j) {
-                    (best, best_j, best_p) = (d, j, p);
+                    (best, best_j, best_p) = (d, j, *p);
                 }
             }
         }
@@ -733,7 +869,7 @@ fn full_block<T: Real>(s: &Step<T>, sc: &mut Scratch<T>, block: &[T], out: Out) 
                     c += 1;
                     cands[c - 1].1
                 } else {
-                    (g[p * m + i] + s.lo_off[p]).to_f64() + xlo
+                    (g[p * m + i] + gm.lo_off[p]).to_f64() + xlo
                 };
                 if p != best_p && v < low {
                     low = v;
@@ -1097,6 +1233,40 @@ mod tests {
         let pts: Vec<f32> = random(400 * dim, 21).iter().map(big).collect();
         let cen: Vec<f32> = random(k * dim, 22).iter().map(big).collect();
         lloyd(&pts, &cen, dim, 3, false);
+    }
+
+    /// f64 data goes through the f32 GEMM where its values round to f32 safely and through the
+    /// f64 GEMM elsewhere: blocks holding values near 0 or beyond 2^40, or every block when a
+    /// centroid holds one. The answer is the reference's (and the f64 GEMM path's) in every case.
+    #[test]
+    fn f64_blocks_take_the_f32_gemm_only_where_their_values_allow() {
+        assert!(narrow_ok(&[0.0f64, 1.0, -3e11, 1e-12, -0.0]));
+        assert!(!narrow_ok(&[1.0f64, 1e-13]));
+        assert!(!narrow_ok(&[2e12f64, 1.0]));
+        assert!(!narrow_ok(&[f64::NAN]));
+        assert!(!narrow_ok(&[f64::INFINITY]));
+        let (n, dim, k) = (4000, 6, 150);
+        let mut pts = blobs(n, dim, 25, 31);
+        for (i, v) in pts.iter_mut().enumerate() {
+            let p = i / dim;
+            if i % 5 == 0 {
+                *v = 0.0; // exact zeros are fine for the f32 GEMM
+            } else if (600..700).contains(&p) {
+                *v *= 1e-14; // values below 2^-40: their blocks take the f64 GEMM
+            } else if (2100..2110).contains(&p) {
+                *v *= 1e13; // beyond 2^40
+            }
+        }
+        let init: Vec<f64> = pts[..k * dim].to_vec();
+        for groups in [groups_for(k), 1] {
+            lloyd_with(&pts, &init, dim, 4, true, groups, 2);
+        }
+        // A centroid value out of range: no block takes the f32 GEMM.
+        let mut init2 = blobs(k, dim, 25, 33);
+        init2[7] = 1e-30;
+        for groups in [groups_for(k), 1] {
+            lloyd_with(&pts, &init2, dim, 3, true, groups, 2);
+        }
     }
 
     /// One group (Hamerly): the single-candidate shortcut of the blocked pass, the gathered
