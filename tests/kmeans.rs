@@ -704,16 +704,16 @@ fn yinyang_on_three_workers_equals_gemm() {
     assert_eq!(got[0], got[2], "hamerly and gemm centroids");
 }
 
-/// `auto` by precision: f64 with k ≥ 128 takes hamerly below 256 dimensions (its GEMM runs in
-/// f32, so even its first assignment is cheaper than the f64 GEMM path's) and gives the gemm
-/// path's centroids bit for bit; f32 keeps gemm there.
+/// `auto` by precision: f64 with k ≥ 128 and k·d ≥ 8192 takes hamerly below 256 dimensions (its
+/// GEMM runs in f32, so even its first assignment is cheaper than the f64 GEMM path's) and gives
+/// the gemm path's centroids bit for bit; f32 keeps gemm there.
 #[test]
 fn auto_takes_the_bounds_in_f64_and_gemm_in_f32() {
     let gen = [
-        "--n", "5000", "--dim", "12", "--seed", "79", "--init", "130", "--files", "2",
+        "--n", "4000", "--dim", "64", "--seed", "79", "--init", "130", "--files", "2",
     ];
     let dir = tmpdir("auto-precision");
-    let (points_dir, init, _) = dataset(&dir, &gen, 12);
+    let (points_dir, init, _) = dataset(&dir, &gen, 64);
     let mut texts = Vec::new();
     for (assign, precision, expect) in [
         ("auto", "f64", "hamerly"),

@@ -90,14 +90,16 @@ named_enum!(
 /// The bound-based paths compute every distance in their first assignment and those their
 /// bounds cannot rule out afterwards, through a blocked GEMM of their own plus exact checks;
 /// for f64 data that GEMM runs in f32 (twice the rate) with intervals that the exact checks
-/// settle, so even a first assignment costs less than the f64 GEMM path's (0.56× at d = 512,
-/// k = 1000; 0.6–0.75× at d = 16…128 with k ≥ 256). Below 128 centroids they cannot gather the
-/// points that fail into GEMM blocks and lose (2–3× in iterations 2–3 at k = 16 and 100).
-/// So, in f64: yinyang (`k/10` groups) for `d ≥ 256` and `k ≥ 128`, hamerly (one bound per
-/// point, the cheapest to maintain) for `d < 256` and `k ≥ 128`. In f32 the GEMM has no faster
-/// type to fall to: a first assignment costs 1.1–1.2× the GEMM path's, and hamerly's early
-/// iterations too, so f32 takes yinyang only for `d ≥ 256`, `k ≥ 256` and at least two
-/// assignments (the second repays the first), and never hamerly. Figures: docs/kmeans.md.
+/// settle, so even a first assignment costs less than the f64 GEMM path's (0.71× at d = 512,
+/// k = 1000; 0.8–0.85× at d = 16…32 with k·d ≥ 8192). Below 128 centroids they cannot gather the
+/// points that fail into GEMM blocks, and below k·d = 8192 multiply-adds per point the bounds'
+/// upkeep costs more than the distances it saves (1.2–1.3× at d = 10, k = 128). So, in f64:
+/// yinyang (`k/10` groups) for `d ≥ 256` and `k ≥ 128`, hamerly (one bound per point, the
+/// cheapest to keep) for `d < 256`, `k ≥ 128` and `k·d ≥ 8192`. In f32 the bounds' GEMM has no
+/// faster type to fall to: a first assignment costs about 1.3× the GEMM path's (whose fused
+/// AVX-512 search the blocked GEMM does not have), and hamerly's early iterations more than
+/// gemm's, so f32 takes yinyang only for `d ≥ 256`, `k ≥ 256` and at least three assignments
+/// (over two they tie), and never hamerly. Figures: docs/kmeans.md.
 pub fn choose_assign(
     requested: AssignPath,
     precision: Precision,
@@ -109,8 +111,8 @@ pub fn choose_assign(
     match requested {
         AssignPath::Auto if dim <= 8 && k >= 64 => AssignPath::Pruned,
         AssignPath::Auto if f64_ && dim >= 256 && k >= 128 => AssignPath::Yinyang,
-        AssignPath::Auto if f64_ && k >= 128 => AssignPath::Hamerly,
-        AssignPath::Auto if dim >= 256 && k >= 256 && assignments >= 2 => AssignPath::Yinyang,
+        AssignPath::Auto if f64_ && k >= 128 && k * dim >= 8192 => AssignPath::Hamerly,
+        AssignPath::Auto if dim >= 256 && k >= 256 && assignments >= 3 => AssignPath::Yinyang,
         AssignPath::Auto => AssignPath::Gemm,
         other => other,
     }
@@ -1362,7 +1364,8 @@ mod tests {
         assert_eq!(f32_(Auto, 512, 255, 10), Gemm);
         // One assignment left: in f32 the bounds would not pay for themselves.
         assert_eq!(f32_(Auto, 512, 1000, 1), Gemm);
-        assert_eq!(f32_(Auto, 512, 1000, 2), Yinyang);
+        assert_eq!(f32_(Auto, 512, 1000, 2), Gemm);
+        assert_eq!(f32_(Auto, 512, 1000, 3), Yinyang);
         // f64: the bound-based paths' GEMM runs in f32, so they win from the first assignment
         // once k ≥ 128.
         let f64_ = |a, d, k, n| choose_assign(a, Precision::F64, d, k, n);
@@ -1372,6 +1375,10 @@ mod tests {
         assert_eq!(f64_(Auto, 512, 128, 1), Yinyang);
         assert_eq!(f64_(Auto, 256, 1000, 1), Yinyang);
         assert_eq!(f64_(Auto, 64, 100, 10), Gemm);
+        // Too few multiply-adds per point (k·d < 8192) for the bounds to pay.
+        assert_eq!(f64_(Auto, 10, 128, 10), Gemm);
+        assert_eq!(f64_(Auto, 16, 511, 10), Gemm);
+        assert_eq!(f64_(Auto, 16, 512, 10), Hamerly);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! block of points with a block of centroids come from one `matrixmultiply` call (`sgemm` or
 //! `dgemm`) into a scratch buffer small enough to stay in L2 (`BLOCK_POINTS × BLOCK_CENTROIDS`
 //! elements). A vectorised scan then finds each row's nearest centroid (ties → lowest index) and
-//! the point is added to the f64 sums and counts of its chunk. The inertia is the exact-form
+//! the point is added to the f64 sums and counts of its chunk. On CPUs with AVX-512 the GEMM
+//! and the scan are one loop instead ([`Fused`](super::fused)): the same values (`‖c‖² − 2x·c`,
+//! ties → lowest index) without writing, packing or scanning a block of distances. The inertia is the exact-form
 //! `Σ (x − c)²` of every point to the centroid it was assigned, computed in f64
 //! ([`dist2_fast`](super::real::dist2_fast)), so f32 runs report an inertia as accurate as f64
 //! runs.
@@ -16,6 +18,7 @@
 
 use rayon::prelude::*;
 
+use super::fused::{Fused, FusedScratch};
 use super::real::{dist2, dist2_fast, Real};
 use crate::error::{Error, Result};
 
@@ -102,8 +105,8 @@ impl Kernel {
         if n == 0 {
             return 0.0;
         }
-        let prep = Prepared::new(centroids, dim, k);
         let isa = Isa::detect();
+        let prep = Prepared::new(centroids, dim, k, isa);
         let mut jobs: Vec<(&[T], Option<&mut [u32]>)> = match labels {
             Some(l) => points
                 .chunks(CHUNK_POINTS * dim)
@@ -266,6 +269,15 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
+    /// True if the GEMM path uses the fused search ([`Fused`]): AVX-512.
+    fn fused(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self == Isa::Avx512 {
+            return true;
+        }
+        false
+    }
+
     pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
@@ -285,23 +297,37 @@ struct Prepared<T> {
     /// ‖c_j‖² in `T`.
     cnorm: Vec<T>,
     /// The centroids transposed (dim × k, row-major), so that the GEMM packs its right-hand
-    /// operand from contiguous rows.
+    /// operand from contiguous rows (empty with `fused`).
     transposed: Vec<T>,
+    /// With AVX-512: the fused search ([`Fused`]) instead of the GEMM and the scan.
+    fused: Option<Fused<T>>,
 }
 
 impl<T: Real> Prepared<T> {
-    fn new(centroids: &[T], dim: usize, k: usize) -> Prepared<T> {
-        let cnorm = centroids
+    fn new(centroids: &[T], dim: usize, k: usize, isa: Isa) -> Prepared<T> {
+        let cnorm: Vec<T> = centroids
             .chunks_exact(dim)
             .map(|c| c.iter().fold(T::ZERO, |s, &v| s + v * v))
             .collect();
+        if isa.fused() {
+            let fused = Some(Fused::new(centroids, &cnorm, dim, k));
+            return Prepared {
+                cnorm,
+                transposed: Vec::new(),
+                fused,
+            };
+        }
         let mut transposed = vec![T::ZERO; k * dim];
         for (j, c) in centroids.chunks_exact(dim).enumerate() {
             for (d, &v) in c.iter().enumerate() {
                 transposed[d * k + j] = v;
             }
         }
-        Prepared { cnorm, transposed }
+        Prepared {
+            cnorm,
+            transposed,
+            fused: None,
+        }
     }
 }
 
@@ -363,6 +389,23 @@ fn chunk_partial<T: Real>(
     mut labels: Option<&mut [u32]>,
 ) -> Partial {
     let mut part = Partial::new(k, dim);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = &prep.fused {
+        let mut sc = FusedScratch::new();
+        let mut best = [0u32; BLOCK_POINTS];
+        for (b, block) in pts.chunks(BLOCK_POINTS * dim).enumerate() {
+            let m = block.len() / dim;
+            // SAFETY: `fused` is only built when `Isa::detect` found AVX-512F.
+            unsafe { f.nearest(block, &mut best[..m], &mut sc) };
+            for (x, &j) in block.chunks_exact(dim).zip(&best[..m]) {
+                part.add_point(x, j as usize, centroids);
+            }
+            if let Some(l) = labels.as_deref_mut() {
+                l[b * BLOCK_POINTS..b * BLOCK_POINTS + m].copy_from_slice(&best[..m]);
+            }
+        }
+        return part;
+    }
     let kb_max = k.min(BLOCK_CENTROIDS);
     let mut g = vec![T::ZERO; BLOCK_POINTS * kb_max];
     let mut best_v = [T::ZERO; BLOCK_POINTS];
@@ -709,6 +752,71 @@ mod tests {
         let mut counts = vec![0.0; k];
         let inertia = f(&mut sums, &mut counts);
         (sums, counts, inertia)
+    }
+
+    /// The fused AVX-512 search against the GEMM and the scan, on shapes that exercise its
+    /// padding (k not a multiple of two vectors, fewer points than a tile, the last tile
+    /// partial) and its column chunks (d = 600: several chunks): the same centroid for every
+    /// point, or, where the two computations round a near-tie differently, two centroids whose
+    /// exact distances are within rounding of each other. Only on CPUs with AVX-512 (elsewhere
+    /// the GEMM path has no fused search).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn fused_search_equals_the_gemm_and_scan() {
+        fn check<T: Real>(n: usize, dim: usize, k: usize, seed: u64, tol: f64) -> usize {
+            let pts: Vec<T> = random(n * dim, seed)
+                .iter()
+                .map(|&v| T::from_f64(v))
+                .collect();
+            let cen: Vec<T> = random(k * dim, seed + 1)
+                .iter()
+                .map(|&v| T::from_f64(v))
+                .collect();
+            let mut labels = Vec::new();
+            for isa in [Isa::Avx2, Isa::Avx512] {
+                let prep = Prepared::new(&cen, dim, k, isa);
+                assert_eq!(prep.fused.is_some(), isa == Isa::Avx512);
+                let mut l = vec![0u32; n];
+                // SAFETY of the AVX-512 path: the caller checked the CPU.
+                let part = chunk_partial(isa, &pts, dim, &cen, k, &prep, Some(&mut l));
+                let total: f64 = (0..k).map(|j| part.counts[j]).sum();
+                assert_eq!(total, n as f64, "{} n={n} d={dim} k={k}", T::NAME);
+                labels.push(l);
+            }
+            let mut near_ties = 0;
+            for i in 0..n {
+                let (a, b) = (labels[0][i] as usize, labels[1][i] as usize);
+                if a != b {
+                    let x = &pts[i * dim..(i + 1) * dim];
+                    let da = dist2(x, &cen[a * dim..(a + 1) * dim]);
+                    let db = dist2(x, &cen[b * dim..(b + 1) * dim]);
+                    assert!(
+                        rel(da, db) <= tol,
+                        "{} n={n} d={dim} k={k} point {i}: {a} ({da}) against {b} ({db})",
+                        T::NAME
+                    );
+                    near_ties += 1;
+                }
+            }
+            near_ties
+        }
+        if Isa::detect() != Isa::Avx512 {
+            return;
+        }
+        let mut ties = 0;
+        for &(n, dim, k) in &[
+            (1, 1, 1),
+            (5, 3, 5),
+            (13, 3, 33),
+            (700, 17, 47),
+            (1000, 32, 256),
+            (260, 600, 300),
+        ] {
+            ties += check::<f64>(n, dim, k, 90 + n as u64, 1e-12);
+            ties += check::<f32>(n, dim, k, 91 + n as u64, 1e-4);
+        }
+        // Near-ties are rare: nearly every point got the same centroid.
+        assert!(ties <= 5, "{ties} points decided differently");
     }
 
     #[test]

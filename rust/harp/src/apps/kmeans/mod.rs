@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod driver;
+mod fused;
 pub mod gen;
 pub mod input;
 pub mod kernel;
