@@ -6,7 +6,7 @@
 //! `dgemm`) into a scratch buffer small enough to stay in L2 (`BLOCK_POINTS × BLOCK_CENTROIDS`
 //! elements). A vectorised scan then finds each row's nearest centroid (ties → lowest index) and
 //! the point is added to the f64 sums and counts of its chunk. On CPUs with AVX-512 the GEMM
-//! and the scan are one loop instead ([`Fused`](super::fused)): the same values (`‖c‖² − 2x·c`,
+//! and the scan are one loop instead (`fused.rs`): the same values (`‖c‖² − 2x·c`,
 //! ties → lowest index) without writing, packing or scanning a block of distances. The inertia is the exact-form
 //! `Σ (x − c)²` of every point to the centroid it was assigned, computed in f64
 //! ([`dist2_fast`](super::real::dist2_fast)), so f32 runs report an inertia as accurate as f64
