@@ -1341,44 +1341,41 @@ mod tests {
 
     #[test]
     fn auto_assignment_choice() {
-        use AssignPath::*;
-        for p in [Precision::F32, Precision::F64] {
-            let c = |a, d, k, n| choose_assign(a, p, d, k, n);
-            assert_eq!(c(Auto, 3, 10000, 10), Pruned);
-            assert_eq!(c(Auto, 8, 64, 10), Pruned);
-            assert_eq!(c(Auto, 8, 63, 10), Gemm);
-            assert_eq!(c(Auto, 9, 127, 10), Gemm);
-            assert_eq!(c(Auto, 512, 127, 10), Gemm);
-            assert_eq!(c(Auto, 512, 1000, 10), Yinyang);
-            assert_eq!(c(Auto, 256, 256, 10), Yinyang);
-            assert_eq!(c(Gemm, 2, 5000, 10), Gemm);
-            assert_eq!(c(Pruned, 512, 2, 10), Pruned);
-            assert_eq!(c(Yinyang, 2, 3, 10), Yinyang);
-            assert_eq!(c(Yinyang, 512, 1000, 1), Yinyang);
-            assert_eq!(c(Hamerly, 32, 256, 1), Hamerly);
+        // precisions, requested, d, k, assignments left: expected.
+        let cases = "
+            f32 f64, auto 3 10000 10: pruned | f32 f64, auto 8 64 10: pruned
+            f32 f64, auto 8 63 10: gemm | f32 f64, auto 9 127 10: gemm
+            f32 f64, auto 512 127 10: gemm | f32 f64, auto 512 1000 10: yinyang
+            f32 f64, auto 256 256 10: yinyang | f32 f64, gemm 2 5000 10: gemm
+            f32 f64, pruned 512 2 10: pruned | f32 f64, yinyang 2 3 10: yinyang
+            f32 f64, yinyang 512 1000 1: yinyang | f32 f64, hamerly 32 256 1: hamerly
+            f32, auto 9 10000 10: gemm | f32, auto 32 256 100: gemm
+            f32, auto 255 1000 10: gemm | f32, auto 512 255 10: gemm
+            f32, auto 512 1000 1: gemm | f32, auto 512 1000 2: gemm
+            f32, auto 512 1000 3: yinyang
+            f64, auto 9 10000 10: hamerly | f64, auto 32 256 1: hamerly
+            f64, auto 255 1000 10: hamerly | f64, auto 512 128 1: yinyang
+            f64, auto 256 1000 1: yinyang | f64, auto 64 100 10: gemm
+            f64, auto 10 128 10: gemm | f64, auto 16 511 10: gemm
+            f64, auto 16 512 10: hamerly";
+        // f32: yinyang's first assignment is repaid over three, not fewer. f64: the bound-based
+        // paths' GEMM runs in f32, so they win from the first assignment once k ≥ 128 and
+        // k·d ≥ 8192.
+        let mut checked = 0;
+        for case in cases.split(['|', '\n']).filter(|c| !c.trim().is_empty()) {
+            let (precisions, rest) = case.split_once(',').unwrap();
+            let (args, want) = rest.split_once(':').unwrap();
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let a: AssignPath = args[0].parse().unwrap();
+            let [d, k, n] = [1, 2, 3].map(|i| args[i].parse::<usize>().unwrap());
+            let want: AssignPath = want.trim().parse().unwrap();
+            for p in precisions.split_whitespace() {
+                let p: Precision = p.parse().unwrap();
+                assert_eq!(choose_assign(a, p, d, k, n), want, "{case}");
+                checked += 1;
+            }
         }
-        let f32_ = |a, d, k, n| choose_assign(a, Precision::F32, d, k, n);
-        assert_eq!(f32_(Auto, 9, 10000, 10), Gemm);
-        assert_eq!(f32_(Auto, 32, 256, 100), Gemm);
-        assert_eq!(f32_(Auto, 255, 1000, 10), Gemm);
-        assert_eq!(f32_(Auto, 512, 255, 10), Gemm);
-        // One assignment left: in f32 the bounds would not pay for themselves.
-        assert_eq!(f32_(Auto, 512, 1000, 1), Gemm);
-        assert_eq!(f32_(Auto, 512, 1000, 2), Gemm);
-        assert_eq!(f32_(Auto, 512, 1000, 3), Yinyang);
-        // f64: the bound-based paths' GEMM runs in f32, so they win from the first assignment
-        // once k ≥ 128.
-        let f64_ = |a, d, k, n| choose_assign(a, Precision::F64, d, k, n);
-        assert_eq!(f64_(Auto, 9, 10000, 10), Hamerly);
-        assert_eq!(f64_(Auto, 32, 256, 1), Hamerly);
-        assert_eq!(f64_(Auto, 255, 1000, 10), Hamerly);
-        assert_eq!(f64_(Auto, 512, 128, 1), Yinyang);
-        assert_eq!(f64_(Auto, 256, 1000, 1), Yinyang);
-        assert_eq!(f64_(Auto, 64, 100, 10), Gemm);
-        // Too few multiply-adds per point (k·d < 8192) for the bounds to pay.
-        assert_eq!(f64_(Auto, 10, 128, 10), Gemm);
-        assert_eq!(f64_(Auto, 16, 511, 10), Gemm);
-        assert_eq!(f64_(Auto, 16, 512, 10), Hamerly);
+        assert_eq!(checked, 40);
     }
 
     #[test]

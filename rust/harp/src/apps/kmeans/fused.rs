@@ -108,7 +108,13 @@ impl<T: Real> Fused<T> {
         sc.bi.resize(mpad * 8, 0);
         sc.pad.clear();
         sc.pad.resize(ROWS * dim, T::ZERO);
-        let f32_ = TypeId::of::<T>() == TypeId::of::<f32>();
+        // The casts below are between identical types: f32 data through the f32 functions.
+        let (tile_fn, finish_fn): (x86::Tile, x86::Finish) =
+            if TypeId::of::<T>() == TypeId::of::<f32>() {
+                (x86::tile_f32, x86::finish_f32)
+            } else {
+                (x86::tile_f64, x86::finish_f64)
+            };
         let mut c0 = 0;
         while c0 < self.kpad {
             let c1 = (c0 + self.kc).min(self.kpad);
@@ -124,28 +130,16 @@ impl<T: Real> Fused<T> {
                 let (bv, bi) = (sc.bv[r0 * l..].as_mut_ptr(), sc.bi[r0 * 8..].as_mut_ptr());
                 // SAFETY: AVX-512F is available (this function's contract); `tile` holds ROWS
                 // rows of `dim` values, `ct` `kpad / 2L` panels of `dim × 2L` values, `cn`
-                // `kpad` values,
-                // `bv` and `bi` ROWS vectors from `r0`; c0..c1 are whole pairs of vectors within
-                // `kpad`. The casts are between identical types.
-                if f32_ {
-                    x86::tile_f32(
-                        tile.cast(),
-                        dim,
-                        self.ct.as_ptr().cast(),
-                        self.cn.as_ptr().cast(),
-                        (c0, c1),
-                        (bv.cast(), bi.cast()),
-                    );
-                } else {
-                    x86::tile_f64(
-                        tile.cast(),
-                        dim,
-                        self.ct.as_ptr().cast(),
-                        self.cn.as_ptr().cast(),
-                        (c0, c1),
-                        (bv.cast(), bi.cast()),
-                    );
-                }
+                // `kpad` values, `bv` and `bi` ROWS vectors from `r0`; c0..c1 are whole pairs of
+                // vectors within `kpad`.
+                tile_fn(
+                    tile.cast(),
+                    dim,
+                    self.ct.as_ptr().cast(),
+                    self.cn.as_ptr().cast(),
+                    (c0, c1),
+                    (bv.cast(), bi.cast()),
+                );
                 r0 += ROWS;
             }
             c0 = c1;
@@ -153,11 +147,7 @@ impl<T: Real> Fused<T> {
         for (i, o) in out.iter_mut().enumerate() {
             let (bv, bi) = (sc.bv[i * l..].as_ptr(), sc.bi[i * 8..].as_ptr());
             // SAFETY: as above, one vector each at point i.
-            *o = if f32_ {
-                x86::finish_f32(bv.cast(), bi.cast())
-            } else {
-                x86::finish_f64(bv.cast(), bi.cast())
-            };
+            *o = finish_fn(bv.cast(), bi.cast());
         }
     }
 }
@@ -166,6 +156,13 @@ impl<T: Real> Fused<T> {
 mod x86 {
     use super::ROWS;
     use std::arch::x86_64::*;
+
+    /// A tile function: `(tile, dim, ct, cn, (c0, c1), (bv, bi))`, the pointers to the element
+    /// type of the function's name.
+    pub(super) type Tile =
+        unsafe fn(*const u8, usize, *const u8, *const u8, (usize, usize), (*mut u8, *mut u8));
+    /// A finishing function: `(bv, bi)` of one point.
+    pub(super) type Finish = unsafe fn(*const u8, *const u8) -> u32;
 
     macro_rules! fused {
         ($tile:ident, $finish:ident, $t:ty, $it:ty, $lanes:expr, $mask:ty, $setzero:ident,
@@ -181,14 +178,16 @@ mod x86 {
             #[target_feature(enable = "avx512f")]
             #[inline]
             pub(super) unsafe fn $tile(
-                tile: *const $t,
+                tile: *const u8,
                 dim: usize,
-                ct: *const $t,
-                cn: *const $t,
+                ct: *const u8,
+                cn: *const u8,
                 (c0, c1): (usize, usize),
-                (bv, bi): (*mut $t, *mut $it),
+                (bv, bi): (*mut u8, *mut u8),
             ) {
                 const L: usize = $lanes;
+                let (tile, ct, cn) = (tile.cast::<$t>(), ct.cast::<$t>(), cn.cast::<$t>());
+                let (bv, bi) = (bv.cast::<$t>(), bi.cast::<$it>());
                 let m2 = $set1(-2.0);
                 let iota = $iota;
                 let mut best = [$setzero(); ROWS];
@@ -239,8 +238,8 @@ mod x86 {
             /// AVX-512F; one vector at `bv` and at `bi`.
             #[target_feature(enable = "avx512f")]
             #[inline]
-            pub(super) unsafe fn $finish(bv: *const $t, bi: *const $it) -> u32 {
-                let (v, c) = ($loadu(bv), _mm512_loadu_si512(bi.cast()));
+            pub(super) unsafe fn $finish(bv: *const u8, bi: *const u8) -> u32 {
+                let (v, c) = ($loadu(bv.cast()), _mm512_loadu_si512(bi.cast()));
                 let low = $reduce_min(v);
                 let at: $mask = $cmpeq(v, $set1(low));
                 if at == 0 {
