@@ -6,9 +6,9 @@
 //! `dgemm`) into a scratch buffer small enough to stay in L2 (`BLOCK_POINTS × BLOCK_CENTROIDS`
 //! elements). A vectorised scan then finds each row's nearest centroid (ties → lowest index) and
 //! the point is added to the f64 sums and counts of its chunk. On CPUs with AVX-512 the GEMM
-//! and the scan are one loop instead (`fused.rs`): the same values (`‖c‖² − 2x·c`,
-//! ties → lowest index) without writing, packing or scanning a block of distances. The inertia is the exact-form
-//! `Σ (x − c)²` of every point to the centroid it was assigned, computed in f64
+//! and the scan are one loop instead (`fused.rs`): the same values (`‖c‖² − 2x·c`, ties →
+//! lowest index) without writing, packing or scanning a block of distances. The inertia is the
+//! exact-form `Σ (x − c)²` of every point to the centroid it was assigned, computed in f64
 //! ([`dist2_fast`](super::real::dist2_fast)), so f32 runs report an inertia as accurate as f64
 //! runs.
 //!
@@ -18,7 +18,7 @@
 
 use rayon::prelude::*;
 
-use super::fused::{Fused, FusedScratch};
+use super::fused::Fused;
 use super::real::{dist2, dist2_fast, Real};
 use crate::error::{Error, Result};
 
@@ -376,8 +376,8 @@ fn chunk_partial_for<T: Real>(
     chunk_partial(isa, pts, dim, centroids, k, prep, labels)
 }
 
-/// Processes one chunk of points: blocks of `BLOCK_POINTS` points × blocks of `BLOCK_CENTROIDS`
-/// centroids through the GEMM, then the scan and the accumulation.
+/// Processes one chunk of points: for each block of `BLOCK_POINTS` points, the nearest
+/// centroids (the fused search, or [`gemm_scan`]), then the accumulation.
 #[inline(always)]
 fn chunk_partial<T: Real>(
     isa: Isa,
@@ -390,64 +390,28 @@ fn chunk_partial<T: Real>(
 ) -> Partial {
     let mut part = Partial::new(k, dim);
     #[cfg(target_arch = "x86_64")]
-    if let Some(f) = &prep.fused {
-        let mut sc = FusedScratch::new();
-        let mut best = [0u32; BLOCK_POINTS];
-        for (b, block) in pts.chunks(BLOCK_POINTS * dim).enumerate() {
-            let m = block.len() / dim;
-            // SAFETY: `fused` is only built when `Isa::detect` found AVX-512F.
-            unsafe { f.nearest(block, &mut best[..m], &mut sc) };
-            for (x, &j) in block.chunks_exact(dim).zip(&best[..m]) {
-                part.add_point(x, j as usize, centroids);
-            }
-            if let Some(l) = labels.as_deref_mut() {
-                l[b * BLOCK_POINTS..b * BLOCK_POINTS + m].copy_from_slice(&best[..m]);
-            }
-        }
-        return part;
-    }
-    let kb_max = k.min(BLOCK_CENTROIDS);
-    let mut g = vec![T::ZERO; BLOCK_POINTS * kb_max];
+    let mut sc = super::fused::FusedScratch::new();
+    let mut g = match prep.fused {
+        Some(_) => Vec::new(),
+        None => vec![T::ZERO; BLOCK_POINTS * k.min(BLOCK_CENTROIDS)],
+    };
     let mut best_v = [T::ZERO; BLOCK_POINTS];
     let mut best_i = [0u32; BLOCK_POINTS];
     for (b, block) in pts.chunks(BLOCK_POINTS * dim).enumerate() {
         let m = block.len() / dim;
-        let mut j0 = 0;
-        while j0 < k {
-            let kb = kb_max.min(k - j0);
-            // g[i][j] = -2 x_i · c_(j0+j)
-            // SAFETY: the pointers and strides describe `block` (m × dim, row-major), columns
-            // j0..j0+kb of the transposed centroids (dim × k, row-major) and `g` (m × kb,
-            // row-major), all in bounds.
-            unsafe {
-                T::gemm(
-                    m,
-                    dim,
-                    kb,
-                    T::from_f64(-2.0),
-                    block.as_ptr(),
-                    dim as isize,
-                    1,
-                    prep.transposed[j0..].as_ptr(),
-                    k as isize,
-                    1,
-                    T::ZERO,
-                    g.as_mut_ptr(),
-                    kb as isize,
-                    1,
-                );
-            }
-            scan(
+        match &prep.fused {
+            // SAFETY: `fused` is only built when `Isa::detect` found AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            Some(f) => unsafe { f.nearest(block, &mut best_i[..m], &mut sc) },
+            _ => gemm_scan(
                 isa,
-                &g[..m * kb],
-                kb,
-                &prep.cnorm[j0..j0 + kb],
-                j0,
-                j0 == 0,
+                block,
+                k,
+                prep,
+                &mut g,
                 &mut best_v[..m],
                 &mut best_i[..m],
-            );
-            j0 += kb;
+            ),
         }
         for (x, &j) in block.chunks_exact(dim).zip(&best_i[..m]) {
             part.add_point(x, j as usize, centroids);
@@ -457,6 +421,60 @@ fn chunk_partial<T: Real>(
         }
     }
     part
+}
+
+/// The nearest centroid of each point of `block` (`best_i`, one per point) through blocks of
+/// `BLOCK_CENTROIDS` centroids: one GEMM each into `g`, then the scan.
+#[inline(always)]
+fn gemm_scan<T: Real>(
+    isa: Isa,
+    block: &[T],
+    k: usize,
+    prep: &Prepared<T>,
+    g: &mut [T],
+    best_v: &mut [T],
+    best_i: &mut [u32],
+) {
+    let m = best_i.len();
+    let dim = block.len() / m;
+    let kb_max = k.min(BLOCK_CENTROIDS);
+    let mut j0 = 0;
+    while j0 < k {
+        let kb = kb_max.min(k - j0);
+        // g[i][j] = -2 x_i · c_(j0+j)
+        // SAFETY: the pointers and strides describe `block` (m × dim, row-major), columns
+        // j0..j0+kb of the transposed centroids (dim × k, row-major) and `g` (m × kb,
+        // row-major), all in bounds.
+        unsafe {
+            T::gemm(
+                m,
+                dim,
+                kb,
+                T::from_f64(-2.0),
+                block.as_ptr(),
+                dim as isize,
+                1,
+                prep.transposed[j0..].as_ptr(),
+                k as isize,
+                1,
+                T::ZERO,
+                g.as_mut_ptr(),
+                kb as isize,
+                1,
+            );
+        }
+        scan(
+            isa,
+            &g[..m * kb],
+            kb,
+            &prep.cnorm[j0..j0 + kb],
+            j0,
+            j0 == 0,
+            best_v,
+            best_i,
+        );
+        j0 += kb;
+    }
 }
 
 /// Independent minimum accumulators in the first scan (hides the latency of `min`).
