@@ -21,6 +21,9 @@ pub trait Real:
     const INFINITY: Self;
     /// "f32" or "f64".
     const NAME: &'static str;
+    /// The type's machine epsilon and largest finite value, as f64.
+    const EPSILON: f64;
+    const MAX: f64;
     /// Exact widening (f32) or identity (f64).
     fn to_f64(self) -> f64;
     /// Rounding to nearest (f32) or identity (f64).
@@ -57,6 +60,8 @@ macro_rules! real {
             const ZERO: Self = 0.0;
             const INFINITY: Self = <$t>::INFINITY;
             const NAME: &'static str = stringify!($t);
+            const EPSILON: f64 = <$t>::EPSILON as f64;
+            const MAX: f64 = <$t>::MAX as f64;
             #[inline(always)]
             fn to_f64(self) -> f64 {
                 self as f64

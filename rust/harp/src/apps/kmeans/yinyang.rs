@@ -129,8 +129,6 @@ struct Gemm<'a, G> {
     hi_off: &'a [G],
     /// The relative rounding bound `e` of the distances computed in `G` (see [`rounding_bound`]).
     e: f64,
-    /// The largest finite value of `G`.
-    gmax: f64,
 }
 
 /// The largest magnitude of a value whose f32 rounding the f32 GEMM of f64 data accepts; values
@@ -274,24 +272,12 @@ impl Yinyang {
             col_group[p] = self.group_of[j as usize] as usize;
             perm.extend_from_slice(c);
         }
-        let offsets = |e: f64| -> (Vec<f64>, Vec<f64>) {
-            (
-                norms.iter().map(|cn| cn * (1.0 - e)).collect(),
-                norms.iter().map(|cn| cn * (1.0 + e)).collect(),
-            )
-        };
-        let (lo, hi) = offsets(e);
-        let (lo_off, hi_off): (Vec<T>, Vec<T>) = (
-            lo.iter().map(|&v| T::from_f64(v)).collect(),
-            hi.iter().map(|&v| T::from_f64(v)).collect(),
-        );
+        let (lo_off, hi_off) = offsets::<T>(&norms, e);
         // f64 data: the GEMM in f32 (twice the rate, half the bytes) when the centroids allow.
         let e32 = rounding_bound::<f32>(dim, true);
         let narrowed = (T::NAME == "f64" && narrow_ok(centroids)).then(|| {
-            let (lo, hi) = offsets(e32);
-            let c32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
             let perm32: Vec<f32> = perm.iter().map(|v| v.to_f64() as f32).collect();
-            (perm32, c32(&lo), c32(&hi))
+            (perm32, offsets::<f32>(&norms, e32))
         });
         let step = Step {
             dim,
@@ -308,18 +294,12 @@ impl Yinyang {
                 lo_off: &lo_off,
                 hi_off: &hi_off,
                 e,
-                gmax: if T::NAME == "f32" {
-                    f32::MAX as f64
-                } else {
-                    f64::MAX
-                },
             },
-            narrow: narrowed.as_ref().map(|(perm, lo_off, hi_off)| Gemm {
+            narrow: narrowed.as_ref().map(|(perm, (lo_off, hi_off))| Gemm {
                 perm,
                 lo_off,
                 hi_off,
                 e: e32,
-                gmax: f32::MAX as f64,
             }),
             col_group: &col_group,
             cmax2,
@@ -519,13 +499,16 @@ fn norm2<T: Real>(x: &[T]) -> f64 {
 /// [`full_block`]); `rounded` when the points and centroids were rounded to `G` first (f64 data
 /// through the f32 GEMM: each product then carries up to three more `eps_G` of its size).
 fn rounding_bound<G: Real>(dim: usize, rounded: bool) -> f64 {
-    let eps = if G::NAME == "f32" {
-        f32::EPSILON as f64
-    } else {
-        f64::EPSILON
-    };
     let extra = if rounded { 4.0 } else { 0.0 };
-    2.0 * ((dim as f64 + 8.0 + extra) * (eps + f64::EPSILON))
+    2.0 * ((dim as f64 + 8.0 + extra) * (G::EPSILON + f64::EPSILON))
+}
+
+/// The GEMM's offsets `‖c‖²·(1 − e)` and `‖c‖²·(1 + e)` in `G`, from the squared norms in f64.
+fn offsets<G: Real>(norms: &[f64], e: f64) -> (Vec<G>, Vec<G>) {
+    (
+        norms.iter().map(|cn| G::from_f64(cn * (1.0 - e))).collect(),
+        norms.iter().map(|cn| G::from_f64(cn * (1.0 + e))).collect(),
+    )
 }
 
 /// Points per block of the blocked exact assignment: the products of a block with all `k`
@@ -807,7 +790,7 @@ fn block_pass<T: Real, G: Real>(
         let limit = (hmin[i].to_f64() + xn * (1.0 + e)) * (1.0 + MARGIN) + f64::MIN_POSITIVE;
         // |g| + ‖c‖² ≤ (‖x‖ + ‖c‖)² ≤ 2(‖x‖² + ‖c‖²): below a quarter of T's range, every
         // value and sum of the pass above is finite.
-        let safe = 4.0 * (xn + s.cmax2) < gm.gmax;
+        let safe = 4.0 * (xn + s.cmax2) < G::MAX;
         let lbp = &mut lb[i * t..(i + 1) * t];
         if one && safe && l2[i].to_f64() + xlo > limit {
             // A single candidate: the lowest lower end's centroid, which also holds the lowest
